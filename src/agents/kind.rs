@@ -1,0 +1,228 @@
+//! The kinds of agent orch can drive.
+
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::toolset::Permission;
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentKind {
+    Claude,
+    Codex,
+    Gemini,
+    Opencode,
+    Copilot,
+    Command,
+}
+
+/// A ToolSet field a raw flag would interfere with.
+pub type FieldName = &'static str;
+
+impl AgentKind {
+    pub const ALL: [AgentKind; 6] = [
+        AgentKind::Claude,
+        AgentKind::Codex,
+        AgentKind::Gemini,
+        AgentKind::Opencode,
+        AgentKind::Copilot,
+        AgentKind::Command,
+    ];
+    pub const NAMES: &'static [&'static str] = &[
+        "claude", "codex", "gemini", "opencode", "copilot", "command",
+    ];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentKind::Claude => "claude",
+            AgentKind::Codex => "codex",
+            AgentKind::Gemini => "gemini",
+            AgentKind::Opencode => "opencode",
+            AgentKind::Copilot => "copilot",
+            AgentKind::Command => "command",
+        }
+    }
+
+    /// A kind usable by name in `agents = [...]` without an `[agents.X]` table.
+    pub fn builtin(name: &str) -> Option<Self> {
+        Self::parse(name).filter(|k| *k != AgentKind::Command)
+    }
+
+    /// Whether this kind is an LLM agent (it needs a prompt and gets tools).
+    pub fn is_llm(self) -> bool {
+        self != AgentKind::Command
+    }
+
+    /// The program looked up on PATH when the agent names no `binary`.
+    pub fn default_binary(self) -> Option<&'static str> {
+        match self {
+            AgentKind::Command => None,
+            other => Some(other.as_str()),
+        }
+    }
+
+    /// Whether the CLI confines writes at the operating-system level for this
+    /// permission, so a write tool under it cannot escape (agent-clis.md rule 4).
+    pub fn confines_writes(self, permission: Permission) -> bool {
+        matches!(self, AgentKind::Codex) && permission != Permission::FullAccess
+    }
+
+    /// Raw flags the ToolSet translation controls for this CLI, with the
+    /// field they belong to. A mode's `flags` may not contain them.
+    pub fn controlled_flags(self) -> &'static [(&'static str, FieldName)] {
+        match self {
+            AgentKind::Claude => &[
+                ("--tools", "internal"),
+                ("--allowedTools", "internal"),
+                ("--allowed-tools", "internal"),
+                ("--disallowedTools", "internal"),
+                ("--disallowed-tools", "internal"),
+                ("--permission-mode", "permission"),
+                ("--dangerously-skip-permissions", "permission"),
+                ("--allow-dangerously-skip-permissions", "permission"),
+                ("--max-turns", "max_turns"),
+                ("--mcp-config", "mcp"),
+                ("--strict-mcp-config", "mcp"),
+                ("--settings", "permission"),
+                ("--add-dir", "permission"),
+            ],
+            AgentKind::Codex => &[
+                ("-s", "permission"),
+                ("--sandbox", "permission"),
+                ("--full-auto", "permission"),
+                ("--dangerously-bypass-approvals-and-sandbox", "permission"),
+                ("--yolo", "permission"),
+                ("-a", "permission"),
+                ("--ask-for-approval", "permission"),
+                ("--add-dir", "permission"),
+                ("--enable", "internal"),
+                ("--disable", "internal"),
+                ("-p", "permission"),
+                ("--profile", "permission"),
+            ],
+            AgentKind::Gemini => &[
+                ("--approval-mode", "permission"),
+                ("-y", "permission"),
+                ("--yolo", "permission"),
+                ("-s", "permission"),
+                ("--sandbox", "permission"),
+                ("--policy", "internal"),
+                ("--allowed-tools", "internal"),
+                ("--allowed-mcp-server-names", "mcp"),
+                ("-e", "mcp"),
+                ("--extensions", "mcp"),
+                ("--include-directories", "permission"),
+            ],
+            AgentKind::Opencode => &[
+                ("--agent", "permission"),
+                ("--auto", "permission"),
+                ("--dangerously-skip-permissions", "permission"),
+            ],
+            AgentKind::Copilot => &[
+                ("--available-tools", "internal"),
+                ("--excluded-tools", "internal"),
+                ("--allow-tool", "internal"),
+                ("--deny-tool", "internal"),
+                ("--allow-all-tools", "permission"),
+                ("--allow-all", "permission"),
+                ("--yolo", "permission"),
+                ("--allow-all-paths", "permission"),
+                ("--add-dir", "permission"),
+                ("--additional-mcp-config", "mcp"),
+                ("--disable-builtin-mcps", "mcp"),
+                ("--agent", "permission"),
+            ],
+            AgentKind::Command => &[],
+        }
+    }
+
+    /// For `-c key=value` style config overrides (Codex), the config keys the
+    /// ToolSet translation owns.
+    pub fn controlled_config_prefixes(self) -> &'static [(&'static str, FieldName)] {
+        match self {
+            AgentKind::Codex => &[
+                ("sandbox", "permission"),
+                ("approval_policy", "permission"),
+                ("mcp_servers", "mcp"),
+                ("features", "internal"),
+                ("tools", "internal"),
+                ("web_search", "internal"),
+                ("shell_environment_policy", "permission"),
+            ],
+            _ => &[],
+        }
+    }
+
+    /// If a raw flag touches something the ToolSet controls, the field it
+    /// belongs to. Handles `--flag value`, `--flag=value` and Codex `-c k=v`.
+    pub fn controlled_field(self, flag: &str, next: Option<&str>) -> Option<FieldName> {
+        let head = flag.split_once('=').map_or(flag, |(h, _)| h);
+        if let Some((_, field)) = self.controlled_flags().iter().find(|(f, _)| *f == head) {
+            return Some(field);
+        }
+        if self == AgentKind::Codex && (head == "-c" || head == "--config") {
+            let kv = flag
+                .split_once('=')
+                .filter(|_| head == "--config")
+                .map(|(_, v)| v)
+                .or(next)?;
+            let key = kv.split('=').next().unwrap_or("").trim();
+            return self
+                .controlled_config_prefixes()
+                .iter()
+                .find(|(p, _)| {
+                    key == *p
+                        || key.starts_with(&format!("{p}."))
+                        || key.starts_with(&format!("{p}_"))
+                })
+                .map(|(_, f)| *f);
+        }
+        None
+    }
+}
+
+impl fmt::Display for AgentKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controlled_flags_are_found_in_every_spelling() {
+        let c = AgentKind::Claude;
+        assert_eq!(c.controlled_field("--allowedTools", None), Some("internal"));
+        assert_eq!(c.controlled_field("--max-turns=3", None), Some("max_turns"));
+        assert_eq!(c.controlled_field("--effort", Some("high")), None);
+        let x = AgentKind::Codex;
+        assert_eq!(
+            x.controlled_field("-c", Some("sandbox_mode=\"danger-full-access\"")),
+            Some("permission")
+        );
+        assert_eq!(
+            x.controlled_field("-c", Some("model_reasoning_effort=high")),
+            None
+        );
+        assert_eq!(
+            x.controlled_field("--config=mcp_servers.x.command=\"y\"", None),
+            Some("mcp")
+        );
+    }
+
+    #[test]
+    fn only_codex_confines_writes() {
+        assert!(AgentKind::Codex.confines_writes(Permission::ReadOnly));
+        assert!(!AgentKind::Claude.confines_writes(Permission::ReadOnly));
+    }
+}

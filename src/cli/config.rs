@@ -1,0 +1,91 @@
+//! `orch config`: the effective settings and where each value came from.
+
+use std::io::Write;
+
+use clap::ValueEnum;
+use serde::Serialize;
+
+use super::GlobalArgs;
+use super::output::{CmdResult, Exit, stdout, usage_error, write_json};
+use crate::agents::AgentKind;
+use crate::settings::{self, AgentSettings, Overrides, Sources};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+#[derive(Serialize)]
+struct Row {
+    key: String,
+    value: String,
+    source: String,
+}
+
+/// The command-line layer of the settings.
+pub fn overrides(global: &GlobalArgs) -> Result<Overrides, String> {
+    let mut o = Overrides {
+        state_dir: global.state_dir.clone(),
+        max_parallel: global.max_parallel,
+        ..Default::default()
+    };
+    for spec in &global.agent_binaries {
+        let (kind, path) = spec
+            .split_once('=')
+            .ok_or_else(|| format!("`--agent-binary {spec}` must be KIND=PATH"))?;
+        let kind = AgentKind::parse(kind)
+            .filter(|k| k.is_llm())
+            .ok_or_else(|| format!("unknown agent kind `{kind}` in `--agent-binary`"))?;
+        o.agents.insert(
+            kind,
+            AgentSettings {
+                binary: path.to_string(),
+            },
+        );
+    }
+    Ok(o)
+}
+
+pub fn run(args: &Args, global: &GlobalArgs) -> CmdResult {
+    let o = match overrides(global) {
+        Ok(o) => o,
+        Err(m) => {
+            return usage_error(
+                &m,
+                Some("kinds: claude, codex, gemini, opencode, copilot".into()),
+            );
+        }
+    };
+    let layered = match settings::load(&Sources::discover(), &o) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "{:?}", miette::Report::new(e));
+            return Ok(Exit::Invalid);
+        }
+    };
+    let rows: Vec<Row> = layered
+        .explain()
+        .into_iter()
+        .map(|(key, value, source)| Row { key, value, source })
+        .collect();
+    match args.format {
+        Format::Json => write_json(&rows)?,
+        Format::Text => {
+            let mut out = stdout();
+            let kw = rows.iter().map(|r| r.key.len()).max().unwrap_or(0);
+            let vw = rows.iter().map(|r| r.value.len()).max().unwrap_or(0);
+            for r in &rows {
+                writeln!(out, "{:<kw$}  {:<vw$}  # {}", r.key, r.value, r.source)?;
+            }
+            out.flush()?;
+        }
+    }
+    Ok(Exit::Success)
+}

@@ -1,0 +1,82 @@
+//! The command line: argument definitions and dispatch. Each subcommand
+//! lives in its own file.
+
+mod config;
+mod explain;
+mod output;
+mod plan;
+mod schema;
+mod validate;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+pub use output::Exit;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "orch",
+    version,
+    about = "Run declarative pipelines of AI coding agents, with tool restrictions the agents' own runtimes enforce",
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Settings given on the command line (the highest settings layer).
+#[derive(Debug, clap::Args)]
+pub struct GlobalArgs {
+    /// Directory for run state (`state.db`, logs) [default: .orch]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Agent processes at once when the pipeline does not say
+    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_parallel: Option<u32>,
+    /// Program for an agent kind, like `claude=/opt/bin/claude` (repeatable)
+    #[arg(long = "agent-binary", global = true, value_name = "KIND=PATH")]
+    pub agent_binaries: Vec<String>,
+    /// When to use colour in diagnostics
+    #[arg(long, global = true, value_enum, default_value_t = Color::Auto)]
+    pub color: Color,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Color {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check pipeline files and report every problem with its position
+    Validate(validate::Args),
+    /// Show the phases as stages and dependency edges
+    Plan(plan::Args),
+    /// Show each agent's resolved tools in each phase, and where each came from
+    Explain(explain::Args),
+    /// Print the JSON Schema of pipeline files
+    Schema(schema::Args),
+    /// Print the effective settings and where each value came from
+    Config(config::Args),
+}
+
+/// Parse the command line, run, and map the outcome to an exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let color = output::use_color(cli.global.color);
+    let result = match &cli.command {
+        Command::Validate(args) => validate::run(args, color),
+        Command::Plan(args) => plan::run(args, color),
+        Command::Explain(args) => explain::run(args, color),
+        Command::Schema(args) => schema::run(args),
+        Command::Config(args) => config::run(args, &cli.global),
+    };
+    output::finish(result)
+}

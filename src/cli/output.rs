@@ -1,0 +1,171 @@
+//! Shared output plumbing for subcommands: exit codes, diagnostics on
+//! stderr, results on stdout, quiet handling of a closed pipe.
+
+use std::io::{self, IsTerminal, Write};
+use std::process::ExitCode;
+
+use crate::pipeline::{Diagnostic, Invalid, Loaded};
+
+use super::Color;
+
+/// How a command ended.
+#[derive(Debug)]
+pub enum Exit {
+    Success,
+    /// A required phase failed.
+    Failed,
+    /// Invalid input or usage.
+    Invalid,
+    Interrupted,
+}
+
+impl Exit {
+    pub fn code(&self) -> u8 {
+        match self {
+            Exit::Success => 0,
+            Exit::Failed => 1,
+            Exit::Invalid => 2,
+            Exit::Interrupted => 130,
+        }
+    }
+}
+
+pub type CmdResult = io::Result<Exit>;
+
+pub fn finish(result: CmdResult) -> ExitCode {
+    match result {
+        Ok(exit) => ExitCode::from(exit.code()),
+        // A closed stdout (`orch plan x | head`) is not an error.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = writeln!(io::stderr(), "error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+pub fn use_color(c: Color) -> bool {
+    match c {
+        Color::Always => true,
+        Color::Never => false,
+        Color::Auto => {
+            io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        }
+    }
+}
+
+/// Most diagnostics printed for one file; the rest are counted.
+const MAX_SHOWN: usize = 200;
+
+/// Render diagnostics to stderr.
+pub fn print_diagnostics(diags: &[Diagnostic], color: bool) -> io::Result<()> {
+    let stderr = io::stderr();
+    let mut err = io::BufWriter::new(stderr.lock());
+    let width = terminal_width();
+    let theme = if color {
+        miette::GraphicalTheme::unicode()
+    } else {
+        miette::GraphicalTheme::unicode_nocolor()
+    };
+    let handler = miette::GraphicalReportHandler::new_themed(theme)
+        .with_width(width)
+        .with_links(false);
+    for d in diags.iter().take(MAX_SHOWN) {
+        let mut s = String::new();
+        let _ = handler.render_report(&mut s, d);
+        writeln!(err, "{s}")?;
+    }
+    if diags.len() > MAX_SHOWN {
+        writeln!(err, "... and {} more", diags.len() - MAX_SHOWN)?;
+    }
+    err.flush()
+}
+
+fn terminal_width() -> usize {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(100)
+}
+
+pub fn summary(file: &str, diags: &[Diagnostic]) -> String {
+    let errors = diags.iter().filter(|d| d.is_error()).count();
+    let warnings = diags.len() - errors;
+    let mut parts = Vec::new();
+    if errors > 0 {
+        parts.push(format!(
+            "{errors} error{}",
+            if errors == 1 { "" } else { "s" }
+        ));
+    }
+    if warnings > 0 {
+        parts.push(format!(
+            "{warnings} warning{}",
+            if warnings == 1 { "" } else { "s" }
+        ));
+    }
+    format!("`{file}`: {}", parts.join(", "))
+}
+
+/// Load a pipeline for a command that needs a valid one: on errors, print
+/// them and return `Err(Exit::Invalid)`; warnings are printed either way.
+pub fn load_valid(path: &std::path::Path, color: bool) -> io::Result<Result<Loaded, Exit>> {
+    match crate::pipeline::load(path) {
+        Ok(loaded) => {
+            print_diagnostics(&loaded.warnings, color)?;
+            Ok(Ok(loaded))
+        }
+        Err(Invalid { diagnostics }) => {
+            print_diagnostics(&diagnostics, color)?;
+            writeln!(
+                io::stderr(),
+                "error: {}",
+                summary(&path.display().to_string(), &diagnostics)
+            )?;
+            Ok(Err(Exit::Invalid))
+        }
+    }
+}
+
+/// A usage error about a value (unknown phase name and the like).
+pub fn usage_error(message: &str, hint: Option<String>) -> io::Result<Exit> {
+    let mut err = io::stderr().lock();
+    writeln!(err, "error: {message}")?;
+    if let Some(h) = hint {
+        writeln!(err, "  help: {h}")?;
+    }
+    Ok(Exit::Invalid)
+}
+
+pub fn stdout() -> io::BufWriter<io::StdoutLock<'static>> {
+    io::BufWriter::new(io::stdout().lock())
+}
+
+pub fn write_json(value: &impl serde::Serialize) -> io::Result<()> {
+    let mut out = stdout();
+    serde_json::to_writer_pretty(&mut out, value)?;
+    writeln!(out)?;
+    out.flush()
+}
+
+/// The index of a phase named on the command line, or a usage error with a
+/// suggestion.
+pub fn phase_index(pipeline: &crate::pipeline::Pipeline, name: &str) -> Result<usize, String> {
+    pipeline
+        .phases
+        .iter()
+        .position(|p| p.name == name)
+        .ok_or_else(|| {
+            let hint = crate::pipeline::diagnostic::suggest(
+                name,
+                pipeline.phases.iter().map(|p| p.name.as_str()),
+            );
+            match hint {
+                Some(h) => format!(
+                    "no phase named `{name}` in `{}`; did you mean `{h}`?",
+                    pipeline.path.display()
+                ),
+                None => format!("no phase named `{name}` in `{}`", pipeline.path.display()),
+            }
+        })
+}

@@ -1,0 +1,104 @@
+//! `orch validate FILE...`: every problem in every file, with positions.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use clap::ValueEnum;
+use serde::Serialize;
+
+use super::output::{CmdResult, Exit, print_diagnostics, summary, write_json};
+use crate::pipeline::diagnostic::DiagnosticJson;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Pipeline files to check
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+#[derive(Serialize)]
+struct Report {
+    valid: bool,
+    files: Vec<FileReport>,
+    diagnostics: Vec<DiagnosticJson>,
+}
+
+#[derive(Serialize)]
+struct FileReport {
+    file: String,
+    valid: bool,
+    errors: usize,
+    warnings: usize,
+}
+
+pub fn run(args: &Args, color: bool) -> CmdResult {
+    let mut report = Report {
+        valid: true,
+        files: Vec::new(),
+        diagnostics: Vec::new(),
+    };
+    for file in &args.files {
+        let name = file.display().to_string();
+        let (valid, diags, detail) = match crate::pipeline::load(file) {
+            Ok(l) => {
+                let invocations = l.pipeline.invocations().count();
+                let detail = format!(
+                    "{} phase{}, {} invocation{}",
+                    l.pipeline.phases.len(),
+                    if l.pipeline.phases.len() == 1 {
+                        ""
+                    } else {
+                        "s"
+                    },
+                    invocations,
+                    if invocations == 1 { "" } else { "s" }
+                );
+                (true, l.warnings, detail)
+            }
+            Err(e) => (false, e.diagnostics, String::new()),
+        };
+        report.valid &= valid;
+        let errors = diags.iter().filter(|d| d.is_error()).count();
+        match args.format {
+            Format::Text => {
+                print_diagnostics(&diags, color)?;
+                if valid {
+                    let warn = if diags.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            ", {}",
+                            summary(&name, &diags).split(": ").nth(1).unwrap_or("")
+                        )
+                    };
+                    writeln!(io::stdout(), "ok: `{name}` ({detail}{warn})")?;
+                } else {
+                    writeln!(io::stderr(), "error: {}", summary(&name, &diags))?;
+                }
+            }
+            Format::Json => report.diagnostics.extend(diags.iter().map(|d| d.to_json())),
+        }
+        report.files.push(FileReport {
+            file: name,
+            valid,
+            errors,
+            warnings: diags.len() - errors,
+        });
+    }
+    if let Format::Json = args.format {
+        write_json(&report)?;
+    }
+    Ok(if report.valid {
+        Exit::Success
+    } else {
+        Exit::Invalid
+    })
+}

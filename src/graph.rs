@@ -1,0 +1,293 @@
+//! The phase DAG: build it, report cycles as whole paths, split it into
+//! stages, and select sub-graphs (`--phase`, `--from`).
+//!
+//! Edges go from a dependency to its dependent. Every algorithm here is
+//! iterative, so a 100,000-phase chain cannot overflow the stack.
+
+use std::collections::{HashMap, VecDeque};
+
+use petgraph::Direction;
+use petgraph::algo::tarjan_scc;
+use petgraph::graph::{DiGraph, NodeIndex};
+
+use crate::pipeline::Pipeline;
+
+/// A validated, acyclic phase graph. Node `i` is `pipeline.phases[i]`.
+#[derive(Debug, Clone)]
+pub struct PhaseGraph {
+    graph: DiGraph<(), ()>,
+    /// Stage of each phase: 0 for phases with no dependencies, else one more
+    /// than the latest stage among its dependencies.
+    stage_of: Vec<usize>,
+}
+
+/// A cycle as phase indices, first phase repeated at the end.
+pub type Cycle = Vec<usize>;
+
+impl PhaseGraph {
+    /// Build the graph; on cycles, every cycle (one per strongly connected
+    /// component) as a path.
+    pub fn build(pipeline: &Pipeline) -> Result<Self, Vec<Cycle>> {
+        let n = pipeline.phases.len();
+        let index: HashMap<&str, usize> = pipeline
+            .phases
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.name.as_str(), i))
+            .collect();
+        let mut graph = DiGraph::with_capacity(n, n);
+        for _ in 0..n {
+            graph.add_node(());
+        }
+        for (i, p) in pipeline.phases.iter().enumerate() {
+            for d in &p.depends_on {
+                if let Some(&j) = index.get(d.as_str())
+                    && i != j
+                {
+                    graph.add_edge(NodeIndex::new(j), NodeIndex::new(i), ());
+                }
+            }
+        }
+        Self::from_graph(graph)
+    }
+
+    fn from_graph(graph: DiGraph<(), ()>) -> Result<Self, Vec<Cycle>> {
+        match topological_order(&graph) {
+            Some(order) => {
+                let mut stage_of = vec![0; graph.node_count()];
+                for &v in &order {
+                    let s = graph
+                        .neighbors_directed(v, Direction::Incoming)
+                        .map(|u| stage_of[u.index()] + 1)
+                        .max()
+                        .unwrap_or(0);
+                    stage_of[v.index()] = s;
+                }
+                Ok(Self { graph, stage_of })
+            }
+            None => Err(find_cycles(&graph)),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.graph.node_count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Stages in order; each a set of phases (declaration order) that can run
+    /// together once the earlier stages are done.
+    pub fn stages(&self) -> Vec<Vec<usize>> {
+        let count = self.stage_of.iter().max().map_or(0, |m| m + 1);
+        let mut stages = vec![Vec::new(); count];
+        for (i, &s) in self.stage_of.iter().enumerate() {
+            stages[s].push(i);
+        }
+        stages
+    }
+
+    /// Stages restricted to `selected` (indices), keeping their relative order.
+    pub fn stages_of(&self, selected: &[usize]) -> Vec<Vec<usize>> {
+        let mut keep = vec![false; self.len()];
+        for &i in selected {
+            keep[i] = true;
+        }
+        self.stages()
+            .into_iter()
+            .map(|s| s.into_iter().filter(|&i| keep[i]).collect::<Vec<_>>())
+            .filter(|s| !s.is_empty())
+            .collect()
+    }
+
+    /// Dependency edges `(from, to)`: `to` depends on `from`.
+    pub fn edges(&self) -> Vec<(usize, usize)> {
+        let mut e: Vec<(usize, usize)> = self
+            .graph
+            .raw_edges()
+            .iter()
+            .map(|e| (e.source().index(), e.target().index()))
+            .collect();
+        e.sort_unstable_by_key(|&(a, b)| (b, a));
+        e
+    }
+
+    /// Direct dependencies of a phase.
+    pub fn dependencies(&self, phase: usize) -> Vec<usize> {
+        let mut d: Vec<usize> = self
+            .graph
+            .neighbors_directed(NodeIndex::new(phase), Direction::Incoming)
+            .map(|n| n.index())
+            .collect();
+        d.sort_unstable();
+        d
+    }
+
+    /// `roots` and everything downstream of them, in declaration order.
+    pub fn downstream(&self, roots: &[usize]) -> Vec<usize> {
+        let mut seen = vec![false; self.len()];
+        let mut queue: VecDeque<usize> = roots.iter().copied().collect();
+        for &r in roots {
+            seen[r] = true;
+        }
+        while let Some(v) = queue.pop_front() {
+            for w in self
+                .graph
+                .neighbors_directed(NodeIndex::new(v), Direction::Outgoing)
+            {
+                if !seen[w.index()] {
+                    seen[w.index()] = true;
+                    queue.push_back(w.index());
+                }
+            }
+        }
+        (0..self.len()).filter(|&i| seen[i]).collect()
+    }
+
+    /// `roots` and everything they depend on, in declaration order.
+    pub fn upstream(&self, roots: &[usize]) -> Vec<usize> {
+        let mut seen = vec![false; self.len()];
+        let mut queue: VecDeque<usize> = roots.iter().copied().collect();
+        for &r in roots {
+            seen[r] = true;
+        }
+        while let Some(v) = queue.pop_front() {
+            for w in self
+                .graph
+                .neighbors_directed(NodeIndex::new(v), Direction::Incoming)
+            {
+                if !seen[w.index()] {
+                    seen[w.index()] = true;
+                    queue.push_back(w.index());
+                }
+            }
+        }
+        (0..self.len()).filter(|&i| seen[i]).collect()
+    }
+}
+
+/// Kahn's algorithm, taking ready nodes in declaration order. `None` when
+/// the graph has a cycle.
+fn topological_order(graph: &DiGraph<(), ()>) -> Option<Vec<NodeIndex>> {
+    let n = graph.node_count();
+    let mut indegree: Vec<usize> = (0..n)
+        .map(|i| {
+            graph
+                .neighbors_directed(NodeIndex::new(i), Direction::Incoming)
+                .count()
+        })
+        .collect();
+    let mut ready: std::collections::BinaryHeap<std::cmp::Reverse<usize>> = indegree
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| **d == 0)
+        .map(|(i, _)| std::cmp::Reverse(i))
+        .collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(std::cmp::Reverse(v)) = ready.pop() {
+        order.push(NodeIndex::new(v));
+        for w in graph.neighbors_directed(NodeIndex::new(v), Direction::Outgoing) {
+            indegree[w.index()] -= 1;
+            if indegree[w.index()] == 0 {
+                ready.push(std::cmp::Reverse(w.index()));
+            }
+        }
+    }
+    (order.len() == n).then_some(order)
+}
+
+/// One cycle per non-trivial strongly connected component, starting at its
+/// first-declared phase and following dependencies (`a -> b` means `a`
+/// depends on `b`), shortest way round.
+fn find_cycles(graph: &DiGraph<(), ()>) -> Vec<Cycle> {
+    let mut cycles = Vec::new();
+    for scc in tarjan_scc(graph) {
+        if scc.len() < 2 {
+            continue;
+        }
+        let mut in_scc = vec![false; graph.node_count()];
+        for v in &scc {
+            in_scc[v.index()] = true;
+        }
+        let start = scc.iter().map(|v| v.index()).min().unwrap_or(0);
+        // BFS along "depends on" (incoming edges) back to start.
+        let mut prev: HashMap<usize, usize> = HashMap::new();
+        let mut queue = VecDeque::from([start]);
+        let mut closing = None;
+        'search: while let Some(v) = queue.pop_front() {
+            let mut deps: Vec<usize> = graph
+                .neighbors_directed(NodeIndex::new(v), Direction::Incoming)
+                .map(|n| n.index())
+                .filter(|&w| in_scc[w])
+                .collect();
+            deps.sort_unstable();
+            for w in deps {
+                if w == start {
+                    closing = Some(v);
+                    break 'search;
+                }
+                if let std::collections::hash_map::Entry::Vacant(e) = prev.entry(w) {
+                    e.insert(v);
+                    queue.push_back(w);
+                }
+            }
+        }
+        let Some(mut v) = closing else { continue };
+        let mut path = vec![v];
+        while v != start {
+            v = prev[&v];
+            path.push(v);
+        }
+        path.reverse();
+        path.push(start);
+        cycles.push(path);
+    }
+    cycles.sort();
+    cycles
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn graph(n: usize, deps: &[(usize, usize)]) -> Result<PhaseGraph, Vec<Cycle>> {
+        let mut g = DiGraph::new();
+        for _ in 0..n {
+            g.add_node(());
+        }
+        for &(phase, dep) in deps {
+            g.add_edge(NodeIndex::new(dep), NodeIndex::new(phase), ());
+        }
+        PhaseGraph::from_graph(g)
+    }
+
+    #[test]
+    fn stages_follow_longest_path() {
+        // 0; 1 <- 0; 2 <- 0; 3 <- 1, 2; 4 (independent)
+        let g = graph(5, &[(1, 0), (2, 0), (3, 1), (3, 2)]).unwrap();
+        assert_eq!(g.stages(), vec![vec![0, 4], vec![1, 2], vec![3]]);
+        assert_eq!(g.downstream(&[1]), vec![1, 3]);
+        assert_eq!(g.upstream(&[3]), vec![0, 1, 2, 3]);
+        assert_eq!(g.stages_of(&[1, 3]), vec![vec![1], vec![3]]);
+    }
+
+    #[test]
+    fn cycles_are_whole_paths() {
+        // 0 depends on 2, 1 on 0, 2 on 1: 0 -> 2 -> 1 -> 0
+        let cycles = graph(4, &[(0, 2), (1, 0), (2, 1), (3, 0)]).unwrap_err();
+        assert_eq!(cycles, vec![vec![0, 2, 1, 0]]);
+    }
+
+    #[test]
+    fn long_chain_does_not_overflow() {
+        let n = 100_000;
+        let deps: Vec<(usize, usize)> = (1..n).map(|i| (i, i - 1)).collect();
+        let g = graph(n, &deps).unwrap();
+        assert_eq!(g.stages().len(), n);
+        let mut cyclic = deps.clone();
+        cyclic.push((0, n - 1));
+        let cycles = graph(n, &cyclic).unwrap_err();
+        assert_eq!(cycles[0].len(), n + 1);
+    }
+}

@@ -1,0 +1,513 @@
+//! Diagnostics for pipeline files: what went wrong, where, and how to fix it.
+//!
+//! Every problem found while loading or validating a pipeline is one
+//! [`Diagnostic`]: a [`Problem`] (the message, code and help), the file it is
+//! in, the byte span it points at, and a severity. They render through miette
+//! (underlined source, help line) or as JSON (`orch validate --format json`).
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+use miette::{LabeledSpan, MietteSpanContents, SourceCode, SourceSpan, SpanContents};
+use serde::Serialize;
+
+/// A source file that diagnostics point into: its display name and text.
+#[derive(Debug)]
+pub struct SourceFile {
+    pub name: String,
+    pub text: String,
+    line_starts: Vec<usize>,
+}
+
+impl SourceFile {
+    pub fn new(name: impl Into<String>, text: impl Into<String>) -> Arc<Self> {
+        let text = text.into();
+        let mut line_starts = vec![0];
+        line_starts.extend(memchr_newlines(&text));
+        Arc::new(Self {
+            name: name.into(),
+            text,
+            line_starts,
+        })
+    }
+
+    /// 1-based line and column (in characters) of a byte offset.
+    pub fn line_col(&self, offset: usize) -> (usize, usize) {
+        let offset = offset.min(self.text.len());
+        let line = self.line_starts.partition_point(|&s| s <= offset) - 1;
+        let start = self.line_starts[line];
+        let column = self
+            .text
+            .get(start..offset)
+            .map_or(offset - start, |s| s.chars().count());
+        (line + 1, column + 1)
+    }
+
+    /// A [`Location`] for a byte span of this file.
+    pub fn location(&self, span: &Range<usize>) -> Location {
+        let (line, column) = self.line_col(span.start);
+        Location {
+            path: self.name.clone(),
+            line,
+            column,
+            offset: span.start,
+            len: span.end.saturating_sub(span.start),
+        }
+    }
+}
+
+fn memchr_newlines(text: &str) -> impl Iterator<Item = usize> + '_ {
+    text.bytes()
+        .enumerate()
+        .filter(|(_, b)| *b == b'\n')
+        .map(|(i, _)| i + 1)
+}
+
+impl SourceCode for SourceFile {
+    fn read_span<'a>(
+        &'a self,
+        span: &SourceSpan,
+        context_lines_before: usize,
+        context_lines_after: usize,
+    ) -> Result<Box<dyn SpanContents<'a> + 'a>, miette::MietteError> {
+        let inner = self
+            .text
+            .read_span(span, context_lines_before, context_lines_after)?;
+        Ok(Box::new(MietteSpanContents::new_named(
+            self.name.clone(),
+            inner.data(),
+            *inner.span(),
+            inner.line(),
+            inner.column(),
+            inner.line_count(),
+        )))
+    }
+}
+
+/// A position in a file, kept in the span-free model so provenance and late
+/// errors can still say `path:line:col`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Location {
+    pub path: String,
+    pub line: usize,
+    pub column: usize,
+    #[serde(skip)]
+    pub offset: usize,
+    #[serde(skip)]
+    pub len: usize,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.path, self.line, self.column)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+/// What is wrong. The message is the `Display`; [`Problem::code`] and
+/// [`Problem::help`] complete it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Problem {
+    #[error("could not read `{path}`: {reason}")]
+    Unreadable { path: String, reason: String },
+    #[error("`{path}` is not UTF-8 text")]
+    NotUtf8 { path: String },
+    #[error("invalid TOML: {message}")]
+    Syntax { message: String },
+    #[error("unknown key `{key}` in {table}")]
+    UnknownKey {
+        key: String,
+        table: String,
+        suggestion: Option<String>,
+        known: &'static [&'static str],
+    },
+    #[error("`{key}` must be {expected}, found {found}")]
+    WrongType {
+        key: String,
+        expected: &'static str,
+        found: &'static str,
+    },
+    #[error("missing required key `{key}` in {table}")]
+    MissingKey { key: &'static str, table: String },
+    #[error("unsupported pipeline version {found}")]
+    Version { found: String },
+    #[error("invalid {what} name `{name}`")]
+    BadName { what: &'static str, name: String },
+    #[error("`{key}` must not be empty")]
+    Empty { key: &'static str },
+    #[error("phase `{name}` is defined more than once")]
+    DuplicatePhase { name: String },
+    #[error("agent `{name}` is listed more than once in phase `{phase}`")]
+    DuplicateAgent { name: String, phase: String },
+    #[error("unknown agent `{name}`")]
+    UnknownAgent {
+        name: String,
+        suggestion: Option<String>,
+    },
+    #[error("unknown {what} `{value}`")]
+    UnknownValue {
+        what: &'static str,
+        value: String,
+        suggestion: Option<String>,
+        allowed: &'static [&'static str],
+    },
+    #[error("agent `{name}` needs a `kind`")]
+    MissingKind { name: String },
+    #[error("agent `{name}` of kind `command` needs a `command`")]
+    MissingCommand { name: String },
+    #[error("`command` is only for agents of kind `command`, not `{kind}`")]
+    CommandOnNonCommand { kind: String },
+    #[error("phase `{phase}` sets both `prompt` and `prompt_file`")]
+    PromptConflict { phase: String },
+    #[error("phase `{phase}` has no prompt for agent `{agent}`")]
+    MissingPrompt { phase: String, agent: String },
+    #[error("prompt file `{path}` cannot be read: {reason}")]
+    PromptFile { path: String, reason: String },
+    #[error("profile `{name}` not found (looked for {looked})")]
+    ProfileMissing { name: String, looked: String },
+    #[error("phase `{phase}` depends on unknown phase `{name}`")]
+    UnknownDependency {
+        phase: String,
+        name: String,
+        suggestion: Option<String>,
+    },
+    #[error("phase `{phase}` depends on itself")]
+    SelfDependency { phase: String },
+    #[error("dependency cycle: {path}")]
+    Cycle { path: String },
+    #[error("`agent_tools.{agent}` names an agent that phase `{phase}` does not list")]
+    AgentToolsNotInPhase { agent: String, phase: String },
+    #[error("unknown tool `{name}`")]
+    UnknownTool {
+        name: String,
+        suggestion: Option<String>,
+    },
+    #[error("malformed MCP tool name `{name}`: {reason}")]
+    BadMcpName { name: String, reason: &'static str },
+    #[error("MCP tool `{name}` names server `{server}`, which is not declared")]
+    UnknownMcpServer {
+        name: String,
+        server: String,
+        suggestion: Option<String>,
+    },
+    #[error("`{key}` must be at least {min}, found {found}")]
+    TooSmall {
+        key: &'static str,
+        min: i64,
+        found: i64,
+    },
+    #[error("`{key}` is too large ({found})")]
+    TooLarge { key: &'static str, found: i64 },
+    #[error("invalid duration `{value}`: {reason}")]
+    BadDuration { value: String, reason: String },
+    #[error(
+        "read-only ToolSet for agent `{agent}` in phase `{phase}` includes `{tool}`, which writes"
+    )]
+    ReadOnlyWrites {
+        agent: String,
+        phase: String,
+        tool: String,
+        from_defaults: bool,
+    },
+    #[error("raw flag `{flag}` is controlled by the ToolSet for {kind} agents")]
+    ControlledFlag {
+        flag: String,
+        kind: String,
+        field: &'static str,
+    },
+    #[error("invalid front matter in profile `{name}`: {reason}")]
+    ProfileFrontMatter { name: String, reason: String },
+}
+
+impl Problem {
+    /// The stable diagnostic code, `orch::pipeline::<class>`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Problem::Unreadable { .. } => "orch::pipeline::unreadable",
+            Problem::NotUtf8 { .. } => "orch::pipeline::not_utf8",
+            Problem::Syntax { .. } => "orch::pipeline::syntax",
+            Problem::UnknownKey { .. } => "orch::pipeline::unknown_key",
+            Problem::WrongType { .. } => "orch::pipeline::wrong_type",
+            Problem::MissingKey { .. } => "orch::pipeline::missing_key",
+            Problem::Version { .. } => "orch::pipeline::version",
+            Problem::BadName { .. } => "orch::pipeline::bad_name",
+            Problem::Empty { .. } => "orch::pipeline::empty",
+            Problem::DuplicatePhase { .. } => "orch::pipeline::duplicate_phase",
+            Problem::DuplicateAgent { .. } => "orch::pipeline::duplicate_agent",
+            Problem::UnknownAgent { .. } => "orch::pipeline::unknown_agent",
+            Problem::UnknownValue { .. } => "orch::pipeline::unknown_value",
+            Problem::MissingKind { .. } => "orch::pipeline::missing_kind",
+            Problem::MissingCommand { .. } => "orch::pipeline::missing_command",
+            Problem::CommandOnNonCommand { .. } => "orch::pipeline::command_on_agent",
+            Problem::PromptConflict { .. } => "orch::pipeline::prompt_conflict",
+            Problem::MissingPrompt { .. } => "orch::pipeline::missing_prompt",
+            Problem::PromptFile { .. } => "orch::pipeline::prompt_file",
+            Problem::ProfileMissing { .. } => "orch::pipeline::profile_missing",
+            Problem::UnknownDependency { .. } => "orch::pipeline::unknown_dependency",
+            Problem::SelfDependency { .. } => "orch::pipeline::self_dependency",
+            Problem::Cycle { .. } => "orch::pipeline::cycle",
+            Problem::AgentToolsNotInPhase { .. } => "orch::pipeline::agent_tools_key",
+            Problem::UnknownTool { .. } => "orch::pipeline::unknown_tool",
+            Problem::BadMcpName { .. } => "orch::pipeline::mcp_name",
+            Problem::UnknownMcpServer { .. } => "orch::pipeline::unknown_mcp_server",
+            Problem::TooSmall { .. } => "orch::pipeline::too_small",
+            Problem::TooLarge { .. } => "orch::pipeline::too_large",
+            Problem::BadDuration { .. } => "orch::pipeline::duration",
+            Problem::ReadOnlyWrites { .. } => "orch::pipeline::read_only_writes",
+            Problem::ControlledFlag { .. } => "orch::pipeline::controlled_flag",
+            Problem::ProfileFrontMatter { .. } => "orch::pipeline::profile_front_matter",
+        }
+    }
+
+    /// One line that says how to fix it, when the fix is clear.
+    pub fn help(&self) -> Option<String> {
+        let did_you_mean = |s: &Option<String>| s.as_ref().map(|s| format!("did you mean `{s}`?"));
+        match self {
+            Problem::Syntax { .. } => Some("see https://toml.io for the TOML syntax".into()),
+            Problem::UnknownKey {
+                suggestion, known, ..
+            } => did_you_mean(suggestion).or_else(|| Some(format!("known keys: {}", known.join(", ")))),
+            Problem::WrongType { .. } => None,
+            Problem::MissingKey { key, .. } => Some(format!("add `{key} = ...`")),
+            Problem::Version { .. } => Some("this orch reads `version = 1`".into()),
+            Problem::BadName { .. } => Some(
+                "names start with a lowercase letter or digit, then lowercase letters, digits, `_` or `-`"
+                    .into(),
+            ),
+            Problem::Empty { .. } => Some("list at least one entry".into()),
+            Problem::DuplicatePhase { .. } => Some("give each phase a unique `name`".into()),
+            Problem::DuplicateAgent { .. } => Some("remove the repeated entry".into()),
+            Problem::UnknownAgent { suggestion, .. } => did_you_mean(suggestion).or_else(|| {
+                Some("use a built-in kind (claude, codex, gemini, opencode, copilot) or declare it under `[agents.<name>]`".into())
+            }),
+            Problem::UnknownValue {
+                suggestion,
+                allowed,
+                ..
+            } => did_you_mean(suggestion).or_else(|| Some(format!("expected one of: {}", allowed.join(", ")))),
+            Problem::MissingKind { .. } => Some(
+                "set `kind` to one of: claude, codex, gemini, opencode, copilot, command".into(),
+            ),
+            Problem::MissingCommand { .. } => {
+                Some("add `command = [\"program\", \"arg\", ...]`".into())
+            }
+            Problem::CommandOnNonCommand { .. } => {
+                Some("set `kind = \"command\"` or remove `command`".into())
+            }
+            Problem::PromptConflict { .. } => Some("keep one of `prompt` and `prompt_file`".into()),
+            Problem::MissingPrompt { .. } => {
+                Some("add `prompt = \"...\"`, `prompt_file = \"...\"` or a `profile`".into())
+            }
+            Problem::PromptFile { .. } => {
+                Some("`prompt_file` is relative to the pipeline file".into())
+            }
+            Problem::ProfileMissing { .. } => {
+                Some("create the profile file or fix the name".into())
+            }
+            Problem::UnknownDependency { suggestion, .. } => did_you_mean(suggestion)
+                .or_else(|| Some("`depends_on` lists names of phases in this file".into())),
+            Problem::SelfDependency { .. } => Some("remove the phase from its own `depends_on`".into()),
+            Problem::Cycle { .. } => {
+                Some("remove one of these dependencies to break the cycle".into())
+            }
+            Problem::AgentToolsNotInPhase { phase, .. } => Some(format!(
+                "add the agent to `agents` of phase `{phase}` or remove this table"
+            )),
+            Problem::UnknownTool { suggestion, .. } => did_you_mean(suggestion).or_else(|| {
+                Some("tools: Read, Write, Edit, Glob, Grep, Bash, Bash(<pattern>), WebFetch, WebSearch, Agent, TodoWrite, NotebookEdit".into())
+            }),
+            Problem::BadMcpName { .. } => Some(
+                "write `mcp__<server>__<tool>` or `mcp__<server>__*`".into(),
+            ),
+            Problem::UnknownMcpServer { suggestion, .. } => did_you_mean(suggestion).or_else(|| {
+                Some("declare it under `[mcp_servers.<name>]`; `orch` is the built-in server".into())
+            }),
+            Problem::TooSmall { min, .. } => Some(format!("use a value of {min} or more")),
+            Problem::TooLarge { .. } => Some("use a smaller value".into()),
+            Problem::BadDuration { .. } => {
+                Some("write a number and a unit, like \"90s\", \"30m\" or \"2h\"".into())
+            }
+            Problem::ReadOnlyWrites { from_defaults, .. } => Some(if *from_defaults {
+                "the mode's default tools write; set `internal` to read-only tools (Read, Glob, Grep) or raise `permission`".into()
+            } else {
+                "remove the tool, use a `Bash(<pattern>)` rule, or raise `permission`".into()
+            }),
+            Problem::ControlledFlag { field, .. } => Some(format!(
+                "remove the flag and set `{field}` in a ToolSet instead"
+            )),
+            Problem::ProfileFrontMatter { .. } => Some(
+                "front matter is TOML between `+++` lines, with a `[tools]` table".into(),
+            ),
+            Problem::Unreadable { .. } | Problem::NotUtf8 { .. } => None,
+        }
+    }
+}
+
+/// One problem at one place.
+#[derive(Debug, Clone)]
+pub struct Diagnostic {
+    pub problem: Problem,
+    pub severity: Severity,
+    pub source: Arc<SourceFile>,
+    pub span: Range<usize>,
+    pub label: Option<String>,
+}
+
+impl Diagnostic {
+    pub fn error(problem: Problem, source: &Arc<SourceFile>, span: Range<usize>) -> Self {
+        Self {
+            problem,
+            severity: Severity::Error,
+            source: Arc::clone(source),
+            span,
+            label: None,
+        }
+    }
+
+    pub fn warning(problem: Problem, source: &Arc<SourceFile>, span: Range<usize>) -> Self {
+        Self {
+            severity: Severity::Warning,
+            ..Self::error(problem, source, span)
+        }
+    }
+
+    pub fn with_label(mut self, label: impl Into<String>) -> Self {
+        self.label = Some(label.into());
+        self
+    }
+
+    pub fn location(&self) -> Location {
+        self.source.location(&self.span)
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+
+    /// The JSON form used by `orch validate --format json`.
+    pub fn to_json(&self) -> DiagnosticJson {
+        let loc = self.location();
+        let (end_line, end_column) = self.source.line_col(self.span.end);
+        DiagnosticJson {
+            file: loc.path,
+            line: loc.line,
+            column: loc.column,
+            end_line,
+            end_column,
+            severity: self.severity,
+            code: self.problem.code(),
+            message: self.problem.to_string(),
+            label: self.label.clone(),
+            help: self.problem.help(),
+        }
+    }
+
+    /// Render with miette, without colour, at a fixed width (for snapshots
+    /// and for output that is not a terminal).
+    pub fn render_plain(&self, width: usize) -> String {
+        let mut out = String::new();
+        let handler =
+            miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode_nocolor())
+                .with_width(width)
+                .with_links(false);
+        // Writing to a String cannot fail.
+        let _ = handler.render_report(&mut out, self);
+        out
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct DiagnosticJson {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+    pub end_line: usize,
+    pub end_column: usize,
+    pub severity: Severity,
+    pub code: &'static str,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    pub help: Option<String>,
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.problem.fmt(f)
+    }
+}
+
+impl std::error::Error for Diagnostic {}
+
+impl miette::Diagnostic for Diagnostic {
+    fn code<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        Some(Box::new(self.problem.code()))
+    }
+
+    fn severity(&self) -> Option<miette::Severity> {
+        Some(match self.severity {
+            Severity::Error => miette::Severity::Error,
+            Severity::Warning => miette::Severity::Warning,
+        })
+    }
+
+    fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        self.problem
+            .help()
+            .map(|h| Box::new(h) as Box<dyn fmt::Display>)
+    }
+
+    fn source_code(&self) -> Option<&dyn SourceCode> {
+        Some(&*self.source)
+    }
+
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
+        let span = SourceSpan::from(self.span.start..self.span.end.max(self.span.start));
+        Some(Box::new(std::iter::once(
+            LabeledSpan::new_primary_with_span(self.label.clone(), span),
+        )))
+    }
+}
+
+/// The closest candidate to `word`, if any is close enough to be a likely typo.
+pub fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let mut best: Option<(f64, &str)> = None;
+    for candidate in candidates {
+        let score = strsim::jaro_winkler(&word.to_lowercase(), &candidate.to_lowercase());
+        if score >= 0.8 && best.is_none_or(|(s, _)| score > s) {
+            best = Some((score, candidate));
+        }
+    }
+    best.map(|(_, c)| c.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_col_counts_characters() {
+        let src = SourceFile::new("f.toml", "a = 1\nbé = 2\n");
+        assert_eq!(src.line_col(0), (1, 1));
+        assert_eq!(src.line_col(6), (2, 1));
+        // after "bé " (é is two bytes) the column is 4
+        assert_eq!(src.line_col(10), (2, 4));
+        assert_eq!(src.line_col(1000), (3, 1));
+    }
+
+    #[test]
+    fn suggestions_only_for_close_words() {
+        assert_eq!(
+            suggest("depend_on", ["depends_on", "agents"]),
+            Some("depends_on".into())
+        );
+        assert_eq!(suggest("zzz", ["depends_on", "agents"]), None);
+    }
+}

@@ -1,0 +1,256 @@
+//! Reading pipeline files and the files they name (prompt files, profiles).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use toml::de::DeTable;
+
+use super::diagnostic::{Diagnostic, Problem, SourceFile};
+use super::model::Pipeline;
+use super::raw::{self, Decoder, RawToolSet};
+use super::validate::Validator;
+
+/// A pipeline that validated, and the warnings found on the way.
+#[derive(Debug)]
+pub struct Loaded {
+    pub pipeline: Pipeline,
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// Everything wrong with a pipeline file (errors and warnings, in file order).
+#[derive(Debug)]
+pub struct Invalid {
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Load and validate a pipeline file.
+pub fn load(path: &Path) -> Result<Loaded, Invalid> {
+    let name = path.display().to_string();
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) => {
+            let source = SourceFile::new(name.clone(), String::new());
+            return Err(Invalid {
+                diagnostics: vec![Diagnostic::error(
+                    Problem::Unreadable {
+                        path: name,
+                        reason: io_reason(&e),
+                    },
+                    &source,
+                    0..0,
+                )],
+            });
+        }
+    };
+    let text = match String::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            let lossy = String::from_utf8_lossy(e.as_bytes()).into_owned();
+            let source = SourceFile::new(name.clone(), lossy);
+            let offset = source.text.char_indices().nth(
+                String::from_utf8_lossy(&e.as_bytes()[..valid])
+                    .chars()
+                    .count(),
+            );
+            let at = offset.map_or(valid, |(i, _)| i);
+            return Err(Invalid {
+                diagnostics: vec![Diagnostic::error(
+                    Problem::NotUtf8 { path: name },
+                    &source,
+                    at..at,
+                )],
+            });
+        }
+    };
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    load_str(&name, text, &base).map(|mut l| {
+        l.pipeline.path = path.to_path_buf();
+        l
+    })
+}
+
+/// Load and validate pipeline text; `base` is the directory relative paths
+/// in the file are resolved against.
+pub fn load_str(name: &str, text: String, base: &Path) -> Result<Loaded, Invalid> {
+    let source = SourceFile::new(name, text);
+    let (raw, mut diags) = raw::decode(&source);
+    let Some(raw) = raw else {
+        return Err(Invalid { diagnostics: diags });
+    };
+    let mut v = Validator::new(&source, base);
+    let pipeline = v.pipeline(&raw);
+    diags.extend(v.diags);
+    diags.sort_by_key(|d| (d.source.name != source.name, d.span.start));
+    match pipeline {
+        Some(mut pipeline) if !diags.iter().any(Diagnostic::is_error) => {
+            pipeline.path = PathBuf::from(name);
+            Ok(Loaded {
+                pipeline,
+                warnings: diags,
+            })
+        }
+        _ => Err(Invalid { diagnostics: diags }),
+    }
+}
+
+pub fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        std::io::ErrorKind::IsADirectory => "it is a directory".into(),
+        std::io::ErrorKind::InvalidData => "it is not UTF-8 text".into(),
+        _ => e.to_string().to_lowercase(),
+    }
+}
+
+/// A profile file as written: front matter fields and the Markdown body.
+#[derive(Debug)]
+pub struct RawProfile {
+    pub path: PathBuf,
+    pub description: Option<String>,
+    pub tools: Option<RawToolSet>,
+    pub body: String,
+}
+
+/// Where profile `name` is looked for: `profiles/<name>.md` in the pipeline
+/// file's directory, then in each of its ancestors.
+pub fn profile_candidates(base: &Path, name: &str) -> Vec<PathBuf> {
+    let start = if base.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        base
+    };
+    let abs = std::path::absolute(start).unwrap_or_else(|_| start.to_path_buf());
+    abs.ancestors()
+        .map(|dir| dir.join("profiles").join(format!("{name}.md")))
+        .collect()
+}
+
+/// Find and read a profile. On success: its source (for diagnostics), the
+/// raw profile, and any problems in its front matter. On failure: the
+/// places looked at.
+pub fn profile(
+    base: &Path,
+    name: &str,
+) -> Result<(Arc<SourceFile>, RawProfile, Vec<Diagnostic>), String> {
+    let candidates = profile_candidates(base, name);
+    let Some((path, text)) = candidates
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok().map(|t| (p.clone(), t)))
+    else {
+        let shown: Vec<String> = candidates
+            .iter()
+            .take(3)
+            .map(|p| format!("`{}`", p.display()))
+            .collect();
+        return Err(shown.join(", ") + if candidates.len() > 3 { ", ..." } else { "" });
+    };
+    let display = pathdiff(&path);
+    let source = SourceFile::new(display, text);
+    let (front, body) = split_front_matter(&source.text);
+    let mut decoder = Decoder {
+        source: &source,
+        diags: Vec::new(),
+    };
+    let mut raw = RawProfile {
+        path,
+        description: None,
+        tools: None,
+        body: body.to_string(),
+    };
+    if let Some(masked) = front {
+        let (table, errors) = DeTable::parse_recoverable(&masked);
+        for e in errors {
+            decoder.diags.push(Diagnostic::error(
+                Problem::ProfileFrontMatter {
+                    name: name.into(),
+                    reason: e.message().trim().lines().next().unwrap_or("").to_string(),
+                },
+                &source,
+                e.span().unwrap_or(0..0),
+            ));
+        }
+        for (k, v) in table.get_ref().iter() {
+            match k.get_ref().as_ref() {
+                "description" => {
+                    raw.description = decoder.string("description", v).map(|s| s.value)
+                }
+                "tools" => raw.tools = decoder.toolset("tools", v),
+                other => decoder.diags.push(Diagnostic::error(
+                    Problem::UnknownKey {
+                        key: other.to_string(),
+                        table: format!("the front matter of profile `{name}`"),
+                        suggestion: super::diagnostic::suggest(other, ["description", "tools"]),
+                        known: &["description", "tools"],
+                    },
+                    &source,
+                    k.span(),
+                )),
+            }
+        }
+    }
+    let diags = decoder.diags;
+    Ok((source, raw, diags))
+}
+
+fn pathdiff(path: &Path) -> String {
+    std::env::current_dir()
+        .ok()
+        .and_then(|cwd| path.strip_prefix(cwd).ok().map(Path::to_path_buf))
+        .unwrap_or_else(|| path.to_path_buf())
+        .display()
+        .to_string()
+}
+
+/// Split `+++`-delimited TOML front matter from a Markdown body. The front
+/// matter comes back as the whole text with everything outside it blanked
+/// (same byte offsets), so TOML spans point into the real file.
+fn split_front_matter(text: &str) -> (Option<String>, &str) {
+    let Some(rest) = text.strip_prefix("+++") else {
+        return (None, text);
+    };
+    let Some(first_nl) = rest.find('\n') else {
+        return (None, text);
+    };
+    if !rest[..first_nl].trim().is_empty() {
+        return (None, text);
+    }
+    let start = 3 + first_nl + 1;
+    let mut offset = start;
+    for line in text[start..].split_inclusive('\n') {
+        if line.trim_end() == "+++" {
+            let end = offset;
+            let body_start = offset + line.len();
+            let masked: String = text
+                .char_indices()
+                .map(|(i, c)| {
+                    if (start..end).contains(&i) || c == '\n' {
+                        c.to_string()
+                    } else {
+                        " ".repeat(c.len_utf8())
+                    }
+                })
+                .collect();
+            return (Some(masked), &text[body_start..]);
+        }
+        offset += line.len();
+    }
+    (None, text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn front_matter_keeps_offsets() {
+        let text = "+++\ndescription = \"x\"\n+++\n# Body\n";
+        let (front, body) = split_front_matter(text);
+        let front = front.unwrap();
+        assert_eq!(front.len(), text.len());
+        assert_eq!(&front[4..21], "description = \"x\"");
+        assert_eq!(body, "# Body\n");
+        assert_eq!(split_front_matter("# no front matter").0, None);
+    }
+}

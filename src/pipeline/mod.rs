@@ -1,0 +1,12 @@
+//! Pipeline files: raw (spanned) decoding, loading, validation, and the
+//! validated model.
+
+pub mod diagnostic;
+pub mod load;
+pub mod model;
+pub mod raw;
+pub mod validate;
+
+pub use diagnostic::{Diagnostic, Location, Severity, SourceFile};
+pub use load::{Invalid, Loaded, load, load_str};
+pub use model::{Agent, Enforcement, Phase, Pipeline};

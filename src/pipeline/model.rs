@@ -1,0 +1,176 @@
+//! The validated pipeline: the span-free model everything after validation
+//! works on. Positions survive only as [`Location`]s, for provenance.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::diagnostic::Location;
+use crate::agents::AgentKind;
+use crate::toolset::{Layer, Mode, Resolved, ToolSetLayer, resolve};
+
+/// What to do with a ToolSet field a CLI cannot enforce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Enforcement {
+    #[default]
+    Strict,
+    BestEffort,
+}
+
+impl Enforcement {
+    pub const NAMES: &'static [&'static str] = &["strict", "best-effort"];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "strict" => Some(Enforcement::Strict),
+            "best-effort" => Some(Enforcement::BestEffort),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Pipeline {
+    /// The pipeline file as named on the command line.
+    pub path: PathBuf,
+    pub name: String,
+    pub description: Option<String>,
+    pub defaults: Defaults,
+    /// Every agent a phase names: declared tables and built-in kinds used
+    /// by name, in first-use order.
+    pub agents: Vec<Agent>,
+    pub mcp_servers: Vec<McpServer>,
+    pub phases: Vec<Phase>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Defaults {
+    pub mode: Mode,
+    pub timeout: Option<Duration>,
+    pub stall_timeout: Option<Duration>,
+    pub retries: u32,
+    pub max_parallel: Option<u32>,
+    pub enforcement: Enforcement,
+}
+
+#[derive(Debug, Clone)]
+pub struct Agent {
+    pub name: String,
+    pub kind: AgentKind,
+    /// Program to run (`command[0]` for command agents).
+    pub binary: String,
+    pub model: Option<String>,
+    pub env: Vec<(String, String)>,
+    /// Full argv for `command` agents.
+    pub command: Option<Vec<String>>,
+    pub modes: Vec<(Mode, ModeSettings)>,
+    /// Declared in an `[agents.X]` table (not only used by kind name).
+    pub declared: bool,
+}
+
+impl Agent {
+    pub fn mode(&self, mode: Mode) -> Option<&ModeSettings> {
+        self.modes.iter().find(|(m, _)| *m == mode).map(|(_, s)| s)
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ModeSettings {
+    pub tools: ToolSetLayer,
+    pub flags: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct McpServer {
+    pub name: String,
+    pub command: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Prompt {
+    Inline(String),
+    File { path: PathBuf, text: String },
+}
+
+impl Prompt {
+    pub fn text(&self) -> &str {
+        match self {
+            Prompt::Inline(t) => t,
+            Prompt::File { text, .. } => text,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub name: String,
+    pub path: PathBuf,
+    pub description: Option<String>,
+    pub tools: ToolSetLayer,
+    pub body: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Phase {
+    pub name: String,
+    pub agents: Vec<String>,
+    pub mode: Mode,
+    pub parallel: bool,
+    pub required: bool,
+    pub depends_on: Vec<String>,
+    pub prompt: Option<Prompt>,
+    pub profile: Option<Profile>,
+    pub timeout: Option<Duration>,
+    pub stall_timeout: Option<Duration>,
+    pub retries: u32,
+    pub artifacts: Vec<String>,
+    pub tools: ToolSetLayer,
+    pub agent_tools: Vec<(String, ToolSetLayer)>,
+    pub location: Location,
+}
+
+impl Phase {
+    pub fn agent_tools(&self, agent: &str) -> Option<&ToolSetLayer> {
+        self.agent_tools
+            .iter()
+            .find(|(a, _)| a == agent)
+            .map(|(_, t)| t)
+    }
+}
+
+impl Pipeline {
+    pub fn agent(&self, name: &str) -> Option<&Agent> {
+        self.agents.iter().find(|a| a.name == name)
+    }
+
+    pub fn phase(&self, name: &str) -> Option<&Phase> {
+        self.phases.iter().find(|p| p.name == name)
+    }
+
+    /// The resolved ToolSet of `agent` in `phase` (pipeline-format.md,
+    /// "Resolution"), with each field's provenance.
+    pub fn resolve(&self, phase: &Phase, agent: &Agent) -> Resolved {
+        resolve(
+            [
+                (Layer::AgentTools, phase.agent_tools(&agent.name)),
+                (Layer::Tools, Some(&phase.tools)),
+                (Layer::Profile, phase.profile.as_ref().map(|p| &p.tools)),
+                (Layer::Mode, agent.mode(phase.mode).map(|m| &m.tools)),
+            ],
+            phase.mode,
+        )
+    }
+
+    /// Every (phase, agent) pair in declaration order.
+    pub fn invocations(&self) -> impl Iterator<Item = (&Phase, &Agent)> {
+        self.phases.iter().flat_map(move |p| {
+            p.agents
+                .iter()
+                .filter_map(move |a| self.agent(a).map(|agent| (p, agent)))
+        })
+    }
+}

@@ -1,0 +1,673 @@
+//! The raw pipeline: the file as written, every value with its byte span.
+//!
+//! Decoding walks the span-carrying TOML tree (`toml::de::DeTable`) by hand so
+//! that every unknown key, wrong type and missing key in a file is reported,
+//! not just the first one serde would stop at. The same types derive
+//! `JsonSchema`, so `schemas/pipeline.schema.json` is generated from them.
+
+use std::borrow::Cow;
+use std::ops::Range;
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use toml::de::{DeTable, DeValue};
+
+use super::diagnostic::{Diagnostic, Problem, SourceFile, suggest};
+use crate::toolset::{Mode, Permission};
+
+type TomlSpanned<T> = toml::Spanned<T>;
+
+/// A value and the byte span it was written at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spanned<T> {
+    pub value: T,
+    pub span: Range<usize>,
+}
+
+impl<T> Spanned<T> {
+    pub fn new(value: T, span: Range<usize>) -> Self {
+        Self { value, span }
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for Spanned<T> {
+    fn inline_schema() -> bool {
+        T::inline_schema()
+    }
+    fn schema_name() -> Cow<'static, str> {
+        T::schema_name()
+    }
+    fn schema_id() -> Cow<'static, str> {
+        T::schema_id()
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        T::json_schema(generator)
+    }
+}
+
+/// A TOML table keyed by user-chosen names, in file order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpannedMap<T>(pub Vec<(Spanned<String>, T)>);
+
+impl<T> Default for SpannedMap<T> {
+    fn default() -> Self {
+        Self(Vec::new())
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for SpannedMap<T> {
+    fn schema_name() -> Cow<'static, str> {
+        format!("Map_of_{}", T::schema_name()).into()
+    }
+    fn inline_schema() -> bool {
+        true
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let inner = generator.subschema_for::<T>();
+        schemars::json_schema!({
+            "type": "object",
+            "additionalProperties": inner,
+        })
+    }
+}
+
+type SpStr = Spanned<String>;
+type SpList = Spanned<Vec<SpStr>>;
+
+/// An orch pipeline file (version 1).
+#[derive(Debug, Default, JsonSchema)]
+#[schemars(deny_unknown_fields, title = "orch pipeline")]
+pub struct RawPipeline {
+    /// Format version; must be `1`.
+    #[schemars(required, range(min = 1, max = 1))]
+    pub version: Option<Spanned<i64>>,
+    /// Pipeline name, `[a-z0-9][a-z0-9_-]*`.
+    #[schemars(required, regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"))]
+    pub name: Option<SpStr>,
+    /// Free text.
+    pub description: Option<SpStr>,
+    /// Values every phase inherits.
+    pub defaults: Option<RawDefaults>,
+    /// Agent configuration; built-in kinds work without a table.
+    pub agents: SpannedMap<RawAgent>,
+    /// MCP servers orch hands to agents per invocation.
+    pub mcp_servers: SpannedMap<RawMcpServer>,
+    /// The phases of the DAG.
+    #[schemars(required, length(min = 1))]
+    pub phases: Option<Spanned<Vec<RawPhase>>>,
+    #[schemars(skip)]
+    pub span: Range<usize>,
+}
+
+/// Values every phase inherits.
+#[derive(Debug, Default, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct RawDefaults {
+    /// `plan`, `fix`, `audit` or `review` (default `fix`).
+    #[schemars(with = "Option<Mode>")]
+    pub mode: Option<SpStr>,
+    /// Wall clock per agent attempt, like "90s", "30m", "2h".
+    #[schemars(with = "Option<String>")]
+    pub timeout: Option<SpStr>,
+    /// No output for this long kills the attempt.
+    #[schemars(with = "Option<String>")]
+    pub stall_timeout: Option<SpStr>,
+    /// Extra attempts after a failed one.
+    #[schemars(with = "Option<u32>")]
+    pub retries: Option<Spanned<i64>>,
+    /// Agent processes running at once, pipeline-wide.
+    #[schemars(with = "Option<u32>", range(min = 1))]
+    pub max_parallel: Option<Spanned<i64>>,
+    /// `strict` (default) or `best-effort`.
+    #[schemars(with = "Option<crate::pipeline::model::Enforcement>")]
+    pub enforcement: Option<SpStr>,
+}
+
+/// One agent in the registry.
+#[derive(Debug, Default, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct RawAgent {
+    /// `claude`, `codex`, `gemini`, `opencode`, `copilot` or `command`;
+    /// defaults to the table name when that is a kind.
+    #[schemars(with = "Option<crate::agents::AgentKind>")]
+    pub kind: Option<SpStr>,
+    /// Program looked up on PATH.
+    pub binary: Option<SpStr>,
+    /// Model name passed to the CLI.
+    pub model: Option<SpStr>,
+    /// Extra environment variables for the agent.
+    pub env: SpannedMap<SpStr>,
+    /// The argv of a `command` agent.
+    #[schemars(with = "Option<Vec<String>>")]
+    pub command: Option<SpList>,
+    /// Per-mode tools and raw flags (resolution layer 4).
+    #[schemars(with = "Option<std::collections::BTreeMap<Mode, RawModeSettings>>")]
+    pub modes: SpannedMap<RawModeSettings>,
+    #[schemars(skip)]
+    pub span: Range<usize>,
+}
+
+/// An agent's settings for one mode.
+#[derive(Debug, Default, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct RawModeSettings {
+    #[schemars(flatten)]
+    pub tools: RawToolSet,
+    /// Extra raw arguments, appended after the generated ones.
+    #[schemars(with = "Option<Vec<String>>")]
+    pub flags: Option<SpList>,
+}
+
+/// An MCP server orch passes to agents.
+#[derive(Debug, Default, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct RawMcpServer {
+    /// The server's argv (stdio transport).
+    #[schemars(required, with = "Vec<String>", length(min = 1))]
+    pub command: Option<SpList>,
+    /// Environment for the server; `${VAR}` is taken from orch's environment.
+    pub env: SpannedMap<SpStr>,
+    #[schemars(skip)]
+    pub span: Range<usize>,
+}
+
+/// A ToolSet table: what an agent may use.
+#[derive(Debug, Default, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct RawToolSet {
+    /// The agent's own tools, in orch's canonical vocabulary.
+    #[schemars(with = "Option<Vec<String>>")]
+    pub internal: Option<SpList>,
+    /// MCP tools, `mcp__<server>__<tool>` or `mcp__<server>__*`.
+    #[schemars(with = "Option<Vec<String>>")]
+    pub mcp: Option<SpList>,
+    /// `read-only`, `workspace-write` or `full-access`.
+    #[schemars(with = "Option<Permission>")]
+    pub permission: Option<SpStr>,
+    /// Conversation depth limit, at least 1.
+    #[schemars(with = "Option<u32>", range(min = 1))]
+    pub max_turns: Option<Spanned<i64>>,
+    #[schemars(skip)]
+    pub span: Range<usize>,
+}
+
+/// One phase of the DAG.
+#[derive(Debug, Default, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct RawPhase {
+    /// Unique phase name, `[a-z0-9][a-z0-9_-]*`.
+    #[schemars(required, with = "String", regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"))]
+    pub name: Option<SpStr>,
+    /// Agents that run in this phase.
+    #[schemars(required, with = "Vec<String>", length(min = 1))]
+    pub agents: Option<SpList>,
+    /// `plan`, `fix`, `audit` or `review`.
+    #[schemars(with = "Option<Mode>")]
+    pub mode: Option<SpStr>,
+    /// Run this phase's agents at the same time.
+    #[schemars(with = "Option<bool>")]
+    pub parallel: Option<Spanned<bool>>,
+    /// A failed required phase fails the run.
+    #[schemars(with = "Option<bool>")]
+    pub required: Option<Spanned<bool>>,
+    /// Phases that must finish first.
+    #[schemars(with = "Option<Vec<String>>")]
+    pub depends_on: Option<SpList>,
+    /// The prompt text.
+    pub prompt: Option<SpStr>,
+    /// A file holding the prompt, relative to the pipeline file.
+    pub prompt_file: Option<SpStr>,
+    /// A profile, `profiles/<name>.md`.
+    pub profile: Option<SpStr>,
+    /// Wall clock per agent attempt.
+    #[schemars(with = "Option<String>")]
+    pub timeout: Option<SpStr>,
+    /// No output for this long kills the attempt.
+    #[schemars(with = "Option<String>")]
+    pub stall_timeout: Option<SpStr>,
+    /// Extra attempts after a failed one.
+    #[schemars(with = "Option<u32>")]
+    pub retries: Option<Spanned<i64>>,
+    /// Paths the phase must leave behind.
+    #[schemars(with = "Option<Vec<String>>")]
+    pub artifacts: Option<SpList>,
+    /// Tools for every agent of the phase (layer 2).
+    pub tools: Option<RawToolSet>,
+    /// Tools for one agent of the phase (layer 1).
+    pub agent_tools: SpannedMap<RawToolSet>,
+    #[schemars(skip)]
+    pub span: Range<usize>,
+}
+
+/// Keys each table accepts, in the order they are documented.
+pub mod keys {
+    pub const PIPELINE: &[&str] = &[
+        "version",
+        "name",
+        "description",
+        "defaults",
+        "agents",
+        "mcp_servers",
+        "phases",
+    ];
+    pub const DEFAULTS: &[&str] = &[
+        "mode",
+        "timeout",
+        "stall_timeout",
+        "retries",
+        "max_parallel",
+        "enforcement",
+    ];
+    pub const AGENT: &[&str] = &["kind", "binary", "model", "env", "command", "modes"];
+    pub const MODE_SETTINGS: &[&str] = &["internal", "mcp", "permission", "max_turns", "flags"];
+    pub const MCP_SERVER: &[&str] = &["command", "env"];
+    pub const TOOLSET: &[&str] = &["internal", "mcp", "permission", "max_turns"];
+    pub const PHASE: &[&str] = &[
+        "name",
+        "agents",
+        "mode",
+        "parallel",
+        "required",
+        "depends_on",
+        "prompt",
+        "prompt_file",
+        "profile",
+        "timeout",
+        "stall_timeout",
+        "retries",
+        "artifacts",
+        "tools",
+        "agent_tools",
+    ];
+}
+
+/// Parse and decode a pipeline file. Syntax errors stop here; otherwise the
+/// raw pipeline comes back with every structural problem found.
+pub fn decode(source: &Arc<SourceFile>) -> (Option<RawPipeline>, Vec<Diagnostic>) {
+    let mut d = Decoder {
+        source,
+        diags: Vec::new(),
+    };
+    let (root, errors) = DeTable::parse_recoverable(&source.text);
+    if !errors.is_empty() {
+        for e in errors {
+            let span = e.span().unwrap_or(0..0);
+            d.diags.push(Diagnostic::error(
+                Problem::Syntax {
+                    message: first_line(e.message()),
+                },
+                source,
+                span,
+            ));
+        }
+        return (None, d.diags);
+    }
+    let span = root.span();
+    let raw = d.pipeline(root.get_ref(), span);
+    (Some(raw), d.diags)
+}
+
+fn first_line(s: &str) -> String {
+    s.trim().lines().next().unwrap_or("").to_string()
+}
+
+/// Walks the TOML tree, records problems, and fills the raw types.
+pub struct Decoder<'s> {
+    pub source: &'s Arc<SourceFile>,
+    pub diags: Vec<Diagnostic>,
+}
+
+type Value<'i> = TomlSpanned<DeValue<'i>>;
+
+impl Decoder<'_> {
+    fn error(&mut self, problem: Problem, span: Range<usize>) {
+        self.diags
+            .push(Diagnostic::error(problem, self.source, span));
+    }
+
+    fn unknown_key(
+        &mut self,
+        key: &TomlSpanned<Cow<'_, str>>,
+        known: &'static [&'static str],
+        table: &str,
+    ) {
+        let suggestion = suggest(key.get_ref(), known.iter().copied());
+        self.error(
+            Problem::UnknownKey {
+                key: key.get_ref().to_string(),
+                table: table.to_string(),
+                suggestion,
+                known,
+            },
+            key.span(),
+        );
+    }
+
+    fn wrong_type(&mut self, key: &str, expected: &'static str, value: &Value<'_>) {
+        self.error(
+            Problem::WrongType {
+                key: key.to_string(),
+                expected,
+                found: type_name(value.get_ref()),
+            },
+            value.span(),
+        );
+    }
+
+    fn missing(&mut self, key: &'static str, table: &str, span: Range<usize>) {
+        self.error(
+            Problem::MissingKey {
+                key,
+                table: table.to_string(),
+            },
+            span,
+        );
+    }
+
+    pub fn string(&mut self, key: &str, v: &Value<'_>) -> Option<SpStr> {
+        match v.get_ref() {
+            DeValue::String(s) => Some(Spanned::new(s.to_string(), v.span())),
+            _ => {
+                self.wrong_type(key, "a string", v);
+                None
+            }
+        }
+    }
+
+    pub fn integer(&mut self, key: &str, v: &Value<'_>) -> Option<Spanned<i64>> {
+        match v.get_ref() {
+            DeValue::Integer(i) => {
+                match i64::from_str_radix(&i.as_str().replace('_', ""), i.radix()) {
+                    Ok(n) => Some(Spanned::new(n, v.span())),
+                    Err(_) => {
+                        self.error(
+                            Problem::TooLarge {
+                                key: "integer",
+                                found: i64::MAX,
+                            },
+                            v.span(),
+                        );
+                        None
+                    }
+                }
+            }
+            _ => {
+                self.wrong_type(key, "an integer", v);
+                None
+            }
+        }
+    }
+
+    pub fn boolean(&mut self, key: &str, v: &Value<'_>) -> Option<Spanned<bool>> {
+        match v.get_ref() {
+            DeValue::Boolean(b) => Some(Spanned::new(*b, v.span())),
+            _ => {
+                self.wrong_type(key, "true or false", v);
+                None
+            }
+        }
+    }
+
+    pub fn strings(&mut self, key: &str, v: &Value<'_>) -> Option<SpList> {
+        let DeValue::Array(items) = v.get_ref() else {
+            self.wrong_type(key, "an array of strings", v);
+            return None;
+        };
+        let mut out = Vec::with_capacity(items.len());
+        let mut ok = true;
+        for item in items.iter() {
+            match item.get_ref() {
+                DeValue::String(s) => out.push(Spanned::new(s.to_string(), item.span())),
+                _ => {
+                    self.wrong_type(&format!("{key}[]"), "a string", item);
+                    ok = false;
+                }
+            }
+        }
+        ok.then(|| Spanned::new(out, v.span()))
+    }
+
+    fn table<'t, 'i>(&mut self, key: &str, v: &'t Value<'i>) -> Option<&'t DeTable<'i>> {
+        match v.get_ref() {
+            DeValue::Table(t) => Some(t),
+            _ => {
+                self.wrong_type(key, "a table", v);
+                None
+            }
+        }
+    }
+
+    fn map<T>(
+        &mut self,
+        key: &str,
+        v: &Value<'_>,
+        mut each: impl FnMut(&mut Self, &str, &Value<'_>) -> Option<T>,
+    ) -> SpannedMap<T> {
+        let mut out = SpannedMap::default();
+        if let Some(t) = self.table(key, v) {
+            for (k, val) in t.iter() {
+                let name = k.get_ref().to_string();
+                if let Some(item) = each(self, &name, val) {
+                    out.0.push((Spanned::new(name, k.span()), item));
+                }
+            }
+        }
+        out
+    }
+
+    fn pipeline(&mut self, root: &DeTable<'_>, span: Range<usize>) -> RawPipeline {
+        let mut p = RawPipeline {
+            span,
+            ..Default::default()
+        };
+        for (k, v) in root.iter() {
+            match k.get_ref().as_ref() {
+                "version" => p.version = self.integer("version", v),
+                "name" => p.name = self.string("name", v),
+                "description" => p.description = self.string("description", v),
+                "defaults" => p.defaults = self.table("defaults", v).map(|t| self.defaults(t)),
+                "agents" => p.agents = self.map("agents", v, |d, name, v| d.agent(name, v)),
+                "mcp_servers" => {
+                    p.mcp_servers = self.map("mcp_servers", v, |d, name, v| d.mcp_server(name, v))
+                }
+                "phases" => p.phases = self.phases(v),
+                _ => self.unknown_key(k, keys::PIPELINE, "the pipeline"),
+            }
+        }
+        let head = 0..first_line_len(&self.source.text);
+        if p.version.is_none() {
+            self.missing("version", "the pipeline", head.clone());
+        }
+        if p.name.is_none() {
+            self.missing("name", "the pipeline", head.clone());
+        }
+        if p.phases.is_none() {
+            self.missing("phases", "the pipeline", head);
+        }
+        p
+    }
+
+    fn defaults(&mut self, t: &DeTable<'_>) -> RawDefaults {
+        let mut d = RawDefaults::default();
+        for (k, v) in t.iter() {
+            match k.get_ref().as_ref() {
+                "mode" => d.mode = self.string("mode", v),
+                "timeout" => d.timeout = self.string("timeout", v),
+                "stall_timeout" => d.stall_timeout = self.string("stall_timeout", v),
+                "retries" => d.retries = self.integer("retries", v),
+                "max_parallel" => d.max_parallel = self.integer("max_parallel", v),
+                "enforcement" => d.enforcement = self.string("enforcement", v),
+                _ => self.unknown_key(k, keys::DEFAULTS, "`[defaults]`"),
+            }
+        }
+        d
+    }
+
+    fn agent(&mut self, name: &str, v: &Value<'_>) -> Option<RawAgent> {
+        let t = self.table(&format!("agents.{name}"), v)?;
+        let mut a = RawAgent {
+            span: v.span(),
+            ..Default::default()
+        };
+        let ctx = format!("`[agents.{name}]`");
+        for (k, v) in t.iter() {
+            match k.get_ref().as_ref() {
+                "kind" => a.kind = self.string("kind", v),
+                "binary" => a.binary = self.string("binary", v),
+                "model" => a.model = self.string("model", v),
+                "env" => a.env = self.map("env", v, |d, key, v| d.string(key, v)),
+                "command" => a.command = self.strings("command", v),
+                "modes" => {
+                    a.modes = self.map("modes", v, |d, mode, v| d.mode_settings(name, mode, v))
+                }
+                _ => self.unknown_key(k, keys::AGENT, &ctx),
+            }
+        }
+        Some(a)
+    }
+
+    fn mode_settings(&mut self, agent: &str, mode: &str, v: &Value<'_>) -> Option<RawModeSettings> {
+        let t = self.table(&format!("agents.{agent}.modes.{mode}"), v)?;
+        let mut m = RawModeSettings {
+            tools: RawToolSet {
+                span: v.span(),
+                ..Default::default()
+            },
+            flags: None,
+        };
+        let ctx = format!("`[agents.{agent}.modes.{mode}]`");
+        for (k, v) in t.iter() {
+            match k.get_ref().as_ref() {
+                "flags" => m.flags = self.strings("flags", v),
+                key if keys::TOOLSET.contains(&key) => self.toolset_field(&mut m.tools, key, v),
+                _ => self.unknown_key(k, keys::MODE_SETTINGS, &ctx),
+            }
+        }
+        Some(m)
+    }
+
+    fn mcp_server(&mut self, name: &str, v: &Value<'_>) -> Option<RawMcpServer> {
+        let t = self.table(&format!("mcp_servers.{name}"), v)?;
+        let mut s = RawMcpServer {
+            span: v.span(),
+            ..Default::default()
+        };
+        let ctx = format!("`[mcp_servers.{name}]`");
+        for (k, v) in t.iter() {
+            match k.get_ref().as_ref() {
+                "command" => s.command = self.strings("command", v),
+                "env" => s.env = self.map("env", v, |d, key, v| d.string(key, v)),
+                _ => self.unknown_key(k, keys::MCP_SERVER, &ctx),
+            }
+        }
+        if s.command.is_none() && !t.iter().any(|(k, _)| k.get_ref() == "command") {
+            self.missing("command", &ctx, v.span());
+        }
+        Some(s)
+    }
+
+    /// Decode a ToolSet table (shared by `tools`, `agent_tools.X`, profiles).
+    pub fn toolset(&mut self, ctx: &str, v: &Value<'_>) -> Option<RawToolSet> {
+        let t = self.table(ctx, v)?;
+        let mut ts = RawToolSet {
+            span: v.span(),
+            ..Default::default()
+        };
+        let ctx = format!("`[{ctx}]`");
+        for (k, v) in t.iter() {
+            match k.get_ref().as_ref() {
+                key if keys::TOOLSET.contains(&key) => self.toolset_field(&mut ts, key, v),
+                _ => self.unknown_key(k, keys::TOOLSET, &ctx),
+            }
+        }
+        Some(ts)
+    }
+
+    fn toolset_field(&mut self, ts: &mut RawToolSet, key: &str, v: &Value<'_>) {
+        match key {
+            "internal" => ts.internal = self.strings("internal", v),
+            "mcp" => ts.mcp = self.strings("mcp", v),
+            "permission" => ts.permission = self.string("permission", v),
+            "max_turns" => ts.max_turns = self.integer("max_turns", v),
+            _ => unreachable!("toolset_field is called with ToolSet keys only"),
+        }
+    }
+
+    fn phases(&mut self, v: &Value<'_>) -> Option<Spanned<Vec<RawPhase>>> {
+        let DeValue::Array(items) = v.get_ref() else {
+            self.wrong_type("phases", "an array of tables (`[[phases]]`)", v);
+            return None;
+        };
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let Some(t) = self.table(&format!("phases[{i}]"), item) else {
+                continue;
+            };
+            out.push(self.phase(t, item.span()));
+        }
+        Some(Spanned::new(out, v.span()))
+    }
+
+    fn phase(&mut self, t: &DeTable<'_>, span: Range<usize>) -> RawPhase {
+        let mut p = RawPhase {
+            span: span.clone(),
+            ..Default::default()
+        };
+        let name = t
+            .get("name")
+            .and_then(|v| v.get_ref().as_str())
+            .map(str::to_string);
+        let ctx = match &name {
+            Some(n) => format!("phase `{n}`"),
+            None => "a phase".to_string(),
+        };
+        let prefix = format!("phases.{}", name.as_deref().unwrap_or("?"));
+        for (k, v) in t.iter() {
+            match k.get_ref().as_ref() {
+                "name" => p.name = self.string("name", v),
+                "agents" => p.agents = self.strings("agents", v),
+                "mode" => p.mode = self.string("mode", v),
+                "parallel" => p.parallel = self.boolean("parallel", v),
+                "required" => p.required = self.boolean("required", v),
+                "depends_on" => p.depends_on = self.strings("depends_on", v),
+                "prompt" => p.prompt = self.string("prompt", v),
+                "prompt_file" => p.prompt_file = self.string("prompt_file", v),
+                "profile" => p.profile = self.string("profile", v),
+                "timeout" => p.timeout = self.string("timeout", v),
+                "stall_timeout" => p.stall_timeout = self.string("stall_timeout", v),
+                "retries" => p.retries = self.integer("retries", v),
+                "artifacts" => p.artifacts = self.strings("artifacts", v),
+                "tools" => p.tools = self.toolset(&format!("{prefix}.tools"), v),
+                "agent_tools" => {
+                    p.agent_tools = self.map("agent_tools", v, |d, agent, v| {
+                        d.toolset(&format!("{prefix}.agent_tools.{agent}"), v)
+                    })
+                }
+                _ => self.unknown_key(k, keys::PHASE, &ctx),
+            }
+        }
+        if !t.contains_key("name") {
+            self.missing("name", &ctx, span.clone());
+        }
+        if !t.contains_key("agents") {
+            self.missing("agents", &ctx, span);
+        }
+        p
+    }
+}
+
+fn first_line_len(text: &str) -> usize {
+    text.find('\n').unwrap_or(text.len())
+}
+
+fn type_name(v: &DeValue<'_>) -> &'static str {
+    match v {
+        DeValue::String(_) => "a string",
+        DeValue::Integer(_) => "an integer",
+        DeValue::Float(_) => "a float",
+        DeValue::Boolean(_) => "a boolean",
+        DeValue::Datetime(_) => "a datetime",
+        DeValue::Array(_) => "an array",
+        DeValue::Table(_) => "a table",
+    }
+}

@@ -1,0 +1,818 @@
+//! Validation: raw pipeline in, span-free [`Pipeline`] out, every problem
+//! in the file reported together.
+
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::diagnostic::{Diagnostic, Location, Problem, SourceFile, suggest};
+use super::load;
+use super::model::*;
+use super::raw::{RawPipeline, RawToolSet, Spanned};
+use crate::agents::AgentKind;
+use crate::graph::PhaseGraph;
+use crate::toolset::{
+    Field, InternalTool, McpTool, Mode, ORCH_MCP_SERVER, Permission, ToolSetLayer,
+};
+
+/// Above this many candidates, "did you mean" is not computed (it would make
+/// huge broken files quadratic to diagnose).
+const MAX_SUGGESTION_CANDIDATES: usize = 2_000;
+
+pub struct Validator<'s> {
+    source: &'s Arc<SourceFile>,
+    /// The pipeline file's directory, for `prompt_file` and profiles.
+    base: &'s Path,
+    pub diags: Vec<Diagnostic>,
+    /// Other files diagnostics may point into (profiles).
+    extra_sources: Vec<Arc<SourceFile>>,
+}
+
+fn is_valid_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c.is_ascii_digit())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+}
+
+fn suggest_among<'a>(
+    word: &str,
+    candidates: impl ExactSizeIterator<Item = &'a str>,
+) -> Option<String> {
+    if candidates.len() > MAX_SUGGESTION_CANDIDATES {
+        return None;
+    }
+    suggest(word, candidates)
+}
+
+impl<'s> Validator<'s> {
+    pub fn new(source: &'s Arc<SourceFile>, base: &'s Path) -> Self {
+        Self {
+            source,
+            base,
+            diags: Vec::new(),
+            extra_sources: Vec::new(),
+        }
+    }
+
+    fn error(&mut self, problem: Problem, span: Range<usize>) {
+        self.diags
+            .push(Diagnostic::error(problem, self.source, span));
+    }
+
+    fn loc(&self, span: &Range<usize>) -> Location {
+        self.source.location(span)
+    }
+
+    fn name(&mut self, what: &'static str, s: &Spanned<String>) -> bool {
+        if is_valid_name(&s.value) {
+            return true;
+        }
+        self.error(
+            Problem::BadName {
+                what,
+                name: s.value.clone(),
+            },
+            s.span.clone(),
+        );
+        false
+    }
+
+    fn duration(&mut self, s: &Option<Spanned<String>>) -> Option<Duration> {
+        let s = s.as_ref()?;
+        match humantime::parse_duration(s.value.trim()) {
+            Ok(d) if d.is_zero() => {
+                self.error(
+                    Problem::BadDuration {
+                        value: s.value.clone(),
+                        reason: "it must be longer than zero".into(),
+                    },
+                    s.span.clone(),
+                );
+                None
+            }
+            Ok(d) => Some(d),
+            Err(e) => {
+                self.error(
+                    Problem::BadDuration {
+                        value: s.value.clone(),
+                        reason: e.to_string(),
+                    },
+                    s.span.clone(),
+                );
+                None
+            }
+        }
+    }
+
+    fn bounded(
+        &mut self,
+        key: &'static str,
+        v: &Option<Spanned<i64>>,
+        min: i64,
+        max: i64,
+    ) -> Option<u32> {
+        let v = v.as_ref()?;
+        if v.value < min {
+            self.error(
+                Problem::TooSmall {
+                    key,
+                    min,
+                    found: v.value,
+                },
+                v.span.clone(),
+            );
+            None
+        } else if v.value > max {
+            self.error(
+                Problem::TooLarge {
+                    key,
+                    found: v.value,
+                },
+                v.span.clone(),
+            );
+            None
+        } else {
+            u32::try_from(v.value).ok()
+        }
+    }
+
+    fn choice<T>(
+        &mut self,
+        what: &'static str,
+        v: &Option<Spanned<String>>,
+        allowed: &'static [&'static str],
+        parse: impl Fn(&str) -> Option<T>,
+    ) -> Option<T> {
+        let v = v.as_ref()?;
+        let parsed = parse(&v.value);
+        if parsed.is_none() {
+            self.error(
+                Problem::UnknownValue {
+                    what,
+                    value: v.value.clone(),
+                    suggestion: suggest(&v.value, allowed.iter().copied()),
+                    allowed,
+                },
+                v.span.clone(),
+            );
+        }
+        parsed
+    }
+
+    /// Turn a raw ToolSet table into a layer; `servers` are the MCP servers
+    /// a tool may name.
+    pub fn toolset(&mut self, raw: &RawToolSet, servers: &HashSet<&str>) -> ToolSetLayer {
+        let mut layer = ToolSetLayer::default();
+        if let Some(list) = &raw.internal {
+            let mut tools = Vec::with_capacity(list.value.len());
+            let mut ok = true;
+            for item in &list.value {
+                match InternalTool::parse(&item.value) {
+                    Ok(t) => tools.push(t),
+                    Err(e) => {
+                        ok = false;
+                        self.error(
+                            Problem::UnknownTool {
+                                name: item.value.clone(),
+                                suggestion: e.suggestion,
+                            },
+                            item.span.clone(),
+                        );
+                    }
+                }
+            }
+            if ok {
+                layer.internal = Some(Field {
+                    value: tools,
+                    at: self.loc(&list.span),
+                });
+            }
+        }
+        if let Some(list) = &raw.mcp {
+            let mut tools = Vec::with_capacity(list.value.len());
+            let mut ok = true;
+            for item in &list.value {
+                match McpTool::parse(&item.value) {
+                    Ok(t) if t.server == ORCH_MCP_SERVER || servers.contains(t.server.as_str()) => {
+                        tools.push(t)
+                    }
+                    Ok(t) => {
+                        ok = false;
+                        let candidates: Vec<&str> =
+                            servers.iter().copied().chain([ORCH_MCP_SERVER]).collect();
+                        self.error(
+                            Problem::UnknownMcpServer {
+                                name: item.value.clone(),
+                                suggestion: suggest_among(&t.server, candidates.into_iter()),
+                                server: t.server,
+                            },
+                            item.span.clone(),
+                        );
+                    }
+                    Err(reason) => {
+                        ok = false;
+                        self.error(
+                            Problem::BadMcpName {
+                                name: item.value.clone(),
+                                reason,
+                            },
+                            item.span.clone(),
+                        );
+                    }
+                }
+            }
+            if ok {
+                layer.mcp = Some(Field {
+                    value: tools,
+                    at: self.loc(&list.span),
+                });
+            }
+        }
+        if let Some(p) = self.choice(
+            "permission",
+            &raw.permission,
+            Permission::NAMES,
+            Permission::parse,
+        ) {
+            let span = raw
+                .permission
+                .as_ref()
+                .map(|s| s.span.clone())
+                .unwrap_or_default();
+            layer.permission = Some(Field {
+                value: p,
+                at: self.loc(&span),
+            });
+        }
+        if let Some(n) = self.bounded("max_turns", &raw.max_turns, 1, 100_000) {
+            let span = raw
+                .max_turns
+                .as_ref()
+                .map(|s| s.span.clone())
+                .unwrap_or_default();
+            layer.max_turns = Some(Field {
+                value: n,
+                at: self.loc(&span),
+            });
+        }
+        layer
+    }
+
+    pub fn pipeline(&mut self, raw: &RawPipeline) -> Option<Pipeline> {
+        if let Some(v) = &raw.version
+            && v.value != 1
+        {
+            self.error(
+                Problem::Version {
+                    found: v.value.to_string(),
+                },
+                v.span.clone(),
+            );
+        }
+        if let Some(n) = &raw.name {
+            self.name("pipeline", n);
+        }
+
+        let d = raw.defaults.as_ref();
+        let defaults = Defaults {
+            mode: d
+                .and_then(|d| self.choice("mode", &d.mode, Mode::NAMES, Mode::parse))
+                .unwrap_or(Mode::Fix),
+            timeout: d.and_then(|d| self.duration(&d.timeout)),
+            stall_timeout: d.and_then(|d| self.duration(&d.stall_timeout)),
+            retries: d
+                .and_then(|d| self.bounded("retries", &d.retries, 0, 100))
+                .unwrap_or(0),
+            max_parallel: d.and_then(|d| self.bounded("max_parallel", &d.max_parallel, 1, 4_096)),
+            enforcement: d
+                .and_then(|d| {
+                    self.choice(
+                        "enforcement",
+                        &d.enforcement,
+                        Enforcement::NAMES,
+                        Enforcement::parse,
+                    )
+                })
+                .unwrap_or_default(),
+        };
+
+        // MCP servers.
+        let mut mcp_servers = Vec::new();
+        for (name, s) in &raw.mcp_servers.0 {
+            if self.name("MCP server", name) && name.value.contains("__") {
+                self.error(
+                    Problem::BadName {
+                        what: "MCP server",
+                        name: name.value.clone(),
+                    },
+                    name.span.clone(),
+                );
+            }
+            if let Some(cmd) = &s.command {
+                if cmd.value.is_empty() {
+                    self.error(Problem::Empty { key: "command" }, cmd.span.clone());
+                }
+                mcp_servers.push(McpServer {
+                    name: name.value.clone(),
+                    command: cmd.value.iter().map(|s| s.value.clone()).collect(),
+                    env: s
+                        .env
+                        .0
+                        .iter()
+                        .map(|(k, v)| (k.value.clone(), v.value.clone()))
+                        .collect(),
+                });
+            }
+        }
+        let server_names: HashSet<&str> = raw
+            .mcp_servers
+            .0
+            .iter()
+            .map(|(n, _)| n.value.as_str())
+            .collect();
+
+        // The agent registry.
+        let mut agents: Vec<Agent> = Vec::new();
+        for (name, a) in &raw.agents.0 {
+            self.name("agent", name);
+            let kind = match &a.kind {
+                Some(k) => self.choice(
+                    "agent kind",
+                    &Some(k.clone()),
+                    AgentKind::NAMES,
+                    AgentKind::parse,
+                ),
+                None => {
+                    let k = AgentKind::builtin(&name.value);
+                    if k.is_none() {
+                        self.error(
+                            Problem::MissingKind {
+                                name: name.value.clone(),
+                            },
+                            name.span.clone(),
+                        );
+                    }
+                    k
+                }
+            };
+            let Some(kind) = kind else { continue };
+            let command: Option<Vec<String>> = a
+                .command
+                .as_ref()
+                .map(|c| c.value.iter().map(|s| s.value.clone()).collect());
+            match (&kind, &a.command) {
+                (AgentKind::Command, None) => self.error(
+                    Problem::MissingCommand {
+                        name: name.value.clone(),
+                    },
+                    name.span.clone(),
+                ),
+                (AgentKind::Command, Some(c)) if c.value.is_empty() => {
+                    self.error(Problem::Empty { key: "command" }, c.span.clone())
+                }
+                (k, Some(c)) if *k != AgentKind::Command => self.error(
+                    Problem::CommandOnNonCommand {
+                        kind: k.to_string(),
+                    },
+                    c.span.clone(),
+                ),
+                _ => {}
+            }
+            let mut modes = Vec::new();
+            for (mode_name, settings) in &a.modes.0 {
+                let Some(mode) =
+                    self.choice("mode", &Some(mode_name.clone()), Mode::NAMES, Mode::parse)
+                else {
+                    continue;
+                };
+                let tools = self.toolset(&settings.tools, &server_names);
+                let flags: Vec<String> = settings
+                    .flags
+                    .as_ref()
+                    .map(|f| f.value.iter().map(|s| s.value.clone()).collect())
+                    .unwrap_or_default();
+                if let Some(f) = &settings.flags {
+                    for (i, flag) in f.value.iter().enumerate() {
+                        let next = f.value.get(i + 1).map(|n| n.value.as_str());
+                        if let Some(field) = kind.controlled_field(&flag.value, next) {
+                            self.error(
+                                Problem::ControlledFlag {
+                                    flag: flag.value.clone(),
+                                    kind: kind.to_string(),
+                                    field,
+                                },
+                                flag.span.clone(),
+                            );
+                        }
+                    }
+                }
+                modes.push((mode, ModeSettings { tools, flags }));
+            }
+            let binary = a
+                .binary
+                .as_ref()
+                .map(|b| b.value.clone())
+                .or_else(|| kind.default_binary().map(str::to_string))
+                .or_else(|| command.as_ref().and_then(|c| c.first().cloned()))
+                .unwrap_or_default();
+            agents.push(Agent {
+                name: name.value.clone(),
+                kind,
+                binary,
+                model: a.model.as_ref().map(|m| m.value.clone()),
+                env: a
+                    .env
+                    .0
+                    .iter()
+                    .map(|(k, v)| (k.value.clone(), v.value.clone()))
+                    .collect(),
+                command,
+                modes,
+                declared: true,
+            });
+        }
+        let declared: HashSet<String> = raw.agents.0.iter().map(|(n, _)| n.value.clone()).collect();
+
+        // Phases.
+        let raw_phases: &[_] = raw.phases.as_ref().map_or(&[], |p| &p.value);
+        if let Some(p) = &raw.phases
+            && p.value.is_empty()
+        {
+            self.error(Problem::Empty { key: "phases" }, p.span.clone());
+        }
+        let mut index: HashMap<&str, usize> = HashMap::with_capacity(raw_phases.len());
+        for (i, p) in raw_phases.iter().enumerate() {
+            if let Some(n) = &p.name {
+                if !self.name("phase", n) {
+                    continue;
+                }
+                if index.insert(&n.value, i).is_some() {
+                    self.error(
+                        Problem::DuplicatePhase {
+                            name: n.value.clone(),
+                        },
+                        n.span.clone(),
+                    );
+                    index.insert(&n.value, index[n.value.as_str()].min(i));
+                }
+            }
+        }
+
+        let mut phases = Vec::with_capacity(raw_phases.len());
+        let mut dep_spans: Vec<Vec<Range<usize>>> = Vec::with_capacity(raw_phases.len());
+        let mut agent_spans: Vec<Vec<Range<usize>>> = Vec::with_capacity(raw_phases.len());
+        for p in raw_phases {
+            let name = p.name.as_ref().map(|n| n.value.clone()).unwrap_or_default();
+            // Agents of the phase.
+            let mut phase_agents = Vec::new();
+            let mut spans = Vec::new();
+            if let Some(list) = &p.agents {
+                if list.value.is_empty() {
+                    self.error(Problem::Empty { key: "agents" }, list.span.clone());
+                }
+                let mut seen = HashSet::new();
+                for a in &list.value {
+                    if !seen.insert(a.value.as_str()) {
+                        self.error(
+                            Problem::DuplicateAgent {
+                                name: a.value.clone(),
+                                phase: name.clone(),
+                            },
+                            a.span.clone(),
+                        );
+                        continue;
+                    }
+                    if declared.contains(&a.value) {
+                        phase_agents.push(a.value.clone());
+                        spans.push(a.span.clone());
+                    } else if let Some(kind) = AgentKind::builtin(&a.value) {
+                        if !agents.iter().any(|x| x.name == a.value) {
+                            agents.push(Agent {
+                                name: a.value.clone(),
+                                kind,
+                                binary: kind.default_binary().unwrap_or_default().to_string(),
+                                model: None,
+                                env: Vec::new(),
+                                command: None,
+                                modes: Vec::new(),
+                                declared: false,
+                            });
+                        }
+                        phase_agents.push(a.value.clone());
+                        spans.push(a.span.clone());
+                    } else {
+                        let candidates: Vec<&str> = declared
+                            .iter()
+                            .map(String::as_str)
+                            .chain(AgentKind::NAMES.iter().copied().filter(|n| *n != "command"))
+                            .collect();
+                        self.error(
+                            Problem::UnknownAgent {
+                                name: a.value.clone(),
+                                suggestion: suggest_among(&a.value, candidates.into_iter()),
+                            },
+                            a.span.clone(),
+                        );
+                    }
+                }
+            }
+
+            // Dependencies.
+            let mut depends_on = Vec::new();
+            let mut dspans = Vec::new();
+            if let Some(list) = &p.depends_on {
+                for dep in &list.value {
+                    if dep.value == name {
+                        self.error(
+                            Problem::SelfDependency {
+                                phase: name.clone(),
+                            },
+                            dep.span.clone(),
+                        );
+                    } else if !index.contains_key(dep.value.as_str()) {
+                        let suggestion = suggest_among(&dep.value, index.keys().copied());
+                        self.error(
+                            Problem::UnknownDependency {
+                                phase: name.clone(),
+                                name: dep.value.clone(),
+                                suggestion,
+                            },
+                            dep.span.clone(),
+                        );
+                    } else if !depends_on.contains(&dep.value) {
+                        depends_on.push(dep.value.clone());
+                        dspans.push(dep.span.clone());
+                    }
+                }
+            }
+
+            // Prompt and profile.
+            let prompt = match (&p.prompt, &p.prompt_file) {
+                (Some(_), Some(f)) => {
+                    self.error(
+                        Problem::PromptConflict {
+                            phase: name.clone(),
+                        },
+                        f.span.clone(),
+                    );
+                    None
+                }
+                (Some(t), None) => Some(Prompt::Inline(t.value.clone())),
+                (None, Some(f)) => {
+                    let path = self.base.join(&f.value);
+                    match std::fs::read_to_string(&path) {
+                        Ok(text) => Some(Prompt::File { path, text }),
+                        Err(e) => {
+                            self.error(
+                                Problem::PromptFile {
+                                    path: f.value.clone(),
+                                    reason: load::io_reason(&e),
+                                },
+                                f.span.clone(),
+                            );
+                            None
+                        }
+                    }
+                }
+                (None, None) => None,
+            };
+            let profile = p.profile.as_ref().and_then(|n| {
+                if !self.name("profile", n) {
+                    return None;
+                }
+                match load::profile(self.base, &n.value) {
+                    Ok((source, raw_profile, mut diags)) => {
+                        let tools = raw_profile.tools.as_ref().map(|t| {
+                            let mut v = Validator::new(&source, self.base);
+                            let layer = v.toolset(t, &server_names);
+                            diags.extend(v.diags);
+                            layer
+                        });
+                        self.diags.extend(diags);
+                        self.extra_sources.push(Arc::clone(&source));
+                        Some(Profile {
+                            name: n.value.clone(),
+                            path: raw_profile.path,
+                            description: raw_profile.description,
+                            tools: tools.unwrap_or_default(),
+                            body: raw_profile.body,
+                        })
+                    }
+                    Err(looked) => {
+                        self.error(
+                            Problem::ProfileMissing {
+                                name: n.value.clone(),
+                                looked,
+                            },
+                            n.span.clone(),
+                        );
+                        None
+                    }
+                }
+            });
+
+            let tools = p
+                .tools
+                .as_ref()
+                .map(|t| self.toolset(t, &server_names))
+                .unwrap_or_default();
+            let mut agent_tools = Vec::new();
+            for (agent, t) in &p.agent_tools.0 {
+                if p.agents.is_some()
+                    && !p
+                        .agents
+                        .iter()
+                        .flat_map(|l| &l.value)
+                        .any(|a| a.value == agent.value)
+                {
+                    self.error(
+                        Problem::AgentToolsNotInPhase {
+                            agent: agent.value.clone(),
+                            phase: name.clone(),
+                        },
+                        agent.span.clone(),
+                    );
+                }
+                agent_tools.push((agent.value.clone(), self.toolset(t, &server_names)));
+            }
+            let mode = p
+                .mode
+                .as_ref()
+                .and_then(|m| self.choice("mode", &Some(m.clone()), Mode::NAMES, Mode::parse))
+                .unwrap_or(defaults.mode);
+            let artifacts = p
+                .artifacts
+                .as_ref()
+                .map(|a| {
+                    a.value
+                        .iter()
+                        .filter_map(|s| {
+                            if s.value.trim().is_empty() {
+                                self.error(Problem::Empty { key: "artifacts[]" }, s.span.clone());
+                                None
+                            } else {
+                                Some(s.value.clone())
+                            }
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let phase = Phase {
+                location: self.loc(&p.name.as_ref().map_or(p.span.clone(), |n| n.span.clone())),
+                name,
+                agents: phase_agents,
+                mode,
+                parallel: p.parallel.as_ref().is_some_and(|b| b.value),
+                required: p.required.as_ref().is_none_or(|b| b.value),
+                depends_on,
+                prompt,
+                profile,
+                timeout: self.duration(&p.timeout).or(defaults.timeout),
+                stall_timeout: self.duration(&p.stall_timeout).or(defaults.stall_timeout),
+                retries: self
+                    .bounded("retries", &p.retries, 0, 100)
+                    .unwrap_or(defaults.retries),
+                artifacts,
+                tools,
+                agent_tools,
+            };
+            phases.push(phase);
+            dep_spans.push(dspans);
+            agent_spans.push(spans);
+        }
+
+        let pipeline = Pipeline {
+            path: Default::default(),
+            name: raw
+                .name
+                .as_ref()
+                .map(|n| n.value.clone())
+                .unwrap_or_default(),
+            description: raw.description.as_ref().map(|d| d.value.clone()),
+            defaults,
+            agents,
+            mcp_servers,
+            phases,
+        };
+
+        self.prompts(&pipeline, &agent_spans);
+        self.cycles(&pipeline, &dep_spans);
+        self.read_only_writes(&pipeline);
+
+        if self.diags.iter().any(Diagnostic::is_error) {
+            None
+        } else {
+            Some(pipeline)
+        }
+    }
+
+    /// Every LLM agent needs a prompt (inline, file, or a profile body).
+    fn prompts(&mut self, pipeline: &Pipeline, agent_spans: &[Vec<Range<usize>>]) {
+        for (phase, spans) in pipeline.phases.iter().zip(agent_spans) {
+            let has_prompt = phase.prompt.is_some()
+                || phase
+                    .profile
+                    .as_ref()
+                    .is_some_and(|p| !p.body.trim().is_empty());
+            if has_prompt {
+                continue;
+            }
+            for (agent, span) in phase.agents.iter().zip(spans) {
+                if pipeline.agent(agent).is_some_and(|a| a.kind.is_llm()) {
+                    self.error(
+                        Problem::MissingPrompt {
+                            phase: phase.name.clone(),
+                            agent: agent.clone(),
+                        },
+                        span.clone(),
+                    );
+                }
+            }
+        }
+    }
+
+    fn cycles(&mut self, pipeline: &Pipeline, dep_spans: &[Vec<Range<usize>>]) {
+        let Err(cycles) = PhaseGraph::build(pipeline) else {
+            return;
+        };
+        for cycle in cycles {
+            // Point at the dependency that closes the cycle: the first
+            // phase's entry naming the last one.
+            let first = cycle[0];
+            let last = cycle[cycle.len() - 2];
+            let span = pipeline.phases[first]
+                .depends_on
+                .iter()
+                .position(|d| *d == pipeline.phases[last].name)
+                .and_then(|i| dep_spans[first].get(i).cloned())
+                .unwrap_or_else(|| {
+                    let l = &pipeline.phases[first].location;
+                    l.offset..l.offset + l.len
+                });
+            let path = cycle
+                .iter()
+                .map(|&i| pipeline.phases[i].name.as_str())
+                .collect::<Vec<_>>()
+                .join(" -> ");
+            self.error(Problem::Cycle { path }, span);
+        }
+    }
+
+    /// Under `read-only`, no tool that writes unless the CLI confines writes
+    /// at the operating-system level (pipeline-format.md, "Enforcement").
+    fn read_only_writes(&mut self, pipeline: &Pipeline) {
+        for (phase, agent) in pipeline.invocations() {
+            if !agent.kind.is_llm() {
+                continue;
+            }
+            let r = pipeline.resolve(phase, agent);
+            let ts = &r.toolset;
+            if ts.permission != Permission::ReadOnly || agent.kind.confines_writes(ts.permission) {
+                continue;
+            }
+            let Some(tool) = ts.internal.iter().find(|t| t.writes()) else {
+                continue;
+            };
+            let from_defaults = r.provenance.internal.at.is_none();
+            let at = r
+                .provenance
+                .internal
+                .at
+                .as_ref()
+                .or(r.provenance.permission.at.as_ref());
+            let Some(at) = at else { continue };
+            let source = self.source_for(at);
+            let label = if from_defaults {
+                format!(
+                    "read-only here, but mode `{}` defaults include `{tool}`",
+                    phase.mode
+                )
+            } else {
+                format!("`{tool}` writes")
+            };
+            self.diags.push(
+                Diagnostic::error(
+                    Problem::ReadOnlyWrites {
+                        agent: agent.name.clone(),
+                        phase: phase.name.clone(),
+                        tool: tool.to_string(),
+                        from_defaults,
+                    },
+                    &source,
+                    at.offset..at.offset + at.len,
+                )
+                .with_label(label),
+            );
+        }
+    }
+
+    fn source_for(&self, at: &Location) -> Arc<SourceFile> {
+        self.extra_sources
+            .iter()
+            .find(|s| s.name == at.path)
+            .cloned()
+            .unwrap_or_else(|| Arc::clone(self.source))
+    }
+}

@@ -1,0 +1,285 @@
+//! User and project settings (not pipeline files), layered with figment:
+//! built-in defaults < `~/.config/orch/config.toml` < `./orch.toml` <
+//! `ORCH_*` environment < command-line flags.
+//!
+//! Settings files are TOML read with the same `toml` crate as pipelines (a
+//! small figment provider below), so no second TOML parser is linked.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use figment::providers::{Env, Serialized};
+use figment::value::{Dict, Map};
+use figment::{Figment, Metadata, Profile, Provider};
+use serde::{Deserialize, Serialize};
+
+use crate::agents::AgentKind;
+
+/// The effective settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// Where runs are recorded (`state.db`, logs).
+    pub state_dir: PathBuf,
+    /// Agent processes at once when a pipeline does not say.
+    pub max_parallel: u32,
+    /// Per-kind agent settings.
+    #[serde(default)]
+    pub agents: BTreeMap<AgentKind, AgentSettings>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSettings {
+    /// The program to run for this kind (overrides PATH lookup of the
+    /// default name; a pipeline's `binary` still wins).
+    pub binary: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        let agents = AgentKind::ALL
+            .into_iter()
+            .filter_map(|k| {
+                k.default_binary().map(|b| {
+                    (
+                        k,
+                        AgentSettings {
+                            binary: b.to_string(),
+                        },
+                    )
+                })
+            })
+            .collect();
+        Self {
+            state_dir: PathBuf::from(".orch"),
+            max_parallel: default_max_parallel(),
+            agents,
+        }
+    }
+}
+
+fn default_max_parallel() -> u32 {
+    std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(4)
+        .max(2)
+}
+
+/// Values given on the command line (highest priority).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Overrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_dir: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_parallel: Option<u32>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub agents: BTreeMap<AgentKind, AgentSettings>,
+}
+
+/// Where the settings files are.
+#[derive(Debug, Clone)]
+pub struct Sources {
+    pub user: Option<PathBuf>,
+    pub project: PathBuf,
+}
+
+impl Sources {
+    /// `$XDG_CONFIG_HOME/orch/config.toml` (else `~/.config/...`) and
+    /// `./orch.toml`.
+    pub fn discover() -> Self {
+        let user = std::env::var_os("XDG_CONFIG_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+            .map(|d| d.join("orch").join("config.toml"));
+        Self {
+            user,
+            project: PathBuf::from("orch.toml"),
+        }
+    }
+}
+
+/// The layered settings and the figment that knows where each value came
+/// from.
+pub struct Layered {
+    pub settings: Settings,
+    figment: Figment,
+}
+
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+#[error("invalid settings: {message}")]
+#[diagnostic(
+    code(orch::settings::invalid),
+    help("see `orch config` for the keys: state_dir, max_parallel, agents.<kind>.binary")
+)]
+pub struct SettingsError {
+    message: String,
+}
+
+pub fn load(sources: &Sources, overrides: &Overrides) -> Result<Layered, SettingsError> {
+    let mut figment =
+        Figment::from(Serialized::defaults(Settings::default()).profile(Profile::Default));
+    if let Some(user) = &sources.user {
+        figment = figment.merge(TomlFile::new(user, "user config"));
+    }
+    figment = figment
+        .merge(TomlFile::new(&sources.project, "project config"))
+        .merge(
+            Env::prefixed("ORCH_")
+                .split("__")
+                .map(|k| k.as_str().to_ascii_lowercase().into())
+                .filter(|k| {
+                    let k = k.as_str();
+                    k == "state_dir" || k == "max_parallel" || k.starts_with("agents")
+                }),
+        )
+        .merge(Serialized::defaults(overrides).profile(Profile::Default));
+    let settings: Settings = figment.extract().map_err(|e| SettingsError {
+        message: e
+            .into_iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join("; "),
+    })?;
+    if settings.max_parallel == 0 {
+        return Err(SettingsError {
+            message: "max_parallel must be at least 1".into(),
+        });
+    }
+    Ok(Layered { settings, figment })
+}
+
+impl Layered {
+    /// Each effective value (dotted key, value) and where it came from.
+    pub fn explain(&self) -> Vec<(String, String, String)> {
+        let mut rows = Vec::new();
+        let value = serde_json::to_value(&self.settings).unwrap_or_default();
+        flatten("", &value, &mut rows);
+        rows.into_iter()
+            .map(|(key, v)| {
+                let from = self
+                    .figment
+                    .find_metadata(&key)
+                    .map(describe)
+                    .unwrap_or_else(|| "default".into());
+                (key, v, from)
+            })
+            .collect()
+    }
+}
+
+fn describe(m: &Metadata) -> String {
+    match &m.source {
+        Some(figment::Source::File(p)) => format!("{} ({})", m.name, p.display()),
+        _ => m.name.to_string(),
+    }
+}
+
+fn flatten(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
+    match v {
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten(&key, v, out);
+            }
+        }
+        serde_json::Value::String(s) => out.push((prefix.to_string(), s.clone())),
+        other => out.push((prefix.to_string(), other.to_string())),
+    }
+}
+
+/// A figment provider for an optional TOML settings file, parsed with the
+/// `toml` crate orch already uses for pipelines.
+struct TomlFile {
+    path: PathBuf,
+    name: &'static str,
+}
+
+impl TomlFile {
+    fn new(path: &Path, name: &'static str) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            name,
+        }
+    }
+}
+
+impl Provider for TomlFile {
+    fn metadata(&self) -> Metadata {
+        Metadata::from(self.name, figment::Source::File(self.path.clone()))
+    }
+
+    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Map::new()),
+            Err(e) => {
+                return Err(figment::Error::from(format!(
+                    "{}: {e}",
+                    self.path.display()
+                )));
+            }
+        };
+        let table: toml::Table = toml::from_str(&text).map_err(|e| {
+            figment::Error::from(format!("{}: {}", self.path.display(), e.message().trim()))
+        })?;
+        Serialized::defaults(table).data()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layers_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = dir.path().join("user.toml");
+        let project = dir.path().join("orch.toml");
+        std::fs::write(&user, "state_dir = \"/from/user\"\nmax_parallel = 3\n").unwrap();
+        std::fs::write(
+            &project,
+            "max_parallel = 5\n[agents.claude]\nbinary = \"/opt/claude\"\n",
+        )
+        .unwrap();
+        let sources = Sources {
+            user: Some(user),
+            project,
+        };
+        let l = load(&sources, &Overrides::default()).unwrap();
+        assert_eq!(l.settings.state_dir, PathBuf::from("/from/user"));
+        assert_eq!(l.settings.max_parallel, 5);
+        assert_eq!(l.settings.agents[&AgentKind::Claude].binary, "/opt/claude");
+        assert_eq!(l.settings.agents[&AgentKind::Codex].binary, "codex");
+        let rows = l.explain();
+        let from = |key: &str| rows.iter().find(|r| r.0 == key).unwrap().2.clone();
+        assert!(from("state_dir").starts_with("user config"), "{rows:?}");
+        assert!(from("max_parallel").starts_with("project config"));
+        assert_eq!(from("agents.codex.binary"), "default");
+
+        let flags = Overrides {
+            max_parallel: Some(9),
+            ..Default::default()
+        };
+        let l = load(&sources, &flags).unwrap();
+        assert_eq!(l.settings.max_parallel, 9);
+    }
+
+    #[test]
+    fn bad_files_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("orch.toml");
+        std::fs::write(&project, "max_paralel = 5\n").unwrap();
+        let sources = Sources {
+            user: None,
+            project,
+        };
+        let e = load(&sources, &Overrides::default()).unwrap_err();
+        assert!(e.to_string().contains("max_paralel"), "{e}");
+    }
+}

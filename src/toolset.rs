@@ -1,0 +1,557 @@
+//! ToolSets: the canonical tool vocabulary, permission levels, and the
+//! field-by-field, five-layer resolution with provenance.
+//!
+//! Resolution (pipeline-format.md): each of `internal`, `mcp`, `permission`
+//! and `max_turns` is taken from the first layer that sets it, in the order
+//! `agent_tools` > `tools` > `profile` > `mode` > `default`. Lists replace;
+//! they never merge.
+
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::pipeline::diagnostic::Location;
+
+/// A phase's mode.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    Plan,
+    Fix,
+    Audit,
+    Review,
+}
+
+impl Mode {
+    pub const NAMES: &'static [&'static str] = &["plan", "fix", "audit", "review"];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "plan" => Mode::Plan,
+            "fix" => Mode::Fix,
+            "audit" => Mode::Audit,
+            "review" => Mode::Review,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Plan => "plan",
+            Mode::Fix => "fix",
+            Mode::Audit => "audit",
+            Mode::Review => "review",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How far an agent may reach outside reading.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Permission {
+    ReadOnly,
+    WorkspaceWrite,
+    FullAccess,
+}
+
+impl Permission {
+    pub const NAMES: &'static [&'static str] = &["read-only", "workspace-write", "full-access"];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "read-only" => Permission::ReadOnly,
+            "workspace-write" => Permission::WorkspaceWrite,
+            "full-access" => Permission::FullAccess,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Permission::ReadOnly => "read-only",
+            Permission::WorkspaceWrite => "workspace-write",
+            Permission::FullAccess => "full-access",
+        }
+    }
+}
+
+impl fmt::Display for Permission {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An agent's own tool, in orch's canonical vocabulary.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum InternalTool {
+    Read,
+    Write,
+    Edit,
+    Glob,
+    Grep,
+    /// Unrestricted shell.
+    Bash,
+    /// Shell restricted to commands matching a pattern, `Bash(cargo test *)`.
+    BashPattern(String),
+    WebFetch,
+    WebSearch,
+    /// Sub-agents (`Task` is accepted as the old name).
+    Agent,
+    TodoWrite,
+    NotebookEdit,
+}
+
+/// Why a tool name was not understood.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownToolName {
+    pub suggestion: Option<String>,
+}
+
+impl InternalTool {
+    /// The plain names of the vocabulary, for suggestions and docs.
+    pub const NAMES: &'static [&'static str] = &[
+        "Read",
+        "Write",
+        "Edit",
+        "Glob",
+        "Grep",
+        "Bash",
+        "WebFetch",
+        "WebSearch",
+        "Agent",
+        "TodoWrite",
+        "NotebookEdit",
+    ];
+
+    pub fn parse(s: &str) -> Result<Self, UnknownToolName> {
+        Ok(match s {
+            "Read" => InternalTool::Read,
+            "Write" => InternalTool::Write,
+            "Edit" => InternalTool::Edit,
+            "Glob" => InternalTool::Glob,
+            "Grep" => InternalTool::Grep,
+            "Bash" => InternalTool::Bash,
+            "WebFetch" => InternalTool::WebFetch,
+            "WebSearch" => InternalTool::WebSearch,
+            "Agent" | "Task" => InternalTool::Agent,
+            "TodoWrite" => InternalTool::TodoWrite,
+            "NotebookEdit" => InternalTool::NotebookEdit,
+            _ => {
+                if let Some(inner) = s.strip_prefix("Bash(").and_then(|r| r.strip_suffix(')')) {
+                    let pattern = inner.trim();
+                    if !pattern.is_empty() && !pattern.contains(['(', ')']) {
+                        return Ok(InternalTool::BashPattern(pattern.to_string()));
+                    }
+                    return Err(UnknownToolName {
+                        suggestion: Some("Bash(<command pattern>)".into()),
+                    });
+                }
+                let head = s.split('(').next().unwrap_or(s);
+                let suggestion = crate::pipeline::diagnostic::suggest(
+                    head,
+                    Self::NAMES.iter().copied().chain(["Task"]),
+                )
+                .map(|n| if n == "Task" { "Agent".to_string() } else { n });
+                return Err(UnknownToolName { suggestion });
+            }
+        })
+    }
+
+    /// Whether the tool can change files (or anything else) by itself.
+    pub fn writes(&self) -> bool {
+        matches!(
+            self,
+            InternalTool::Write
+                | InternalTool::Edit
+                | InternalTool::NotebookEdit
+                | InternalTool::Bash
+        )
+    }
+}
+
+impl fmt::Display for InternalTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InternalTool::Read => f.write_str("Read"),
+            InternalTool::Write => f.write_str("Write"),
+            InternalTool::Edit => f.write_str("Edit"),
+            InternalTool::Glob => f.write_str("Glob"),
+            InternalTool::Grep => f.write_str("Grep"),
+            InternalTool::Bash => f.write_str("Bash"),
+            InternalTool::BashPattern(p) => write!(f, "Bash({p})"),
+            InternalTool::WebFetch => f.write_str("WebFetch"),
+            InternalTool::WebSearch => f.write_str("WebSearch"),
+            InternalTool::Agent => f.write_str("Agent"),
+            InternalTool::TodoWrite => f.write_str("TodoWrite"),
+            InternalTool::NotebookEdit => f.write_str("NotebookEdit"),
+        }
+    }
+}
+
+impl Serialize for InternalTool {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// An MCP tool reference: `mcp__<server>__<tool>` or `mcp__<server>__*`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct McpTool {
+    pub server: String,
+    /// `None` means every tool of the server (`*`).
+    pub tool: Option<String>,
+}
+
+/// The server name of orch's own tracking MCP server.
+pub const ORCH_MCP_SERVER: &str = "orch";
+
+impl McpTool {
+    pub fn parse(s: &str) -> Result<Self, &'static str> {
+        let rest = s
+            .strip_prefix("mcp__")
+            .ok_or("it must start with `mcp__`")?;
+        let (server, tool) = rest
+            .split_once("__")
+            .ok_or("it must have a `__` between server and tool")?;
+        let valid = |x: &str| {
+            !x.is_empty()
+                && x.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        };
+        if !valid(server) || server.starts_with('_') || server.ends_with('_') {
+            return Err("the server name must be letters, digits, `_` or `-`");
+        }
+        if tool == "*" {
+            return Ok(McpTool {
+                server: server.into(),
+                tool: None,
+            });
+        }
+        if !valid(tool) {
+            return Err("the tool name must be letters, digits, `_` or `-`, or `*`");
+        }
+        Ok(McpTool {
+            server: server.into(),
+            tool: Some(tool.into()),
+        })
+    }
+}
+
+impl fmt::Display for McpTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.tool {
+            Some(t) => write!(f, "mcp__{}__{}", self.server, t),
+            None => write!(f, "mcp__{}__*", self.server),
+        }
+    }
+}
+
+impl Serialize for McpTool {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// The tools one agent gets in one phase, fully resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolSet {
+    pub internal: Vec<InternalTool>,
+    pub mcp: Vec<McpTool>,
+    pub permission: Permission,
+    pub max_turns: u32,
+}
+
+impl ToolSet {
+    /// Layer 5: the built-in defaults for a mode.
+    pub fn default_for(mode: Mode) -> Self {
+        use InternalTool::*;
+        let (internal, permission) = match mode {
+            Mode::Plan | Mode::Audit | Mode::Review => {
+                (vec![Read, Glob, Grep], Permission::ReadOnly)
+            }
+            Mode::Fix => (
+                vec![Read, Write, Edit, Glob, Grep, Bash],
+                Permission::WorkspaceWrite,
+            ),
+        };
+        ToolSet {
+            internal,
+            mcp: vec![McpTool {
+                server: ORCH_MCP_SERVER.into(),
+                tool: None,
+            }],
+            permission,
+            max_turns: 25,
+        }
+    }
+}
+
+/// A value set in a file, with where it was set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Field<T> {
+    pub value: T,
+    pub at: Location,
+}
+
+/// One layer's partial ToolSet: each field set or not.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolSetLayer {
+    pub internal: Option<Field<Vec<InternalTool>>>,
+    pub mcp: Option<Field<Vec<McpTool>>>,
+    pub permission: Option<Field<Permission>>,
+    pub max_turns: Option<Field<u32>>,
+}
+
+impl ToolSetLayer {
+    pub fn is_empty(&self) -> bool {
+        self.internal.is_none()
+            && self.mcp.is_none()
+            && self.permission.is_none()
+            && self.max_turns.is_none()
+    }
+}
+
+/// The resolution layers, highest priority first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layer {
+    AgentTools,
+    Tools,
+    Profile,
+    Mode,
+    Default,
+}
+
+impl Layer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layer::AgentTools => "agent_tools",
+            Layer::Tools => "tools",
+            Layer::Profile => "profile",
+            Layer::Mode => "mode",
+            Layer::Default => "default",
+        }
+    }
+}
+
+impl fmt::Display for Layer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a resolved field came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    pub layer: Layer,
+    pub at: Option<Location>,
+}
+
+impl Serialize for Origin {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("Origin", 2)?;
+        st.serialize_field("layer", &self.layer)?;
+        st.serialize_field("at", &self.at.as_ref().map(|l| l.to_string()))?;
+        st.end()
+    }
+}
+
+/// The origin of each resolved field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Provenance {
+    pub internal: Origin,
+    pub mcp: Origin,
+    pub permission: Origin,
+    pub max_turns: Origin,
+}
+
+/// A resolved ToolSet and where each of its fields came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Resolved {
+    pub toolset: ToolSet,
+    pub provenance: Provenance,
+}
+
+/// Resolve field by field. `layers` are the four file layers, highest
+/// priority first, each possibly absent; `mode` picks the built-in defaults.
+pub fn resolve(layers: [(Layer, Option<&ToolSetLayer>); 4], mode: Mode) -> Resolved {
+    let defaults = ToolSet::default_for(mode);
+    fn pick<T: Clone>(
+        layers: &[(Layer, Option<&ToolSetLayer>); 4],
+        get: impl Fn(&ToolSetLayer) -> Option<&Field<T>>,
+        default: T,
+    ) -> (T, Origin) {
+        for (layer, set) in layers {
+            if let Some(field) = set.and_then(&get) {
+                return (
+                    field.value.clone(),
+                    Origin {
+                        layer: *layer,
+                        at: Some(field.at.clone()),
+                    },
+                );
+            }
+        }
+        (
+            default,
+            Origin {
+                layer: Layer::Default,
+                at: None,
+            },
+        )
+    }
+    let (internal, internal_o) = pick(&layers, |l| l.internal.as_ref(), defaults.internal);
+    let (mcp, mcp_o) = pick(&layers, |l| l.mcp.as_ref(), defaults.mcp);
+    let (permission, permission_o) = pick(&layers, |l| l.permission.as_ref(), defaults.permission);
+    let (max_turns, max_turns_o) = pick(&layers, |l| l.max_turns.as_ref(), defaults.max_turns);
+    Resolved {
+        toolset: ToolSet {
+            internal,
+            mcp,
+            permission,
+            max_turns,
+        },
+        provenance: Provenance {
+            internal: internal_o,
+            mcp: mcp_o,
+            permission: permission_o,
+            max_turns: max_turns_o,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(line: usize) -> Location {
+        Location {
+            path: "p.toml".into(),
+            line,
+            column: 1,
+            offset: 0,
+            len: 0,
+        }
+    }
+
+    #[test]
+    fn vocabulary_parses_and_suggests() {
+        assert_eq!(InternalTool::parse("Task"), Ok(InternalTool::Agent));
+        assert_eq!(
+            InternalTool::parse("Bash(cargo test *)"),
+            Ok(InternalTool::BashPattern("cargo test *".into()))
+        );
+        assert_eq!(
+            InternalTool::parse("Raed")
+                .unwrap_err()
+                .suggestion
+                .as_deref(),
+            Some("Read")
+        );
+        assert!(InternalTool::parse("Bash()").is_err());
+        assert!(
+            InternalTool::parse("read").is_err(),
+            "names are case-sensitive"
+        );
+    }
+
+    #[test]
+    fn mcp_names() {
+        assert_eq!(
+            McpTool::parse("mcp__tavily__tavily_search")
+                .unwrap()
+                .tool
+                .as_deref(),
+            Some("tavily_search")
+        );
+        assert_eq!(McpTool::parse("mcp__orch__*").unwrap().tool, None);
+        for bad in [
+            "tavily_search",
+            "mcp__tavily",
+            "mcp____x",
+            "mcp__a__",
+            "mcp__a b__c",
+        ] {
+            assert!(McpTool::parse(bad).is_err(), "{bad} should be rejected");
+        }
+    }
+
+    #[test]
+    fn resolution_is_field_by_field() {
+        let phase_tools = ToolSetLayer {
+            internal: Some(Field {
+                value: vec![InternalTool::Read, InternalTool::Agent],
+                at: at(2),
+            }),
+            permission: Some(Field {
+                value: Permission::ReadOnly,
+                at: at(3),
+            }),
+            max_turns: Some(Field {
+                value: 50,
+                at: at(4),
+            }),
+            ..Default::default()
+        };
+        let agent_tools = ToolSetLayer {
+            permission: Some(Field {
+                value: Permission::WorkspaceWrite,
+                at: at(7),
+            }),
+            ..Default::default()
+        };
+        let r = resolve(
+            [
+                (Layer::AgentTools, Some(&agent_tools)),
+                (Layer::Tools, Some(&phase_tools)),
+                (Layer::Profile, None),
+                (Layer::Mode, None),
+            ],
+            Mode::Audit,
+        );
+        assert_eq!(
+            r.toolset.internal,
+            vec![InternalTool::Read, InternalTool::Agent]
+        );
+        assert_eq!(r.provenance.internal.layer, Layer::Tools);
+        assert_eq!(r.toolset.permission, Permission::WorkspaceWrite);
+        assert_eq!(r.provenance.permission.at, Some(at(7)));
+        assert_eq!(r.toolset.max_turns, 50);
+        assert_eq!(r.provenance.mcp.layer, Layer::Default);
+        assert_eq!(r.toolset.mcp[0].to_string(), "mcp__orch__*");
+    }
+
+    #[test]
+    fn lists_replace_not_merge() {
+        let mode = ToolSetLayer {
+            internal: Some(Field {
+                value: vec![InternalTool::Grep],
+                at: at(1),
+            }),
+            ..Default::default()
+        };
+        let r = resolve(
+            [
+                (Layer::AgentTools, None),
+                (Layer::Tools, None),
+                (Layer::Profile, None),
+                (Layer::Mode, Some(&mode)),
+            ],
+            Mode::Fix,
+        );
+        assert_eq!(r.toolset.internal, vec![InternalTool::Grep]);
+        assert_eq!(r.toolset.permission, Permission::WorkspaceWrite);
+    }
+}
