@@ -7,7 +7,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use petgraph::Direction;
-use petgraph::algo::tarjan_scc;
+use petgraph::algo::kosaraju_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
 
 use crate::pipeline::Pipeline;
@@ -202,7 +202,7 @@ fn topological_order(graph: &DiGraph<(), ()>) -> Option<Vec<NodeIndex>> {
 /// depends on `b`), shortest way round.
 fn find_cycles(graph: &DiGraph<(), ()>) -> Vec<Cycle> {
     let mut cycles = Vec::new();
-    for scc in tarjan_scc(graph) {
+    for scc in kosaraju_scc(graph) {
         if scc.len() < 2 {
             continue;
         }

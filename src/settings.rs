@@ -102,6 +102,7 @@ impl Sources {
 
 /// The layered settings and the figment that knows where each value came
 /// from.
+#[derive(Debug)]
 pub struct Layered {
     pub settings: Settings,
     figment: Figment,
@@ -170,6 +171,13 @@ impl Layered {
 }
 
 fn describe(m: &Metadata) -> String {
+    // `Serialized` providers are named after their Rust type.
+    if m.name.ends_with("settings::Settings") {
+        return "default".into();
+    }
+    if m.name.ends_with("settings::Overrides") {
+        return "command line".into();
+    }
     match &m.source {
         Some(figment::Source::File(p)) => format!("{} ({})", m.name, p.display()),
         _ => m.name.to_string(),

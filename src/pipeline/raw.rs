@@ -6,6 +6,7 @@
 //! `JsonSchema`, so `schemas/pipeline.schema.json` is generated from them.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -89,8 +90,10 @@ pub struct RawPipeline {
     /// Values every phase inherits.
     pub defaults: Option<RawDefaults>,
     /// Agent configuration; built-in kinds work without a table.
+    #[schemars(with = "Option<BTreeMap<String, RawAgent>>")]
     pub agents: SpannedMap<RawAgent>,
     /// MCP servers orch hands to agents per invocation.
+    #[schemars(with = "Option<BTreeMap<String, RawMcpServer>>")]
     pub mcp_servers: SpannedMap<RawMcpServer>,
     /// The phases of the DAG.
     #[schemars(required, length(min = 1))]
@@ -101,7 +104,7 @@ pub struct RawPipeline {
 
 /// Values every phase inherits.
 #[derive(Debug, Default, JsonSchema)]
-#[schemars(deny_unknown_fields)]
+#[schemars(deny_unknown_fields, rename = "Defaults")]
 pub struct RawDefaults {
     /// `plan`, `fix`, `audit` or `review` (default `fix`).
     #[schemars(with = "Option<Mode>")]
@@ -125,7 +128,7 @@ pub struct RawDefaults {
 
 /// One agent in the registry.
 #[derive(Debug, Default, JsonSchema)]
-#[schemars(deny_unknown_fields)]
+#[schemars(deny_unknown_fields, rename = "Agent")]
 pub struct RawAgent {
     /// `claude`, `codex`, `gemini`, `opencode`, `copilot` or `command`;
     /// defaults to the table name when that is a kind.
@@ -136,12 +139,13 @@ pub struct RawAgent {
     /// Model name passed to the CLI.
     pub model: Option<SpStr>,
     /// Extra environment variables for the agent.
+    #[schemars(with = "Option<BTreeMap<String, String>>")]
     pub env: SpannedMap<SpStr>,
     /// The argv of a `command` agent.
     #[schemars(with = "Option<Vec<String>>")]
     pub command: Option<SpList>,
     /// Per-mode tools and raw flags (resolution layer 4).
-    #[schemars(with = "Option<std::collections::BTreeMap<Mode, RawModeSettings>>")]
+    #[schemars(with = "Option<BTreeMap<Mode, RawModeSettings>>")]
     pub modes: SpannedMap<RawModeSettings>,
     #[schemars(skip)]
     pub span: Range<usize>,
@@ -149,7 +153,7 @@ pub struct RawAgent {
 
 /// An agent's settings for one mode.
 #[derive(Debug, Default, JsonSchema)]
-#[schemars(deny_unknown_fields)]
+#[schemars(deny_unknown_fields, rename = "ModeSettings")]
 pub struct RawModeSettings {
     #[schemars(flatten)]
     pub tools: RawToolSet,
@@ -160,12 +164,13 @@ pub struct RawModeSettings {
 
 /// An MCP server orch passes to agents.
 #[derive(Debug, Default, JsonSchema)]
-#[schemars(deny_unknown_fields)]
+#[schemars(deny_unknown_fields, rename = "McpServer")]
 pub struct RawMcpServer {
     /// The server's argv (stdio transport).
     #[schemars(required, with = "Vec<String>", length(min = 1))]
     pub command: Option<SpList>,
     /// Environment for the server; `${VAR}` is taken from orch's environment.
+    #[schemars(with = "Option<BTreeMap<String, String>>")]
     pub env: SpannedMap<SpStr>,
     #[schemars(skip)]
     pub span: Range<usize>,
@@ -173,7 +178,7 @@ pub struct RawMcpServer {
 
 /// A ToolSet table: what an agent may use.
 #[derive(Debug, Default, JsonSchema)]
-#[schemars(deny_unknown_fields)]
+#[schemars(deny_unknown_fields, rename = "ToolSet")]
 pub struct RawToolSet {
     /// The agent's own tools, in orch's canonical vocabulary.
     #[schemars(with = "Option<Vec<String>>")]
@@ -193,7 +198,7 @@ pub struct RawToolSet {
 
 /// One phase of the DAG.
 #[derive(Debug, Default, JsonSchema)]
-#[schemars(deny_unknown_fields)]
+#[schemars(deny_unknown_fields, rename = "Phase")]
 pub struct RawPhase {
     /// Unique phase name, `[a-z0-9][a-z0-9_-]*`.
     #[schemars(required, with = "String", regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"))]
@@ -234,6 +239,7 @@ pub struct RawPhase {
     /// Tools for every agent of the phase (layer 2).
     pub tools: Option<RawToolSet>,
     /// Tools for one agent of the phase (layer 1).
+    #[schemars(with = "Option<BTreeMap<String, RawToolSet>>")]
     pub agent_tools: SpannedMap<RawToolSet>,
     #[schemars(skip)]
     pub span: Range<usize>,

@@ -1,0 +1,9 @@
+//! orch's integration tests: one test binary that drives the built `orch`
+//! executable and compares its output.
+
+mod cli;
+mod diagnostics;
+mod examples;
+mod robustness;
+mod schema;
+mod support;
