@@ -162,7 +162,7 @@ impl Layered {
                 let from = self
                     .figment
                     .find_metadata(&key)
-                    .map(describe)
+                    .map(|m| describe(m, &key))
                     .unwrap_or_else(|| "default".into());
                 (key, v, from)
             })
@@ -170,7 +170,7 @@ impl Layered {
     }
 }
 
-fn describe(m: &Metadata) -> String {
+fn describe(m: &Metadata, key: &str) -> String {
     // `Serialized` providers are named after their Rust type.
     if m.name.ends_with("settings::Settings") {
         return "default".into();
@@ -180,6 +180,14 @@ fn describe(m: &Metadata) -> String {
     }
     match &m.source {
         Some(figment::Source::File(p)) => format!("{} ({})", m.name, p.display()),
+        // Keys map to variables as `ORCH_` + the dotted key with `.` as `__`.
+        _ if m.name.contains("environment") => format!(
+            "environment (ORCH_{})",
+            key.split('.')
+                .map(str::to_ascii_uppercase)
+                .collect::<Vec<_>>()
+                .join("__")
+        ),
         _ => m.name.to_string(),
     }
 }

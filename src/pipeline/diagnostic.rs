@@ -18,6 +18,16 @@ pub struct SourceFile {
     pub name: String,
     pub text: String,
     line_starts: Vec<usize>,
+    /// The text as shown in rendered diagnostics, when it differs: control
+    /// and bidirectional-override characters are replaced (same byte
+    /// length) so a hostile file cannot send escape sequences to a terminal.
+    shown: Option<String>,
+}
+
+/// Characters never echoed to a terminal from a file.
+fn unsafe_to_show(c: char) -> bool {
+    (c.is_control() && !matches!(c, '\n' | '\t' | '\r'))
+        || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
 impl SourceFile {
@@ -25,10 +35,22 @@ impl SourceFile {
         let text = text.into();
         let mut line_starts = vec![0];
         line_starts.extend(memchr_newlines(&text));
+        let shown = text.chars().any(unsafe_to_show).then(|| {
+            text.chars()
+                .map(|c| {
+                    if unsafe_to_show(c) {
+                        "?".repeat(c.len_utf8())
+                    } else {
+                        c.to_string()
+                    }
+                })
+                .collect()
+        });
         Arc::new(Self {
             name: name.into(),
             text,
             line_starts,
+            shown,
         })
     }
 
@@ -71,9 +93,8 @@ impl SourceCode for SourceFile {
         context_lines_before: usize,
         context_lines_after: usize,
     ) -> Result<Box<dyn SpanContents<'a> + 'a>, miette::MietteError> {
-        let inner = self
-            .text
-            .read_span(span, context_lines_before, context_lines_after)?;
+        let shown: &str = self.shown.as_deref().unwrap_or(&self.text);
+        let inner = shown.read_span(span, context_lines_before, context_lines_after)?;
         Ok(Box::new(MietteSpanContents::new_named(
             self.name.clone(),
             inner.data(),
@@ -199,12 +220,16 @@ pub enum Problem {
     },
     #[error("`{key}` must be at least {min}, found {found}")]
     TooSmall {
-        key: &'static str,
+        key: String,
         min: i64,
-        found: i64,
+        found: String,
     },
-    #[error("`{key}` is too large ({found})")]
-    TooLarge { key: &'static str, found: i64 },
+    #[error("`{key}` must be at most {max}, found {found}")]
+    TooLarge {
+        key: String,
+        max: i64,
+        found: String,
+    },
     #[error("invalid duration `{value}`: {reason}")]
     BadDuration { value: String, reason: String },
     #[error(
@@ -274,7 +299,19 @@ impl Problem {
             Problem::UnknownKey {
                 suggestion, known, ..
             } => did_you_mean(suggestion).or_else(|| Some(format!("known keys: {}", known.join(", ")))),
-            Problem::WrongType { .. } => None,
+            Problem::WrongType { expected, .. } => match *expected {
+                "a string" => Some("put the value in double quotes, like \"...\"".into()),
+                "an integer" => Some("write a whole number without quotes, like 3".into()),
+                "true or false" => Some("write `true` or `false`, without quotes".into()),
+                "an array of strings" => {
+                    Some("write a list of strings in brackets, like [\"a\", \"b\"]".into())
+                }
+                "a table" => Some("write a `[section]` or an inline table `{ key = ... }`".into()),
+                _ if expected.contains("[[phases]]") => {
+                    Some("write each phase as its own `[[phases]]` table".into())
+                }
+                _ => None,
+            },
             Problem::MissingKey { key, .. } => Some(format!("add `{key} = ...`")),
             Problem::Version { .. } => Some("this orch reads `version = 1`".into()),
             Problem::BadName { .. } => Some(
@@ -314,9 +351,10 @@ impl Problem {
             Problem::UnknownDependency { suggestion, .. } => did_you_mean(suggestion)
                 .or_else(|| Some("`depends_on` lists names of phases in this file".into())),
             Problem::SelfDependency { .. } => Some("remove the phase from its own `depends_on`".into()),
-            Problem::Cycle { .. } => {
-                Some("remove one of these dependencies to break the cycle".into())
-            }
+            Problem::Cycle { .. } => Some(
+                "`x -> y` means `x` depends on `y`; remove one of these dependencies to break the cycle"
+                    .into(),
+            ),
             Problem::AgentToolsNotInPhase { phase, .. } => Some(format!(
                 "add the agent to `agents` of phase `{phase}` or remove this table"
             )),
@@ -330,7 +368,7 @@ impl Problem {
                 Some("declare it under `[mcp_servers.<name>]`; `orch` is the built-in server".into())
             }),
             Problem::TooSmall { min, .. } => Some(format!("use a value of {min} or more")),
-            Problem::TooLarge { .. } => Some("use a smaller value".into()),
+            Problem::TooLarge { max, .. } => Some(format!("use a value of {max} or less")),
             Problem::BadDuration { .. } => {
                 Some("write a number and a unit, like \"90s\", \"30m\" or \"2h\"".into())
             }
@@ -345,7 +383,8 @@ impl Problem {
             Problem::ProfileFrontMatter { .. } => Some(
                 "front matter is TOML between `+++` lines, with a `[tools]` table".into(),
             ),
-            Problem::Unreadable { .. } | Problem::NotUtf8 { .. } => None,
+            Problem::NotUtf8 { .. } => Some("save the file with the UTF-8 encoding".into()),
+            Problem::Unreadable { .. } => None,
         }
     }
 }
@@ -500,6 +539,24 @@ mod tests {
         // after "bé " (é is two bytes) the column is 4
         assert_eq!(src.line_col(10), (2, 4));
         assert_eq!(src.line_col(1000), (3, 1));
+    }
+
+    #[test]
+    fn control_characters_are_never_shown() {
+        let src = SourceFile::new("f.toml", "a = \"\u{1b}[2J\u{202E}x\"\n");
+        let d = Diagnostic::error(
+            Problem::Syntax {
+                message: "m".into(),
+            },
+            &src,
+            4..9,
+        );
+        let out = d.render_plain(80);
+        assert!(
+            !out.contains('\u{1b}') && !out.contains('\u{202E}'),
+            "{out:?}"
+        );
+        assert!(out.contains("a = \"?[2J???x\""), "{out}");
     }
 
     #[test]

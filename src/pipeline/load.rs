@@ -161,17 +161,39 @@ pub fn profile(
     };
     if let Some(masked) = front {
         let (table, errors) = DeTable::parse_recoverable(&masked);
-        for e in errors {
+        // Like pipeline syntax errors: the first per line, and the
+        // recovered table is not checked (it would only add noise).
+        let mut errors: Vec<_> = errors
+            .iter()
+            .map(|e| {
+                (
+                    e.span().unwrap_or(0..0),
+                    e.message().trim().lines().next().unwrap_or("").to_string(),
+                )
+            })
+            .collect();
+        errors.sort_by_key(|(span, _)| span.start);
+        let mut last_line = None;
+        for (span, reason) in &errors {
+            let line = source.line_col(span.start).0;
+            if last_line.replace(line) == Some(line) {
+                continue;
+            }
             decoder.diags.push(Diagnostic::error(
                 Problem::ProfileFrontMatter {
                     name: name.into(),
-                    reason: e.message().trim().lines().next().unwrap_or("").to_string(),
+                    reason: reason.clone(),
                 },
                 &source,
-                e.span().unwrap_or(0..0),
+                span.clone(),
             ));
         }
-        for (k, v) in table.get_ref().iter() {
+        let entries = if errors.is_empty() {
+            table.get_ref().iter().collect()
+        } else {
+            Vec::new()
+        };
+        for (k, v) in entries {
             match k.get_ref().as_ref() {
                 "description" => {
                     raw.description = decoder.string("description", v).map(|s| s.value)

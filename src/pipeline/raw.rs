@@ -296,15 +296,23 @@ pub fn decode(source: &Arc<SourceFile>) -> (Option<RawPipeline>, Vec<Diagnostic>
     };
     let (root, errors) = DeTable::parse_recoverable(&source.text);
     if !errors.is_empty() {
-        for e in errors {
-            let span = e.span().unwrap_or(0..0);
-            d.diags.push(Diagnostic::error(
-                Problem::Syntax {
-                    message: first_line(e.message()),
-                },
-                source,
-                span,
-            ));
+        // The parser recovers and goes on, but one mistake often yields a
+        // burst of follow-on errors on the same line (an unclosed `[` makes
+        // the next line's `=` "unexpected", its string "unquoted", ...).
+        // Report errors in file order, the first one of each line.
+        let mut errors: Vec<_> = errors
+            .into_iter()
+            .map(|e| (e.span().unwrap_or(0..0), first_line(e.message())))
+            .collect();
+        errors.sort_by_key(|(span, _)| span.start);
+        let mut last_line = None;
+        for (span, message) in errors {
+            let line = source.line_col(span.start).0;
+            if last_line.replace(line) == Some(line) {
+                continue;
+            }
+            d.diags
+                .push(Diagnostic::error(Problem::Syntax { message }, source, span));
         }
         return (None, d.diags);
     }
@@ -386,13 +394,22 @@ impl Decoder<'_> {
                 match i64::from_str_radix(&i.as_str().replace('_', ""), i.radix()) {
                     Ok(n) => Some(Spanned::new(n, v.span())),
                     Err(_) => {
-                        self.error(
+                        // Only overflow gets here: the TOML parser checked the digits.
+                        let found = self.source.text[v.span()].to_string();
+                        let problem = if found.starts_with('-') {
+                            Problem::TooSmall {
+                                key: key.to_string(),
+                                min: i64::MIN,
+                                found,
+                            }
+                        } else {
                             Problem::TooLarge {
-                                key: "integer",
-                                found: i64::MAX,
-                            },
-                            v.span(),
-                        );
+                                key: key.to_string(),
+                                max: i64::MAX,
+                                found,
+                            }
+                        };
+                        self.error(problem, v.span());
                         None
                     }
                 }
@@ -480,15 +497,12 @@ impl Decoder<'_> {
                 _ => self.unknown_key(k, keys::PIPELINE, "the pipeline"),
             }
         }
-        let head = 0..first_line_len(&self.source.text);
-        if p.version.is_none() {
-            self.missing("version", "the pipeline", head.clone());
-        }
-        if p.name.is_none() {
-            self.missing("name", "the pipeline", head.clone());
-        }
-        if p.phases.is_none() {
-            self.missing("phases", "the pipeline", head);
+        // A key that is there with a wrong value has been reported already.
+        let head = first_content_line(&self.source.text);
+        for key in ["version", "name", "phases"] {
+            if !root.contains_key(key) {
+                self.missing(key, "the pipeline", head.clone());
+            }
         }
         p
     }
@@ -662,8 +676,20 @@ impl Decoder<'_> {
     }
 }
 
-fn first_line_len(text: &str) -> usize {
-    text.find('\n').unwrap_or(text.len())
+/// The span of the first line that is neither blank nor a comment (where a
+/// missing top-level key is reported), else of the first line.
+fn first_content_line(text: &str) -> Range<usize> {
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let body = line.trim_end_matches(['\n', '\r']);
+        let trimmed = body.trim_start();
+        if !trimmed.is_empty() && !trimmed.starts_with('#') {
+            let start = offset + (body.len() - trimmed.len());
+            return start..offset + body.len();
+        }
+        offset += line.len();
+    }
+    0..text.find('\n').unwrap_or(text.len())
 }
 
 fn type_name(v: &DeValue<'_>) -> &'static str {
@@ -675,5 +701,58 @@ fn type_name(v: &DeValue<'_>) -> &'static str {
         DeValue::Datetime(_) => "a datetime",
         DeValue::Array(_) => "an array",
         DeValue::Table(_) => "a table",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problems(text: &str) -> Vec<(usize, String)> {
+        let source = SourceFile::new("t.toml", text);
+        let (_, diags) = decode(&source);
+        diags
+            .iter()
+            .map(|d| (source.line_col(d.span.start).0, d.problem.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn one_syntax_error_per_line_in_file_order() {
+        // An unclosed `[` makes the parser report several errors on line 4;
+        // the duplicate key on line 2 comes first.
+        let found = problems("name = \"x\"\nname = \"y\"\nagents = [\"a\"\nprompt = \"p\"\n");
+        let lines: Vec<usize> = found.iter().map(|(l, _)| *l).collect();
+        assert_eq!(lines, vec![2, 4], "{found:?}");
+    }
+
+    #[test]
+    fn a_present_key_of_the_wrong_type_is_not_also_missing() {
+        let found = problems("version = \"1\"\nname = 3\nphases = \"x\"\n");
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert!(
+            found.iter().all(|(_, m)| m.contains("must be")),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn integer_overflow_names_the_key_and_the_value() {
+        let found = problems(
+            "version = 99999999999999999999\n[defaults]\nretries = -99999999999999999999\n",
+        );
+        let messages: Vec<&str> = found.iter().map(|(_, m)| m.as_str()).collect();
+        assert!(
+            messages.contains(
+                &"`version` must be at most 9223372036854775807, found 99999999999999999999"
+            ),
+            "{messages:?}"
+        );
+        assert!(
+            messages.contains(
+                &"`retries` must be at least -9223372036854775808, found -99999999999999999999"
+            ),
+            "{messages:?}"
+        );
     }
 }

@@ -36,6 +36,30 @@ fn is_valid_name(s: &str) -> bool {
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
 }
 
+/// Why a duration did not parse, in words that name the offending text
+/// (humantime's own messages give byte offsets).
+fn duration_reason(text: &str, e: &humantime::DurationError) -> String {
+    use humantime::DurationError as E;
+    let word_at = |i: usize| {
+        text.get(i..)
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or("")
+            .to_string()
+    };
+    match e {
+        E::Empty => "it is empty".into(),
+        E::NumberExpected(i) => format!("expected a number, found `{}`", word_at(*i)),
+        E::InvalidCharacter(i) => match text.get(*i..).and_then(|r| r.chars().next()) {
+            Some(c) => format!("unexpected character `{c}`"),
+            None => e.to_string(),
+        },
+        E::UnknownUnit { unit, .. } => {
+            format!("unknown unit `{unit}` (use s, m, h or d, or their long names)")
+        }
+        E::NumberOverflow => "the number is too large".into(),
+    }
+}
+
 fn suggest_among<'a>(
     word: &str,
     candidates: impl ExactSizeIterator<Item = &'a str>,
@@ -97,7 +121,7 @@ impl<'s> Validator<'s> {
                 self.error(
                     Problem::BadDuration {
                         value: s.value.clone(),
-                        reason: e.to_string(),
+                        reason: duration_reason(s.value.trim(), &e),
                     },
                     s.span.clone(),
                 );
@@ -117,9 +141,9 @@ impl<'s> Validator<'s> {
         if v.value < min {
             self.error(
                 Problem::TooSmall {
-                    key,
+                    key: key.to_string(),
                     min,
-                    found: v.value,
+                    found: v.value.to_string(),
                 },
                 v.span.clone(),
             );
@@ -127,8 +151,9 @@ impl<'s> Validator<'s> {
         } else if v.value > max {
             self.error(
                 Problem::TooLarge {
-                    key,
-                    found: v.value,
+                    key: key.to_string(),
+                    max,
+                    found: v.value.to_string(),
                 },
                 v.span.clone(),
             );
@@ -448,14 +473,24 @@ impl<'s> Validator<'s> {
                 if !self.name("phase", n) {
                     continue;
                 }
-                if index.insert(&n.value, i).is_some() {
-                    self.error(
-                        Problem::DuplicatePhase {
-                            name: n.value.clone(),
-                        },
-                        n.span.clone(),
+                if let Some(first) = index.insert(&n.value, i) {
+                    let first_span = raw_phases[first]
+                        .name
+                        .as_ref()
+                        .map_or(0..0, |f| f.span.clone());
+                    let line = self.source.line_col(first_span.start).0;
+                    self.diags.push(
+                        Diagnostic::error(
+                            Problem::DuplicatePhase {
+                                name: n.value.clone(),
+                            },
+                            self.source,
+                            n.span.clone(),
+                        )
+                        .with_label(format!("first defined on line {line}")),
                     );
-                    index.insert(&n.value, index[n.value.as_str()].min(i));
+                    // The first definition keeps the name.
+                    index.insert(&n.value, first);
                 }
             }
         }
@@ -600,11 +635,20 @@ impl<'s> Validator<'s> {
                             body: raw_profile.body,
                         })
                     }
-                    Err(looked) => {
+                    Err(_) => {
+                        // State the lookup rule rather than list absolute
+                        // paths: shorter, and the same on every machine.
+                        let dir = match self.base.display().to_string() {
+                            d if d.is_empty() => ".".to_string(),
+                            d => d,
+                        };
                         self.error(
                             Problem::ProfileMissing {
                                 name: n.value.clone(),
-                                looked,
+                                looked: format!(
+                                    "`profiles/{}.md` in `{dir}` and every directory above it",
+                                    n.value
+                                ),
                             },
                             n.span.clone(),
                         );
@@ -659,6 +703,11 @@ impl<'s> Validator<'s> {
                         .collect()
                 })
                 .unwrap_or_default();
+            // A prompt or profile that was given but is broken has been
+            // reported already; "no prompt" on top of it would be wrong.
+            let prompt_reported = ((p.prompt.is_some() || p.prompt_file.is_some())
+                && prompt.is_none())
+                || (p.profile.is_some() && profile.is_none());
             let phase = Phase {
                 location: self.loc(&p.name.as_ref().map_or(p.span.clone(), |n| n.span.clone())),
                 name,
@@ -680,7 +729,9 @@ impl<'s> Validator<'s> {
             };
             phases.push(phase);
             dep_spans.push(dspans);
-            agent_spans.push(spans);
+            // `prompts` checks the agents at these spans; none when the
+            // phase's prompt problem is already reported.
+            agent_spans.push(if prompt_reported { Vec::new() } else { spans });
         }
 
         let pipeline = Pipeline {
@@ -738,25 +789,32 @@ impl<'s> Validator<'s> {
             return;
         };
         for cycle in cycles {
-            // Point at the dependency that closes the cycle: the first
-            // phase's entry naming the last one.
+            // The path follows "depends on" (`a -> b`: `a` depends on `b`).
+            // Point at its first step: the first phase's entry naming the
+            // second one.
             let first = cycle[0];
-            let last = cycle[cycle.len() - 2];
+            let next = cycle[1];
             let span = pipeline.phases[first]
                 .depends_on
                 .iter()
-                .position(|d| *d == pipeline.phases[last].name)
+                .position(|d| *d == pipeline.phases[next].name)
                 .and_then(|i| dep_spans[first].get(i).cloned())
                 .unwrap_or_else(|| {
                     let l = &pipeline.phases[first].location;
                     l.offset..l.offset + l.len
                 });
+            let label = format!(
+                "`{}` depends on `{}` here",
+                pipeline.phases[first].name, pipeline.phases[next].name
+            );
             let path = cycle
                 .iter()
                 .map(|&i| pipeline.phases[i].name.as_str())
                 .collect::<Vec<_>>()
                 .join(" -> ");
-            self.error(Problem::Cycle { path }, span);
+            self.diags.push(
+                Diagnostic::error(Problem::Cycle { path }, self.source, span).with_label(label),
+            );
         }
     }
 

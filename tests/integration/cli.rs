@@ -1,1 +1,340 @@
-//! (tests to come)
+//! The subcommands as a user sees them: plan, explain, validate, config.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::support::{orch, run, run_in, stderr, stdout};
+
+fn json_of(args: &[&str]) -> Value {
+    let out = run(args);
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
+#[test]
+fn plan_json_has_stages_and_edges() {
+    let v = json_of(&["plan", "pipelines/demo.toml", "--format", "json"]);
+    assert_eq!(v["pipeline"], "demo");
+    assert_eq!(
+        v["stages"],
+        json!([["prepare"], ["count", "shout"], ["report"]])
+    );
+    assert_eq!(
+        v["edges"],
+        json!([
+            {"from": "prepare", "to": "count"},
+            {"from": "prepare", "to": "shout"},
+            {"from": "count", "to": "report"}
+        ])
+    );
+    let shout = v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "shout")
+        .unwrap();
+    assert_eq!(shout["stage"], 2);
+    assert_eq!(shout["required"], false);
+}
+
+#[test]
+fn plan_text() {
+    let out = run(&["plan", "pipelines/demo.toml"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        stdout(&out),
+        "pipeline `demo`: 4 phases in 3 stages
+
+stage 1
+  prepare  prepare (fix)
+
+stage 2
+  count    count-words, count-letters (fix, parallel)  after prepare
+  shout    shout (fix, optional)  after prepare
+
+stage 3
+  report   report (fix)  after count
+"
+    );
+}
+
+#[test]
+fn plan_mermaid_and_dot() {
+    let out = run(&["plan", "pipelines/demo.toml", "--format", "mermaid"]);
+    let m = stdout(&out);
+    assert!(m.starts_with("flowchart TD\n"), "{m}");
+    assert!(
+        m.contains("  p0 --> p1\n") && m.contains("  p1 --> p3\n"),
+        "{m}"
+    );
+    let out = run(&["plan", "pipelines/demo.toml", "--format", "dot"]);
+    let d = stdout(&out);
+    assert!(d.starts_with("digraph \"demo\" {\n"), "{d}");
+    assert!(d.contains("  \"prepare\" -> \"count\";\n"), "{d}");
+    assert!(
+        d.contains("style=dashed"),
+        "optional phases are dashed: {d}"
+    );
+    assert!(d.trim_end().ends_with('}'));
+}
+
+#[test]
+fn plan_selection() {
+    let v = json_of(&[
+        "plan",
+        "pipelines/demo.toml",
+        "--format",
+        "json",
+        "--from",
+        "count",
+    ]);
+    assert_eq!(v["stages"], json!([["count"], ["report"]]));
+    assert_eq!(v["edges"], json!([{"from": "count", "to": "report"}]));
+    let v = json_of(&[
+        "plan",
+        "pipelines/demo.toml",
+        "--format",
+        "json",
+        "--phase",
+        "shout",
+    ]);
+    assert_eq!(v["stages"], json!([["shout"]]));
+}
+
+#[test]
+fn unknown_phase_is_a_usage_error_with_a_suggestion() {
+    let out = run(&["plan", "pipelines/demo.toml", "--from", "cuont"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("did you mean `count`?"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&["explain", "pipelines/demo.toml", "--phase", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = run(&[
+        "explain",
+        "pipelines/research-audit.toml",
+        "--phase",
+        "audit",
+        "--agent",
+        "claude",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("no agent `claude` in phase `audit`"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+fn write(dir: &Path, name: &str, text: &str) {
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+#[test]
+fn mode_layer_applies_when_the_phase_sets_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "p.toml",
+        r#"version = 1
+name = "modes"
+
+[agents.claude.modes.review]
+internal = ["Read", "Grep"]
+max_turns = 7
+
+[[phases]]
+name = "look"
+agents = ["claude", "gemini"]
+mode = "review"
+prompt = "Review."
+[phases.tools]
+max_turns = 9
+"#,
+    );
+    let v = json_of(&[
+        "explain",
+        dir.path().join("p.toml").to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let claude = &v["invocations"][0];
+    assert_eq!(claude["toolset"]["internal"], json!(["Read", "Grep"]));
+    assert_eq!(claude["provenance"]["internal"]["layer"], "mode");
+    assert!(
+        claude["provenance"]["internal"]["at"]
+            .as_str()
+            .unwrap()
+            .ends_with("p.toml:5:12")
+    );
+    assert_eq!(
+        claude["toolset"]["max_turns"], 9,
+        "the phase layer beats the mode layer"
+    );
+    assert_eq!(claude["provenance"]["permission"]["layer"], "default");
+    let gemini = &v["invocations"][1];
+    assert_eq!(
+        gemini["toolset"]["internal"],
+        json!(["Read", "Glob", "Grep"])
+    );
+    assert_eq!(gemini["provenance"]["internal"]["layer"], "default");
+}
+
+#[test]
+fn validate_many_files_reports_each() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "bad.toml",
+        "version = 1\nname = \"x\"\n[[phases]]\nname = \"a\"\nagents = [\"claud\"]\nprompt = \"p\"\n",
+    );
+    let bad = dir.path().join("bad.toml");
+    let out = run(&["validate", "pipelines/demo.toml", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stdout(&out).contains("ok: `pipelines/demo.toml`"));
+    let err = stderr(&out);
+    assert!(
+        err.contains("unknown agent `claud`") && err.contains("did you mean `claude`?"),
+        "{err}"
+    );
+    assert!(err.contains("bad.toml:5:11"), "{err}");
+
+    let v: Value = serde_json::from_slice(
+        &run(&[
+            "validate",
+            "--format",
+            "json",
+            "pipelines/demo.toml",
+            bad.to_str().unwrap(),
+        ])
+        .stdout,
+    )
+    .unwrap();
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["files"][0]["valid"], true);
+    assert_eq!(v["files"][1]["errors"], 1);
+    let d = &v["diagnostics"][0];
+    assert_eq!(d["code"], "orch::pipeline::unknown_agent");
+    assert_eq!(
+        (d["line"].as_u64(), d["column"].as_u64()),
+        (Some(5), Some(11))
+    );
+    assert_eq!(d["help"], "did you mean `claude`?");
+}
+
+#[test]
+fn missing_file_is_exit_2() {
+    let out = run(&["validate", "no/such/pipeline.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("could not read `no/such/pipeline.toml`: no such file"));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    assert_eq!(run(&["validate"]).status.code(), Some(2));
+    assert_eq!(run(&["frobnicate"]).status.code(), Some(2));
+    assert_eq!(
+        run(&["plan", "pipelines/demo.toml", "--format", "pdf"])
+            .status
+            .code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn config_layers_and_sources() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("orch")).unwrap();
+    write(
+        &home.path().join("orch"),
+        "config.toml",
+        "state_dir = \"/from/user\"\nmax_parallel = 3\n[agents.codex]\nbinary = \"/user/codex\"\n",
+    );
+    write(
+        project.path(),
+        "orch.toml",
+        "max_parallel = 5\n[agents.claude]\nbinary = \"/project/claude\"\n",
+    );
+    let rows = |extra_env: &[(&str, &str)], args: &[&str]| -> Vec<Value> {
+        let mut c = orch();
+        c.current_dir(project.path())
+            .env("XDG_CONFIG_HOME", home.path())
+            .args(["config", "--format", "json"])
+            .args(args);
+        for (k, v) in extra_env {
+            c.env(k, v);
+        }
+        let out = c.output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap()
+    };
+    let get = |rows: &[Value], key: &str| -> (String, String) {
+        let r = rows
+            .iter()
+            .find(|r| r["key"] == key)
+            .unwrap_or_else(|| panic!("{key}"));
+        (
+            r["value"].as_str().unwrap().into(),
+            r["source"].as_str().unwrap().into(),
+        )
+    };
+    let r = rows(&[], &[]);
+    assert_eq!(get(&r, "state_dir").0, "/from/user");
+    assert!(get(&r, "state_dir").1.starts_with("user config"));
+    assert_eq!(get(&r, "max_parallel").0, "5");
+    assert!(get(&r, "max_parallel").1.starts_with("project config"));
+    assert_eq!(get(&r, "agents.claude.binary").0, "/project/claude");
+    assert_eq!(get(&r, "agents.codex.binary").0, "/user/codex");
+    assert_eq!(
+        get(&r, "agents.gemini.binary"),
+        ("gemini".into(), "default".into())
+    );
+
+    let r = rows(
+        &[
+            ("ORCH_MAX_PARALLEL", "6"),
+            ("ORCH_AGENTS__GEMINI__BINARY", "/env/gemini"),
+        ],
+        &[],
+    );
+    assert_eq!(get(&r, "max_parallel").0, "6");
+    assert!(
+        get(&r, "max_parallel").1.contains("ORCH_"),
+        "{:?}",
+        get(&r, "max_parallel")
+    );
+    assert_eq!(get(&r, "agents.gemini.binary").0, "/env/gemini");
+
+    let r = rows(
+        &[("ORCH_MAX_PARALLEL", "6")],
+        &[
+            "--max-parallel",
+            "7",
+            "--state-dir",
+            "/flag",
+            "--agent-binary",
+            "codex=/flag/codex",
+        ],
+    );
+    assert_eq!(get(&r, "max_parallel"), ("7".into(), "command line".into()));
+    assert_eq!(
+        get(&r, "state_dir"),
+        ("/flag".into(), "command line".into())
+    );
+    assert_eq!(get(&r, "agents.codex.binary").0, "/flag/codex");
+}
+
+#[test]
+fn config_rejects_bad_settings() {
+    let project = tempfile::tempdir().unwrap();
+    write(project.path(), "orch.toml", "max_paralel = 5\n");
+    let out = run_in(project.path(), &["config"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("max_paralel"), "{}", stderr(&out));
+    let out = run(&["config", "--agent-binary", "nope=/x"]);
+    assert_eq!(out.status.code(), Some(2));
+}
