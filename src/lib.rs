@@ -9,6 +9,7 @@
 
 pub mod agents;
 pub mod cli;
+pub mod events;
 pub mod graph;
 pub mod pipeline;
 pub mod schema;

@@ -273,17 +273,21 @@ pub struct ToolSet {
 }
 
 impl ToolSet {
+    /// Layer 5's permission for a mode.
+    pub fn default_permission(mode: Mode) -> Permission {
+        match mode {
+            Mode::Plan | Mode::Audit | Mode::Review => Permission::ReadOnly,
+            Mode::Fix => Permission::WorkspaceWrite,
+        }
+    }
+
     /// Layer 5: the built-in defaults for a mode.
     pub fn default_for(mode: Mode) -> Self {
         use InternalTool::*;
-        let (internal, permission) = match mode {
-            Mode::Plan | Mode::Audit | Mode::Review => {
-                (vec![Read, Glob, Grep], Permission::ReadOnly)
-            }
-            Mode::Fix => (
-                vec![Read, Write, Edit, Glob, Grep, Bash],
-                Permission::WorkspaceWrite,
-            ),
+        let permission = Self::default_permission(mode);
+        let internal = match mode {
+            Mode::Plan | Mode::Audit | Mode::Review => vec![Read, Glob, Grep],
+            Mode::Fix => vec![Read, Write, Edit, Glob, Grep, Bash],
         };
         ToolSet {
             internal,
@@ -384,33 +388,44 @@ pub struct Resolved {
     pub provenance: Provenance,
 }
 
-/// Resolve field by field. `layers` are the four file layers, highest
-/// priority first, each possibly absent; `mode` picks the built-in defaults.
-pub fn resolve(layers: [(Layer, Option<&ToolSetLayer>); 4], mode: Mode) -> Resolved {
+/// The four file layers of one (phase, agent), highest priority first,
+/// each possibly absent.
+pub type Layers<'a> = [(Layer, Option<&'a ToolSetLayer>); 4];
+
+/// The first layer that sets a field, and the field (borrowed).
+pub fn first_set<'a, T>(
+    layers: &Layers<'a>,
+    get: impl Fn(&'a ToolSetLayer) -> Option<&'a Field<T>>,
+) -> Option<(Layer, &'a Field<T>)> {
+    layers
+        .iter()
+        .find_map(|(layer, set)| set.and_then(&get).map(|f| (*layer, f)))
+}
+
+/// Resolve field by field; `mode` picks the built-in defaults.
+pub fn resolve(layers: Layers<'_>, mode: Mode) -> Resolved {
     let defaults = ToolSet::default_for(mode);
-    fn pick<T: Clone>(
-        layers: &[(Layer, Option<&ToolSetLayer>); 4],
-        get: impl Fn(&ToolSetLayer) -> Option<&Field<T>>,
+    fn pick<'a, T: Clone + 'a>(
+        layers: &Layers<'a>,
+        get: impl Fn(&'a ToolSetLayer) -> Option<&'a Field<T>>,
         default: T,
     ) -> (T, Origin) {
-        for (layer, set) in layers {
-            if let Some(field) = set.and_then(&get) {
-                return (
-                    field.value.clone(),
-                    Origin {
-                        layer: *layer,
-                        at: Some(field.at.clone()),
-                    },
-                );
-            }
+        match first_set(layers, get) {
+            Some((layer, field)) => (
+                field.value.clone(),
+                Origin {
+                    layer,
+                    at: Some(field.at.clone()),
+                },
+            ),
+            None => (
+                default,
+                Origin {
+                    layer: Layer::Default,
+                    at: None,
+                },
+            ),
         }
-        (
-            default,
-            Origin {
-                layer: Layer::Default,
-                at: None,
-            },
-        )
     }
     let (internal, internal_o) = pick(&layers, |l| l.internal.as_ref(), defaults.internal);
     let (mcp, mcp_o) = pick(&layers, |l| l.mcp.as_ref(), defaults.mcp);

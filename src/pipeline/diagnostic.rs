@@ -15,7 +15,7 @@ use serde::Serialize;
 /// A source file that diagnostics point into: its display name and text.
 #[derive(Debug)]
 pub struct SourceFile {
-    pub name: String,
+    pub name: Arc<str>,
     pub text: String,
     line_starts: Vec<usize>,
     /// The text as shown in rendered diagnostics, when it differs: control
@@ -31,10 +31,11 @@ fn unsafe_to_show(c: char) -> bool {
 }
 
 impl SourceFile {
-    pub fn new(name: impl Into<String>, text: impl Into<String>) -> Arc<Self> {
+    pub fn new(name: impl Into<Arc<str>>, text: impl Into<String>) -> Arc<Self> {
         let text = text.into();
-        let mut line_starts = vec![0];
-        line_starts.extend(memchr_newlines(&text));
+        let mut line_starts = Vec::with_capacity(text.len() / 32 + 1);
+        line_starts.push(0);
+        line_starts.extend(memchr::memchr_iter(b'\n', text.as_bytes()).map(|i| i + 1));
         let shown = text.chars().any(unsafe_to_show).then(|| {
             text.chars()
                 .map(|c| {
@@ -70,20 +71,13 @@ impl SourceFile {
     pub fn location(&self, span: &Range<usize>) -> Location {
         let (line, column) = self.line_col(span.start);
         Location {
-            path: self.name.clone(),
+            path: Arc::clone(&self.name),
             line,
             column,
             offset: span.start,
             len: span.end.saturating_sub(span.start),
         }
     }
-}
-
-fn memchr_newlines(text: &str) -> impl Iterator<Item = usize> + '_ {
-    text.bytes()
-        .enumerate()
-        .filter(|(_, b)| *b == b'\n')
-        .map(|(i, _)| i + 1)
 }
 
 impl SourceCode for SourceFile {
@@ -96,7 +90,7 @@ impl SourceCode for SourceFile {
         let shown: &str = self.shown.as_deref().unwrap_or(&self.text);
         let inner = shown.read_span(span, context_lines_before, context_lines_after)?;
         Ok(Box::new(MietteSpanContents::new_named(
-            self.name.clone(),
+            self.name.to_string(),
             inner.data(),
             *inner.span(),
             inner.line(),
@@ -110,7 +104,7 @@ impl SourceCode for SourceFile {
 /// errors can still say `path:line:col`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Location {
-    pub path: String,
+    pub path: Arc<str>,
     pub line: usize,
     pub column: usize,
     #[serde(skip)]
@@ -435,7 +429,7 @@ impl Diagnostic {
         let loc = self.location();
         let (end_line, end_column) = self.source.line_col(self.span.end);
         DiagnosticJson {
-            file: loc.path,
+            file: loc.path.to_string(),
             line: loc.line,
             column: loc.column,
             end_line,

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::diagnostic::Location;
 use crate::agents::AgentKind;
-use crate::toolset::{Layer, Mode, Resolved, ToolSetLayer, resolve};
+use crate::toolset::{Layer, Layers, Mode, Resolved, ToolSetLayer, resolve};
 
 /// What to do with a ToolSet field a CLI cannot enforce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
@@ -154,15 +154,17 @@ impl Pipeline {
     /// The resolved ToolSet of `agent` in `phase` (pipeline-format.md,
     /// "Resolution"), with each field's provenance.
     pub fn resolve(&self, phase: &Phase, agent: &Agent) -> Resolved {
-        resolve(
-            [
-                (Layer::AgentTools, phase.agent_tools(&agent.name)),
-                (Layer::Tools, Some(&phase.tools)),
-                (Layer::Profile, phase.profile.as_ref().map(|p| &p.tools)),
-                (Layer::Mode, agent.mode(phase.mode).map(|m| &m.tools)),
-            ],
-            phase.mode,
-        )
+        resolve(Self::layers(phase, agent), phase.mode)
+    }
+
+    /// The four file layers for `agent` in `phase`, highest priority first.
+    pub fn layers<'a>(phase: &'a Phase, agent: &'a Agent) -> Layers<'a> {
+        [
+            (Layer::AgentTools, phase.agent_tools(&agent.name)),
+            (Layer::Tools, Some(&phase.tools)),
+            (Layer::Profile, phase.profile.as_ref().map(|p| &p.tools)),
+            (Layer::Mode, agent.mode(phase.mode).map(|m| &m.tools)),
+        ]
     }
 
     /// Every (phase, agent) pair in declaration order.

@@ -14,7 +14,8 @@ use super::raw::{RawPipeline, RawToolSet, Spanned};
 use crate::agents::AgentKind;
 use crate::graph::PhaseGraph;
 use crate::toolset::{
-    Field, InternalTool, McpTool, Mode, ORCH_MCP_SERVER, Permission, ToolSetLayer,
+    Field, InternalTool, McpTool, Mode, ORCH_MCP_SERVER, Permission, ToolSet, ToolSetLayer,
+    first_set,
 };
 
 /// Above this many candidates, "did you mean" is not computed (it would make
@@ -825,21 +826,30 @@ impl<'s> Validator<'s> {
             if !agent.kind.is_llm() {
                 continue;
             }
-            let r = pipeline.resolve(phase, agent);
-            let ts = &r.toolset;
-            if ts.permission != Permission::ReadOnly || agent.kind.confines_writes(ts.permission) {
+            // Borrow the two fields this needs instead of resolving all four.
+            let layers = Pipeline::layers(phase, agent);
+            let permission = first_set(&layers, |l| l.permission.as_ref());
+            let level =
+                permission.map_or(ToolSet::default_permission(phase.mode), |(_, f)| f.value);
+            if level != Permission::ReadOnly || agent.kind.confines_writes(level) {
                 continue;
             }
-            let Some(tool) = ts.internal.iter().find(|t| t.writes()) else {
+            let internal = first_set(&layers, |l| l.internal.as_ref());
+            let defaults;
+            let tools: &[InternalTool] = match internal {
+                Some((_, f)) => &f.value,
+                None => {
+                    defaults = ToolSet::default_for(phase.mode).internal;
+                    &defaults
+                }
+            };
+            let Some(tool) = tools.iter().find(|t| t.writes()) else {
                 continue;
             };
-            let from_defaults = r.provenance.internal.at.is_none();
-            let at = r
-                .provenance
-                .internal
-                .at
-                .as_ref()
-                .or(r.provenance.permission.at.as_ref());
+            let from_defaults = internal.is_none();
+            let at = internal
+                .map(|(_, f)| &f.at)
+                .or(permission.map(|(_, f)| &f.at));
             let Some(at) = at else { continue };
             let source = self.source_for(at);
             let label = if from_defaults {

@@ -147,7 +147,7 @@ proptest! {
             Err(invalid) => {
                 prop_assert!(invalid.diagnostics.iter().any(|d| d.is_error()));
                 for d in &invalid.diagnostics {
-                    if d.source.name == "mutated.toml" {
+                    if &*d.source.name == "mutated.toml" {
                         prop_assert!(d.span.start <= len && d.span.end <= len, "span {:?} outside {len}", d.span);
                     }
                     prop_assert!(!d.to_string().is_empty());
