@@ -34,6 +34,48 @@ pub struct AgentSettings {
     /// The program to run for this kind (overrides PATH lookup of the
     /// default name; a pipeline's `binary` still wins).
     pub binary: String,
+    /// Variables passed from orch's environment to this CLI (credentials);
+    /// nothing else is inherited.
+    pub pass_env: Vec<String>,
+}
+
+/// The credential variables each CLI reads, passed through by default.
+pub fn default_pass_env(kind: AgentKind) -> Vec<String> {
+    let names: &[&str] = match kind {
+        AgentKind::Claude => &[
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_AUTH_TOKEN",
+            "ANTHROPIC_BASE_URL",
+            "CLAUDE_CODE_OAUTH_TOKEN",
+        ],
+        AgentKind::Codex => &["OPENAI_API_KEY", "CODEX_API_KEY", "OPENAI_BASE_URL"],
+        AgentKind::Gemini => &[
+            "GEMINI_API_KEY",
+            "GOOGLE_API_KEY",
+            "GOOGLE_GEMINI_BASE_URL",
+            "GOOGLE_CLOUD_PROJECT",
+            "GOOGLE_CLOUD_LOCATION",
+            "GOOGLE_GENAI_USE_VERTEXAI",
+        ],
+        AgentKind::Opencode => &[
+            "ANTHROPIC_API_KEY",
+            "OPENAI_API_KEY",
+            "GEMINI_API_KEY",
+            "OPENROUTER_API_KEY",
+        ],
+        AgentKind::Copilot => &[
+            "COPILOT_GITHUB_TOKEN",
+            "GH_TOKEN",
+            "GITHUB_TOKEN",
+            "COPILOT_OFFLINE",
+            "COPILOT_PROVIDER_BASE_URL",
+            "COPILOT_PROVIDER_API_KEY",
+            "COPILOT_PROVIDER_TYPE",
+            "COPILOT_MODEL",
+        ],
+        AgentKind::Command => &[],
+    };
+    names.iter().map(|s| s.to_string()).collect()
 }
 
 impl Default for Settings {
@@ -46,6 +88,7 @@ impl Default for Settings {
                         k,
                         AgentSettings {
                             binary: b.to_string(),
+                            pass_env: default_pass_env(k),
                         },
                     )
                 })
@@ -74,7 +117,13 @@ pub struct Overrides {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_parallel: Option<u32>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub agents: BTreeMap<AgentKind, AgentSettings>,
+    pub agents: BTreeMap<AgentKind, BinaryOverride>,
+}
+
+/// `--agent-binary KIND=PATH`.
+#[derive(Debug, Clone, Serialize)]
+pub struct BinaryOverride {
+    pub binary: String,
 }
 
 /// Where the settings files are.

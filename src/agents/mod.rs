@@ -1,10 +1,19 @@
-//! Agent kinds and what orch knows about each CLI.
-//!
-//! The per-CLI adapters (argv, environment, files, event parsing) build on
-//! this; what lives here is the part validation consults: the kinds, their
-//! default binaries, which raw flags the ToolSet translation owns, and which
-//! CLIs confine writes at the operating-system level.
+//! Agent CLIs: one adapter per CLI turns a resolved ToolSet into the flags,
+//! environment and files that make the CLI enforce it, reports how each
+//! field is enforced, and parses the CLI's event stream.
 
+pub mod adapter;
+pub mod build;
+mod claude;
+mod codex;
+mod command;
+mod copilot;
+pub mod env;
+mod gemini;
+pub mod invocation;
 mod kind;
+mod opencode;
 
+pub use adapter::{Adapter, McpServerSpec, Request, adapter};
+pub use invocation::{By, Enforced, Enforcement, Invocation};
 pub use kind::AgentKind;

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::GlobalArgs;
 use super::output::{CmdResult, Exit, stdout, usage_error, write_json};
 use crate::agents::AgentKind;
-use crate::settings::{self, AgentSettings, Overrides, Sources};
+use crate::settings::{self, BinaryOverride, Overrides, Sources};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Format {
@@ -45,12 +45,35 @@ pub fn overrides(global: &GlobalArgs) -> Result<Overrides, String> {
             .ok_or_else(|| format!("unknown agent kind `{kind}` in `--agent-binary`"))?;
         o.agents.insert(
             kind,
-            AgentSettings {
+            BinaryOverride {
                 binary: path.to_string(),
             },
         );
     }
     Ok(o)
+}
+
+/// The build context for commands that make invocations: the layered
+/// settings and the working directory. On bad settings, the error is
+/// printed and the exit code returned.
+pub fn context(global: &GlobalArgs) -> Result<crate::agents::build::Context, Exit> {
+    let o = match overrides(global) {
+        Ok(o) => o,
+        Err(m) => {
+            let _ = usage_error(&m, None);
+            return Err(Exit::Invalid);
+        }
+    };
+    match settings::load(&Sources::discover(), &o) {
+        Ok(l) => {
+            let workdir = std::env::current_dir().unwrap_or_else(|_| ".".into());
+            Ok(crate::agents::build::Context::new(l.settings, workdir))
+        }
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "{:?}", miette::Report::new(e));
+            Err(Exit::Invalid)
+        }
+    }
 }
 
 pub fn run(args: &Args, global: &GlobalArgs) -> CmdResult {

@@ -7,7 +7,13 @@ use std::path::PathBuf;
 use clap::ValueEnum;
 use serde::Serialize;
 
+use std::collections::BTreeMap;
+
+use super::GlobalArgs;
 use super::output::{CmdResult, Exit, load_valid, phase_index, stdout, usage_error, write_json};
+use crate::agents::build;
+use crate::agents::invocation::InvocationFile;
+use crate::agents::{By, Enforcement};
 use crate::pipeline::diagnostic::suggest;
 use crate::toolset::{Origin, Resolved};
 
@@ -46,11 +52,24 @@ struct InvocationJson<'a> {
     mode: &'a str,
     #[serde(flatten)]
     resolved: Resolved,
+    argv: Vec<String>,
+    /// The whole environment of the process, secrets redacted.
+    env: BTreeMap<String, String>,
+    /// `true` for plain commands, which also inherit orch's environment.
+    inherit_env: bool,
+    files: Vec<InvocationFile>,
+    enforcement: Enforcement,
+    #[serde(skip)]
+    shell: String,
 }
 
-pub fn run(args: &Args, color: bool) -> CmdResult {
+pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
     let loaded = match load_valid(&args.file, color)? {
         Ok(l) => l,
+        Err(exit) => return Ok(exit),
+    };
+    let ctx = match super::config::context(global) {
+        Ok(c) => c,
         Err(exit) => return Ok(exit),
     };
     let p = &loaded.pipeline;
@@ -92,12 +111,21 @@ pub fn run(args: &Args, color: bool) -> CmdResult {
             args.phase.as_ref().is_none_or(|n| *n == ph.name)
                 && args.agent.as_ref().is_none_or(|n| *n == a.name)
         })
-        .map(|(ph, a)| InvocationJson {
-            phase: &ph.name,
-            agent: &a.name,
-            kind: a.kind.as_str(),
-            mode: ph.mode.as_str(),
-            resolved: p.resolve(ph, a),
+        .map(|(ph, a)| {
+            let inv = build::invocation(p, ph, a, &ctx);
+            InvocationJson {
+                phase: &ph.name,
+                agent: &a.name,
+                kind: a.kind.as_str(),
+                mode: ph.mode.as_str(),
+                resolved: p.resolve(ph, a),
+                argv: inv.argv(),
+                env: inv.shown_env().into_iter().collect(),
+                inherit_env: inv.inherit_env,
+                shell: inv.shell_line(),
+                files: inv.files,
+                enforcement: inv.enforcement,
+            }
         })
         .collect();
     match args.format {
@@ -123,6 +151,7 @@ fn text(invocations: &[InvocationJson]) -> std::io::Result<()> {
         )?;
         let ts = &inv.resolved.toolset;
         let pr = &inv.resolved.provenance;
+        let enf = &inv.enforcement;
         let list = |v: Vec<String>| {
             if v.is_empty() {
                 "(none)".to_string()
@@ -135,22 +164,60 @@ fn text(invocations: &[InvocationJson]) -> std::io::Result<()> {
                 "internal",
                 list(ts.internal.iter().map(|t| t.to_string()).collect()),
                 &pr.internal,
+                &enf.internal,
             ),
             (
                 "mcp",
                 list(ts.mcp.iter().map(|t| t.to_string()).collect()),
                 &pr.mcp,
+                &enf.mcp,
             ),
-            ("permission", ts.permission.to_string(), &pr.permission),
-            ("max_turns", ts.max_turns.to_string(), &pr.max_turns),
+            (
+                "permission",
+                ts.permission.to_string(),
+                &pr.permission,
+                &enf.permission,
+            ),
+            (
+                "max_turns",
+                ts.max_turns.to_string(),
+                &pr.max_turns,
+                &enf.max_turns,
+            ),
         ];
-        let width = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
-        for (field, value, origin) in rows {
+        let command = inv.kind == "command";
+        let vw = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
+        let ow = rows
+            .iter()
+            .map(|r| origin_text(r.2).len())
+            .max()
+            .unwrap_or(0);
+        for (field, value, origin, e) in &rows {
+            let by = if command {
+                String::new()
+            } else {
+                format!("  enforced by {}", e.by)
+            };
             writeln!(
                 out,
-                "  {field:<10}  {value:<width$}  {}",
+                "  {field:<10}  {value:<vw$}  {:<ow$}{by}",
                 origin_text(origin)
             )?;
+        }
+        if command {
+            writeln!(out, "  (a plain command: ToolSets do not apply)")?;
+        } else {
+            for (field, _, _, e) in &rows {
+                match e.by {
+                    By::Cli => {}
+                    By::Orch => writeln!(out, "  {field}: enforced by orch: {}", e.reason)?,
+                    By::None => writeln!(out, "  {field}: NOT ENFORCED: {}", e.reason)?,
+                }
+            }
+        }
+        writeln!(out, "  $ {}", inv.shell)?;
+        for f in &inv.files {
+            writeln!(out, "  writes {} first", f.path.display())?;
         }
     }
     out.flush()

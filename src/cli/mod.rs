@@ -74,7 +74,7 @@ pub fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Validate(args) => validate::run(args, color),
         Command::Plan(args) => plan::run(args, color),
-        Command::Explain(args) => explain::run(args, color),
+        Command::Explain(args) => explain::run(args, &cli.global, color),
         Command::Schema(args) => schema::run(args),
         Command::Config(args) => config::run(args, &cli.global),
     };

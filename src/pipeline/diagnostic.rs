@@ -241,6 +241,28 @@ pub enum Problem {
         kind: String,
         field: &'static str,
     },
+    #[error("{kind} cannot enforce `{field}` for agent `{agent}` in phase `{phase}`: {reason}")]
+    Unenforceable {
+        field: &'static str,
+        agent: String,
+        phase: String,
+        kind: String,
+        reason: String,
+        strict: bool,
+    },
+    #[error("{kind} has no tool for `{tool}` (agent `{agent}` in phase `{phase}`)")]
+    UnsupportedTool {
+        tool: String,
+        kind: String,
+        agent: String,
+        phase: String,
+    },
+    #[error("{kind} would reject model `{model}`: {reason}")]
+    BadModel {
+        model: String,
+        kind: String,
+        reason: String,
+    },
     #[error("invalid front matter in profile `{name}`: {reason}")]
     ProfileFrontMatter { name: String, reason: String },
 }
@@ -282,6 +304,9 @@ impl Problem {
             Problem::ReadOnlyWrites { .. } => "orch::pipeline::read_only_writes",
             Problem::ControlledFlag { .. } => "orch::pipeline::controlled_flag",
             Problem::ProfileFrontMatter { .. } => "orch::pipeline::profile_front_matter",
+            Problem::Unenforceable { .. } => "orch::pipeline::unenforceable",
+            Problem::UnsupportedTool { .. } => "orch::pipeline::unsupported_tool",
+            Problem::BadModel { .. } => "orch::pipeline::bad_model",
         }
     }
 
@@ -377,6 +402,19 @@ impl Problem {
             Problem::ProfileFrontMatter { .. } => Some(
                 "front matter is TOML between `+++` lines, with a `[tools]` table".into(),
             ),
+            Problem::Unenforceable { strict: true, .. } => Some(
+                "change the ToolSet, use another agent, or set `enforcement = \"best-effort\"` in `[defaults]` to run with a warning".into(),
+            ),
+            Problem::Unenforceable { strict: false, .. } => Some(
+                "`enforcement = \"best-effort\"`: this runs, but the field is not enforced".into(),
+            ),
+            Problem::UnsupportedTool { .. } => {
+                Some("remove the tool for this agent (in `agent_tools`) or use another agent".into())
+            }
+            Problem::BadModel { kind, .. } if kind == "opencode" => {
+                Some("opencode models are `provider/model`, like `anthropic/claude-sonnet-4-5`".into())
+            }
+            Problem::BadModel { .. } => Some("write the model name as the CLI expects it".into()),
             Problem::NotUtf8 { .. } => Some("save the file with the UTF-8 encoding".into()),
             Problem::Unreadable { .. } => None,
         }

@@ -60,8 +60,9 @@ pub struct Defaults {
 pub struct Agent {
     pub name: String,
     pub kind: AgentKind,
-    /// Program to run (`command[0]` for command agents).
-    pub binary: String,
+    /// The program the pipeline names, if it names one (else the settings'
+    /// binary for the kind, or `command[0]` for command agents).
+    pub binary: Option<String>,
     pub model: Option<String>,
     pub env: Vec<(String, String)>,
     /// Full argv for `command` agents.

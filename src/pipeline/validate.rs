@@ -14,7 +14,7 @@ use super::raw::{RawPipeline, RawToolSet, Spanned};
 use crate::agents::AgentKind;
 use crate::graph::PhaseGraph;
 use crate::toolset::{
-    Field, InternalTool, McpTool, Mode, ORCH_MCP_SERVER, Permission, ToolSet, ToolSetLayer,
+    Field, InternalTool, Layer, McpTool, Mode, ORCH_MCP_SERVER, Permission, ToolSet, ToolSetLayer,
     first_set,
 };
 
@@ -436,13 +436,19 @@ impl<'s> Validator<'s> {
                 }
                 modes.push((mode, ModeSettings { tools, flags }));
             }
-            let binary = a
-                .binary
-                .as_ref()
-                .map(|b| b.value.clone())
-                .or_else(|| kind.default_binary().map(str::to_string))
-                .or_else(|| command.as_ref().and_then(|c| c.first().cloned()))
-                .unwrap_or_default();
+            let binary = a.binary.as_ref().map(|b| b.value.clone());
+            if let Some(m) = &a.model
+                && let Err(reason) = crate::agents::adapter(kind).check_model(&m.value)
+            {
+                self.error(
+                    Problem::BadModel {
+                        model: m.value.clone(),
+                        kind: kind.to_string(),
+                        reason,
+                    },
+                    m.span.clone(),
+                );
+            }
             agents.push(Agent {
                 name: name.value.clone(),
                 kind,
@@ -499,6 +505,7 @@ impl<'s> Validator<'s> {
         let mut phases = Vec::with_capacity(raw_phases.len());
         let mut dep_spans: Vec<Vec<Range<usize>>> = Vec::with_capacity(raw_phases.len());
         let mut agent_spans: Vec<Vec<Range<usize>>> = Vec::with_capacity(raw_phases.len());
+        let mut agent_positions: Vec<Vec<Range<usize>>> = Vec::with_capacity(raw_phases.len());
         for p in raw_phases {
             let name = p.name.as_ref().map(|n| n.value.clone()).unwrap_or_default();
             // Agents of the phase.
@@ -528,7 +535,7 @@ impl<'s> Validator<'s> {
                             agents.push(Agent {
                                 name: a.value.clone(),
                                 kind,
-                                binary: kind.default_binary().unwrap_or_default().to_string(),
+                                binary: None,
                                 model: None,
                                 env: Vec::new(),
                                 command: None,
@@ -732,6 +739,7 @@ impl<'s> Validator<'s> {
             dep_spans.push(dspans);
             // `prompts` checks the agents at these spans; none when the
             // phase's prompt problem is already reported.
+            agent_positions.push(spans.clone());
             agent_spans.push(if prompt_reported { Vec::new() } else { spans });
         }
 
@@ -752,6 +760,7 @@ impl<'s> Validator<'s> {
         self.prompts(&pipeline, &agent_spans);
         self.cycles(&pipeline, &dep_spans);
         self.read_only_writes(&pipeline);
+        self.enforcement(&pipeline, &agent_positions);
 
         if self.diags.iter().any(Diagnostic::is_error) {
             None
@@ -873,6 +882,111 @@ impl<'s> Validator<'s> {
                 )
                 .with_label(label),
             );
+        }
+    }
+
+    /// Consult each CLI's capability table: tools it does not have are
+    /// errors; fields it cannot enforce are errors under `strict` and
+    /// warnings under `best-effort` (pipeline-format.md, "Enforcement").
+    fn enforcement(&mut self, pipeline: &Pipeline, agent_positions: &[Vec<Range<usize>>]) {
+        let strict = pipeline.defaults.enforcement == Enforcement::Strict;
+        for (pi, phase) in pipeline.phases.iter().enumerate() {
+            for (ai, name) in phase.agents.iter().enumerate() {
+                let Some(agent) = pipeline.agent(name) else {
+                    continue;
+                };
+                let agent_span = agent_positions
+                    .get(pi)
+                    .and_then(|s| s.get(ai))
+                    .cloned()
+                    .unwrap_or_else(|| {
+                        phase.location.offset..phase.location.offset + phase.location.len
+                    });
+                let r = pipeline.resolve(phase, agent);
+                let sources = (Arc::clone(self.source), self.extra_sources.clone());
+                let at_or_agent = |at: &Option<Location>| -> (Arc<SourceFile>, Range<usize>) {
+                    match at {
+                        Some(l) => (
+                            sources
+                                .1
+                                .iter()
+                                .find(|s| s.name == l.path)
+                                .cloned()
+                                .unwrap_or_else(|| Arc::clone(&sources.0)),
+                            l.offset..l.offset + l.len,
+                        ),
+                        None => (Arc::clone(&sources.0), agent_span.clone()),
+                    }
+                };
+                if !agent.kind.is_llm() {
+                    // ToolSets do not apply to plain commands; asking for one
+                    // explicitly is a request orch cannot honour.
+                    let explicit = [
+                        &r.provenance.internal,
+                        &r.provenance.mcp,
+                        &r.provenance.permission,
+                        &r.provenance.max_turns,
+                    ]
+                    .into_iter()
+                    .find(|o| matches!(o.layer, Layer::AgentTools | Layer::Tools));
+                    if let Some(origin) = explicit {
+                        let (source, span) = at_or_agent(&origin.at);
+                        let problem = Problem::Unenforceable {
+                            field: "tools",
+                            agent: agent.name.clone(),
+                            phase: phase.name.clone(),
+                            kind: "a command agent".into(),
+                            reason: "a plain command runs as written; ToolSets do not apply".into(),
+                            strict,
+                        };
+                        self.diags.push(if strict {
+                            Diagnostic::error(problem, &source, span)
+                        } else {
+                            Diagnostic::warning(problem, &source, span)
+                        });
+                    }
+                    continue;
+                }
+                let adapter = crate::agents::adapter(agent.kind);
+                for tool in &r.toolset.internal {
+                    if !adapter.supports(tool) {
+                        let (source, span) = at_or_agent(&r.provenance.internal.at);
+                        self.diags.push(Diagnostic::error(
+                            Problem::UnsupportedTool {
+                                tool: tool.to_string(),
+                                kind: agent.kind.to_string(),
+                                agent: agent.name.clone(),
+                                phase: phase.name.clone(),
+                            },
+                            &source,
+                            span,
+                        ));
+                    }
+                }
+                let report = adapter.enforcement(&r.toolset);
+                for (field, reason) in report.gaps() {
+                    let origin = match field {
+                        "internal" => &r.provenance.internal,
+                        "mcp" => &r.provenance.mcp,
+                        "permission" => &r.provenance.permission,
+                        _ => &r.provenance.max_turns,
+                    };
+                    let (source, span) = at_or_agent(&origin.at);
+                    let problem = Problem::Unenforceable {
+                        field,
+                        agent: agent.name.clone(),
+                        phase: phase.name.clone(),
+                        kind: agent.kind.to_string(),
+                        reason: reason.to_string(),
+                        strict,
+                    };
+                    self.diags.push(if strict {
+                        Diagnostic::error(problem, &source, span)
+                    } else {
+                        Diagnostic::warning(problem, &source, span)
+                    });
+                }
+            }
         }
     }
 

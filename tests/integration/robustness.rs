@@ -227,7 +227,9 @@ fn binary_garbage() {
 fn ten_megabyte_string() {
     let mut text = String::from("version = 1\nname = \"big\"\ndescription = \"");
     text.push_str(&"x".repeat(10 << 20));
-    text.push_str("\"\n[[phases]]\nname = \"a\"\nagents = [\"claude\"]\nprompt = \"p\"\n");
+    text.push_str(
+        "\"\n[[phases]]\nname = \"a\"\nagents = [\"claude\"]\nmode = \"plan\"\nprompt = \"p\"\n",
+    );
     assert_eq!(hostile("big.toml", text.into_bytes()).0, Some(0));
     // And unterminated, so the error has to point into it.
     let mut text = String::from("version = 1\nname = \"big\"\ndescription = \"");

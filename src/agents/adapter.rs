@@ -1,0 +1,122 @@
+//! The Adapter trait: one implementation per agent CLI.
+
+use std::path::{Path, PathBuf};
+
+use crate::events::Event;
+use crate::pipeline::{Agent, Phase};
+use crate::toolset::{InternalTool, Permission, ToolSet};
+
+use super::AgentKind;
+use super::invocation::{Enforcement, EnvValue, Invocation};
+
+/// An MCP server one invocation gets: the pipeline's servers the ToolSet
+/// names, and orch's own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpServerSpec {
+    pub name: String,
+    pub command: Vec<String>,
+    pub env: Vec<(String, EnvValue)>,
+    /// The tools the ToolSet allows on this server; `None` means all (`*`).
+    pub tools: Option<Vec<String>>,
+}
+
+/// Everything an adapter needs to build an Invocation.
+#[derive(Debug, Clone)]
+pub struct Request<'a> {
+    pub phase: &'a Phase,
+    pub agent: &'a Agent,
+    /// The program to run (the agent's `binary`, else the settings' binary
+    /// for the kind).
+    pub program: String,
+    pub toolset: &'a ToolSet,
+    pub prompt: &'a str,
+    pub system_prompt: Option<&'a str>,
+    pub mcp_servers: Vec<McpServerSpec>,
+    /// The workspace the agent works in.
+    pub workdir: PathBuf,
+    /// The invocation's own directory: temporary home and config files.
+    pub dir: PathBuf,
+    /// Names of variables passed through from orch's environment.
+    pub pass_env: Vec<String>,
+    /// Extra raw flags from the agent's mode settings.
+    pub flags: &'a [String],
+}
+
+impl Request<'_> {
+    pub fn path_in_dir(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+/// How to run an invocation's offline argument probe and read its verdict.
+#[derive(Debug, Clone)]
+pub struct Probe {
+    /// Arguments to use instead of the invocation's.
+    pub args: Vec<String>,
+    /// Extra environment for the probe (dummy keys, closed endpoints).
+    pub env: Vec<(String, String)>,
+    /// Decides from (exit code, stdout, stderr) whether the CLI accepted the
+    /// argv; `Err` carries the CLI's own message.
+    pub verdict: fn(Option<i32>, &str, &str) -> Result<(), String>,
+}
+
+/// One agent CLI.
+pub trait Adapter: Sync {
+    fn kind(&self) -> AgentKind;
+
+    /// The capability table: how this CLI enforces each field of a ToolSet.
+    /// Validation consults it (strict: a `none` is an error).
+    fn enforcement(&self, toolset: &ToolSet) -> Enforcement;
+
+    /// Whether the CLI has a tool for a canonical name.
+    fn supports(&self, _tool: &InternalTool) -> bool {
+        true
+    }
+
+    /// Whether the CLI would accept this model string (checked before
+    /// anything is spawned).
+    fn check_model(&self, model: &str) -> Result<(), String> {
+        if model.trim().is_empty() || model.chars().any(char::is_whitespace) {
+            Err("a model name has no spaces".into())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The ToolSet as a command line, environment and files, with how each
+    /// field is enforced.
+    fn invocation(&self, req: &Request<'_>) -> Invocation;
+
+    /// Parse one line of the CLI's JSON event stream. Lines that are not
+    /// events give nothing.
+    fn parse_line(&self, line: &str) -> Vec<Event>;
+
+    /// Whether a stderr line says the CLI runs with weaker rules than asked
+    /// (agent-clis.md rule 3); such an attempt has failed.
+    fn weakened(&self, stderr_line: &str) -> Option<&'static str>;
+
+    /// The offline argument probe for an invocation.
+    fn probe(&self, inv: &Invocation) -> Probe;
+
+    /// Whether the CLI confines writes at the OS level for this permission.
+    fn confines_writes(&self, permission: Permission) -> bool {
+        self.kind().confines_writes(permission)
+    }
+}
+
+/// The adapter for a kind.
+pub fn adapter(kind: AgentKind) -> &'static dyn Adapter {
+    match kind {
+        AgentKind::Claude => &super::claude::Claude,
+        AgentKind::Codex => &super::codex::Codex,
+        AgentKind::Gemini => &super::gemini::Gemini,
+        AgentKind::Opencode => &super::opencode::Opencode,
+        AgentKind::Copilot => &super::copilot::Copilot,
+        AgentKind::Command => &super::command::Command,
+    }
+}
+
+/// The directory for an invocation's files under a state directory.
+pub fn invocation_dir(state_dir: &Path, phase: &str, agent: &str) -> PathBuf {
+    state_dir.join("invocations").join(phase).join(agent)
+}

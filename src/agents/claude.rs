@@ -1,0 +1,357 @@
+//! Claude Code (`claude -p`).
+//!
+//! Restriction is three things together (agent-clis.md rule 1): `--tools`
+//! sets what the model sees, `--disallowedTools` removes every writing tool
+//! the ToolSet does not grant, and the permission mode refuses anything not
+//! explicitly allowed (`dontAsk` for read-only, `acceptEdits` for
+//! workspace-write). `--allowedTools` only auto-approves.
+
+use serde_json::{Value, json};
+
+use super::adapter::{Adapter, Probe, Request};
+use super::invocation::{Enforced, Enforcement, Invocation, InvocationFile, Stdin};
+use super::{AgentKind, env};
+use crate::events::{Event, looks_rate_limited};
+use crate::toolset::{InternalTool, Permission, ToolSet};
+
+pub struct Claude;
+
+/// Claude's name for a canonical tool; `Bash(<pattern>)` shows as `Bash`.
+fn tool_name(t: &InternalTool) -> &'static str {
+    match t {
+        InternalTool::Read => "Read",
+        InternalTool::Write => "Write",
+        InternalTool::Edit => "Edit",
+        InternalTool::Glob => "Glob",
+        InternalTool::Grep => "Grep",
+        InternalTool::Bash | InternalTool::BashPattern(_) => "Bash",
+        InternalTool::WebFetch => "WebFetch",
+        InternalTool::WebSearch => "WebSearch",
+        InternalTool::Agent => "Task",
+        InternalTool::TodoWrite => "TodoWrite",
+        InternalTool::NotebookEdit => "NotebookEdit",
+    }
+}
+
+/// Built-in tools that change things; each one the ToolSet does not grant
+/// is denied outright.
+const WRITING_TOOLS: &[&str] = &["Write", "Edit", "MultiEdit", "NotebookEdit", "Bash"];
+
+impl Adapter for Claude {
+    fn kind(&self) -> AgentKind {
+        AgentKind::Claude
+    }
+
+    fn enforcement(&self, ts: &ToolSet) -> Enforcement {
+        let unrestricted_bash = ts.internal.contains(&InternalTool::Bash);
+        let permission = match ts.permission {
+            Permission::ReadOnly => {
+                Enforced::cli("dontAsk refuses every tool not allowed; no writing tool is offered")
+            }
+            Permission::WorkspaceWrite if unrestricted_bash => Enforced::none(
+                "acceptEdits confines Write/Edit to the workspace, but unrestricted Bash can write anywhere; use Bash(<pattern>) rules",
+            ),
+            Permission::WorkspaceWrite => Enforced::cli(
+                "acceptEdits confines edits to the workspace; Bash runs only the allowed patterns",
+            ),
+            Permission::FullAccess => Enforced::cli("bypassPermissions: nothing is withheld"),
+        };
+        Enforcement {
+            internal: Enforced::cli(
+                "--tools sets the built-in tools the model sees; --disallowedTools removes the writing ones not granted",
+            ),
+            mcp: Enforced::cli(
+                "--strict-mcp-config loads only orch's servers; tools not in --allowedTools are refused",
+            ),
+            permission,
+            max_turns: Enforced::cli("--max-turns stops the session at the limit"),
+        }
+    }
+
+    fn invocation(&self, req: &Request<'_>) -> Invocation {
+        let ts = req.toolset;
+        let mut tools: Vec<&str> = Vec::new();
+        for t in &ts.internal {
+            let n = tool_name(t);
+            if !tools.contains(&n) {
+                tools.push(n);
+            }
+        }
+        let mut disallowed: Vec<&str> = WRITING_TOOLS
+            .iter()
+            .copied()
+            .filter(|w| !tools.contains(w))
+            .collect();
+        if ts.permission == Permission::ReadOnly {
+            // Defence in depth: validation already refused writers here.
+            for w in ["Write", "Edit", "MultiEdit", "NotebookEdit"] {
+                if !disallowed.contains(&w) {
+                    disallowed.push(w);
+                }
+            }
+        }
+        // Auto-approve exactly what the ToolSet grants; everything else is
+        // refused by the permission mode.
+        let mut allowed: Vec<String> = Vec::new();
+        for t in &ts.internal {
+            match t {
+                InternalTool::BashPattern(p) => allowed.push(format!("Bash({p})")),
+                InternalTool::Write | InternalTool::Edit | InternalTool::NotebookEdit
+                    if ts.permission == Permission::ReadOnly => {}
+                other => {
+                    let n = tool_name(other).to_string();
+                    if !allowed.contains(&n) {
+                        allowed.push(n);
+                    }
+                }
+            }
+        }
+        for m in &ts.mcp {
+            allowed.push(m.to_string());
+        }
+        let mode = match ts.permission {
+            Permission::ReadOnly => "dontAsk",
+            Permission::WorkspaceWrite => "acceptEdits",
+            Permission::FullAccess => "bypassPermissions",
+        };
+
+        let mcp_path = req.path_in_dir("mcp.json");
+        let mut servers = serde_json::Map::new();
+        for s in &req.mcp_servers {
+            let env: serde_json::Map<String, Value> = s
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(env::config_value(k, v))))
+                .collect();
+            servers.insert(
+                s.name.clone(),
+                json!({
+                    "type": "stdio",
+                    "command": s.command.first().cloned().unwrap_or_default(),
+                    "args": s.command.iter().skip(1).collect::<Vec<_>>(),
+                    "env": env,
+                }),
+            );
+        }
+        let mut files = vec![InvocationFile {
+            path: mcp_path.clone(),
+            content: pretty(&json!({ "mcpServers": servers })),
+        }];
+
+        let mut args: Vec<String> = vec![
+            "-p".into(),
+            "--output-format".into(),
+            "stream-json".into(),
+            "--verbose".into(),
+            // Only orch's (empty) user settings: a repo's .claude/settings.json
+            // must not widen what the ToolSet grants.
+            "--setting-sources".into(),
+            "user".into(),
+        ];
+        if let Some(model) = &req.agent.model {
+            args.extend(["--model".into(), model.clone()]);
+        }
+        args.extend(["--tools".into(), tools.join(",")]);
+        if !disallowed.is_empty() {
+            args.extend(["--disallowedTools".into(), disallowed.join(",")]);
+        }
+        if !allowed.is_empty() {
+            args.extend(["--allowedTools".into(), allowed.join(",")]);
+        }
+        args.extend(["--permission-mode".into(), mode.into()]);
+        args.extend(["--max-turns".into(), ts.max_turns.to_string()]);
+        args.extend([
+            "--mcp-config".into(),
+            mcp_path.display().to_string(),
+            "--strict-mcp-config".into(),
+        ]);
+        if let Some(system) = req.system_prompt {
+            let path = req.path_in_dir("system-prompt.md");
+            args.extend([
+                "--append-system-prompt-file".into(),
+                path.display().to_string(),
+            ]);
+            files.push(InvocationFile {
+                path,
+                content: system.to_string(),
+            });
+        }
+        args.extend(req.flags.iter().cloned());
+
+        let mut environment = env::base(req);
+        environment.push(env::plain(
+            "CLAUDE_CONFIG_DIR",
+            req.path_in_dir("claude").display().to_string(),
+        ));
+        environment.push(env::plain("DISABLE_AUTOUPDATER", "1"));
+        environment.push(env::plain("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"));
+        if ts.permission == Permission::FullAccess {
+            // bypassPermissions refuses to start as root without it.
+            environment.push(env::plain("IS_SANDBOX", "1"));
+        }
+
+        Invocation {
+            program: req.program.clone(),
+            args,
+            env: environment,
+            stdin: Stdin::Text(req.prompt.to_string()),
+            cwd: req.workdir.clone(),
+            dir: req.dir.clone(),
+            files,
+            enforcement: self.enforcement(ts),
+            inherit_env: false,
+        }
+    }
+
+    fn parse_line(&self, line: &str) -> Vec<Event> {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            return Vec::new();
+        };
+        let s = |v: &Value| v.as_str().map(str::to_string);
+        match v["type"].as_str() {
+            Some("system") if v["subtype"] == "init" => vec![Event::SessionStart {
+                session_id: s(&v["session_id"]),
+                model: s(&v["model"]),
+                tools: strings(&v["tools"]),
+                mcp_servers: v["mcp_servers"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|m| s(&m["name"])).collect())
+                    .unwrap_or_default(),
+                permission_mode: s(&v["permissionMode"]),
+            }],
+            Some("assistant") => {
+                let mut out = Vec::new();
+                for block in v["message"]["content"].as_array().into_iter().flatten() {
+                    match block["type"].as_str() {
+                        Some("text") => out.push(Event::AssistantText {
+                            text: s(&block["text"]).unwrap_or_default(),
+                        }),
+                        Some("tool_use") => out.push(Event::ToolCall {
+                            id: s(&block["id"]),
+                            name: s(&block["name"]).unwrap_or_default(),
+                            input: block["input"].clone(),
+                        }),
+                        _ => {}
+                    }
+                }
+                out
+            }
+            Some("user") => {
+                let mut out = Vec::new();
+                for block in v["message"]["content"].as_array().into_iter().flatten() {
+                    if block["type"] == "tool_result" {
+                        out.push(Event::ToolResult {
+                            id: s(&block["tool_use_id"]),
+                            is_error: block["is_error"].as_bool().unwrap_or(false),
+                            output: text_of(&block["content"]),
+                        });
+                    }
+                }
+                if !out.is_empty() {
+                    out.push(Event::TurnEnd);
+                }
+                out
+            }
+            Some("result") => {
+                let mut out: Vec<Event> = v["permission_denials"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|d| Event::PermissionDenied {
+                        tool: s(&d["tool_name"]).unwrap_or_default(),
+                        reason: None,
+                    })
+                    .collect();
+                let is_error = v["is_error"].as_bool().unwrap_or(false);
+                let text = s(&v["result"]);
+                if is_error
+                    && let Some(t) = &text
+                    && looks_rate_limited(t)
+                {
+                    out.push(Event::Error {
+                        message: t.clone(),
+                        rate_limited: true,
+                        retry_at: None,
+                    });
+                }
+                out.push(Event::Result {
+                    is_error,
+                    subtype: s(&v["subtype"]),
+                    text,
+                    num_turns: v["num_turns"].as_u64().map(|n| n as u32),
+                    session_id: s(&v["session_id"]),
+                    tokens_in: v["usage"]["input_tokens"].as_u64(),
+                    tokens_out: v["usage"]["output_tokens"].as_u64(),
+                    cost_usd: v["total_cost_usd"].as_f64(),
+                });
+                out
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn weakened(&self, line: &str) -> Option<&'static str> {
+        line.contains("Ignoring --allowedTools rule")
+            .then_some("claude ignored an --allowedTools rule")
+            .or_else(|| {
+                line.contains("Ignoring --disallowedTools rule")
+                    .then_some("claude ignored a --disallowedTools rule")
+            })
+    }
+
+    fn probe(&self, inv: &Invocation) -> Probe {
+        Probe {
+            args: inv.args.clone(),
+            // No credentials and a closed loopback endpoint: nothing leaves
+            // the machine, and an accepted argv still prints system/init.
+            env: vec![
+                ("ANTHROPIC_BASE_URL".into(), "http://127.0.0.1:9".into()),
+                ("ANTHROPIC_API_KEY".into(), String::new()),
+            ],
+            verdict: |_, stdout, stderr| {
+                let first = stdout.lines().next().unwrap_or("");
+                let init = serde_json::from_str::<Value>(first)
+                    .is_ok_and(|v| v["type"] == "system" && v["subtype"] == "init");
+                if init {
+                    Ok(())
+                } else {
+                    Err(stderr
+                        .lines()
+                        .find(|l| !l.trim().is_empty())
+                        .unwrap_or("rejected")
+                        .trim()
+                        .to_string())
+                }
+            },
+        }
+    }
+}
+
+pub(super) fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Text of a tool result's content (a string or a list of text blocks).
+pub(super) fn text_of(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items
+            .iter()
+            .filter_map(|i| i["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+pub(super) fn pretty(v: &Value) -> String {
+    let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
+    s.push('\n');
+    s
+}

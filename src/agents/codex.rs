@@ -1,0 +1,345 @@
+//! Codex (`codex exec`).
+//!
+//! The restriction is the operating-system sandbox (`-s read-only`,
+//! `-s workspace-write`), which maps one-to-one onto the permission levels.
+//! Codex reads through its shell and writes through `apply_patch`, which
+//! cannot be removed; the shell and web search can. There is no turn limit:
+//! orch counts turns in the event stream and stops the process.
+
+use serde_json::Value;
+
+use super::adapter::{Adapter, Probe, Request};
+use super::claude::strings;
+use super::invocation::{Enforced, Enforcement, Invocation, Stdin};
+use super::{AgentKind, env};
+use crate::events::{Event, looks_rate_limited};
+use crate::toolset::{InternalTool, Permission, ToolSet};
+
+pub struct Codex;
+
+fn sandbox(p: Permission) -> &'static str {
+    match p {
+        Permission::ReadOnly => "read-only",
+        Permission::WorkspaceWrite => "workspace-write",
+        Permission::FullAccess => "danger-full-access",
+    }
+}
+
+/// A TOML string literal for a `-c key=value` override.
+fn toml_str(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+fn toml_list(items: &[String]) -> String {
+    toml::Value::Array(
+        items
+            .iter()
+            .map(|s| toml::Value::String(s.clone()))
+            .collect(),
+    )
+    .to_string()
+}
+
+impl Adapter for Codex {
+    fn kind(&self) -> AgentKind {
+        AgentKind::Codex
+    }
+
+    fn enforcement(&self, ts: &ToolSet) -> Enforcement {
+        let has = |t: &InternalTool| ts.internal.contains(t);
+        let reads =
+            has(&InternalTool::Read) || has(&InternalTool::Glob) || has(&InternalTool::Grep);
+        let bash = has(&InternalTool::Bash);
+        let bash_patterns = ts
+            .internal
+            .iter()
+            .any(|t| matches!(t, InternalTool::BashPattern(_)));
+        let writes = has(&InternalTool::Write)
+            || has(&InternalTool::Edit)
+            || has(&InternalTool::NotebookEdit);
+        let shell = reads || bash || bash_patterns;
+        let sandbox = sandbox(ts.permission);
+        let internal = match ts.permission {
+            Permission::ReadOnly => Enforced::cli(
+                "the read-only sandbox stops every write; codex reads through its shell",
+            ),
+            _ if !writes => Enforced::none(
+                "apply_patch cannot be removed from codex and the sandbox lets it write; add Write/Edit or use read-only",
+            ),
+            _ if shell && !bash => Enforced::none(
+                "codex's shell cannot be limited to commands or to reading; add Bash or use read-only",
+            ),
+            _ => Enforced::cli("codex's shell and apply_patch match the granted tools"),
+        };
+        Enforcement {
+            internal,
+            mcp: Enforced::cli("only orch's servers are configured, each with enabled_tools"),
+            permission: Enforced::cli(format!("the OS sandbox `-s {sandbox}`")),
+            max_turns: Enforced::orch(
+                "codex has no turn limit; orch counts turn.completed events and stops it",
+            ),
+        }
+    }
+
+    fn supports(&self, tool: &InternalTool) -> bool {
+        // Codex searches the web but has no tool that fetches a page.
+        *tool != InternalTool::WebFetch
+    }
+
+    fn invocation(&self, req: &Request<'_>) -> Invocation {
+        let ts = req.toolset;
+        let has = |t: &InternalTool| ts.internal.contains(t);
+        let reads =
+            has(&InternalTool::Read) || has(&InternalTool::Glob) || has(&InternalTool::Grep);
+        let bash = has(&InternalTool::Bash);
+        let bash_patterns = ts
+            .internal
+            .iter()
+            .any(|t| matches!(t, InternalTool::BashPattern(_)));
+        let shell = reads || bash || bash_patterns;
+        let sandbox = sandbox(ts.permission);
+        let mut args: Vec<String> = vec![
+            "exec".into(),
+            "--json".into(),
+            "--skip-git-repo-check".into(),
+            "--ignore-user-config".into(),
+            "--ignore-rules".into(),
+            "--strict-config".into(),
+            "-s".into(),
+            sandbox.into(),
+            "-C".into(),
+            req.workdir.display().to_string(),
+        ];
+        if let Some(model) = &req.agent.model {
+            args.extend(["-m".into(), model.clone()]);
+        }
+        let mut config = |k: &str, v: String| {
+            args.push("-c".into());
+            args.push(format!("{k}={v}"));
+        };
+        if !shell {
+            config("features.shell_tool", "false".into());
+            config("features.unified_exec", "false".into());
+        }
+        if !has(&InternalTool::WebSearch) {
+            config("web_search", toml_str("disabled"));
+        }
+        if !has(&InternalTool::Agent) {
+            config("features.multi_agent", "false".into());
+        }
+        // Tools that reach outside the sandbox's reasoning: never offered.
+        for feature in [
+            "apps",
+            "browser_use",
+            "browser_use_external",
+            "computer_use",
+        ] {
+            config(&format!("features.{feature}"), "false".into());
+        }
+        if let Some(system) = req.system_prompt {
+            config("developer_instructions", toml_str(system));
+        }
+        for s in &req.mcp_servers {
+            let key = format!("mcp_servers.{}", s.name);
+            config(
+                &format!("{key}.command"),
+                toml_str(s.command.first().map(String::as_str).unwrap_or("")),
+            );
+            config(
+                &format!("{key}.args"),
+                toml_list(&s.command[1.min(s.command.len())..]),
+            );
+            let vars: Vec<String> = s.env.iter().map(|(k, _)| k.clone()).collect();
+            if !vars.is_empty() {
+                config(&format!("{key}.env_vars"), toml_list(&vars));
+            }
+            if let Some(tools) = &s.tools {
+                config(&format!("{key}.enabled_tools"), toml_list(tools));
+            }
+            // Under read-only and workspace-write an MCP call otherwise
+            // "requires approval, but approval policy is never".
+            config(
+                &format!("{key}.default_tools_approval_mode"),
+                toml_str("approve"),
+            );
+        }
+        args.extend(req.flags.iter().cloned());
+        // The prompt goes on stdin (`-`), so no argv length limit applies.
+        args.push("-".into());
+
+        let mut environment = env::base(req);
+        environment.push(env::plain(
+            "CODEX_HOME",
+            req.path_in_dir("codex").display().to_string(),
+        ));
+        // MCP servers get their variables from codex's environment by name.
+        for s in &req.mcp_servers {
+            for (name, value) in &s.env {
+                if !environment.iter().any(|e| e.name == *name) {
+                    environment.push(super::invocation::EnvVar {
+                        name: name.clone(),
+                        value: value.clone(),
+                    });
+                }
+            }
+        }
+
+        Invocation {
+            program: req.program.clone(),
+            args,
+            env: environment,
+            stdin: Stdin::Text(req.prompt.to_string()),
+            cwd: req.workdir.clone(),
+            dir: req.dir.clone(),
+            files: Vec::new(),
+            enforcement: self.enforcement(ts),
+            inherit_env: false,
+        }
+    }
+
+    fn parse_line(&self, line: &str) -> Vec<Event> {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            return Vec::new();
+        };
+        let s = |v: &Value| v.as_str().map(str::to_string);
+        match v["type"].as_str() {
+            Some("thread.started") => vec![Event::SessionStart {
+                session_id: s(&v["thread_id"]),
+                model: None,
+                tools: strings(&v["tools"]),
+                mcp_servers: Vec::new(),
+                permission_mode: None,
+            }],
+            Some("item.started") => {
+                let item = &v["item"];
+                match item["type"].as_str() {
+                    Some("command_execution") => vec![Event::ToolCall {
+                        id: s(&item["id"]),
+                        name: "shell".into(),
+                        input: serde_json::json!({ "command": item["command"] }),
+                    }],
+                    Some("mcp_tool_call") => vec![Event::ToolCall {
+                        id: s(&item["id"]),
+                        name: format!(
+                            "mcp__{}__{}",
+                            item["server"].as_str().unwrap_or(""),
+                            item["tool"].as_str().unwrap_or("")
+                        ),
+                        input: item["arguments"].clone(),
+                    }],
+                    _ => Vec::new(),
+                }
+            }
+            Some("item.completed") => {
+                let item = &v["item"];
+                match item["type"].as_str() {
+                    Some("agent_message") => vec![Event::AssistantText {
+                        text: s(&item["text"]).unwrap_or_default(),
+                    }],
+                    Some("command_execution") => vec![Event::ToolResult {
+                        id: s(&item["id"]),
+                        is_error: item["status"] != "completed"
+                            || item["exit_code"].as_i64().is_some_and(|c| c != 0),
+                        output: s(&item["aggregated_output"]).unwrap_or_default(),
+                    }],
+                    Some("file_change") => vec![
+                        Event::ToolCall {
+                            id: s(&item["id"]),
+                            name: "apply_patch".into(),
+                            input: item["changes"].clone(),
+                        },
+                        Event::ToolResult {
+                            id: s(&item["id"]),
+                            is_error: item["status"] != "completed",
+                            output: String::new(),
+                        },
+                    ],
+                    Some("mcp_tool_call") => vec![Event::ToolResult {
+                        id: s(&item["id"]),
+                        is_error: item["status"] != "completed" || !item["error"].is_null(),
+                        output: item["result"].to_string(),
+                    }],
+                    Some("error") => error_event(s(&item["message"]).unwrap_or_default()),
+                    _ => Vec::new(),
+                }
+            }
+            Some("turn.completed") => vec![
+                Event::Usage {
+                    tokens_in: v["usage"]["input_tokens"].as_u64().unwrap_or(0),
+                    tokens_out: v["usage"]["output_tokens"].as_u64().unwrap_or(0),
+                    cost_usd: None,
+                },
+                Event::TurnEnd,
+            ],
+            Some("turn.failed") => {
+                let message = s(&v["error"]["message"]).unwrap_or_else(|| "turn failed".into());
+                let mut out = error_event(message.clone());
+                out.push(Event::Result {
+                    is_error: true,
+                    subtype: Some("turn.failed".into()),
+                    text: Some(message),
+                    num_turns: None,
+                    session_id: None,
+                    tokens_in: None,
+                    tokens_out: None,
+                    cost_usd: None,
+                });
+                out
+            }
+            Some("error") => error_event(s(&v["message"]).unwrap_or_default()),
+            _ => Vec::new(),
+        }
+    }
+
+    fn weakened(&self, _line: &str) -> Option<&'static str> {
+        None
+    }
+
+    fn probe(&self, inv: &Invocation) -> Probe {
+        // A provider on a closed loopback port with retries off: an accepted
+        // argv fails its first turn at once instead of retrying forever.
+        let mut args: Vec<String> = inv.args.clone();
+        let at = args.len().saturating_sub(1);
+        let extra = [
+            "model_provider=\"orch-probe\"",
+            "model_providers.orch-probe.name=\"orch-probe\"",
+            "model_providers.orch-probe.base_url=\"http://127.0.0.1:9/v1\"",
+            "model_providers.orch-probe.wire_api=\"responses\"",
+            "model_providers.orch-probe.request_max_retries=0",
+            "model_providers.orch-probe.stream_max_retries=0",
+        ];
+        for (i, kv) in extra.iter().enumerate() {
+            args.insert(at + 2 * i, "-c".into());
+            args.insert(at + 2 * i + 1, (*kv).into());
+        }
+        Probe {
+            args,
+            env: Vec::new(),
+            verdict: |code, stdout, stderr| {
+                // Parse errors exit 2; config errors exit 1 with a message;
+                // an accepted argv starts a thread and then fails its turn.
+                if stdout.contains("\"thread.started\"") || stdout.contains("\"turn.failed\"") {
+                    Ok(())
+                } else {
+                    let first = stderr
+                        .lines()
+                        .find(|l| !l.trim().is_empty() && !l.starts_with("WARNING"))
+                        .unwrap_or("rejected");
+                    Err(format!(
+                        "exit {}: {}",
+                        code.map_or("?".into(), |c| c.to_string()),
+                        first.trim()
+                    ))
+                }
+            },
+        }
+    }
+}
+
+fn error_event(message: String) -> Vec<Event> {
+    vec![Event::Error {
+        rate_limited: looks_rate_limited(&message),
+        message,
+        retry_at: None,
+    }]
+}

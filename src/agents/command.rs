@@ -1,0 +1,74 @@
+//! Plain commands (`kind = "command"`): the phase's argv as written.
+//!
+//! A command is not a model: it runs what the pipeline author wrote, with
+//! the author's environment, and ToolSets do not apply to it. The prompt, if
+//! any, is handed over in a file named by `ORCH_PROMPT_FILE`.
+
+use super::adapter::{Adapter, Probe, Request};
+use super::invocation::{Enforced, Enforcement, Invocation, InvocationFile, Stdin};
+use super::{AgentKind, env};
+use crate::events::Event;
+use crate::toolset::ToolSet;
+
+pub struct Command;
+
+impl Adapter for Command {
+    fn kind(&self) -> AgentKind {
+        AgentKind::Command
+    }
+
+    fn enforcement(&self, _ts: &ToolSet) -> Enforcement {
+        let na = || Enforced::none("a plain command runs as written; ToolSets do not apply");
+        Enforcement {
+            internal: na(),
+            mcp: na(),
+            permission: na(),
+            max_turns: na(),
+        }
+    }
+
+    fn invocation(&self, req: &Request<'_>) -> Invocation {
+        let argv = req.agent.command.clone().unwrap_or_default();
+        let prompt_path = req.path_in_dir("prompt.md");
+        let mut environment = vec![env::plain(
+            "ORCH_PROMPT_FILE",
+            prompt_path.display().to_string(),
+        )];
+        for (name, value) in &req.agent.env {
+            environment.push(super::invocation::EnvVar {
+                name: name.clone(),
+                value: env::classify(name, value),
+            });
+        }
+        Invocation {
+            program: argv.first().cloned().unwrap_or_default(),
+            args: argv.iter().skip(1).cloned().collect(),
+            env: environment,
+            stdin: Stdin::Null,
+            cwd: req.workdir.clone(),
+            dir: req.dir.clone(),
+            files: vec![InvocationFile {
+                path: prompt_path,
+                content: req.prompt.to_string(),
+            }],
+            enforcement: self.enforcement(req.toolset),
+            inherit_env: true,
+        }
+    }
+
+    fn parse_line(&self, _line: &str) -> Vec<Event> {
+        Vec::new()
+    }
+
+    fn weakened(&self, _line: &str) -> Option<&'static str> {
+        None
+    }
+
+    fn probe(&self, inv: &Invocation) -> Probe {
+        Probe {
+            args: inv.args.clone(),
+            env: Vec::new(),
+            verdict: |_, _, _| Ok(()),
+        }
+    }
+}

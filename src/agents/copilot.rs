@@ -1,0 +1,292 @@
+//! GitHub Copilot CLI (`copilot -p`).
+//!
+//! `--available-tools` sets what the model sees; with no `--allow-tool`
+//! flags, shell, writes and MCP calls are refused, and paths outside the
+//! working directory need `--allow-all-paths`, which orch gives only for
+//! full access. Tool names depend on the model family, so both families'
+//! names are listed. There is no turn limit: orch enforces it.
+
+use serde_json::{Map, Value, json};
+
+use super::adapter::{Adapter, Probe, Request};
+use super::claude::pretty;
+use super::invocation::{Enforced, Enforcement, Invocation, InvocationFile, Stdin};
+use super::{AgentKind, env};
+use crate::events::{Event, looks_rate_limited};
+use crate::toolset::{InternalTool, Permission, ToolSet};
+
+pub struct Copilot;
+
+/// Copilot's names for a canonical tool (Claude-family and GPT-family).
+fn tool_names(t: &InternalTool) -> &'static [&'static str] {
+    match t {
+        InternalTool::Read => &["view"],
+        InternalTool::Write => &["create", "apply_patch"],
+        InternalTool::Edit => &["edit", "apply_patch"],
+        InternalTool::Glob => &["glob"],
+        InternalTool::Grep => &["grep", "rg"],
+        InternalTool::Bash | InternalTool::BashPattern(_) => &["bash"],
+        InternalTool::WebFetch => &["web_fetch"],
+        InternalTool::WebSearch => &[],
+        InternalTool::Agent => &["task"],
+        InternalTool::TodoWrite => &["update_todo"],
+        InternalTool::NotebookEdit => &[],
+    }
+}
+
+/// `Bash(git status *)` as a Copilot shell rule, `shell(git status:*)`.
+fn shell_rule(pattern: &str) -> String {
+    match pattern
+        .strip_suffix(" *")
+        .or_else(|| pattern.strip_suffix('*'))
+    {
+        Some(prefix) => format!("shell({}:*)", prefix.trim_end()),
+        None => format!("shell({pattern})"),
+    }
+}
+
+impl Adapter for Copilot {
+    fn kind(&self) -> AgentKind {
+        AgentKind::Copilot
+    }
+
+    fn enforcement(&self, ts: &ToolSet) -> Enforcement {
+        let unrestricted_bash = ts.internal.contains(&InternalTool::Bash);
+        let permission = match ts.permission {
+            Permission::ReadOnly => Enforced::cli(
+                "no --allow-tool for writes or the shell, and `write` is denied: such calls are refused",
+            ),
+            Permission::WorkspaceWrite if unrestricted_bash => Enforced::none(
+                "an allowed shell can write outside the workspace; use Bash(<pattern>) rules",
+            ),
+            Permission::WorkspaceWrite => Enforced::cli(
+                "writes are allowed inside the working directory only (no --allow-all-paths)",
+            ),
+            Permission::FullAccess => Enforced::cli("--allow-all: nothing is withheld"),
+        };
+        Enforcement {
+            internal: Enforced::cli("--available-tools is the set of tools the model sees"),
+            mcp: Enforced::cli("only orch's MCP config is added; calls need --allow-tool per tool"),
+            permission,
+            max_turns: Enforced::orch("copilot has no turn limit; orch counts turns and stops it"),
+        }
+    }
+
+    fn supports(&self, tool: &InternalTool) -> bool {
+        !tool_names(tool).is_empty()
+    }
+
+    fn invocation(&self, req: &Request<'_>) -> Invocation {
+        let ts = req.toolset;
+        let mut available: Vec<&str> = Vec::new();
+        for t in &ts.internal {
+            for n in tool_names(t) {
+                if !available.contains(n) {
+                    available.push(n);
+                }
+            }
+        }
+        let mut args: Vec<String> = vec![
+            "--output-format".into(),
+            "json".into(),
+            "--no-auto-update".into(),
+            "--no-custom-instructions".into(),
+            "--disable-builtin-mcps".into(),
+        ];
+        if let Some(model) = &req.agent.model {
+            args.extend(["--model".into(), model.clone()]);
+        }
+        args.push("--available-tools".into());
+        args.extend(available.iter().map(|s| s.to_string()));
+        let mut allow: Vec<String> = Vec::new();
+        match ts.permission {
+            Permission::FullAccess => args.push("--allow-all".into()),
+            level => {
+                let writes = ts
+                    .internal
+                    .iter()
+                    .any(|t| matches!(t, InternalTool::Write | InternalTool::Edit));
+                if level == Permission::WorkspaceWrite && writes {
+                    allow.push("write".into());
+                }
+                for t in &ts.internal {
+                    match t {
+                        InternalTool::Bash if level == Permission::WorkspaceWrite => {
+                            allow.push("shell".into())
+                        }
+                        InternalTool::BashPattern(p) => allow.push(shell_rule(p)),
+                        _ => {}
+                    }
+                }
+                for m in &ts.mcp {
+                    allow.push(match &m.tool {
+                        Some(tool) => format!("{}({tool})", m.server),
+                        None => m.server.clone(),
+                    });
+                }
+                if level == Permission::ReadOnly {
+                    args.extend(["--deny-tool".into(), "write".into()]);
+                }
+            }
+        }
+        for a in &allow {
+            args.push(format!("--allow-tool={a}"));
+        }
+
+        let mut files = Vec::new();
+        if !req.mcp_servers.is_empty() {
+            let mut servers = Map::new();
+            for s in &req.mcp_servers {
+                let env: Map<String, Value> = s
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Value::String(env::config_value(k, v))))
+                    .collect();
+                servers.insert(
+                    s.name.clone(),
+                    json!({
+                        "type": "local",
+                        "command": s.command.first().cloned().unwrap_or_default(),
+                        "args": s.command.iter().skip(1).collect::<Vec<_>>(),
+                        "env": env,
+                        "tools": s.tools.clone().unwrap_or_else(|| vec!["*".into()]),
+                    }),
+                );
+            }
+            let path = req.path_in_dir("mcp.json");
+            args.push("--additional-mcp-config".into());
+            args.push(format!("@{}", path.display()));
+            files.push(InvocationFile {
+                path,
+                content: pretty(&json!({ "mcpServers": servers })),
+            });
+        }
+        args.extend(req.flags.iter().cloned());
+        let prompt = match req.system_prompt {
+            Some(system) => format!("{system}\n\n---\n\n{}", req.prompt),
+            None => req.prompt.to_string(),
+        };
+        args.extend(["-p".into(), prompt]);
+
+        let mut environment = env::base(req);
+        environment.push(env::plain(
+            "COPILOT_HOME",
+            req.path_in_dir("copilot").display().to_string(),
+        ));
+        environment.push(env::plain(
+            "XDG_CONFIG_HOME",
+            req.path_in_dir("config").display().to_string(),
+        ));
+        environment.push(env::plain(
+            "XDG_STATE_HOME",
+            req.path_in_dir("state").display().to_string(),
+        ));
+
+        Invocation {
+            program: req.program.clone(),
+            args,
+            env: environment,
+            stdin: Stdin::Null,
+            cwd: req.workdir.clone(),
+            dir: req.dir.clone(),
+            files,
+            enforcement: self.enforcement(ts),
+            inherit_env: false,
+        }
+    }
+
+    fn parse_line(&self, line: &str) -> Vec<Event> {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            return Vec::new();
+        };
+        let s = |v: &Value| v.as_str().map(str::to_string);
+        let data = &v["data"];
+        match v["type"].as_str() {
+            Some("session.start") => vec![Event::SessionStart {
+                session_id: s(&data["sessionId"]),
+                model: s(&data["selectedModel"]),
+                tools: Vec::new(),
+                mcp_servers: Vec::new(),
+                permission_mode: None,
+            }],
+            Some("assistant.message") => {
+                let mut out = Vec::new();
+                if let Some(text) = s(&data["content"]).filter(|t| !t.is_empty()) {
+                    out.push(Event::AssistantText { text });
+                }
+                out
+            }
+            Some("tool.execution_start") => vec![Event::ToolCall {
+                id: s(&data["toolCallId"]),
+                name: s(&data["toolName"]).unwrap_or_default(),
+                input: data["arguments"].clone(),
+            }],
+            Some("tool.execution_complete") => {
+                let ok = data["success"].as_bool().unwrap_or(false);
+                let output = s(&data["result"]["content"])
+                    .or_else(|| s(&data["error"]["message"]))
+                    .unwrap_or_default();
+                let mut out = vec![Event::ToolResult {
+                    id: s(&data["toolCallId"]),
+                    is_error: !ok,
+                    output: output.clone(),
+                }];
+                if !ok && (output.contains("denied") || output.contains("Permission")) {
+                    out.push(Event::PermissionDenied {
+                        tool: s(&data["toolName"]).unwrap_or_default(),
+                        reason: Some(output),
+                    });
+                }
+                out.push(Event::TurnEnd);
+                out
+            }
+            Some("result") => vec![Event::Result {
+                is_error: v["exitCode"].as_i64().is_some_and(|c| c != 0),
+                subtype: None,
+                text: None,
+                num_turns: None,
+                session_id: s(&v["sessionId"]),
+                tokens_in: None,
+                tokens_out: None,
+                cost_usd: None,
+            }],
+            Some("session.error") | Some("error") => {
+                let message = s(&data["message"])
+                    .or_else(|| s(&v["message"]))
+                    .unwrap_or_default();
+                vec![Event::Error {
+                    rate_limited: looks_rate_limited(&message),
+                    message,
+                    retry_at: None,
+                }]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn weakened(&self, _line: &str) -> Option<&'static str> {
+        None
+    }
+
+    fn probe(&self, inv: &Invocation) -> Probe {
+        // Appending --help makes copilot check the argv and exit: 0 if valid.
+        let mut args = inv.args.clone();
+        args.push("--help".into());
+        Probe {
+            args,
+            env: Vec::new(),
+            verdict: |code, _stdout, stderr| {
+                if code == Some(0) {
+                    Ok(())
+                } else {
+                    Err(stderr
+                        .lines()
+                        .find(|l| !l.trim().is_empty())
+                        .unwrap_or("rejected")
+                        .trim()
+                        .to_string())
+                }
+            },
+        }
+    }
+}

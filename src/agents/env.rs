@@ -1,0 +1,156 @@
+//! The environment of an agent process: nothing inherited but what is
+//! listed. A temporary home, the basics a CLI needs to run (PATH, locale),
+//! the credentials on the pass-through list, and the agent's own `env`.
+
+use super::adapter::Request;
+use super::invocation::{EnvValue, EnvVar};
+
+/// Variables every agent gets from orch's environment: enough to find
+/// programs and speak the user's locale, nothing that configures a CLI.
+pub const BASICS: &[&str] = &["PATH", "LANG", "LC_ALL", "TZ", "TMPDIR"];
+
+pub fn plain(name: &str, value: impl Into<String>) -> EnvVar {
+    EnvVar::plain(name, value)
+}
+
+/// The environment every adapter starts from.
+pub fn base(req: &Request<'_>) -> Vec<EnvVar> {
+    let mut env: Vec<EnvVar> = BASICS.iter().map(|n| EnvVar::pass_through(*n)).collect();
+    env.push(plain("HOME", req.path_in_dir("home").display().to_string()));
+    for name in &req.pass_env {
+        if !env.iter().any(|e| e.name == *name) {
+            env.push(EnvVar::pass_through(name.clone()));
+        }
+    }
+    for (name, value) in &req.agent.env {
+        env.retain(|e| e.name != *name);
+        env.push(EnvVar {
+            name: name.clone(),
+            value: classify(name, value),
+        });
+    }
+    for server in &req.mcp_servers {
+        for (name, value) in &server.env {
+            for var in referenced(value) {
+                if !env.iter().any(|e| e.name == var) {
+                    env.push(EnvVar::pass_through(var));
+                }
+            }
+            if let EnvValue::Secret(_) = value
+                && !env.iter().any(|e| e.name == *name)
+            {
+                env.push(EnvVar {
+                    name: name.clone(),
+                    value: value.clone(),
+                });
+            }
+        }
+    }
+    env
+}
+
+/// How a value written in a pipeline file is treated: `${VAR}` references
+/// are templates; a literal under a secret-looking name is a secret.
+pub fn classify(name: &str, value: &str) -> EnvValue {
+    if value.contains("${") {
+        EnvValue::Template(value.to_string())
+    } else if looks_secret(name) {
+        EnvValue::Secret(value.to_string())
+    } else {
+        EnvValue::Plain(value.to_string())
+    }
+}
+
+/// Whether a variable name says it holds a secret: one of its `_`-separated
+/// words is KEY, TOKEN, SECRET, ... (`MAX_OUTPUT_TOKENS` is not one).
+pub fn looks_secret(name: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "KEY",
+        "APIKEY",
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "PASS",
+        "CREDENTIAL",
+        "CREDENTIALS",
+        "AUTH",
+        "PAT",
+        "COOKIE",
+        "SESSION",
+    ];
+    name.to_ascii_uppercase()
+        .split(['_', '-'])
+        .any(|w| WORDS.contains(&w))
+}
+
+/// The variables a value refers to.
+pub fn referenced(value: &EnvValue) -> Vec<String> {
+    let EnvValue::Template(t) = value else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut rest = t.as_str();
+    while let Some(start) = rest.find("${") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else { break };
+        out.push(after[..end].to_string());
+        rest = &after[end + 1..];
+    }
+    out
+}
+
+/// Fill `${VAR}` references; a missing variable becomes empty.
+pub fn expand(template: &str, lookup: &impl Fn(&str) -> Option<String>) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            out.push_str(&rest[start..]);
+            return out;
+        };
+        out.push_str(&lookup(&after[..end]).unwrap_or_default());
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The text to write for an MCP server's variable in a config file the CLI
+/// expands `${VAR}` in: templates as written, a secret as a reference to
+/// itself (its value travels in the process environment, never in a file).
+pub fn config_value(name: &str, value: &EnvValue) -> String {
+    match value {
+        EnvValue::Plain(v) => v.clone(),
+        EnvValue::Template(t) => t.clone(),
+        EnvValue::PassThrough | EnvValue::Secret(_) => format!("${{{name}}}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_and_secrets() {
+        assert_eq!(
+            classify("TAVILY_API_KEY", "${TAVILY_API_KEY}"),
+            EnvValue::Template("${TAVILY_API_KEY}".into())
+        );
+        assert!(matches!(classify("API_TOKEN", "abc"), EnvValue::Secret(_)));
+        assert!(matches!(classify("MODE", "fast"), EnvValue::Plain(_)));
+        assert!(matches!(
+            classify("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "64000"),
+            EnvValue::Plain(_)
+        ));
+        assert!(matches!(classify("GITHUB_PAT", "x"), EnvValue::Secret(_)));
+        assert_eq!(
+            referenced(&EnvValue::Template("Bearer ${A}-${B}".into())),
+            vec!["A", "B"]
+        );
+        let lookup = |n: &str| (n == "A").then(|| "1".to_string());
+        assert_eq!(expand("x${A}y${B}z${", &lookup), "x1yz${");
+    }
+}

@@ -1,0 +1,339 @@
+//! Gemini CLI (`gemini -p`).
+//!
+//! Per invocation, `GEMINI_CLI_HOME` points at orch's own settings
+//! (`tools.core` allow-list, MCP servers with `includeTools`, the turn limit)
+//! and `--policy` at orch's own policy file; the approval mode follows the
+//! permission. Gemini keeps running when its policy or settings are broken
+//! and only says so on stderr: those lines fail the attempt.
+
+use serde_json::{Value, json};
+
+use super::adapter::{Adapter, Probe, Request};
+use super::claude::pretty;
+use super::invocation::{Enforced, Enforcement, Invocation, InvocationFile, Stdin};
+use super::{AgentKind, env};
+use crate::events::{Event, looks_rate_limited};
+use crate::toolset::{InternalTool, Permission, ToolSet};
+
+pub struct Gemini;
+
+/// Gemini's names for a canonical tool.
+fn tool_names(t: &InternalTool) -> Vec<String> {
+    let names: &[&str] = match t {
+        InternalTool::Read => &["read_file", "read_many_files", "list_directory"],
+        InternalTool::Write => &["write_file"],
+        InternalTool::Edit => &["replace"],
+        InternalTool::Glob => &["glob", "list_directory"],
+        InternalTool::Grep => &["grep_search"],
+        InternalTool::Bash => &["run_shell_command"],
+        InternalTool::BashPattern(p) => return vec![format!("run_shell_command({p})")],
+        InternalTool::WebFetch => &["web_fetch"],
+        InternalTool::WebSearch => &["google_web_search"],
+        InternalTool::Agent => &["invoke_agent"],
+        InternalTool::TodoWrite => &["write_todos"],
+        InternalTool::NotebookEdit => &[],
+    };
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+/// A `run_shell_command` prefix for a `Bash(<pattern>)` rule: the pattern up
+/// to its first wildcard.
+fn command_prefix(pattern: &str) -> String {
+    pattern
+        .split('*')
+        .next()
+        .unwrap_or("")
+        .trim_end()
+        .to_string()
+}
+
+impl Adapter for Gemini {
+    fn kind(&self) -> AgentKind {
+        AgentKind::Gemini
+    }
+
+    fn enforcement(&self, ts: &ToolSet) -> Enforcement {
+        let unrestricted_shell = ts.internal.contains(&InternalTool::Bash);
+        let permission = match ts.permission {
+            Permission::ReadOnly => Enforced::cli(
+                "headless default approval offers no writing tool; the policy denies write_file, replace and the shell",
+            ),
+            Permission::WorkspaceWrite if unrestricted_shell => Enforced::none(
+                "auto_edit keeps edits in the workspace, but an allowed shell can write anywhere; use Bash(<pattern>) rules",
+            ),
+            Permission::WorkspaceWrite => Enforced::cli(
+                "auto_edit allows edits inside the workspace only; the shell runs only allowed prefixes",
+            ),
+            Permission::FullAccess => Enforced::cli("yolo: nothing is withheld"),
+        };
+        Enforcement {
+            internal: Enforced::cli("settings tools.core is the allow-list of built-in tools"),
+            mcp: Enforced::cli(
+                "only orch's servers are configured, with includeTools; policy allows only those tools",
+            ),
+            permission,
+            max_turns: Enforced::cli("settings model.maxSessionTurns (exit 53 at the limit)"),
+        }
+    }
+
+    fn supports(&self, tool: &InternalTool) -> bool {
+        !tool_names(tool).is_empty()
+    }
+
+    fn invocation(&self, req: &Request<'_>) -> Invocation {
+        let ts = req.toolset;
+        let mut core: Vec<String> = Vec::new();
+        for t in &ts.internal {
+            for n in tool_names(t) {
+                if !core.contains(&n) {
+                    core.push(n);
+                }
+            }
+        }
+        let approval = match ts.permission {
+            Permission::ReadOnly => "default",
+            Permission::WorkspaceWrite => "auto_edit",
+            Permission::FullAccess => "yolo",
+        };
+
+        // Policy: allow the granted shell patterns and MCP tools; deny
+        // writers under read-only whatever else is configured.
+        let mut rules = String::from("# written by orch for this invocation\n");
+        let mut priority = 900;
+        let mut rule = |body: String| {
+            rules.push_str(&format!("\n[[rule]]\n{body}priority = {priority}\n"));
+            priority -= 1;
+        };
+        if ts.permission == Permission::ReadOnly {
+            for w in ["write_file", "replace", "run_shell_command"] {
+                if w != "run_shell_command"
+                    || !ts
+                        .internal
+                        .iter()
+                        .any(|t| matches!(t, InternalTool::BashPattern(_)))
+                {
+                    rule(format!("toolName = \"{w}\"\ndecision = \"deny\"\n"));
+                }
+            }
+        }
+        for t in &ts.internal {
+            match t {
+                InternalTool::BashPattern(p) => rule(format!(
+                    "toolName = \"run_shell_command\"\ncommandPrefix = {}\ndecision = \"allow\"\n",
+                    toml::Value::String(command_prefix(p))
+                )),
+                InternalTool::Bash => {
+                    rule("toolName = \"run_shell_command\"\ndecision = \"allow\"\n".into())
+                }
+                InternalTool::WebFetch
+                | InternalTool::WebSearch
+                | InternalTool::Agent
+                | InternalTool::TodoWrite => {
+                    for n in tool_names(t) {
+                        rule(format!("toolName = \"{n}\"\ndecision = \"allow\"\n"));
+                    }
+                }
+                _ => {}
+            }
+        }
+        for s in &req.mcp_servers {
+            match &s.tools {
+                None => rule(format!("mcpName = \"{}\"\ndecision = \"allow\"\n", s.name)),
+                Some(tools) => {
+                    for tool in tools {
+                        rule(format!(
+                            "mcpName = \"{}\"\ntoolName = \"{tool}\"\ndecision = \"allow\"\n",
+                            s.name
+                        ));
+                    }
+                }
+            }
+        }
+
+        let mut servers = serde_json::Map::new();
+        for s in &req.mcp_servers {
+            let env: serde_json::Map<String, Value> = s
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(env::config_value(k, v))))
+                .collect();
+            let mut entry = json!({
+                "command": s.command.first().cloned().unwrap_or_default(),
+                "args": s.command.iter().skip(1).collect::<Vec<_>>(),
+                "env": env,
+                "trust": false,
+            });
+            if let Some(tools) = &s.tools {
+                entry["includeTools"] = json!(tools);
+            }
+            servers.insert(s.name.clone(), entry);
+        }
+        let home = req.path_in_dir("gemini");
+        let settings = json!({
+            "tools": { "core": core },
+            "mcpServers": servers,
+            "model": { "maxSessionTurns": ts.max_turns },
+            "security": { "auth": { "selectedType": "gemini-api-key" } },
+            "general": { "disableAutoUpdate": true, "disableUpdateNag": true },
+            "privacy": { "usageStatisticsEnabled": false },
+            "telemetry": { "enabled": false },
+        });
+        let settings_path = home.join(".gemini").join("settings.json");
+        let policy_path = req.path_in_dir("policy.toml");
+        let files = vec![
+            InvocationFile {
+                path: settings_path,
+                content: pretty(&settings),
+            },
+            InvocationFile {
+                path: policy_path.clone(),
+                content: rules,
+            },
+        ];
+
+        let mut args: Vec<String> = vec![
+            "--skip-trust".into(),
+            "-o".into(),
+            "stream-json".into(),
+            "--approval-mode".into(),
+            approval.into(),
+            "--policy".into(),
+            policy_path.display().to_string(),
+        ];
+        if let Some(model) = &req.agent.model {
+            args.extend(["-m".into(), model.clone()]);
+        }
+        args.extend(req.flags.iter().cloned());
+        // Gemini's system prompt can only be replaced whole (GEMINI_SYSTEM_MD),
+        // which would drop its tool instructions: orch's part leads the prompt.
+        let prompt = match req.system_prompt {
+            Some(system) => format!("{system}\n\n---\n\n{}", req.prompt),
+            None => req.prompt.to_string(),
+        };
+        args.extend(["-p".into(), prompt]);
+
+        let mut environment = env::base(req);
+        environment.push(env::plain("GEMINI_CLI_HOME", home.display().to_string()));
+        environment.push(env::plain("GEMINI_CLI_NO_RELAUNCH", "true"));
+
+        Invocation {
+            program: req.program.clone(),
+            args,
+            env: environment,
+            stdin: Stdin::Null,
+            cwd: req.workdir.clone(),
+            dir: req.dir.clone(),
+            files,
+            enforcement: self.enforcement(ts),
+            inherit_env: false,
+        }
+    }
+
+    fn parse_line(&self, line: &str) -> Vec<Event> {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            return Vec::new();
+        };
+        let s = |v: &Value| v.as_str().map(str::to_string);
+        match v["type"].as_str() {
+            Some("init") => vec![Event::SessionStart {
+                session_id: s(&v["session_id"]),
+                model: s(&v["model"]),
+                tools: Vec::new(),
+                mcp_servers: Vec::new(),
+                permission_mode: None,
+            }],
+            Some("message") if v["role"] == "assistant" => vec![Event::AssistantText {
+                text: s(&v["content"]).unwrap_or_default(),
+            }],
+            Some("tool_use") => vec![Event::ToolCall {
+                id: s(&v["tool_id"]),
+                name: s(&v["tool_name"]).unwrap_or_default(),
+                input: v["parameters"].clone(),
+            }],
+            Some("tool_result") => {
+                let is_error = v["status"] != "success";
+                let output = s(&v["output"])
+                    .or_else(|| s(&v["error"]["message"]))
+                    .unwrap_or_default();
+                let mut out = vec![Event::ToolResult {
+                    id: s(&v["tool_id"]),
+                    is_error,
+                    output: output.clone(),
+                }];
+                if is_error && (output.contains("denied") || output.contains("policy")) {
+                    out.push(Event::PermissionDenied {
+                        tool: s(&v["tool_id"]).unwrap_or_default(),
+                        reason: Some(output),
+                    });
+                }
+                out.push(Event::TurnEnd);
+                out
+            }
+            Some("result") => {
+                let stats = &v["stats"];
+                let is_error = v["status"] != "success";
+                let mut out = Vec::new();
+                if is_error {
+                    let message = s(&v["error"]["message"]).unwrap_or_else(|| "failed".into());
+                    out.push(Event::Error {
+                        rate_limited: looks_rate_limited(&message),
+                        message,
+                        retry_at: None,
+                    });
+                }
+                out.push(Event::Result {
+                    is_error,
+                    subtype: s(&v["status"]),
+                    text: None,
+                    num_turns: None,
+                    session_id: None,
+                    tokens_in: stats["input_tokens"].as_u64(),
+                    tokens_out: stats["output_tokens"].as_u64(),
+                    cost_usd: None,
+                });
+                out
+            }
+            Some("error") => {
+                let message = s(&v["message"]).unwrap_or_default();
+                vec![Event::Error {
+                    rate_limited: looks_rate_limited(&message),
+                    message,
+                    retry_at: None,
+                }]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn weakened(&self, line: &str) -> Option<&'static str> {
+        if line.contains("Policy file error") {
+            Some("gemini could not read orch's policy file")
+        } else if line.contains("Invalid configuration in") {
+            Some("gemini found orch's settings invalid")
+        } else if line.contains("Approval mode overridden") {
+            Some("gemini overrode the approval mode")
+        } else {
+            None
+        }
+    }
+
+    fn probe(&self, inv: &Invocation) -> Probe {
+        Probe {
+            args: inv.args.clone(),
+            env: vec![
+                ("GOOGLE_GEMINI_BASE_URL".into(), "http://127.0.0.1:9".into()),
+                ("GEMINI_API_KEY".into(), String::new()),
+            ],
+            // No credentials: 41 for an accepted argv, 1 for a rejected one.
+            verdict: |code, _stdout, stderr| match code {
+                Some(1) | None => Err(stderr
+                    .lines()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("rejected")
+                    .trim()
+                    .to_string()),
+                _ => Ok(()),
+            },
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! An Invocation: exactly what orch runs for one agent in one phase, and how
+//! each ToolSet field is enforced.
+//!
+//! `explain`, `doctor --probe` and `run` all print or execute the same
+//! value, so what a user previews is what runs.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+/// Who enforces a ToolSet field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum By {
+    /// The agent CLI itself (it hides or refuses what is not allowed).
+    Cli,
+    /// orch, from outside (for example by counting turns and stopping the
+    /// process).
+    Orch,
+    /// Nobody: the CLI cannot do what the field asks.
+    None,
+}
+
+impl fmt::Display for By {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            By::Cli => "cli",
+            By::Orch => "orch",
+            By::None => "none",
+        })
+    }
+}
+
+/// How one field is enforced, with a one-line reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Enforced {
+    pub by: By,
+    pub reason: String,
+}
+
+impl Enforced {
+    pub fn cli(reason: impl Into<String>) -> Self {
+        Self {
+            by: By::Cli,
+            reason: reason.into(),
+        }
+    }
+    pub fn orch(reason: impl Into<String>) -> Self {
+        Self {
+            by: By::Orch,
+            reason: reason.into(),
+        }
+    }
+    pub fn none(reason: impl Into<String>) -> Self {
+        Self {
+            by: By::None,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// The enforcement of each ToolSet field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Enforcement {
+    pub internal: Enforced,
+    pub mcp: Enforced,
+    pub permission: Enforced,
+    pub max_turns: Enforced,
+}
+
+impl Enforcement {
+    /// Fields no one enforces, as (field, reason).
+    pub fn gaps(&self) -> Vec<(&'static str, &str)> {
+        [
+            ("internal", &self.internal),
+            ("mcp", &self.mcp),
+            ("permission", &self.permission),
+            ("max_turns", &self.max_turns),
+        ]
+        .into_iter()
+        .filter(|(_, e)| e.by == By::None)
+        .map(|(f, e)| (f, e.reason.as_str()))
+        .collect()
+    }
+}
+
+/// One environment variable of the agent process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvVar {
+    pub name: String,
+    pub value: EnvValue,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EnvValue {
+    /// A value orch sets (paths, switches): shown as is.
+    Plain(String),
+    /// Taken from orch's own environment at spawn time (credentials): never
+    /// shown or stored.
+    PassThrough,
+    /// A value with `${VAR}` references filled from orch's environment at
+    /// spawn time; shown unexpanded, so secrets never appear.
+    Template(String),
+    /// A value that holds a secret: shown and stored redacted.
+    Secret(String),
+}
+
+pub const REDACTED: &str = "<redacted>";
+
+impl EnvVar {
+    pub fn plain(name: impl Into<String>, value: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            value: EnvValue::Plain(value.into()),
+        }
+    }
+
+    pub fn pass_through(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            value: EnvValue::PassThrough,
+        }
+    }
+
+    /// The value as shown or stored.
+    pub fn shown(&self) -> String {
+        match &self.value {
+            EnvValue::Plain(v) => v.clone(),
+            EnvValue::PassThrough => format!("${{{}}}", self.name),
+            EnvValue::Template(t) => t.clone(),
+            EnvValue::Secret(_) => REDACTED.into(),
+        }
+    }
+
+    /// The value to give the process, if there is one (a pass-through
+    /// variable that orch's environment lacks is left out).
+    pub fn resolve(&self, lookup: impl Fn(&str) -> Option<String>) -> Option<String> {
+        match &self.value {
+            EnvValue::Plain(v) | EnvValue::Secret(v) => Some(v.clone()),
+            EnvValue::PassThrough => lookup(&self.name),
+            EnvValue::Template(t) => Some(super::env::expand(t, &lookup)),
+        }
+    }
+}
+
+/// A file the adapter needs written before the process starts (MCP config,
+/// settings, policy, system prompt) and removed after.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InvocationFile {
+    pub path: PathBuf,
+    pub content: String,
+}
+
+/// What the process reads on standard input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stdin {
+    Null,
+    Text(String),
+}
+
+/// Everything needed to start one agent attempt.
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    pub program: String,
+    pub args: Vec<String>,
+    /// The whole environment: nothing else is inherited.
+    pub env: Vec<EnvVar>,
+    pub stdin: Stdin,
+    /// Working directory of the agent (the workspace).
+    pub cwd: PathBuf,
+    /// The invocation's own directory (temporary home, config files).
+    pub dir: PathBuf,
+    pub files: Vec<InvocationFile>,
+    pub enforcement: Enforcement,
+    /// Plain commands inherit orch's environment (they are the author's own
+    /// programs); agent CLIs get only `env`.
+    pub inherit_env: bool,
+}
+
+impl Invocation {
+    /// `argv[0]` and the arguments.
+    pub fn argv(&self) -> Vec<String> {
+        std::iter::once(self.program.clone())
+            .chain(self.args.iter().cloned())
+            .collect()
+    }
+
+    /// The environment as shown (`${NAME}` for pass-through values,
+    /// `<redacted>` for secrets), sorted by name.
+    pub fn shown_env(&self) -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = self
+            .env
+            .iter()
+            .map(|e| (e.name.clone(), e.shown()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// A copy-pasteable POSIX shell line: `env -i NAME=... program args...`.
+    pub fn shell_line(&self) -> String {
+        let mut parts = vec!["env".to_string()];
+        if !self.inherit_env {
+            parts.push("-i".to_string());
+        }
+        for (name, value) in self.shown_env() {
+            let is_ref = value == format!("${{{name}}}");
+            parts.push(if is_ref {
+                format!("{name}=\"${{{name}}}\"")
+            } else {
+                format!("{name}={}", shell_quote(&value))
+            });
+        }
+        parts.extend(self.argv().iter().map(|a| shell_quote(a)));
+        let mut line = parts.join(" ");
+        match &self.stdin {
+            Stdin::Null => line.push_str(" < /dev/null"),
+            Stdin::Text(_) => line.push_str(" < PROMPT"),
+        }
+        line
+    }
+}
+
+/// Quote a word for a POSIX shell when it needs it.
+pub fn shell_quote(s: &str) -> String {
+    let safe = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+".contains(c));
+    if safe {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting() {
+        assert_eq!(shell_quote("--tools"), "--tools");
+        assert_eq!(shell_quote("Read,Grep"), "Read,Grep");
+        assert_eq!(shell_quote("Bash(cargo test *)"), "'Bash(cargo test *)'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote(""), "''");
+    }
+
+    #[test]
+    fn secrets_are_never_shown() {
+        let v = EnvVar {
+            name: "K".into(),
+            value: EnvValue::Secret("sk-123".into()),
+        };
+        assert_eq!(v.shown(), REDACTED);
+        assert_eq!(
+            EnvVar::pass_through("ANTHROPIC_API_KEY").shown(),
+            "${ANTHROPIC_API_KEY}"
+        );
+        assert_eq!(
+            EnvVar::pass_through("X").resolve(|n| (n == "X").then(|| "1".into())),
+            Some("1".into())
+        );
+    }
+}

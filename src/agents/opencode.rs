@@ -1,0 +1,331 @@
+//! OpenCode (`opencode run`).
+//!
+//! The whole configuration travels in `OPENCODE_CONFIG_CONTENT` (project
+//! config off). Restrictions sit in the top-level `permission` map, where a
+//! flat `deny` removes a tool from what the model sees and `ask` is
+//! auto-rejected in `run`. orch's own agent carries the system prompt and
+//! the step limit; an unknown agent would fall back to the full-permission
+//! one with only a warning, which fails the attempt.
+
+use serde_json::{Map, Value, json};
+
+use super::adapter::{Adapter, Probe, Request};
+use super::invocation::{Enforced, Enforcement, EnvValue, EnvVar, Invocation, Stdin};
+use super::{AgentKind, env};
+use crate::events::{Event, looks_rate_limited};
+use crate::toolset::{InternalTool, Permission, ToolSet};
+
+pub struct Opencode;
+
+/// The agent orch defines for each invocation.
+const AGENT: &str = "orch";
+
+/// OpenCode's permission keys and the canonical tools that grant them.
+fn granted(key: &str, tools: &[InternalTool]) -> bool {
+    tools.iter().any(|t| match key {
+        "read" => *t == InternalTool::Read,
+        "list" => matches!(t, InternalTool::Read | InternalTool::Glob),
+        "glob" => *t == InternalTool::Glob,
+        "grep" => *t == InternalTool::Grep,
+        "edit" => matches!(
+            t,
+            InternalTool::Write | InternalTool::Edit | InternalTool::NotebookEdit
+        ),
+        "task" => *t == InternalTool::Agent,
+        "webfetch" => *t == InternalTool::WebFetch,
+        "websearch" => *t == InternalTool::WebSearch,
+        "todowrite" => *t == InternalTool::TodoWrite,
+        _ => false,
+    })
+}
+
+impl Adapter for Opencode {
+    fn kind(&self) -> AgentKind {
+        AgentKind::Opencode
+    }
+
+    fn enforcement(&self, ts: &ToolSet) -> Enforcement {
+        let unrestricted_bash = ts.internal.contains(&InternalTool::Bash);
+        let permission_enf = match ts.permission {
+            Permission::ReadOnly => {
+                Enforced::cli("edit and bash are denied, which removes them from the model")
+            }
+            Permission::WorkspaceWrite if unrestricted_bash => Enforced::none(
+                "opencode never sandboxes bash, so an allowed shell can write anywhere; use Bash(<pattern>) rules",
+            ),
+            Permission::WorkspaceWrite => Enforced::cli(
+                "edits are allowed, external_directory is denied; bash runs only allowed patterns",
+            ),
+            Permission::FullAccess => Enforced::cli("everything granted is allowed"),
+        };
+        Enforcement {
+            internal: Enforced::cli(
+                "tools not granted are denied in the permission map, which hides them",
+            ),
+            mcp: Enforced::cli("only orch's servers are configured; tools not granted are denied"),
+            permission: permission_enf,
+            max_turns: Enforced::orch(
+                "opencode's step limit is soft; orch counts steps and stops it at the limit",
+            ),
+        }
+    }
+
+    fn check_model(&self, model: &str) -> Result<(), String> {
+        match model.split_once('/') {
+            Some((provider, name))
+                if !provider.is_empty()
+                    && !name.is_empty()
+                    && !model.contains(char::is_whitespace) =>
+            {
+                Ok(())
+            }
+            _ => Err("opencode needs `provider/model`".into()),
+        }
+    }
+
+    fn invocation(&self, req: &Request<'_>) -> Invocation {
+        let ts = req.toolset;
+        let allow_or_deny = |yes: bool| Value::from(if yes { "allow" } else { "deny" });
+        let mut permission = Map::new();
+        for key in [
+            "read",
+            "list",
+            "glob",
+            "grep",
+            "task",
+            "webfetch",
+            "websearch",
+            "todowrite",
+        ] {
+            permission.insert(key.into(), allow_or_deny(granted(key, &ts.internal)));
+        }
+        let edits = granted("edit", &ts.internal) && ts.permission != Permission::ReadOnly;
+        permission.insert("edit".into(), allow_or_deny(edits));
+        permission.insert("skill".into(), "deny".into());
+        permission.insert(
+            "external_directory".into(),
+            allow_or_deny(ts.permission == Permission::FullAccess),
+        );
+        let unrestricted_bash = ts.internal.contains(&InternalTool::Bash);
+        let patterns: Vec<&str> = ts
+            .internal
+            .iter()
+            .filter_map(|t| match t {
+                InternalTool::BashPattern(p) => Some(p.as_str()),
+                _ => None,
+            })
+            .collect();
+        let bash = if unrestricted_bash {
+            "allow".into()
+        } else if patterns.is_empty() {
+            "deny".into()
+        } else {
+            // Last matching rule wins: deny everything, then allow patterns.
+            let mut rules = Map::new();
+            rules.insert("*".into(), "deny".into());
+            for p in &patterns {
+                rules.insert((*p).into(), "allow".into());
+            }
+            Value::Object(rules)
+        };
+        permission.insert("bash".into(), bash);
+
+        let mut mcp = Map::new();
+        for s in &req.mcp_servers {
+            let environment: Map<String, Value> = s
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(opencode_value(k, v))))
+                .collect();
+            mcp.insert(
+                s.name.clone(),
+                json!({
+                    "type": "local",
+                    "command": s.command,
+                    "environment": environment,
+                    "enabled": true,
+                }),
+            );
+            match &s.tools {
+                None => {
+                    permission.insert(format!("{}_*", s.name), "allow".into());
+                }
+                Some(tools) => {
+                    permission.insert(format!("{}_*", s.name), "deny".into());
+                    for t in tools {
+                        permission.insert(format!("{}_{t}", s.name), "allow".into());
+                    }
+                }
+            }
+        }
+        let mut agent = json!({ "mode": "primary", "steps": ts.max_turns });
+        if let Some(system) = req.system_prompt {
+            agent["prompt"] = system.into();
+        }
+        let config = json!({
+            "$schema": "https://opencode.ai/config.json",
+            "autoupdate": false,
+            "share": "disabled",
+            "permission": permission,
+            "mcp": mcp,
+            "agent": { AGENT: agent },
+        });
+
+        let mut args: Vec<String> = vec![
+            "run".into(),
+            "--format".into(),
+            "json".into(),
+            "--agent".into(),
+            AGENT.into(),
+        ];
+        if let Some(model) = &req.agent.model {
+            args.extend(["-m".into(), model.clone()]);
+        }
+        args.extend(req.flags.iter().cloned());
+
+        let mut environment = env::base(req);
+        environment.push(EnvVar {
+            name: "OPENCODE_CONFIG_CONTENT".into(),
+            value: EnvValue::Plain(config.to_string()),
+        });
+        environment.push(env::plain("OPENCODE_DISABLE_PROJECT_CONFIG", "1"));
+        environment.push(env::plain("OPENCODE_DISABLE_AUTOUPDATE", "1"));
+        environment.push(env::plain(
+            "XDG_CONFIG_HOME",
+            req.path_in_dir("config").display().to_string(),
+        ));
+        environment.push(env::plain(
+            "XDG_DATA_HOME",
+            req.path_in_dir("data").display().to_string(),
+        ));
+        environment.push(env::plain(
+            "XDG_CACHE_HOME",
+            req.path_in_dir("cache").display().to_string(),
+        ));
+        environment.push(env::plain(
+            "XDG_STATE_HOME",
+            req.path_in_dir("state").display().to_string(),
+        ));
+
+        Invocation {
+            program: req.program.clone(),
+            args,
+            env: environment,
+            stdin: Stdin::Text(req.prompt.to_string()),
+            cwd: req.workdir.clone(),
+            dir: req.dir.clone(),
+            files: Vec::new(),
+            enforcement: self.enforcement(ts),
+            inherit_env: false,
+        }
+    }
+
+    fn parse_line(&self, line: &str) -> Vec<Event> {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            return Vec::new();
+        };
+        let s = |v: &Value| v.as_str().map(str::to_string);
+        let part = &v["part"];
+        match v["type"].as_str() {
+            Some("step_start") => {
+                if v["sessionID"].is_string() || part["sessionID"].is_string() {
+                    vec![Event::SessionStart {
+                        session_id: s(&v["sessionID"]).or_else(|| s(&part["sessionID"])),
+                        model: None,
+                        tools: Vec::new(),
+                        mcp_servers: Vec::new(),
+                        permission_mode: None,
+                    }]
+                } else {
+                    Vec::new()
+                }
+            }
+            Some("text") => vec![Event::AssistantText {
+                text: s(&part["text"]).unwrap_or_default(),
+            }],
+            Some("tool_use") => {
+                let state = &part["state"];
+                let status = state["status"].as_str().unwrap_or("");
+                let mut out = vec![Event::ToolCall {
+                    id: s(&part["callID"]),
+                    name: s(&part["tool"]).unwrap_or_default(),
+                    input: state["input"].clone(),
+                }];
+                if status == "completed" || status == "error" {
+                    let output = s(&state["output"])
+                        .or_else(|| s(&state["error"]))
+                        .unwrap_or_default();
+                    out.push(Event::ToolResult {
+                        id: s(&part["callID"]),
+                        is_error: status == "error",
+                        output: output.clone(),
+                    });
+                    if status == "error"
+                        && (output.contains("rejected") || output.contains("denied"))
+                    {
+                        out.push(Event::PermissionDenied {
+                            tool: s(&part["tool"]).unwrap_or_default(),
+                            reason: Some(output),
+                        });
+                    }
+                }
+                out
+            }
+            Some("step_finish") => vec![
+                Event::Usage {
+                    tokens_in: part["tokens"]["input"].as_u64().unwrap_or(0),
+                    tokens_out: part["tokens"]["output"].as_u64().unwrap_or(0),
+                    cost_usd: part["cost"].as_f64(),
+                },
+                Event::TurnEnd,
+            ],
+            Some("error") => {
+                let message = s(&v["error"]["data"]["message"])
+                    .or_else(|| s(&v["error"]["message"]))
+                    .or_else(|| s(&v["message"]))
+                    .unwrap_or_else(|| v["error"].to_string());
+                vec![Event::Error {
+                    rate_limited: looks_rate_limited(&message),
+                    message,
+                    retry_at: None,
+                }]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn weakened(&self, line: &str) -> Option<&'static str> {
+        line.contains("Falling back to default agent")
+            .then_some("opencode fell back to its default (full-permission) agent")
+    }
+
+    fn probe(&self, _inv: &Invocation) -> Probe {
+        // `opencode debug config` loads exactly the configuration the run
+        // would use and fails on a bad one.
+        Probe {
+            args: vec!["debug".into(), "config".into()],
+            env: Vec::new(),
+            verdict: |code, stdout, stderr| {
+                if code == Some(0) && stdout.contains("\"permission\"") {
+                    Ok(())
+                } else {
+                    Err(stderr
+                        .lines()
+                        .find(|l| !l.trim().is_empty())
+                        .unwrap_or("rejected")
+                        .trim()
+                        .to_string())
+                }
+            },
+        }
+    }
+}
+
+/// OpenCode spells environment references `{env:NAME}`.
+fn opencode_value(name: &str, value: &EnvValue) -> String {
+    match value {
+        EnvValue::Plain(v) => v.clone(),
+        EnvValue::Template(t) => t.replace("${", "{env:"),
+        EnvValue::PassThrough | EnvValue::Secret(_) => format!("{{env:{name}}}"),
+    }
+}
