@@ -307,6 +307,7 @@ impl Adapter for Claude {
             env: vec![
                 ("ANTHROPIC_BASE_URL".into(), "http://127.0.0.1:9".into()),
                 ("ANTHROPIC_API_KEY".into(), String::new()),
+                ("CLAUDE_CODE_MAX_RETRIES".into(), "0".into()),
             ],
             verdict: |_, stdout, stderr| {
                 let first = stdout.lines().next().unwrap_or("");

@@ -127,12 +127,16 @@ impl Adapter for Codex {
         if !has(&InternalTool::Agent) {
             config("features.multi_agent", "false".into());
         }
-        // Tools that reach outside the sandbox's reasoning: never offered.
+        // Never offered: tools that reach outside the sandbox (apps, browser,
+        // computer use); plugin sync, which contacts github.com and
+        // chatgpt.com at start-up; and retrying a dead network forever.
         for feature in [
             "apps",
             "browser_use",
             "browser_use_external",
             "computer_use",
+            "plugins",
+            "unbounded_connection_retries",
         ] {
             config(&format!("features.{feature}"), "false".into());
         }
@@ -304,6 +308,8 @@ impl Adapter for Codex {
             "model_provider=\"orch-probe\"",
             "model_providers.orch-probe.name=\"orch-probe\"",
             "model_providers.orch-probe.base_url=\"http://127.0.0.1:9/v1\"",
+            // Left unset: the turn fails before codex opens a socket.
+            "model_providers.orch-probe.env_key=\"ORCH_PROBE_NO_KEY\"",
             "model_providers.orch-probe.wire_api=\"responses\"",
             "model_providers.orch-probe.request_max_retries=0",
             "model_providers.orch-probe.stream_max_retries=0",

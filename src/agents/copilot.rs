@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::adapter::{Adapter, Probe, Request};
 use super::claude::pretty;
-use super::invocation::{Enforced, Enforcement, Invocation, InvocationFile, Stdin};
+use super::invocation::{Enforced, Enforcement, EnvVar, Invocation, InvocationFile, Stdin};
 use super::{AgentKind, env};
 use crate::events::{Event, looks_rate_limited};
 use crate::toolset::{InternalTool, Permission, ToolSet};
@@ -173,6 +173,10 @@ impl Adapter for Copilot {
             "COPILOT_HOME",
             req.path_in_dir("copilot").display().to_string(),
         ));
+        // Never swap in a newer cached copilot than the one installed.
+        environment.push(env::plain("COPILOT_AUTO_UPDATE", "false"));
+        // Copilot unpacks ~235 MB into its cache on first run; share it.
+        environment.push(EnvVar::pass_through("COPILOT_CACHE_HOME"));
         environment.push(env::plain(
             "XDG_CONFIG_HOME",
             req.path_in_dir("config").display().to_string(),
@@ -274,7 +278,7 @@ impl Adapter for Copilot {
         args.push("--help".into());
         Probe {
             args,
-            env: Vec::new(),
+            env: vec![("COPILOT_OFFLINE".into(), "true".into())],
             verdict: |code, _stdout, stderr| {
                 if code == Some(0) {
                     Ok(())

@@ -20,7 +20,8 @@ pub enum AgentKind {
     Command,
 }
 
-/// A ToolSet field a raw flag would interfere with.
+/// What a raw flag would interfere with: a ToolSet field, or `model` /
+/// `output` (the model and the event stream orch sets itself).
 pub type FieldName = &'static str;
 
 impl AgentKind {
@@ -93,6 +94,13 @@ impl AgentKind {
                 ("--strict-mcp-config", "mcp"),
                 ("--settings", "permission"),
                 ("--add-dir", "permission"),
+                ("--setting-sources", "permission"),
+                ("--bare", "internal"),
+                ("-p", "output"),
+                ("--print", "output"),
+                ("--output-format", "output"),
+                ("--input-format", "output"),
+                ("--model", "model"),
             ],
             AgentKind::Codex => &[
                 ("-s", "permission"),
@@ -107,6 +115,16 @@ impl AgentKind {
                 ("--disable", "internal"),
                 ("-p", "permission"),
                 ("--profile", "permission"),
+                ("-C", "permission"),
+                ("--cd", "permission"),
+                ("--trust", "permission"),
+                ("--approve-for-me", "permission"),
+                ("--dangerously-bypass-hook-trust", "permission"),
+                ("--json", "output"),
+                ("-m", "model"),
+                ("--model", "model"),
+                ("--oss", "model"),
+                ("--local-provider", "model"),
             ],
             AgentKind::Gemini => &[
                 ("--approval-mode", "permission"),
@@ -120,11 +138,26 @@ impl AgentKind {
                 ("-e", "mcp"),
                 ("--extensions", "mcp"),
                 ("--include-directories", "permission"),
+                ("--admin-policy", "internal"),
+                ("-o", "output"),
+                ("--output-format", "output"),
+                ("--raw-output", "output"),
+                ("-p", "output"),
+                ("--prompt", "output"),
+                ("-i", "output"),
+                ("--prompt-interactive", "output"),
+                ("-m", "model"),
+                ("--model", "model"),
             ],
             AgentKind::Opencode => &[
                 ("--agent", "permission"),
                 ("--auto", "permission"),
                 ("--dangerously-skip-permissions", "permission"),
+                ("--attach", "permission"),
+                ("--dir", "permission"),
+                ("--format", "output"),
+                ("-m", "model"),
+                ("--model", "model"),
             ],
             AgentKind::Copilot => &[
                 ("--available-tools", "internal"),
@@ -139,6 +172,11 @@ impl AgentKind {
                 ("--additional-mcp-config", "mcp"),
                 ("--disable-builtin-mcps", "mcp"),
                 ("--agent", "permission"),
+                ("--allow-all-urls", "permission"),
+                ("--output-format", "output"),
+                ("-p", "output"),
+                ("--prompt", "output"),
+                ("--model", "model"),
             ],
             AgentKind::Command => &[],
         }

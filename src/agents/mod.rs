@@ -13,6 +13,7 @@ mod gemini;
 pub mod invocation;
 mod kind;
 mod opencode;
+pub mod probe;
 
 pub use adapter::{Adapter, McpServerSpec, Request, adapter};
 pub use invocation::{By, Enforced, Enforcement, Invocation};

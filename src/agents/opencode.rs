@@ -173,6 +173,8 @@ impl Adapter for Opencode {
 
         let mut args: Vec<String> = vec![
             "run".into(),
+            // Without --pure opencode npm-installs plugins in the background.
+            "--pure".into(),
             "--format".into(),
             "json".into(),
             "--agent".into(),
@@ -189,7 +191,16 @@ impl Adapter for Opencode {
             value: EnvValue::Plain(config.to_string()),
         });
         environment.push(env::plain("OPENCODE_DISABLE_PROJECT_CONFIG", "1"));
-        environment.push(env::plain("OPENCODE_DISABLE_AUTOUPDATE", "1"));
+        for switch in [
+            "OPENCODE_DISABLE_AUTOUPDATE",
+            "OPENCODE_DISABLE_MODELS_FETCH",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD",
+            "OPENCODE_DISABLE_SHARE",
+            "OPENCODE_DISABLE_DEFAULT_PLUGINS",
+            "OPENCODE_DISABLE_CLAUDE_CODE",
+        ] {
+            environment.push(env::plain(switch, "1"));
+        }
         environment.push(env::plain(
             "XDG_CONFIG_HOME",
             req.path_in_dir("config").display().to_string(),

@@ -2,6 +2,7 @@
 //! lives in its own file.
 
 mod config;
+mod doctor;
 mod explain;
 mod output;
 mod plan;
@@ -65,6 +66,8 @@ pub enum Command {
     Schema(schema::Args),
     /// Print the effective settings and where each value came from
     Config(config::Args),
+    /// Check the installed agent CLIs, or probe a pipeline's command lines
+    Doctor(doctor::Args),
 }
 
 /// Parse the command line, run, and map the outcome to an exit code.
@@ -77,6 +80,7 @@ pub fn main() -> ExitCode {
         Command::Explain(args) => explain::run(args, &cli.global, color),
         Command::Schema(args) => schema::run(args),
         Command::Config(args) => config::run(args, &cli.global),
+        Command::Doctor(args) => doctor::run(args, &cli.global, color),
     };
     output::finish(result)
 }

@@ -235,7 +235,7 @@ pub enum Problem {
         tool: String,
         from_defaults: bool,
     },
-    #[error("raw flag `{flag}` is controlled by the ToolSet for {kind} agents")]
+    #[error("raw flag `{flag}` is controlled by orch for {kind} agents")]
     ControlledFlag {
         flag: String,
         kind: String,
@@ -396,9 +396,11 @@ impl Problem {
             } else {
                 "remove the tool, use a `Bash(<pattern>)` rule, or raise `permission`".into()
             }),
-            Problem::ControlledFlag { field, .. } => Some(format!(
-                "remove the flag and set `{field}` in a ToolSet instead"
-            )),
+            Problem::ControlledFlag { field, .. } => Some(match *field {
+                "model" => "remove the flag and set `model` in the agent's table".into(),
+                "output" => "remove the flag: orch sets the prompt and output format it reads".into(),
+                _ => format!("remove the flag and set `{field}` in a ToolSet instead"),
+            }),
             Problem::ProfileFrontMatter { .. } => Some(
                 "front matter is TOML between `+++` lines, with a `[tools]` table".into(),
             ),

@@ -1,6 +1,7 @@
 //! orch's integration tests: one test binary that drives the built `orch`
 //! executable and compares its output.
 
+mod agents;
 mod cli;
 mod diagnostics;
 mod examples;

@@ -1,0 +1,314 @@
+//! What `orch doctor` checks: which CLIs are installed, their versions, and
+//! whether each invocation's argv is one the real CLI accepts (the offline
+//! argument probe of agent-clis.md). Every process runs in its own process
+//! group under a deadline and is killed with its children when it passes.
+
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::AgentKind;
+use super::adapter::adapter;
+use super::invocation::{Invocation, Stdin};
+
+/// The versions the adapters were verified against (by the end-to-end suite).
+pub const VERIFIED: &[(AgentKind, &str)] = &[
+    (AgentKind::Claude, "2.1.197"),
+    (AgentKind::Codex, "0.169.0"),
+    (AgentKind::Gemini, "0.61.0"),
+    (AgentKind::Opencode, "1.18.33"),
+    (AgentKind::Copilot, "1.0.102"),
+];
+
+pub fn verified_version(kind: AgentKind) -> Option<&'static str> {
+    VERIFIED.iter().find(|(k, _)| *k == kind).map(|(_, v)| *v)
+}
+
+/// One CLI as found on this machine.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Installed {
+    pub kind: AgentKind,
+    pub program: String,
+    pub path: Option<PathBuf>,
+    pub version: Option<String>,
+    pub verified_version: Option<&'static str>,
+    pub verified: bool,
+    pub problem: Option<String>,
+}
+
+/// What a bounded run of a process gave.
+#[derive(Debug)]
+pub struct Bounded {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub timed_out: bool,
+    pub elapsed: Duration,
+}
+
+/// Run a command in its own process group with a deadline; on the deadline
+/// the whole group is killed.
+pub fn run_bounded(
+    mut cmd: Command,
+    stdin: Option<&str>,
+    timeout: Duration,
+) -> std::io::Result<Bounded> {
+    cmd.process_group(0)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let start = Instant::now();
+    let mut child = cmd.spawn()?;
+    let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        let text = text.to_string();
+        std::thread::spawn(move || {
+            let _ = pipe.write_all(text.as_bytes());
+        });
+    }
+    let reader = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = pipe.by_ref().take(4 << 20).read_to_end(&mut buf);
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let out = reader(Box::new(child.stdout.take().expect("piped stdout")));
+    let err = reader(Box::new(child.stderr.take().expect("piped stderr")));
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if start.elapsed() > timeout {
+            timed_out = true;
+            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+            break child.wait()?;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    // Children that outlived the leader go with the group.
+    let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+    Ok(Bounded {
+        code: status.code(),
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+        timed_out,
+        elapsed: start.elapsed(),
+    })
+}
+
+/// The first `x.y.z` in a version string.
+pub fn parse_version(text: &str) -> Option<String> {
+    text.split(|c: char| c.is_whitespace() || c == '(' || c == ')' || c == ',')
+        .map(|w| w.trim_start_matches('v').trim_end_matches('.'))
+        .find(|w| {
+            let parts: Vec<&str> = w.split('.').collect();
+            parts.len() >= 3
+                && parts
+                    .iter()
+                    .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+        })
+        .map(str::to_string)
+}
+
+/// Look a CLI up on PATH and ask its version (with an empty temporary
+/// home, so no user configuration is read).
+pub fn installed(kind: AgentKind, program: &str) -> Installed {
+    let verified_version = verified_version(kind);
+    let mut found = Installed {
+        kind,
+        program: program.to_string(),
+        path: None,
+        version: None,
+        verified_version,
+        verified: false,
+        problem: None,
+    };
+    let path = match which::which(program) {
+        Ok(p) => p,
+        Err(_) => {
+            found.problem = Some(format!("`{program}` is not on PATH"));
+            return found;
+        }
+    };
+    found.path = Some(path.clone());
+    let home = std::env::temp_dir().join(format!("orch-doctor-{}-{}", std::process::id(), kind));
+    let _ = std::fs::create_dir_all(&home);
+    let mut cmd = Command::new(&path);
+    cmd.arg("--version")
+        .env_clear()
+        .env("HOME", &home)
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("COPILOT_AUTO_UPDATE", "false")
+        .env(
+            "COPILOT_CACHE_HOME",
+            std::env::var_os("COPILOT_CACHE_HOME").unwrap_or_else(|| home.clone().into()),
+        )
+        .env("NO_COLOR", "1");
+    match run_bounded(cmd, None, Duration::from_secs(60)) {
+        Ok(b) if b.code == Some(0) => {
+            found.version = parse_version(&b.stdout).or_else(|| parse_version(&b.stderr));
+            found.verified =
+                found.version.as_deref() == verified_version && verified_version.is_some();
+            if found.version.is_none() {
+                found.problem = Some(format!("no version in `{} --version` output", program));
+            }
+        }
+        Ok(b) if b.timed_out => {
+            found.problem = Some("`--version` did not answer within 60 s".into())
+        }
+        Ok(b) => {
+            found.problem = Some(format!(
+                "`--version` exited {}: {}",
+                b.code.map_or("by a signal".into(), |c| c.to_string()),
+                b.stderr.lines().next().unwrap_or("").trim()
+            ))
+        }
+        Err(e) => found.problem = Some(format!("cannot run `{program}`: {e}")),
+    }
+    let _ = std::fs::remove_dir_all(&home);
+    found
+}
+
+/// The verdict of one offline argument probe.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ProbeResult {
+    pub accepted: bool,
+    /// The CLI's own message when it rejected the argv (or why the probe
+    /// could not run).
+    pub message: Option<String>,
+    pub exit_code: Option<i32>,
+    pub elapsed_ms: u128,
+}
+
+/// Run an invocation's offline argument probe: the adapter's probe argv and
+/// environment (no credentials, closed loopback endpoints), with the
+/// invocation's files written first and removed after.
+pub fn probe(kind: AgentKind, inv: &Invocation) -> ProbeResult {
+    let adapter = adapter(kind);
+    let p = adapter.probe(inv);
+    let fail = |message: String| ProbeResult {
+        accepted: false,
+        message: Some(message),
+        exit_code: None,
+        elapsed_ms: 0,
+    };
+    let Ok(path) = which::which(&inv.program) else {
+        return fail(format!("`{}` is not on PATH", inv.program));
+    };
+    if let Err(e) = write_files(inv) {
+        return fail(format!("cannot write the invocation's files: {e}"));
+    }
+    let mut cmd = Command::new(path);
+    cmd.args(&p.args).current_dir(&inv.cwd);
+    if !inv.inherit_env {
+        cmd.env_clear();
+    }
+    for var in &inv.env {
+        if let Some(v) = var.resolve(|n| std::env::var(n).ok()) {
+            cmd.env(&var.name, v);
+        }
+    }
+    for (k, v) in &p.env {
+        if v.is_empty() {
+            cmd.env_remove(k);
+        } else {
+            cmd.env(k, v);
+        }
+    }
+    let stdin = match &inv.stdin {
+        Stdin::Null => None,
+        Stdin::Text(t) => Some(t.as_str()),
+    };
+    let result = run_bounded(cmd, stdin, Duration::from_secs(60));
+    remove_files(inv);
+    match result {
+        Err(e) => fail(format!("cannot run `{}`: {e}", inv.program)),
+        Ok(b) if b.timed_out => ProbeResult {
+            accepted: false,
+            message: Some("the probe did not finish within 60 s".into()),
+            exit_code: None,
+            elapsed_ms: b.elapsed.as_millis(),
+        },
+        Ok(b) => {
+            let verdict = (p.verdict)(b.code, &b.stdout, &b.stderr);
+            ProbeResult {
+                accepted: verdict.is_ok(),
+                message: verdict.err(),
+                exit_code: b.code,
+                elapsed_ms: b.elapsed.as_millis(),
+            }
+        }
+    }
+}
+
+/// Write an invocation's files (and its home directory).
+pub fn write_files(inv: &Invocation) -> std::io::Result<()> {
+    std::fs::create_dir_all(inv.dir.join("home"))?;
+    // Every per-invocation directory the environment names (HOME,
+    // CODEX_HOME, CLAUDE_CONFIG_DIR, XDG_*...) must exist: some CLIs refuse
+    // to start otherwise.
+    for var in &inv.env {
+        if let super::invocation::EnvValue::Plain(v) = &var.value {
+            let p = std::path::Path::new(v);
+            if p.starts_with(&inv.dir) && p != inv.dir {
+                std::fs::create_dir_all(p)?;
+            }
+        }
+    }
+    for f in &inv.files {
+        if let Some(parent) = f.path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&f.path, &f.content)?;
+    }
+    Ok(())
+}
+
+pub fn remove_files(inv: &Invocation) {
+    for f in &inv.files {
+        let _ = std::fs::remove_file(&f.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        assert_eq!(
+            parse_version("2.1.197 (Claude Code)").as_deref(),
+            Some("2.1.197")
+        );
+        assert_eq!(
+            parse_version("codex-cli 0.169.0").as_deref(),
+            Some("0.169.0")
+        );
+        assert_eq!(
+            parse_version("GitHub Copilot CLI 1.0.102.").as_deref(),
+            Some("1.0.102")
+        );
+        assert_eq!(
+            parse_version("GitHub Copilot CLI 1.0.102").as_deref(),
+            Some("1.0.102")
+        );
+        assert_eq!(parse_version("no version"), None);
+    }
+
+    #[test]
+    fn deadline_kills_the_group() {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "sleep 30 & sleep 30"]);
+        let b = run_bounded(cmd, None, Duration::from_millis(200)).unwrap();
+        assert!(b.timed_out);
+        assert!(b.elapsed < Duration::from_secs(5));
+    }
+}

@@ -1,0 +1,137 @@
+//! `orch doctor`: which agent CLIs are installed, their versions, and
+//! whether each is a version the adapters were verified against.
+//! `orch doctor --probe FILE`: run each invocation's offline argument probe
+//! and report, per (phase, agent), accepted or rejected with the CLI's own
+//! message.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::ValueEnum;
+use serde::Serialize;
+
+use super::GlobalArgs;
+use super::output::{CmdResult, Exit, load_valid, stdout, write_json};
+use crate::agents::AgentKind;
+use crate::agents::build;
+use crate::agents::probe::{self, Installed, ProbeResult};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Run the offline argument probe of every invocation in this pipeline
+    #[arg(long, value_name = "FILE")]
+    pub probe: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+#[derive(Serialize)]
+struct ProbeRow {
+    phase: String,
+    agent: String,
+    kind: AgentKind,
+    #[serde(flatten)]
+    result: ProbeResult,
+}
+
+pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
+    let ctx = match super::config::context(global) {
+        Ok(c) => c,
+        Err(exit) => return Ok(exit),
+    };
+    match &args.probe {
+        None => installed(args, &ctx),
+        Some(file) => probes(args, file, &ctx, color),
+    }
+}
+
+fn installed(args: &Args, ctx: &build::Context) -> CmdResult {
+    let rows: Vec<Installed> = AgentKind::ALL
+        .into_iter()
+        .filter(|k| k.is_llm())
+        .map(|k| {
+            let program = ctx
+                .settings
+                .agents
+                .get(&k)
+                .map(|a| a.binary.clone())
+                .unwrap_or_else(|| k.as_str().to_string());
+            probe::installed(k, &program)
+        })
+        .collect();
+    match args.format {
+        Format::Json => write_json(&rows)?,
+        Format::Text => {
+            let mut out = stdout();
+            for r in &rows {
+                let status = match (&r.version, &r.problem) {
+                    (Some(v), _) if r.verified => format!("{v} (verified)"),
+                    (Some(v), _) => format!(
+                        "{v} (not verified; orch was verified against {})",
+                        r.verified_version.unwrap_or("?")
+                    ),
+                    (None, Some(p)) => format!("missing: {p}"),
+                    (None, None) => "unknown".into(),
+                };
+                let at = r
+                    .path
+                    .as_ref()
+                    .map_or(String::new(), |p| format!("  {}", p.display()));
+                writeln!(out, "{:<9} {status}{at}", r.kind.as_str())?;
+            }
+            out.flush()?;
+        }
+    }
+    Ok(Exit::Success)
+}
+
+fn probes(args: &Args, file: &std::path::Path, ctx: &build::Context, color: bool) -> CmdResult {
+    let loaded = match load_valid(file, color)? {
+        Ok(l) => l,
+        Err(exit) => return Ok(exit),
+    };
+    let p = &loaded.pipeline;
+    let mut rows = Vec::new();
+    for (phase, agent) in p.invocations() {
+        if !agent.kind.is_llm() {
+            continue;
+        }
+        let inv = build::invocation(p, phase, agent, ctx);
+        rows.push(ProbeRow {
+            phase: phase.name.clone(),
+            agent: agent.name.clone(),
+            kind: agent.kind,
+            result: probe::probe(agent.kind, &inv),
+        });
+    }
+    let all = rows.iter().all(|r| r.result.accepted);
+    match args.format {
+        Format::Json => write_json(&rows)?,
+        Format::Text => {
+            let mut out = stdout();
+            for r in &rows {
+                let verdict = if r.result.accepted {
+                    "accepted".to_string()
+                } else {
+                    format!(
+                        "REJECTED: {}",
+                        r.result.message.as_deref().unwrap_or("no reason given")
+                    )
+                };
+                writeln!(
+                    out,
+                    "{} / {} ({}): {verdict}  [{} ms]",
+                    r.phase, r.agent, r.kind, r.result.elapsed_ms
+                )?;
+            }
+            out.flush()?;
+        }
+    }
+    Ok(if all { Exit::Success } else { Exit::Failed })
+}

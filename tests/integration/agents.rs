@@ -1,0 +1,148 @@
+//! The adapters against the real agent CLIs, installed at the pinned
+//! versions by `scripts/install-agent-clis.sh` (which `scripts/test` runs):
+//! `orch doctor` finds and verifies them, and every example's command lines
+//! are accepted by the real CLIs while a bad one is rejected with the CLI's
+//! own message. A missing CLI fails these tests; it never skips them.
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use serde_json::Value;
+
+use crate::support::{orch, root, stderr};
+
+/// Where the pinned CLIs are: `ORCH_AGENT_CLIS_DIR` or `.cache/agent-clis`.
+fn clis_dir() -> PathBuf {
+    let dir = std::env::var_os("ORCH_AGENT_CLIS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".cache/agent-clis"));
+    assert!(
+        dir.join("node_modules/.bin/claude").exists(),
+        "the agent CLIs are not installed in {}: run scripts/install-agent-clis.sh (scripts/test does)",
+        dir.display()
+    );
+    dir
+}
+
+/// `orch` with the pinned CLIs first on PATH.
+fn orch_with_clis(args: &[&str]) -> Output {
+    let dir = clis_dir();
+    let path = format!(
+        "{}:{}",
+        dir.join("node_modules/.bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let state = tempfile::tempdir().unwrap();
+    orch()
+        .env("PATH", path)
+        .env("COPILOT_CACHE_HOME", dir.join("copilot-cache"))
+        .env("ORCH_STATE_DIR", state.path())
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn doctor_finds_every_pinned_cli() {
+    let out = orch_with_clis(&["doctor", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let kinds: Vec<&str> = rows.iter().map(|r| r["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["claude", "codex", "gemini", "opencode", "copilot"]);
+    for r in &rows {
+        assert_eq!(r["verified"], true, "{r}");
+        assert_eq!(r["version"], r["verified_version"], "{r}");
+    }
+}
+
+#[test]
+fn doctor_reports_a_missing_cli() {
+    let out = orch()
+        .env("PATH", "/nonexistent")
+        .args(["doctor", "--format", "json"])
+        .output()
+        .unwrap();
+    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    for r in &rows {
+        assert_eq!(r["verified"], false);
+        assert!(
+            r["problem"].as_str().unwrap().contains("is not on PATH"),
+            "{r}"
+        );
+    }
+}
+
+fn probe(file: &str) -> (Output, Vec<Value>) {
+    let out = orch_with_clis(&["doctor", "--probe", file, "--format", "json"]);
+    let rows = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            stderr(&out)
+        )
+    });
+    (out, rows)
+}
+
+#[test]
+fn every_example_is_accepted_by_the_real_clis() {
+    let mut kinds_seen = std::collections::BTreeSet::new();
+    for file in [
+        "pipelines/research-audit.toml",
+        "pipelines/audit-then-fix.toml",
+    ] {
+        let (out, rows) = probe(file);
+        for r in &rows {
+            assert_eq!(r["accepted"], true, "{file}: {r}");
+            kinds_seen.insert(r["kind"].as_str().unwrap().to_string());
+        }
+        assert_eq!(out.status.code(), Some(0), "{file}");
+    }
+    assert_eq!(
+        kinds_seen.into_iter().collect::<Vec<_>>(),
+        ["claude", "codex", "copilot", "gemini", "opencode"],
+        "the examples exercise every CLI"
+    );
+}
+
+#[test]
+fn a_bad_argv_is_rejected_with_the_clis_own_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.toml");
+    std::fs::write(
+        &file,
+        r#"version = 1
+name = "rejected"
+
+[agents.claude.modes.audit]
+flags = ["--no-such-flag"]
+
+[agents.codex.modes.audit]
+flags = ["--color", "purple"]
+
+[agents.gemini.modes.audit]
+flags = ["--no-such-flag"]
+
+[agents.copilot.modes.audit]
+flags = ["--stream", "sideways"]
+
+[[phases]]
+name = "audit"
+agents = ["claude", "codex", "gemini", "copilot"]
+mode = "audit"
+prompt = "Audit."
+"#,
+    )
+    .unwrap();
+    let (out, rows) = probe(file.to_str().unwrap());
+    assert_eq!(out.status.code(), Some(1));
+    let message = |kind: &str| -> String {
+        let r = rows.iter().find(|r| r["kind"] == kind).unwrap();
+        assert_eq!(r["accepted"], false, "{r}");
+        r["message"].as_str().unwrap().to_string()
+    };
+    assert!(message("claude").contains("unknown option '--no-such-flag'"));
+    assert!(message("codex").contains("invalid value 'purple'"));
+    assert!(message("gemini").contains("Unknown argument"));
+    assert!(message("copilot").contains("invalid value 'sideways'"));
+}
