@@ -135,6 +135,15 @@ binary = "claude"
 model = "sonnet"
 env = { CLAUDE_CODE_MAX_OUTPUT_TOKENS = "64000" }
 
+[agents.claude.modes.fix]
+internal = ["Read", "Write", "Edit", "Glob", "Grep", "Bash(cargo test *)"]
+
+[agents.gemini.modes.fix]
+internal = ["Read", "Write", "Edit", "Glob", "Grep", "Bash(cargo test *)"]
+
+[agents.codex.modes.fix]
+internal = ["Read", "Write", "Edit", "Glob", "Grep", "Bash"]
+
 [agents.claude.modes.audit]
 internal = ["Read", "Glob", "Grep"]
 permission = "read-only"
@@ -215,9 +224,10 @@ pub fn generate(n: usize, topology: Topology) -> Generated {
                      permission = \"read-only\"\n\
                      max_turns = 40\n",
                 ),
+                // Each agent's own `modes.fix` (layer 4) gives the tools its
+                // CLI can enforce under workspace-write.
                 "fix" => out.push_str(
-                    "internal = [\"Read\", \"Write\", \"Edit\", \"Glob\", \"Grep\", \"Bash(cargo test *)\"]\n\
-                     permission = \"workspace-write\"\n\
+                    "permission = \"workspace-write\"\n\
                      max_turns = 60\n",
                 ),
                 "audit" => out.push_str(
@@ -238,8 +248,11 @@ pub fn generate(n: usize, topology: Topology) -> Generated {
             let _ = writeln!(out, "[phases.agent_tools.{agent}]");
             if agent == "codex" {
                 // Codex confines writes at the OS level, so this is valid
-                // whatever the mode.
-                out.push_str("permission = \"workspace-write\"\nmax_turns = 30\n");
+                // whatever the mode, given tools its sandbox can enforce.
+                out.push_str(
+                    "internal = [\"Read\", \"Write\", \"Edit\", \"Glob\", \"Grep\", \"Bash\"]\n\
+                     permission = \"workspace-write\"\nmax_turns = 30\n",
+                );
             } else {
                 out.push_str("max_turns = 20\n");
             }

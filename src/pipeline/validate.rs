@@ -919,8 +919,14 @@ impl<'s> Validator<'s> {
                     }
                 };
                 if !agent.kind.is_llm() {
-                    // ToolSets do not apply to plain commands; asking for one
-                    // explicitly is a request orch cannot honour.
+                    // ToolSets do not apply to plain commands. `agent_tools`
+                    // aimed at one, or phase `tools` in a phase of commands
+                    // only, asks for a restriction orch cannot honour; in a
+                    // mixed phase the phase's tools are for its LLM agents.
+                    let only_commands = phase
+                        .agents
+                        .iter()
+                        .all(|a| pipeline.agent(a).is_none_or(|a| !a.kind.is_llm()));
                     let explicit = [
                         &r.provenance.internal,
                         &r.provenance.mcp,
@@ -928,7 +934,9 @@ impl<'s> Validator<'s> {
                         &r.provenance.max_turns,
                     ]
                     .into_iter()
-                    .find(|o| matches!(o.layer, Layer::AgentTools | Layer::Tools));
+                    .find(|o| {
+                        o.layer == Layer::AgentTools || (o.layer == Layer::Tools && only_commands)
+                    });
                     if let Some(origin) = explicit {
                         let (source, span) = at_or_agent(&origin.at);
                         let problem = Problem::Unenforceable {

@@ -338,3 +338,46 @@ fn config_rejects_bad_settings() {
     let out = run(&["config", "--agent-binary", "nope=/x"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn toolsets_for_plain_commands_are_refused_only_when_aimed_at_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let head =
+        "version = 1\nname = \"cmds\"\n[agents.tests]\nkind = \"command\"\ncommand = [\"true\"]\n";
+    // Phase tools in a phase of commands only: a restriction orch cannot honour.
+    write(
+        dir.path(),
+        "only.toml",
+        &format!(
+            "{head}[[phases]]\nname = \"t\"\nagents = [\"tests\"]\n[phases.tools]\npermission = \"read-only\"\n"
+        ),
+    );
+    let out = run(&["validate", dir.path().join("only.toml").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("a command agent cannot enforce `tools` for agent `tests`"),
+        "{}",
+        stderr(&out)
+    );
+    // In a mixed phase, the phase's tools are for the LLM agent.
+    write(
+        dir.path(),
+        "mixed.toml",
+        &format!(
+            "{head}[[phases]]\nname = \"t\"\nagents = [\"claude\", \"tests\"]\nmode = \"audit\"\nprompt = \"p\"\n[phases.tools]\npermission = \"read-only\"\n"
+        ),
+    );
+    let out = run(&["validate", dir.path().join("mixed.toml").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // Best-effort turns the refusal into a warning.
+    write(
+        dir.path(),
+        "soft.toml",
+        &format!(
+            "{head}[defaults]\nenforcement = \"best-effort\"\n[[phases]]\nname = \"t\"\nagents = [\"tests\"]\n[phases.agent_tools.tests]\nmax_turns = 3\n"
+        ),
+    );
+    let out = run(&["validate", dir.path().join("soft.toml").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("⚠"), "{}", stderr(&out));
+}
