@@ -4,6 +4,7 @@
 
 pub mod adapter;
 pub mod build;
+pub mod capability;
 mod claude;
 mod codex;
 mod command;

@@ -25,8 +25,11 @@ pub enum Format {
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Run the offline argument probe of every invocation in this pipeline
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "capabilities")]
     pub probe: Option<PathBuf>,
+    /// Print the enforcement capability table (Markdown) and exit
+    #[arg(long)]
+    pub capabilities: bool,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
 }
@@ -41,6 +44,12 @@ struct ProbeRow {
 }
 
 pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
+    if args.capabilities {
+        let mut out = stdout();
+        out.write_all(crate::agents::capability::markdown().as_bytes())?;
+        out.flush()?;
+        return Ok(Exit::Success);
+    }
     let ctx = match super::config::context(global) {
         Ok(c) => c,
         Err(exit) => return Ok(exit),

@@ -77,3 +77,15 @@ fn every_example_links_the_schema() {
         }
     }
 }
+
+#[test]
+fn checked_in_capability_table_is_current() {
+    let out = run(&["doctor", "--capabilities"]);
+    assert!(out.status.success());
+    let checked_in =
+        std::fs::read_to_string(root().join("docs/capabilities.md")).unwrap_or_default();
+    assert!(
+        stdout(&out) == checked_in,
+        "docs/capabilities.md is stale; regenerate it with\n  cargo run -- doctor --capabilities > docs/capabilities.md"
+    );
+}
