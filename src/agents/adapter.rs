@@ -91,6 +91,12 @@ pub trait Adapter: Sync {
     /// events give nothing.
     fn parse_line(&self, line: &str) -> Vec<Event>;
 
+    /// Events a CLI reports only on stderr (Codex's sandbox refusals never
+    /// reach its JSON stream).
+    fn parse_stderr_line(&self, _line: &str) -> Vec<Event> {
+        Vec::new()
+    }
+
     /// Whether a stderr line says the CLI runs with weaker rules than asked
     /// (agent-clis.md rule 3); such an attempt has failed.
     fn weakened(&self, stderr_line: &str) -> Option<&'static str>;

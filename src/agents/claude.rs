@@ -35,7 +35,7 @@ fn tool_name(t: &InternalTool) -> &'static str {
 
 /// Built-in tools that change things; each one the ToolSet does not grant
 /// is denied outright.
-const WRITING_TOOLS: &[&str] = &["Write", "Edit", "MultiEdit", "NotebookEdit", "Bash"];
+const WRITING_TOOLS: &[&str] = &["Write", "Edit", "NotebookEdit", "Bash"];
 
 impl Adapter for Claude {
     fn kind(&self) -> AgentKind {
@@ -49,12 +49,14 @@ impl Adapter for Claude {
                 Enforced::cli("dontAsk refuses every tool not allowed; no writing tool is offered")
             }
             Permission::WorkspaceWrite if unrestricted_bash => Enforced::none(
-                "acceptEdits confines Write/Edit to the workspace, but unrestricted Bash can write anywhere; use Bash(<pattern>) rules",
+                "writes are allowed inside the workspace only (Write(./**)), but unrestricted Bash can write anywhere; use Bash(<pattern>) rules",
             ),
             Permission::WorkspaceWrite => Enforced::cli(
-                "acceptEdits confines edits to the workspace; Bash runs only the allowed patterns",
+                "dontAsk with Write(./**) and Edit(./**): writes only inside the workspace; Bash runs only the allowed patterns",
             ),
-            Permission::FullAccess => Enforced::cli("bypassPermissions: nothing is withheld"),
+            Permission::FullAccess => {
+                Enforced::cli("dontAsk with every granted tool allowed, anywhere")
+            }
         };
         Enforcement {
             internal: Enforced::cli(
@@ -84,7 +86,7 @@ impl Adapter for Claude {
             .collect();
         if ts.permission == Permission::ReadOnly {
             // Defence in depth: validation already refused writers here.
-            for w in ["Write", "Edit", "MultiEdit", "NotebookEdit"] {
+            for w in ["Write", "Edit", "NotebookEdit"] {
                 if !disallowed.contains(&w) {
                     disallowed.push(w);
                 }
@@ -98,6 +100,16 @@ impl Adapter for Claude {
                 InternalTool::BashPattern(p) => allowed.push(format!("Bash({p})")),
                 InternalTool::Write | InternalTool::Edit | InternalTool::NotebookEdit
                     if ts.permission == Permission::ReadOnly => {}
+                // Under workspace-write, file writes are allowed inside the
+                // working directory only (gitignore-style path rules).
+                InternalTool::Write | InternalTool::Edit | InternalTool::NotebookEdit
+                    if ts.permission == Permission::WorkspaceWrite =>
+                {
+                    let n = format!("{}(./**)", tool_name(t));
+                    if !allowed.contains(&n) {
+                        allowed.push(n);
+                    }
+                }
                 other => {
                     let n = tool_name(other).to_string();
                     if !allowed.contains(&n) {
@@ -109,11 +121,11 @@ impl Adapter for Claude {
         for m in &ts.mcp {
             allowed.push(m.to_string());
         }
-        let mode = match ts.permission {
-            Permission::ReadOnly => "dontAsk",
-            Permission::WorkspaceWrite => "acceptEdits",
-            Permission::FullAccess => "bypassPermissions",
-        };
+        // dontAsk at every level: only what the allow rules name runs, so
+        // the ToolSet is the whole grant (acceptEdits let writes outside the
+        // workspace and unlisted shell commands through; bypassPermissions
+        // let every MCP tool through).
+        let mode = "dontAsk";
 
         let mcp_path = req.path_in_dir("mcp.json");
         let mut servers = serde_json::Map::new();
@@ -185,10 +197,6 @@ impl Adapter for Claude {
         ));
         environment.push(env::plain("DISABLE_AUTOUPDATER", "1"));
         environment.push(env::plain("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"));
-        if ts.permission == Permission::FullAccess {
-            // bypassPermissions refuses to start as root without it.
-            environment.push(env::plain("IS_SANDBOX", "1"));
-        }
 
         Invocation {
             program: req.program.clone(),

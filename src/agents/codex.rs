@@ -117,6 +117,15 @@ impl Adapter for Codex {
             args.push("-c".into());
             args.push(format!("{k}={v}"));
         };
+        if ts.permission == Permission::WorkspaceWrite {
+            // By default the sandbox also lets /tmp and $TMPDIR be written:
+            // workspace-write means the workspace.
+            config("sandbox_workspace_write.exclude_slash_tmp", "true".into());
+            config(
+                "sandbox_workspace_write.exclude_tmpdir_env_var",
+                "true".into(),
+            );
+        }
         if !shell {
             config("features.shell_tool", "false".into());
             config("features.unified_exec", "false".into());
@@ -219,7 +228,7 @@ impl Adapter for Codex {
                 match item["type"].as_str() {
                     Some("command_execution") => vec![Event::ToolCall {
                         id: s(&item["id"]),
-                        name: "shell".into(),
+                        name: "exec_command".into(),
                         input: serde_json::json!({ "command": item["command"] }),
                     }],
                     Some("mcp_tool_call") => vec![Event::ToolCall {
@@ -292,6 +301,31 @@ impl Adapter for Codex {
             }
             Some("error") => error_event(s(&v["message"]).unwrap_or_default()),
             _ => Vec::new(),
+        }
+    }
+
+    fn parse_stderr_line(&self, line: &str) -> Vec<Event> {
+        // `ERROR codex_core::tools::router: error=patch rejected: writing is
+        // blocked by read-only sandbox; ...`: the call never shows in --json.
+        let Some((_, message)) = line.split_once("codex_core::tools::router: error=") else {
+            return Vec::new();
+        };
+        let message = message.trim().to_string();
+        if message.contains("sandbox")
+            || message.contains("rejected")
+            || message.contains("Read-only file system")
+        {
+            let tool = if message.contains("patch") {
+                "apply_patch"
+            } else {
+                "exec_command"
+            };
+            vec![Event::PermissionDenied {
+                tool: tool.into(),
+                reason: Some(message),
+            }]
+        } else {
+            error_event(message)
         }
     }
 

@@ -66,7 +66,9 @@ impl Adapter for Copilot {
         };
         Enforcement {
             internal: Enforced::cli("--available-tools is the set of tools the model sees"),
-            mcp: Enforced::cli("only orch's MCP config is added; calls need --allow-tool per tool"),
+            mcp: Enforced::cli(
+                "--available-tools lists only the granted MCP tools; calls need --allow-tool per tool",
+            ),
             permission,
             max_turns: Enforced::orch("copilot has no turn limit; orch counts turns and stops it"),
         }
@@ -96,8 +98,19 @@ impl Adapter for Copilot {
         if let Some(model) = &req.agent.model {
             args.extend(["--model".into(), model.clone()]);
         }
+        // MCP tools are in the same allow-list: `server-tool`, or `server`
+        // for every tool of a server.
+        let mcp_available: Vec<String> = ts
+            .mcp
+            .iter()
+            .map(|m| match &m.tool {
+                Some(tool) => format!("{}-{tool}", m.server),
+                None => m.server.clone(),
+            })
+            .collect();
         args.push("--available-tools".into());
         args.extend(available.iter().map(|s| s.to_string()));
+        args.extend(mcp_available);
         let mut allow: Vec<String> = Vec::new();
         match ts.permission {
             Permission::FullAccess => args.push("--allow-all".into()),
@@ -206,9 +219,9 @@ impl Adapter for Copilot {
         let s = |v: &Value| v.as_str().map(str::to_string);
         let data = &v["data"];
         match v["type"].as_str() {
-            Some("session.start") => vec![Event::SessionStart {
+            Some("session.start") | Some("session.tools_updated") => vec![Event::SessionStart {
                 session_id: s(&data["sessionId"]),
-                model: s(&data["selectedModel"]),
+                model: s(&data["selectedModel"]).or_else(|| s(&data["model"])),
                 tools: Vec::new(),
                 mcp_servers: Vec::new(),
                 permission_mode: None,
@@ -226,7 +239,7 @@ impl Adapter for Copilot {
                 input: data["arguments"].clone(),
             }],
             Some("tool.execution_complete") => {
-                let ok = data["success"].as_bool().unwrap_or(false);
+                let ok = data["success"].as_bool().unwrap_or(data["error"].is_null());
                 let output = s(&data["result"]["content"])
                     .or_else(|| s(&data["error"]["message"]))
                     .unwrap_or_default();
@@ -241,9 +254,9 @@ impl Adapter for Copilot {
                         reason: Some(output),
                     });
                 }
-                out.push(Event::TurnEnd);
                 out
             }
+            Some("assistant.turn_end") => vec![Event::TurnEnd],
             Some("result") => vec![Event::Result {
                 is_error: v["exitCode"].as_i64().is_some_and(|c| c != 0),
                 subtype: None,

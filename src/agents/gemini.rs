@@ -174,7 +174,7 @@ impl Adapter for Gemini {
             "mcpServers": servers,
             "model": { "maxSessionTurns": ts.max_turns },
             "security": { "auth": { "selectedType": "gemini-api-key" } },
-            "general": { "disableAutoUpdate": true, "disableUpdateNag": true },
+            "general": { "enableAutoUpdate": false, "enableAutoUpdateNotification": false },
             "privacy": { "usageStatisticsEnabled": false },
             "telemetry": { "enabled": false },
         });
@@ -202,6 +202,10 @@ impl Adapter for Gemini {
         ];
         if let Some(model) = &req.agent.model {
             args.extend(["-m".into(), model.clone()]);
+        }
+        if ts.permission == Permission::FullAccess {
+            // Gemini's file tools stay inside the workspace unless told.
+            args.extend(["--include-directories".into(), "/".into()]);
         }
         args.extend(req.flags.iter().cloned());
         // Gemini's system prompt can only be replaced whole (GEMINI_SYSTEM_MD),

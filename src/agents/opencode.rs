@@ -158,7 +158,13 @@ impl Adapter for Opencode {
                 }
             }
         }
-        let mut agent = json!({ "mode": "primary", "steps": ts.max_turns });
+        // The agent repeats the permission map: agent-level rules win over
+        // top-level ones, so a config file the user passes cannot widen it.
+        let mut agent = json!({
+            "mode": "primary",
+            "steps": ts.max_turns,
+            "permission": permission.clone(),
+        });
         if let Some(system) = req.system_prompt {
             agent["prompt"] = system.into();
         }
@@ -254,6 +260,36 @@ impl Adapter for Opencode {
             Some("text") => vec![Event::AssistantText {
                 text: s(&part["text"]).unwrap_or_default(),
             }],
+            // A call to a tool the permission map hides comes back as a call
+            // to opencode's `invalid` tool: the model was refused.
+            Some("tool_use") if part["tool"] == "invalid" => {
+                let state = &part["state"];
+                let message = s(&state["output"])
+                    .or_else(|| s(&state["input"]["error"]))
+                    .unwrap_or_default();
+                let tool = message
+                    .split("unavailable tool '")
+                    .nth(1)
+                    .and_then(|r| r.split('\'').next())
+                    .unwrap_or("unknown")
+                    .to_string();
+                vec![
+                    Event::ToolCall {
+                        id: s(&part["callID"]),
+                        name: tool.clone(),
+                        input: state["input"].clone(),
+                    },
+                    Event::ToolResult {
+                        id: s(&part["callID"]),
+                        is_error: true,
+                        output: message.clone(),
+                    },
+                    Event::PermissionDenied {
+                        tool,
+                        reason: Some(message),
+                    },
+                ]
+            }
             Some("tool_use") => {
                 let state = &part["state"];
                 let status = state["status"].as_str().unwrap_or("");

@@ -4,25 +4,11 @@
 //! are accepted by the real CLIs while a bad one is rejected with the CLI's
 //! own message. A missing CLI fails these tests; it never skips them.
 
-use std::path::PathBuf;
 use std::process::Output;
 
 use serde_json::Value;
 
-use crate::support::{orch, root, stderr};
-
-/// Where the pinned CLIs are: `ORCH_AGENT_CLIS_DIR` or `.cache/agent-clis`.
-fn clis_dir() -> PathBuf {
-    let dir = std::env::var_os("ORCH_AGENT_CLIS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".cache/agent-clis"));
-    assert!(
-        dir.join("node_modules/.bin/claude").exists(),
-        "the agent CLIs are not installed in {}: run scripts/install-agent-clis.sh (scripts/test does)",
-        dir.display()
-    );
-    dir
-}
+use crate::support::{clis_dir, orch, stderr};
 
 /// `orch` with the pinned CLIs first on PATH.
 fn orch_with_clis(args: &[&str]) -> Output {

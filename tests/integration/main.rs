@@ -4,6 +4,8 @@
 mod agents;
 mod cli;
 mod diagnostics;
+mod e2e;
+mod events;
 mod examples;
 mod robustness;
 mod schema;

@@ -43,3 +43,18 @@ pub fn run_in(dir: &Path, args: &[&str]) -> Output {
         .output()
         .expect("orch runs")
 }
+
+/// Where the pinned agent CLIs are: `ORCH_AGENT_CLIS_DIR` or
+/// `.cache/agent-clis` (installed by `scripts/install-agent-clis.sh`, which
+/// `scripts/test` runs). Missing CLIs fail the test that needs them.
+pub fn clis_dir() -> PathBuf {
+    let dir = std::env::var_os("ORCH_AGENT_CLIS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".cache/agent-clis"));
+    assert!(
+        dir.join("node_modules/.bin/claude").exists(),
+        "the agent CLIs are not installed in {}: run scripts/install-agent-clis.sh (scripts/test does)",
+        dir.display()
+    );
+    dir
+}
