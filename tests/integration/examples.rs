@@ -155,3 +155,85 @@ fn explain_text_shows_fields_and_positions() {
     );
     assert!(text.contains("mcp__orch__*"), "{text}");
 }
+
+/// `explain` prints the command line, environment and files each invocation
+/// gets, with secrets redacted and credentials passed by reference.
+#[test]
+fn explain_shows_invocations_without_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.toml");
+    std::fs::write(
+        &file,
+        r#"version = 1
+name = "secrets"
+
+[agents.claude]
+env = { API_TOKEN = "sk-live-123456", MAX_OUTPUT_TOKENS = "64000", DEPLOY_KEY = "${DEPLOY_KEY}" }
+
+[mcp_servers.search]
+command = ["search-mcp"]
+env = { SEARCH_API_KEY = "literal-secret-789" }
+
+[[phases]]
+name = "look"
+agents = ["claude"]
+mode = "audit"
+prompt = "Look."
+[phases.tools]
+mcp = ["mcp__search__*"]
+"#,
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    for format in ["text", "json"] {
+        let out = run(&["explain", f, "--format", format]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let all = stdout(&out);
+        assert!(!all.contains("sk-live-123456"), "{format}: {all}");
+        assert!(!all.contains("literal-secret-789"), "{format}: {all}");
+    }
+    let v = explain(f, &[]);
+    let inv = &v["invocations"][0];
+    let env = &inv["env"];
+    assert_eq!(env["API_TOKEN"], "<redacted>");
+    assert_eq!(env["MAX_OUTPUT_TOKENS"], "64000");
+    assert_eq!(env["DEPLOY_KEY"], "${DEPLOY_KEY}");
+    assert_eq!(env["ANTHROPIC_API_KEY"], "${ANTHROPIC_API_KEY}");
+    assert_eq!(env["SEARCH_API_KEY"], "<redacted>");
+    assert!(
+        env["HOME"]
+            .as_str()
+            .unwrap()
+            .ends_with("invocations/look/claude/home")
+    );
+    assert!(
+        env.get("USER").is_none(),
+        "nothing else is inherited: {env}"
+    );
+    let argv: Vec<&str> = inv["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(argv[0], "claude");
+    let at = |flag: &str| argv[argv.iter().position(|a| *a == flag).unwrap() + 1];
+    assert_eq!(at("--tools"), "Read,Glob,Grep");
+    assert_eq!(at("--permission-mode"), "dontAsk");
+    assert_eq!(at("--allowedTools"), "Read,Glob,Grep,mcp__search__*");
+    // The MCP config refers to the secret by name; its value travels in the
+    // process environment only.
+    let files = inv["files"].as_array().unwrap();
+    let mcp = files
+        .iter()
+        .find(|f| f["path"].as_str().unwrap().ends_with("mcp.json"))
+        .unwrap();
+    assert!(
+        mcp["content"]
+            .as_str()
+            .unwrap()
+            .contains("\"SEARCH_API_KEY\": \"${SEARCH_API_KEY}\"")
+    );
+    assert_eq!(inv["enforcement"]["permission"]["by"], "cli");
+    assert_eq!(inv["enforcement"]["max_turns"]["by"], "cli");
+}
