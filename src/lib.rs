@@ -9,9 +9,11 @@
 
 pub mod agents;
 pub mod cli;
+pub mod engine;
 pub mod events;
 pub mod graph;
 pub mod pipeline;
 pub mod schema;
 pub mod settings;
+pub mod store;
 pub mod toolset;

@@ -76,7 +76,7 @@ impl Adapter for Codex {
             mcp: Enforced::cli("only orch's servers are configured, each with enabled_tools"),
             permission: Enforced::cli(format!("the OS sandbox `-s {sandbox}`")),
             max_turns: Enforced::orch(
-                "codex has no turn limit; orch counts turn.completed events and stops it",
+                "codex has no turn limit; orch counts its tool calls in the event stream and stops it at the limit",
             ),
         }
     }
@@ -249,12 +249,15 @@ impl Adapter for Codex {
                     Some("agent_message") => vec![Event::AssistantText {
                         text: s(&item["text"]).unwrap_or_default(),
                     }],
-                    Some("command_execution") => vec![Event::ToolResult {
-                        id: s(&item["id"]),
-                        is_error: item["status"] != "completed"
-                            || item["exit_code"].as_i64().is_some_and(|c| c != 0),
-                        output: s(&item["aggregated_output"]).unwrap_or_default(),
-                    }],
+                    Some("command_execution") => vec![
+                        Event::ToolResult {
+                            id: s(&item["id"]),
+                            is_error: item["status"] != "completed"
+                                || item["exit_code"].as_i64().is_some_and(|c| c != 0),
+                            output: s(&item["aggregated_output"]).unwrap_or_default(),
+                        },
+                        Event::TurnEnd,
+                    ],
                     Some("file_change") => vec![
                         Event::ToolCall {
                             id: s(&item["id"]),
@@ -266,24 +269,27 @@ impl Adapter for Codex {
                             is_error: item["status"] != "completed",
                             output: String::new(),
                         },
+                        Event::TurnEnd,
                     ],
-                    Some("mcp_tool_call") => vec![Event::ToolResult {
-                        id: s(&item["id"]),
-                        is_error: item["status"] != "completed" || !item["error"].is_null(),
-                        output: item["result"].to_string(),
-                    }],
+                    Some("mcp_tool_call") => vec![
+                        Event::ToolResult {
+                            id: s(&item["id"]),
+                            is_error: item["status"] != "completed" || !item["error"].is_null(),
+                            output: item["result"].to_string(),
+                        },
+                        Event::TurnEnd,
+                    ],
                     Some("error") => error_event(s(&item["message"]).unwrap_or_default()),
                     _ => Vec::new(),
                 }
             }
-            Some("turn.completed") => vec![
-                Event::Usage {
-                    tokens_in: v["usage"]["input_tokens"].as_u64().unwrap_or(0),
-                    tokens_out: v["usage"]["output_tokens"].as_u64().unwrap_or(0),
-                    cost_usd: None,
-                },
-                Event::TurnEnd,
-            ],
+            // One `turn` here is a whole prompt; model turns are counted by
+            // the tool calls above.
+            Some("turn.completed") => vec![Event::Usage {
+                tokens_in: v["usage"]["input_tokens"].as_u64().unwrap_or(0),
+                tokens_out: v["usage"]["output_tokens"].as_u64().unwrap_or(0),
+                cost_usd: None,
+            }],
             Some("turn.failed") => {
                 let message = s(&v["error"]["message"]).unwrap_or_else(|| "turn failed".into());
                 let mut out = error_event(message.clone());

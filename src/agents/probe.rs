@@ -258,7 +258,7 @@ pub fn write_files(inv: &Invocation) -> std::io::Result<()> {
     for var in &inv.env {
         if let super::invocation::EnvValue::Plain(v) = &var.value {
             let p = std::path::Path::new(v);
-            if p.starts_with(&inv.dir) && p != inv.dir {
+            if p.starts_with(&inv.dir) && p != inv.dir && !inv.files.iter().any(|f| f.path == p) {
                 std::fs::create_dir_all(p)?;
             }
         }

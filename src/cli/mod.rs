@@ -6,6 +6,8 @@ mod doctor;
 mod explain;
 mod output;
 mod plan;
+mod run;
+mod runs;
 mod schema;
 mod validate;
 
@@ -58,6 +60,8 @@ pub enum Color {
 pub enum Command {
     /// Check pipeline files and report every problem with its position
     Validate(validate::Args),
+    /// Run a pipeline (or some of its phases) and record everything
+    Run(run::Args),
     /// Show the phases as stages and dependency edges
     Plan(plan::Args),
     /// Show each agent's resolved tools in each phase, and where each came from
@@ -68,6 +72,8 @@ pub enum Command {
     Config(config::Args),
     /// Check the installed agent CLIs, or probe a pipeline's command lines
     Doctor(doctor::Args),
+    /// The recorded runs: list them, show one, print its events
+    Runs(runs::Args),
 }
 
 /// Parse the command line, run, and map the outcome to an exit code.
@@ -76,11 +82,13 @@ pub fn main() -> ExitCode {
     let color = output::use_color(cli.global.color);
     let result = match &cli.command {
         Command::Validate(args) => validate::run(args, color),
+        Command::Run(args) => run::run(args, &cli.global, color),
         Command::Plan(args) => plan::run(args, color),
         Command::Explain(args) => explain::run(args, &cli.global, color),
         Command::Schema(args) => schema::run(args),
         Command::Config(args) => config::run(args, &cli.global),
         Command::Doctor(args) => doctor::run(args, &cli.global, color),
+        Command::Runs(args) => runs::run(args, &cli.global),
     };
     output::finish(result)
 }

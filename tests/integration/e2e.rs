@@ -713,3 +713,133 @@ fn enforcement_matrix_on_the_real_clis() {
     }
     assert!(failures.is_empty(), "{failures}\n{doc}");
 }
+
+/// `orch run` with a real CLI, start to end: run it, then read the run
+/// back from the store.
+fn orch_run(
+    cli: &Cli,
+    dir: &Path,
+    server: &ModelServer,
+    pipeline: &str,
+) -> (std::process::Output, Value) {
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let file = dir.join("pipeline.toml");
+    std::fs::write(&file, pipeline).unwrap();
+    let bin = clis_dir().join("node_modules/.bin");
+    let out = Command::new(env!("CARGO_BIN_EXE_orch"))
+        .current_dir(&work)
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                bin.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .env("XDG_CONFIG_HOME", dir.join("no-config"))
+        .env("ANTHROPIC_BASE_URL", server.url())
+        .env("ANTHROPIC_API_KEY", "sk-test-local")
+        .args(["--state-dir", dir.join("state").to_str().unwrap()])
+        .args([
+            "--agent-binary",
+            &format!("{}={}", cli.kind, bin.join(cli.kind.as_str()).display()),
+        ])
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "--format",
+            "json",
+            "--grace",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out, report)
+}
+
+fn find_cli(kind: AgentKind) -> Cli {
+    clis().into_iter().find(|c| c.kind == kind).unwrap()
+}
+
+#[test]
+fn orch_run_records_a_real_claude_session() {
+    let cli = find_cli(AgentKind::Claude);
+    let dir = tempfile::tempdir().unwrap();
+    let given = dir.path().join("work/given.txt");
+    std::fs::create_dir_all(dir.path().join("work")).unwrap();
+    std::fs::write(&given, "orch-fixture-content\n").unwrap();
+    let server = ModelServer::start(dir.path(), &json!([(cli.read_call)(&given)]));
+    let text = pipeline(&cli, Level::ReadOnly, &server, dir.path());
+    let (out, report) = orch_run(&cli, dir.path(), &server, &text);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        report
+    );
+    let agent = &report["phases"][0]["agents"][0];
+    assert_eq!(agent["status"], "succeeded", "{report}");
+    assert!(
+        agent["session_id"].as_str().is_some_and(|s| !s.is_empty()),
+        "{agent}"
+    );
+    assert!(agent["tokens_in"].as_u64().unwrap() > 0, "{agent}");
+    assert!(agent["turns"].as_u64().unwrap() >= 1, "{agent}");
+    assert!(agent["cost_usd"].as_f64().is_some(), "{agent}");
+    // The recorded events, read back through `orch runs events`.
+    let events = Command::new(env!("CARGO_BIN_EXE_orch"))
+        .args(["--state-dir", dir.path().join("state").to_str().unwrap()])
+        .args(["runs", "events", "latest", "--format", "json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&events.stdout);
+    assert!(
+        text.contains("\"tool_call\"") && text.contains("\"session_start\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("orch-fixture-content"),
+        "the tool result is recorded: {text}"
+    );
+}
+
+#[test]
+fn orch_stops_codex_at_its_turn_limit() {
+    // Codex has no turn limit of its own: orch counts and stops it.
+    let cli = find_cli(AgentKind::Codex);
+    let dir = tempfile::tempdir().unwrap();
+    let calls: Vec<Value> = (1..=5)
+        .map(|i| (cli.shell_call)(&format!("echo step-{i}")))
+        .collect();
+    let server = ModelServer::start(dir.path(), &json!(calls));
+    let text = pipeline(&cli, Level::WorkspaceWrite, &server, dir.path())
+        .replace("max_turns = 10", "max_turns = 2");
+    let (out, report) = orch_run(&cli, dir.path(), &server, &text);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}\n{report}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let agent = &report["phases"][0]["agents"][0];
+    assert_eq!(agent["status"], "failed", "{report}");
+    assert!(
+        agent["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("turn limit 2 reached (enforced by orch)"),
+        "{agent}"
+    );
+    let answered = server
+        .requests()
+        .iter()
+        .filter(|r| !r["side"].as_bool().unwrap_or(false))
+        .count();
+    assert!(
+        answered < 5,
+        "codex was stopped before the script ran out: {answered} requests"
+    );
+}

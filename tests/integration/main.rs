@@ -8,5 +8,7 @@ mod e2e;
 mod events;
 mod examples;
 mod robustness;
+mod run;
+mod runs;
 mod schema;
 mod support;

@@ -1,0 +1,461 @@
+//! `orch run FILE`: run the pipeline (or `--phase P`, `--from P`), record
+//! everything, print progress, and exit 0, 1 (a required phase failed),
+//! 2 (invalid input) or 130 (interrupted).
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::ValueEnum;
+use tokio::sync::watch;
+
+use super::GlobalArgs;
+use super::output::{CmdResult, Exit, load_valid, phase_index, stdout, usage_error, write_json};
+use crate::agents::build;
+use crate::engine::identity::{self, changes};
+use crate::engine::scheduler::{self, Progress, ProgressFn, RunOptions, RunReport};
+use crate::engine::supervisor::now_ms;
+use crate::engine::{Cancel, Sink};
+use crate::graph::PhaseGraph;
+use crate::store::{Outcome, Record, RunStatus, Store};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The pipeline file
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Run only this phase, taking its dependencies as satisfied (repeatable;
+    /// the CI-job mode)
+    #[arg(long = "phase", value_name = "PHASE", conflicts_with = "from")]
+    pub phases: Vec<String>,
+    /// Run this phase and everything downstream of it
+    #[arg(long, value_name = "PHASE")]
+    pub from: Option<String>,
+    /// Print every invocation in run order; start nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Continue a run (the latest of this pipeline by default), skipping the
+    /// phases that succeeded in it
+    #[arg(long, value_name = "RUN", num_args = 0..=1, default_missing_value = "latest")]
+    pub resume: Option<String>,
+    /// Resume even though the pipeline or its prompts changed
+    #[arg(long, requires = "resume")]
+    pub force: bool,
+    /// Seconds between TERM and KILL when stopping an agent
+    #[arg(long, value_name = "SECONDS", default_value_t = 5)]
+    pub grace: u64,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
+    let loaded = match load_valid(&args.file, color)? {
+        Ok(l) => l,
+        Err(exit) => return Ok(exit),
+    };
+    let mut pipeline = loaded.pipeline;
+    // Absolute, so the run is found again from any directory.
+    pipeline.path = std::path::absolute(&pipeline.path).unwrap_or(pipeline.path);
+    let graph = match PhaseGraph::build(&pipeline) {
+        Ok(g) => g,
+        Err(_) => return usage_error("the pipeline has a dependency cycle", None),
+    };
+    let ctx = match super::config::context(global) {
+        Ok(c) => c,
+        Err(exit) => return Ok(exit),
+    };
+
+    // Selection.
+    let (selected, selection) = if let Some(from) = &args.from {
+        match phase_index(&pipeline, from) {
+            Ok(i) => (graph.downstream(&[i]), format!("from:{from}")),
+            Err(m) => return usage_error(&m, None),
+        }
+    } else if !args.phases.is_empty() {
+        let mut v = Vec::new();
+        for name in &args.phases {
+            match phase_index(&pipeline, name) {
+                Ok(i) => v.push(i),
+                Err(m) => return usage_error(&m, None),
+            }
+        }
+        v.sort_unstable();
+        v.dedup();
+        (v, format!("phase:{}", args.phases.join(",")))
+    } else {
+        ((0..pipeline.phases.len()).collect(), "all".to_string())
+    };
+
+    if args.dry_run {
+        return dry_run(&pipeline, &graph, &selected, &ctx);
+    }
+
+    // Before anything is spawned: every program must be there.
+    let mut missing = Vec::new();
+    for &i in &selected {
+        let phase = &pipeline.phases[i];
+        for name in &phase.agents {
+            let agent = pipeline.agent(name).expect("validated");
+            let program = build::program(agent, &ctx.settings);
+            if which::which(&program).is_err() && !missing.iter().any(|(p, _)| *p == program) {
+                missing.push((program, format!("{}/{}", phase.name, name)));
+            }
+        }
+    }
+    if !missing.is_empty() {
+        let list: Vec<String> = missing
+            .iter()
+            .map(|(p, at)| format!("`{p}` (for {at})"))
+            .collect();
+        return usage_error(
+            &format!("not found on PATH: {}", list.join(", ")),
+            Some("install it, set `binary` in the agent's table, or `--agent-binary KIND=PATH`; `orch doctor` lists what is installed".into()),
+        );
+    }
+
+    let state_dir = ctx.state_dir();
+    let store = match Store::open(&state_dir) {
+        Ok(s) => s,
+        Err(e) => {
+            return usage_error(
+                &format!(
+                    "cannot open the run store in `{}`: {e}",
+                    state_dir.display()
+                ),
+                None,
+            );
+        }
+    };
+    let _ = store.reader().mark_interrupted();
+    if let Ok(Some((run_id, pid))) = store.reader().active_run() {
+        return usage_error(
+            &format!(
+                "run `{run_id}` (orch process {pid}) is still running in `{}`",
+                state_dir.display()
+            ),
+            Some("wait for it to finish, or use another `--state-dir`".into()),
+        );
+    }
+
+    let digests = identity::digests(&pipeline);
+    let mut done = Vec::new();
+    let mut attempt_base = HashMap::new();
+    let run_id = match &args.resume {
+        None => identity::new_run_id(),
+        Some(which) => {
+            let id = if which == "latest" {
+                match store
+                    .reader()
+                    .latest_run(&pipeline.path.display().to_string())
+                {
+                    Ok(Some(id)) => id,
+                    _ => {
+                        return usage_error(
+                            &format!("no earlier run of `{}` to resume", args.file.display()),
+                            Some("run it without --resume first".into()),
+                        );
+                    }
+                }
+            } else {
+                match store.reader().resolve_run(which) {
+                    Ok(Some(id)) => id,
+                    _ => {
+                        return usage_error(
+                            &format!("no run `{which}`"),
+                            Some("`orch runs list` shows the runs".into()),
+                        );
+                    }
+                }
+            };
+            if let Ok(Some((old_digest, old_files))) = store.reader().run_digests(&id)
+                && old_digest != digests.digest
+                && !args.force
+            {
+                let old: BTreeMap<String, String> =
+                    serde_json::from_str(&old_files).unwrap_or_default();
+                let what = changes(&old, &digests.files);
+                return usage_error(
+                    &format!(
+                        "run `{id}` was made from different files: {}",
+                        what.join("; ")
+                    ),
+                    Some("resume anyway with --force, or start a new run".into()),
+                );
+            }
+            let succeeded = store.reader().succeeded_phases(&id).unwrap_or_default();
+            done = selected
+                .iter()
+                .copied()
+                .filter(|&i| succeeded.contains(&pipeline.phases[i].name))
+                .collect();
+            attempt_base = store.reader().attempt_counts(&id).unwrap_or_default();
+            id
+        }
+    };
+
+    let writer = store.writer();
+    let sink = Sink::new(writer.clone());
+    sink.send(Record::RunStarted {
+        run_id: run_id.clone(),
+        pipeline_name: pipeline.name.clone(),
+        pipeline_path: pipeline.path.display().to_string(),
+        digest: digests.digest.clone(),
+        digests_json: serde_json::to_string(&digests.files).unwrap_or_default(),
+        selection,
+        pid: std::process::id(),
+        started_ms: now_ms(),
+    });
+
+    let max_parallel = global
+        .max_parallel
+        .or(pipeline.defaults.max_parallel)
+        .unwrap_or(ctx.settings.max_parallel) as usize;
+    let opts = RunOptions {
+        run_id: run_id.clone(),
+        selected,
+        done,
+        max_parallel,
+        grace: Duration::from_secs(args.grace),
+        retry_base: Duration::from_secs(2),
+        retry_max: Duration::from_secs(60),
+        attempt_base,
+    };
+    let plain = !std::io::stderr().is_terminal() || std::env::var_os("CI").is_some();
+    let progress = progress_printer(plain);
+    let started = now_ms();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return usage_error(&format!("cannot start the async runtime: {e}"), None),
+    };
+    let pipeline = Arc::new(pipeline);
+    let ctx = Arc::new(ctx);
+    let report = runtime.block_on(async {
+        let (cancel_tx, cancel_rx) = watch::channel(Cancel::No);
+        tokio::spawn(watch_signals(cancel_tx));
+        scheduler::run(
+            Arc::clone(&pipeline),
+            &graph,
+            ctx,
+            opts,
+            sink.clone(),
+            cancel_rx,
+            progress,
+        )
+        .await
+    });
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    let status = match report.status {
+        "succeeded" => RunStatus::Succeeded,
+        "interrupted" => RunStatus::Interrupted,
+        _ => RunStatus::Failed,
+    };
+    sink.send(Record::RunFinished {
+        run_id: run_id.clone(),
+        status,
+        ended_ms: now_ms(),
+    });
+    drop(sink);
+    drop(writer);
+    if let Err(e) = store.close() {
+        let _ = writeln!(std::io::stderr(), "error: recording the run failed: {e}");
+    }
+
+    match args.format {
+        Format::Json => write_json(&report)?,
+        Format::Text => summary(&report, now_ms().saturating_sub(started))?,
+    }
+    Ok(match report.status {
+        "succeeded" => Exit::Success,
+        "interrupted" => Exit::Interrupted,
+        _ => Exit::Failed,
+    })
+}
+
+/// First Ctrl-C (or SIGTERM): stop gracefully; second: kill at once.
+async fn watch_signals(tx: watch::Sender<Cancel>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return;
+    };
+    let mut count = 0;
+    loop {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        count += 1;
+        let level = if count == 1 {
+            Cancel::Graceful
+        } else {
+            Cancel::Immediate
+        };
+        let _ = writeln!(
+            std::io::stderr(),
+            "orch: {}",
+            if count == 1 {
+                "interrupted; stopping agents (press Ctrl-C again to kill them now)"
+            } else {
+                "killing agents now"
+            }
+        );
+        let _ = tx.send(level);
+    }
+}
+
+fn clock(ms: u64) -> String {
+    let t = (ms / 1000) % 86_400;
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        t / 3600,
+        (t / 60) % 60,
+        t % 60,
+        ms % 1000
+    )
+}
+
+fn secs(ms: u64) -> String {
+    format!("{:.2}s", ms as f64 / 1000.0)
+}
+
+/// Plain timestamped lines on stderr (the live view is the same lines on a
+/// terminal for now).
+fn progress_printer(_plain: bool) -> ProgressFn {
+    Arc::new(move |p: Progress| {
+        let line = match p {
+            Progress::PhaseStarted { phase } => format!("phase {phase}: started"),
+            Progress::PhaseFinished {
+                phase,
+                outcome,
+                reason,
+                millis,
+            } => match reason {
+                Some(r) if outcome != Outcome::Succeeded => {
+                    format!("phase {phase}: {} ({r})", outcome.as_str())
+                }
+                _ => format!("phase {phase}: {} in {}", outcome.as_str(), secs(millis)),
+            },
+            Progress::AttemptStarted {
+                phase,
+                agent,
+                attempt,
+            } => {
+                format!("  {phase}/{agent}: attempt {attempt} started")
+            }
+            Progress::AttemptFinished {
+                phase,
+                agent,
+                attempt,
+                result,
+            } => {
+                let took = secs(result.ended_ms.saturating_sub(result.started_ms));
+                match &result.reason {
+                    Some(r) if result.outcome != Outcome::Succeeded => format!(
+                        "  {phase}/{agent}: attempt {attempt} {} after {took}: {r}",
+                        result.outcome.as_str()
+                    ),
+                    _ => format!(
+                        "  {phase}/{agent}: attempt {attempt} {} in {took} ({} turns)",
+                        result.outcome.as_str(),
+                        result.turns
+                    ),
+                }
+            }
+            Progress::Retrying { phase, agent, wait } => {
+                format!(
+                    "  {phase}/{agent}: retrying in {}",
+                    humantime::format_duration(Duration::from_millis(wait.as_millis() as u64))
+                )
+            }
+        };
+        let _ = writeln!(std::io::stderr(), "[{}] {line}", clock(now_ms()));
+    })
+}
+
+fn summary(report: &RunReport, millis: u64) -> std::io::Result<()> {
+    let mut err = std::io::stderr().lock();
+    let width = report
+        .phases
+        .iter()
+        .map(|p| p.name.len())
+        .max()
+        .unwrap_or(5)
+        .max(5);
+    writeln!(err)?;
+    writeln!(
+        err,
+        "{:<width$}  {:<10}  {:>8}  agents",
+        "phase", "status", "time"
+    )?;
+    for p in &report.phases {
+        let took = match (p.started_ms, p.ended_ms) {
+            (Some(a), Some(b)) => secs(b.saturating_sub(a)),
+            _ => "-".into(),
+        };
+        let agents: Vec<String> = p
+            .agents
+            .iter()
+            .map(|a| format!("{} {}", a.agent, a.status.as_str()))
+            .collect();
+        writeln!(
+            err,
+            "{:<width$}  {:<10}  {:>8}  {}{}",
+            p.name,
+            p.status.as_str(),
+            took,
+            agents.join(", "),
+            if p.required { "" } else { " (optional)" }
+        )?;
+    }
+    let ok = report
+        .phases
+        .iter()
+        .filter(|p| p.status == Outcome::Succeeded)
+        .count();
+    writeln!(
+        err,
+        "\nrun {}: {} ({ok} of {} phases succeeded) in {}",
+        report.run_id,
+        report.status,
+        report.phases.len(),
+        secs(millis)
+    )?;
+    let mut out = stdout();
+    writeln!(out, "{}", report.run_id)?;
+    out.flush()
+}
+
+fn dry_run(
+    pipeline: &crate::pipeline::Pipeline,
+    graph: &PhaseGraph,
+    selected: &[usize],
+    ctx: &build::Context,
+) -> CmdResult {
+    let mut out = stdout();
+    for (s, stage) in graph.stages_of(selected).iter().enumerate() {
+        for &i in stage {
+            let phase = &pipeline.phases[i];
+            for name in &phase.agents {
+                let agent = pipeline.agent(name).expect("validated");
+                let inv = build::invocation(pipeline, phase, agent, ctx);
+                writeln!(out, "# stage {} / {} / {}", s + 1, phase.name, name)?;
+                writeln!(out, "{}", inv.shell_line())?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok(Exit::Success)
+}

@@ -1,0 +1,493 @@
+//! `orch runs`: the run history in the state directory (`list`, `show`,
+//! `events`). Every subcommand first marks runs whose orch process is gone
+//! as interrupted.
+
+use std::io::{self, Write};
+use std::path::Path;
+use std::time::{Duration, UNIX_EPOCH};
+
+use clap::{Subcommand, ValueEnum};
+
+use super::GlobalArgs;
+use super::output::{CmdResult, Exit, stdout, usage_error, write_json};
+use crate::store::{EventRow, Reader, RunDetail, RunSummary, StoreError};
+
+#[derive(Debug, Clone, Copy, Default, ValueEnum)]
+pub enum Format {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: RunsCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// The recorded runs, newest first
+    List(ListArgs),
+    /// A run's phases and agent attempts
+    Show(ShowArgs),
+    /// A run's recorded events, in the order they arrived
+    Events(EventsArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    /// At most this many runs
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub limit: usize,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ShowArgs {
+    /// A run id, a unique prefix of one, or `latest`
+    #[arg(value_name = "RUN")]
+    pub run: String,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct EventsArgs {
+    /// A run id, a unique prefix of one, or `latest`
+    #[arg(value_name = "RUN")]
+    pub run: String,
+    /// Only this phase's events
+    #[arg(long, value_name = "PHASE")]
+    pub phase: Option<String>,
+    /// Keep printing new events until the run ends (with `--format json`,
+    /// one JSON object per line instead of one array)
+    #[arg(long)]
+    pub follow: bool,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+/// Events read per query.
+const PAGE: usize = 20_000;
+
+/// How often `--follow` looks for new events.
+const POLL: Duration = Duration::from_millis(200);
+
+pub fn run(args: &Args, global: &GlobalArgs) -> CmdResult {
+    let ctx = match super::config::context(global) {
+        Ok(c) => c,
+        Err(exit) => return Ok(exit),
+    };
+    let state_dir = ctx.state_dir();
+    let reader = match Reader::open(&state_dir) {
+        Ok(r) => r,
+        Err(e) => return store_error(e),
+    };
+    if let Some(r) = &reader
+        && let Err(e) = r.mark_interrupted()
+    {
+        // Reading still works; say why statuses may be stale.
+        writeln!(io::stderr(), "warning: cannot mark interrupted runs: {e}")?;
+    }
+    match &args.command {
+        RunsCommand::List(a) => list(reader.as_ref(), &state_dir, a),
+        RunsCommand::Show(a) => show(reader.as_ref(), &state_dir, a),
+        RunsCommand::Events(a) => events(reader.as_ref(), &state_dir, a),
+    }
+}
+
+fn store_error(e: StoreError) -> CmdResult {
+    writeln!(io::stderr(), "{:?}", miette::Report::new(e))?;
+    Ok(Exit::Invalid)
+}
+
+/// The run `spec` names, or the error printed and the exit code.
+fn resolve(reader: Option<&Reader>, state_dir: &Path, spec: &str) -> Result<String, CmdResult> {
+    let found = match reader {
+        Some(r) => r.resolve_run(spec).map_err(store_error)?,
+        None => None,
+    };
+    found.ok_or_else(|| {
+        store_error(StoreError::UnknownRun {
+            spec: spec.to_string(),
+            path: state_dir.join(crate::store::DB_FILE),
+        })
+    })
+}
+
+fn list(reader: Option<&Reader>, state_dir: &Path, args: &ListArgs) -> CmdResult {
+    let runs = match reader {
+        Some(r) => match r.list_runs(args.limit) {
+            Ok(runs) => runs,
+            Err(e) => return store_error(e),
+        },
+        None => Vec::new(),
+    };
+    match args.format {
+        Format::Json => write_json(&runs)?,
+        Format::Text if runs.is_empty() => {
+            writeln!(
+                io::stderr(),
+                "no runs recorded in `{}`",
+                state_dir.display()
+            )?;
+        }
+        Format::Text => {
+            let rows: Vec<Vec<String>> = runs.iter().map(list_row).collect();
+            let mut out = stdout();
+            table(
+                &mut out,
+                &[
+                    "RUN", "PIPELINE", "STATUS", "STARTED", "DURATION", "PHASES", "OK", "FAILED",
+                ],
+                &rows,
+            )?;
+            out.flush()?;
+        }
+    }
+    Ok(Exit::Success)
+}
+
+fn list_row(r: &RunSummary) -> Vec<String> {
+    vec![
+        r.run_id.clone(),
+        r.pipeline_name.clone(),
+        r.status.clone(),
+        timestamp(r.started_ms),
+        span(Some(r.started_ms), r.ended_ms),
+        r.phases_total.to_string(),
+        r.phases_succeeded.to_string(),
+        r.phases_failed.to_string(),
+    ]
+}
+
+fn show(reader: Option<&Reader>, state_dir: &Path, args: &ShowArgs) -> CmdResult {
+    let run_id = match resolve(reader, state_dir, &args.run) {
+        Ok(id) => id,
+        Err(r) => return r,
+    };
+    let detail = match reader.map(|r| r.run(&run_id)) {
+        Some(Ok(Some(d))) => d,
+        Some(Err(e)) => return store_error(e),
+        _ => {
+            return store_error(StoreError::UnknownRun {
+                spec: args.run.clone(),
+                path: state_dir.join(crate::store::DB_FILE),
+            });
+        }
+    };
+    match args.format {
+        Format::Json => write_json(&detail)?,
+        Format::Text => {
+            let mut out = stdout();
+            show_text(&mut out, &detail)?;
+            out.flush()?;
+        }
+    }
+    Ok(Exit::Success)
+}
+
+fn show_text(out: &mut impl Write, d: &RunDetail) -> io::Result<()> {
+    let fields = [
+        ("run", d.run_id.clone()),
+        (
+            "pipeline",
+            format!("{} ({})", d.pipeline_name, d.pipeline_path),
+        ),
+        ("status", d.status.clone()),
+        ("started", timestamp(d.started_ms)),
+        ("duration", span(Some(d.started_ms), d.ended_ms)),
+        ("selection", d.selection.clone()),
+        ("digest", d.digest.clone()),
+        ("pid", d.pid.to_string()),
+    ];
+    for (k, v) in fields {
+        writeln!(out, "{k:<10} {v}")?;
+    }
+    if d.phases.is_empty() {
+        writeln!(out, "\nno phases recorded")?;
+        return Ok(());
+    }
+    writeln!(out)?;
+    let mut rows = Vec::new();
+    for p in &d.phases {
+        if p.agents.is_empty() {
+            let mut row = vec![p.name.clone(), p.status.clone()];
+            row.extend(["-".to_string(), "-".into(), "-".into(), "-".into()]);
+            row.push(span(p.started_ms, p.ended_ms));
+            row.extend([
+                "-".to_string(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                String::new(),
+            ]);
+            rows.push(row);
+        }
+        for a in &p.agents {
+            rows.push(vec![
+                p.name.clone(),
+                p.status.clone(),
+                a.agent.clone(),
+                a.attempt.to_string(),
+                a.status.clone(),
+                a.exit_code.map_or("-".into(), |c| c.to_string()),
+                span(a.started_ms, a.ended_ms),
+                a.turns.to_string(),
+                format!("{}/{}", a.tokens_in, a.tokens_out),
+                a.cost_usd.map_or("-".into(), |c| format!("${c:.4}")),
+                a.events.to_string(),
+                a.reason.clone().unwrap_or_default(),
+            ]);
+        }
+    }
+    table(
+        out,
+        &[
+            "PHASE", "STATUS", "AGENT", "ATTEMPT", "OUTCOME", "EXIT", "DURATION", "TURNS",
+            "TOKENS", "COST", "EVENTS", "REASON",
+        ],
+        &rows,
+    )?;
+    if !d.artifacts.is_empty() {
+        writeln!(out)?;
+        let rows: Vec<Vec<String>> = d
+            .artifacts
+            .iter()
+            .map(|a| vec![a.phase.clone(), a.path.clone(), a.sha256.clone()])
+            .collect();
+        table(out, &["PHASE", "ARTIFACT", "SHA256"], &rows)?;
+    }
+    Ok(())
+}
+
+fn events(reader: Option<&Reader>, state_dir: &Path, args: &EventsArgs) -> CmdResult {
+    let run_id = match resolve(reader, state_dir, &args.run) {
+        Ok(id) => id,
+        Err(r) => return r,
+    };
+    // `resolve` found the run, so there is a database.
+    let Some(reader) = reader else {
+        return Ok(Exit::Invalid);
+    };
+    let phase = args.phase.as_deref();
+    if let Some(p) = phase {
+        match check_phase(reader, &run_id, p) {
+            Ok(None) => {}
+            Ok(Some(message)) => return usage_error(&message, None),
+            Err(e) => return store_error(e),
+        }
+    }
+    let mut out = stdout();
+    let mut after = 0;
+    let json_lines = args.follow && matches!(args.format, Format::Json);
+    let json_array = !args.follow && matches!(args.format, Format::Json);
+    let mut first = true;
+    if json_array {
+        write!(out, "[")?;
+    }
+    let mut finishing = false;
+    loop {
+        let page = match reader.events(&run_id, phase, after, PAGE) {
+            Ok(p) => p,
+            Err(e) => return store_error(e),
+        };
+        for ev in &page {
+            if json_array {
+                write!(out, "{}\n  ", if first { "" } else { "," })?;
+                serde_json::to_writer(&mut out, ev)?;
+            } else if json_lines {
+                serde_json::to_writer(&mut out, ev)?;
+                writeln!(out)?;
+            } else {
+                event_line(&mut out, ev)?;
+            }
+            first = false;
+        }
+        if let Some(last) = page.last() {
+            after = last.id;
+        }
+        if page.len() == PAGE {
+            continue;
+        }
+        if !args.follow || finishing {
+            break;
+        }
+        out.flush()?;
+        // Ends when the run does, including when its orch died.
+        if let Err(e) = reader.mark_interrupted() {
+            return store_error(e);
+        }
+        match reader.run_status(&run_id) {
+            Ok(Some(s)) if s == "running" => std::thread::sleep(POLL),
+            // One more read for what was committed with the end.
+            Ok(_) => finishing = true,
+            Err(e) => return store_error(e),
+        }
+    }
+    if json_array {
+        writeln!(out, "{}]", if first { "" } else { "\n" })?;
+    }
+    out.flush()?;
+    Ok(Exit::Success)
+}
+
+/// A usage message when `phase` is not in a run that has ended (a running
+/// run may not have reached it yet).
+fn check_phase(reader: &Reader, run_id: &str, phase: &str) -> Result<Option<String>, StoreError> {
+    let Some(run) = reader.run(run_id)? else {
+        return Ok(None);
+    };
+    if run.status == "running" || run.phases.iter().any(|p| p.name == phase) {
+        return Ok(None);
+    }
+    let names: Vec<&str> = run.phases.iter().map(|p| p.name.as_str()).collect();
+    let mut message = format!("run `{run_id}` has no phase `{phase}`");
+    if !names.is_empty() {
+        message.push_str(&format!(" (it has {})", names.join(", ")));
+    }
+    Ok(Some(message))
+}
+
+/// `12:00:01.250  audit/codex#1  3  tool_call  {"name":"Read",...}`
+fn event_line(out: &mut impl Write, ev: &EventRow) -> io::Result<()> {
+    let detail = match &ev.data {
+        serde_json::Value::Object(map) => {
+            let mut map = map.clone();
+            map.remove("kind");
+            serde_json::Value::Object(map).to_string()
+        }
+        serde_json::Value::Null => ev.raw.clone(),
+        other => other.to_string(),
+    };
+    writeln!(
+        out,
+        "{}  {}/{}#{}  {}  {}  {}",
+        clock(ev.ts_ms),
+        ev.phase,
+        ev.agent,
+        ev.attempt,
+        ev.seq,
+        ev.kind,
+        printable(&detail)
+    )
+}
+
+/// A line as recorded, with control characters (terminal escapes an agent
+/// printed, say) shown escaped rather than acted on.
+fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() && c != '\t') {
+        return s.into();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c.is_control() && c != '\t' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
+}
+
+/// Left-aligned columns two spaces apart, without trailing blanks.
+fn table(out: &mut impl Write, headers: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut line = |cells: &mut dyn Iterator<Item = &str>| -> io::Result<()> {
+        let mut s = String::new();
+        for (cell, w) in cells.zip(&widths) {
+            s.push_str(cell);
+            s.extend(std::iter::repeat_n(' ', w - cell.chars().count() + 2));
+        }
+        writeln!(out, "{}", s.trim_end())
+    };
+    line(&mut headers.iter().copied())?;
+    for row in rows {
+        line(&mut row.iter().map(String::as_str))?;
+    }
+    Ok(())
+}
+
+/// `2024-05-01T12:00:00Z` (UTC).
+fn timestamp(ms: u64) -> String {
+    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+}
+
+/// `12:00:00.250` (UTC).
+fn clock(ms: u64) -> String {
+    let s = humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string();
+    // 2024-05-01T12:00:00.250Z
+    s.get(11..23).map(str::to_string).unwrap_or(s)
+}
+
+/// How long from start to end, `-` when either is missing.
+fn span(start: Option<u64>, end: Option<u64>) -> String {
+    match (start, end) {
+        (Some(s), Some(e)) => duration(e.saturating_sub(s)),
+        _ => "-".into(),
+    }
+}
+
+/// `850ms`, `3.2s`, `2m05s`, `1h02m`.
+fn duration(ms: u64) -> String {
+    let secs = ms / 1000;
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if secs < 60 {
+        format!("{}.{}s", secs, (ms % 1000) / 100)
+    } else if secs < 3600 {
+        format!("{}m{:02}s", secs / 60, secs % 60)
+    } else {
+        format!("{}h{:02}m", secs / 3600, (secs % 3600) / 60)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_compact() {
+        assert_eq!(duration(0), "0ms");
+        assert_eq!(duration(850), "850ms");
+        assert_eq!(duration(3_250), "3.2s");
+        assert_eq!(duration(125_000), "2m05s");
+        assert_eq!(duration(3_720_000), "1h02m");
+        assert_eq!(span(Some(1_000), None), "-");
+        assert_eq!(span(None, Some(1_000)), "-");
+    }
+
+    #[test]
+    fn times_are_utc() {
+        assert_eq!(timestamp(1_714_564_800_000), "2024-05-01T12:00:00Z");
+        assert_eq!(clock(1_714_564_800_250), "12:00:00.250");
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(printable("plain\ttext"), "plain\ttext");
+        assert_eq!(
+            printable("\u{1b}[31mred\u{1b}[0m\r"),
+            "\\u{1b}[31mred\\u{1b}[0m\\r"
+        );
+    }
+
+    #[test]
+    fn tables_align_and_trim() {
+        let mut out = Vec::new();
+        table(
+            &mut out,
+            &["A", "LONG"],
+            &[vec!["xyz".into(), "1".into()], vec!["q".into(), "".into()]],
+        )
+        .unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "A    LONG\nxyz  1\nq\n");
+    }
+}

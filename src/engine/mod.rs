@@ -1,0 +1,11 @@
+//! Running pipelines: the scheduler walks the phase graph, the supervisor
+//! runs each agent attempt, retries decide whether to try again.
+
+pub mod identity;
+pub mod retry;
+pub mod scheduler;
+pub mod sink;
+pub mod supervisor;
+
+pub use sink::{RecordSink, Sink};
+pub use supervisor::Cancel;

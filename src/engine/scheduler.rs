@@ -1,0 +1,583 @@
+//! The scheduler: a phase starts as soon as every selected dependency has
+//! finished; independent phases run at the same time; `max_parallel` caps
+//! agent processes pipeline-wide; ready phases start in declaration order.
+//! A failed required phase fails the run and skips its dependents; a failed
+//! optional phase does not. Declared artifacts must exist after success.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+
+use super::retry;
+use super::sink::Sink;
+use super::supervisor::{AttemptResult, AttemptSpec, Cancel, now_ms, run_attempt};
+use crate::agents::build::{self, Context};
+use crate::agents::invocation::By;
+use crate::graph::PhaseGraph;
+use crate::pipeline::Pipeline;
+use crate::store::{Outcome, Record};
+
+/// How a run is carried out.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub run_id: String,
+    /// Phases to run (indices into `pipeline.phases`). Dependencies outside
+    /// the selection are taken as satisfied (the CI-job mode).
+    pub selected: Vec<usize>,
+    /// Phases that succeeded in the run being resumed: not run again.
+    pub done: Vec<usize>,
+    pub max_parallel: usize,
+    /// TERM to KILL.
+    pub grace: Duration,
+    pub retry_base: Duration,
+    pub retry_max: Duration,
+    /// Attempts already recorded per (phase, agent) in a resumed run: new
+    /// attempts are numbered after them, so nothing recorded is replaced.
+    pub attempt_base: std::collections::HashMap<(String, String), u32>,
+}
+
+/// What happened, for `--format json` and the summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    pub run_id: String,
+    /// `succeeded`, `failed` or `interrupted`.
+    pub status: &'static str,
+    pub phases: Vec<PhaseReport>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseReport {
+    pub name: String,
+    pub status: Outcome,
+    pub required: bool,
+    pub attempts: u32,
+    pub started_ms: Option<u64>,
+    pub ended_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub agents: Vec<AgentReport>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AgentReport {
+    pub agent: String,
+    pub status: Outcome,
+    pub attempts: u32,
+    pub exit_code: Option<i32>,
+    pub started_ms: Option<u64>,
+    pub ended_ms: Option<u64>,
+    pub turns: u32,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    pub cost_usd: Option<f64>,
+    pub session_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Progress for people: the live view or plain lines.
+#[derive(Debug, Clone)]
+pub enum Progress {
+    PhaseStarted {
+        phase: String,
+    },
+    PhaseFinished {
+        phase: String,
+        outcome: Outcome,
+        reason: Option<String>,
+        millis: u64,
+    },
+    AttemptStarted {
+        phase: String,
+        agent: String,
+        attempt: u32,
+    },
+    AttemptFinished {
+        phase: String,
+        agent: String,
+        attempt: u32,
+        result: Box<AttemptResult>,
+    },
+    Retrying {
+        phase: String,
+        agent: String,
+        wait: Duration,
+    },
+}
+
+pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    NotSelected,
+    Pending,
+    Running,
+    Done(Outcome),
+}
+
+struct Shared {
+    pipeline: Arc<Pipeline>,
+    ctx: Arc<Context>,
+    opts: RunOptions,
+    sink: Sink,
+    progress: ProgressFn,
+    permits: Arc<Semaphore>,
+}
+
+/// Run the selected phases to the end (or until cancelled).
+pub async fn run(
+    pipeline: Arc<Pipeline>,
+    graph: &PhaseGraph,
+    ctx: Arc<Context>,
+    opts: RunOptions,
+    sink: Sink,
+    cancel: watch::Receiver<Cancel>,
+    progress: ProgressFn,
+) -> RunReport {
+    let n = pipeline.phases.len();
+    let mut state = vec![State::NotSelected; n];
+    for &i in &opts.selected {
+        state[i] = State::Pending;
+    }
+    for &i in &opts.done {
+        if state[i] == State::Pending {
+            state[i] = State::Done(Outcome::Succeeded);
+        }
+    }
+    let mut reports: Vec<Option<PhaseReport>> = vec![None; n];
+    for &i in &opts.done {
+        let p = &pipeline.phases[i];
+        reports[i] = Some(PhaseReport {
+            name: p.name.clone(),
+            status: Outcome::Succeeded,
+            required: p.required,
+            attempts: 0,
+            started_ms: None,
+            ended_ms: None,
+            reason: Some("succeeded in the resumed run".into()),
+            agents: Vec::new(),
+        });
+    }
+    let deps: Vec<Vec<usize>> = (0..n).map(|i| graph.dependencies(i)).collect();
+    let shared = Arc::new(Shared {
+        permits: Arc::new(Semaphore::new(opts.max_parallel.max(1))),
+        pipeline: Arc::clone(&pipeline),
+        ctx,
+        opts,
+        sink,
+        progress,
+    });
+    let mut set: JoinSet<(usize, PhaseReport)> = JoinSet::new();
+    loop {
+        let cancelled = *cancel.borrow() != Cancel::No;
+        // Settle what can be settled, start what is ready, in declaration
+        // order; repeat until nothing changes (skips cascade).
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for i in 0..n {
+                if state[i] != State::Pending {
+                    continue;
+                }
+                let mut ready = true;
+                let mut blocked_by: Option<usize> = None;
+                for &d in &deps[i] {
+                    match state[d] {
+                        State::NotSelected | State::Done(Outcome::Succeeded) => {}
+                        State::Done(Outcome::Skipped) => blocked_by = Some(d),
+                        State::Done(_) if pipeline.phases[d].required => blocked_by = Some(d),
+                        State::Done(_) => {}
+                        State::Pending | State::Running => ready = false,
+                    }
+                }
+                if let Some(d) = blocked_by.filter(|_| ready) {
+                    state[i] = State::Done(Outcome::Skipped);
+                    reports[i] = Some(skipped(
+                        &shared,
+                        i,
+                        format!("`{}` did not succeed", pipeline.phases[d].name),
+                    ));
+                    changed = true;
+                } else if ready && cancelled {
+                    state[i] = State::Done(Outcome::Cancelled);
+                    reports[i] = Some(skipped_as(
+                        &shared,
+                        i,
+                        Outcome::Cancelled,
+                        "the run was interrupted".into(),
+                    ));
+                    changed = true;
+                } else if ready {
+                    state[i] = State::Running;
+                    // Announced here, in declaration order, not from the task.
+                    let phase = &pipeline.phases[i];
+                    shared.sink.send(Record::PhaseStarted {
+                        run_id: shared.opts.run_id.clone(),
+                        phase: phase.name.clone(),
+                        started_ms: now_ms(),
+                    });
+                    (shared.progress)(Progress::PhaseStarted {
+                        phase: phase.name.clone(),
+                    });
+                    let shared = Arc::clone(&shared);
+                    let cancel = cancel.clone();
+                    set.spawn(async move { (i, run_phase(i, shared, cancel).await) });
+                    changed = true;
+                }
+            }
+        }
+        match set.join_next().await {
+            Some(Ok((i, report))) => {
+                state[i] = State::Done(report.status);
+                reports[i] = Some(report);
+            }
+            Some(Err(e)) => {
+                // A phase task panicked: that is orch's bug; record it and go on.
+                eprintln!("orch: internal error in a phase task: {e}");
+            }
+            None => break,
+        }
+    }
+    let phases: Vec<PhaseReport> = (0..n).filter_map(|i| reports[i].take()).collect();
+    let interrupted = *cancel.borrow() != Cancel::No;
+    let failed = phases
+        .iter()
+        .any(|p| p.required && p.status != Outcome::Succeeded);
+    RunReport {
+        run_id: shared.opts.run_id.clone(),
+        status: if interrupted {
+            "interrupted"
+        } else if failed {
+            "failed"
+        } else {
+            "succeeded"
+        },
+        phases,
+    }
+}
+
+fn skipped(shared: &Shared, i: usize, reason: String) -> PhaseReport {
+    skipped_as(shared, i, Outcome::Skipped, reason)
+}
+
+fn skipped_as(shared: &Shared, i: usize, outcome: Outcome, reason: String) -> PhaseReport {
+    let p = &shared.pipeline.phases[i];
+    let now = now_ms();
+    shared.sink.send(Record::PhaseStarted {
+        run_id: shared.opts.run_id.clone(),
+        phase: p.name.clone(),
+        started_ms: now,
+    });
+    shared.sink.send(Record::PhaseFinished {
+        run_id: shared.opts.run_id.clone(),
+        phase: p.name.clone(),
+        outcome,
+        attempts: 0,
+        ended_ms: now,
+    });
+    (shared.progress)(Progress::PhaseFinished {
+        phase: p.name.clone(),
+        outcome,
+        reason: Some(reason.clone()),
+        millis: 0,
+    });
+    PhaseReport {
+        name: p.name.clone(),
+        status: outcome,
+        required: p.required,
+        attempts: 0,
+        started_ms: None,
+        ended_ms: None,
+        reason: Some(reason),
+        agents: Vec::new(),
+    }
+}
+
+async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel>) -> PhaseReport {
+    let phase = &shared.pipeline.phases[i];
+    let started = now_ms();
+    let mut agents: Vec<AgentReport> = Vec::new();
+    if phase.parallel {
+        let mut set = JoinSet::new();
+        for (k, name) in phase.agents.iter().enumerate() {
+            let shared = Arc::clone(&shared);
+            let cancel = cancel.clone();
+            let name = name.clone();
+            set.spawn(async move { (k, run_agent(i, &name, &shared, cancel).await) });
+        }
+        let mut out: Vec<(usize, AgentReport)> = Vec::new();
+        while let Some(r) = set.join_next().await {
+            if let Ok(r) = r {
+                out.push(r);
+            }
+        }
+        out.sort_by_key(|(k, _)| *k);
+        agents = out.into_iter().map(|(_, r)| r).collect();
+    } else {
+        let mut stopped = false;
+        for name in &phase.agents {
+            if stopped {
+                agents.push(AgentReport {
+                    agent: name.clone(),
+                    status: Outcome::Skipped,
+                    attempts: 0,
+                    exit_code: None,
+                    started_ms: None,
+                    ended_ms: None,
+                    turns: 0,
+                    tokens_in: 0,
+                    tokens_out: 0,
+                    cost_usd: None,
+                    session_id: None,
+                    reason: Some("an earlier agent of the phase did not succeed".into()),
+                });
+                continue;
+            }
+            let r = run_agent(i, name, &shared, cancel.clone()).await;
+            stopped = r.status != Outcome::Succeeded;
+            agents.push(r);
+        }
+    }
+    let mut status = if agents.iter().all(|a| a.status == Outcome::Succeeded) {
+        Outcome::Succeeded
+    } else if agents.iter().any(|a| a.status == Outcome::Cancelled) {
+        Outcome::Cancelled
+    } else if agents.iter().any(|a| a.status == Outcome::TimedOut) {
+        Outcome::TimedOut
+    } else {
+        Outcome::Failed
+    };
+    let mut reason = agents
+        .iter()
+        .find(|a| a.status != Outcome::Succeeded)
+        .and_then(|a| a.reason.clone().map(|r| format!("{}: {r}", a.agent)));
+    if status == Outcome::Succeeded {
+        for path in &phase.artifacts {
+            let full = shared.ctx.workdir.join(path);
+            match sha256_file(&full) {
+                Some(sha256) => shared.sink.send(Record::Artifact {
+                    run_id: shared.opts.run_id.clone(),
+                    phase: phase.name.clone(),
+                    path: path.clone(),
+                    sha256,
+                }),
+                None => {
+                    status = Outcome::Failed;
+                    reason = Some(format!("artifact `{path}` is missing"));
+                    break;
+                }
+            }
+        }
+    }
+    let attempts = agents.iter().map(|a| a.attempts).sum();
+    let ended = now_ms();
+    shared.sink.send(Record::PhaseFinished {
+        run_id: shared.opts.run_id.clone(),
+        phase: phase.name.clone(),
+        outcome: status,
+        attempts,
+        ended_ms: ended,
+    });
+    (shared.progress)(Progress::PhaseFinished {
+        phase: phase.name.clone(),
+        outcome: status,
+        reason: reason.clone(),
+        millis: ended.saturating_sub(started),
+    });
+    PhaseReport {
+        name: phase.name.clone(),
+        status,
+        required: phase.required,
+        attempts,
+        started_ms: Some(started),
+        ended_ms: Some(ended),
+        reason,
+        agents,
+    }
+}
+
+async fn run_agent(
+    i: usize,
+    name: &str,
+    shared: &Shared,
+    mut cancel: watch::Receiver<Cancel>,
+) -> AgentReport {
+    let phase = &shared.pipeline.phases[i];
+    let agent = shared
+        .pipeline
+        .agent(name)
+        .expect("validated: every phase agent exists");
+    let mut report = AgentReport {
+        agent: name.to_string(),
+        status: Outcome::Failed,
+        attempts: 0,
+        exit_code: None,
+        started_ms: None,
+        ended_ms: None,
+        turns: 0,
+        tokens_in: 0,
+        tokens_out: 0,
+        cost_usd: None,
+        session_id: None,
+        reason: None,
+    };
+    let max_attempts = 1 + phase.retries;
+    let base = shared
+        .opts
+        .attempt_base
+        .get(&(phase.name.clone(), name.to_string()))
+        .copied()
+        .unwrap_or(0);
+    for n in 1..=max_attempts {
+        let attempt = base + n;
+        if *cancel.borrow() != Cancel::No {
+            report.status = Outcome::Cancelled;
+            report.reason = Some("the run was interrupted".into());
+            break;
+        }
+        let permit = tokio::select! {
+            p = Arc::clone(&shared.permits).acquire_owned() => p.ok(),
+            _ = cancel.changed() => None,
+        };
+        let Some(permit) = permit else {
+            report.status = Outcome::Cancelled;
+            report.reason = Some("the run was interrupted".into());
+            break;
+        };
+        let inv = build::invocation(&shared.pipeline, phase, agent, &shared.ctx);
+        let toolset = shared.pipeline.resolve(phase, agent).toolset;
+        let max_turns = (agent.kind.is_llm() && inv.enforcement.max_turns.by == By::Orch)
+            .then_some(toolset.max_turns);
+        let argv_json = serde_json::to_string(&inv.argv()).unwrap_or_default();
+        let env_json = serde_json::to_string(
+            &inv.shown_env()
+                .into_iter()
+                .collect::<std::collections::BTreeMap<_, _>>(),
+        )
+        .unwrap_or_default();
+        let started = now_ms();
+        shared.sink.send(Record::AttemptStarted {
+            run_id: shared.opts.run_id.clone(),
+            phase: phase.name.clone(),
+            agent: name.to_string(),
+            attempt,
+            argv_json,
+            env_json,
+            started_ms: started,
+        });
+        (shared.progress)(Progress::AttemptStarted {
+            phase: phase.name.clone(),
+            agent: name.to_string(),
+            attempt,
+        });
+        let spec = AttemptSpec {
+            run_id: shared.opts.run_id.clone(),
+            phase: phase.name.clone(),
+            agent: name.to_string(),
+            attempt,
+            kind: agent.kind,
+            invocation: inv,
+            timeout: phase.timeout,
+            stall_timeout: phase.stall_timeout,
+            max_turns,
+            grace: shared.opts.grace,
+            log_dir: log_dir(
+                &shared.ctx.state_dir(),
+                &shared.opts.run_id,
+                &phase.name,
+                name,
+            ),
+        };
+        let result = run_attempt(spec, shared.sink.clone(), cancel.clone()).await;
+        drop(permit);
+        shared.sink.send(Record::AttemptFinished {
+            run_id: shared.opts.run_id.clone(),
+            phase: phase.name.clone(),
+            agent: name.to_string(),
+            attempt,
+            outcome: result.outcome,
+            exit_code: result.exit_code,
+            reason: result.reason.clone(),
+            session_id: result.session_id.clone(),
+            turns: result.turns,
+            tokens_in: result.tokens_in,
+            tokens_out: result.tokens_out,
+            cost_usd: result.cost_usd,
+            ended_ms: result.ended_ms,
+        });
+        report.attempts = n;
+        report.status = result.outcome;
+        report.exit_code = result.exit_code;
+        report.started_ms.get_or_insert(result.started_ms);
+        report.ended_ms = Some(result.ended_ms);
+        report.turns = result.turns;
+        report.tokens_in += result.tokens_in;
+        report.tokens_out += result.tokens_out;
+        if let Some(c) = result.cost_usd {
+            report.cost_usd = Some(report.cost_usd.unwrap_or(0.0) + c);
+        }
+        report.session_id = result.session_id.clone().or(report.session_id.take());
+        report.reason = result.reason.clone();
+        (shared.progress)(Progress::AttemptFinished {
+            phase: phase.name.clone(),
+            agent: name.to_string(),
+            attempt,
+            result: Box::new(result.clone()),
+        });
+        if result.outcome == Outcome::Succeeded || n == max_attempts {
+            break;
+        }
+        let now_s = now_ms() / 1000;
+        let Some(wait) = retry::next_wait(
+            &result,
+            n,
+            shared.opts.retry_base,
+            shared.opts.retry_max,
+            now_s,
+        ) else {
+            break;
+        };
+        (shared.progress)(Progress::Retrying {
+            phase: phase.name.clone(),
+            agent: name.to_string(),
+            wait,
+        });
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = cancel.changed() => {}
+        }
+    }
+    report
+}
+
+/// `<state_dir>/runs/<run>/<phase>/<agent>/`: the raw logs of every attempt.
+pub fn log_dir(state_dir: &Path, run_id: &str, phase: &str, agent: &str) -> std::path::PathBuf {
+    state_dir.join("runs").join(run_id).join(phase).join(agent)
+}
+
+pub fn sha256_file(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = f.read(&mut buf).ok()?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Some(hex(&h.finalize()))
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

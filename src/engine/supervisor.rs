@@ -1,0 +1,459 @@
+//! One agent attempt, supervised: its own process group, the adapter's files
+//! written first and removed after, stdin as the adapter says, stdout and
+//! stderr read at the same time with a line-length cap, every line parsed and
+//! recorded, and the limits enforced from outside: wall-clock timeout, stall
+//! timeout (no output), the turn budget for CLIs without one, and
+//! cancellation. Stopping is TERM to the group, a grace period, then KILL;
+//! when the attempt ends the whole group is killed, so no grandchild
+//! outlives it.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+use tokio::sync::{mpsc, watch};
+
+use crate::agents::invocation::{Invocation, Stdin};
+use crate::agents::{AgentKind, adapter, probe};
+use crate::events::Event;
+use crate::store::{Outcome, Record};
+
+use super::sink::Sink;
+
+/// Longest line kept from an agent's output; the rest of a longer line is
+/// dropped (and the line marked), so one runaway line cannot eat memory.
+pub const MAX_LINE: usize = 1 << 20;
+
+/// How running work is asked to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cancel {
+    No,
+    /// TERM, grace period, KILL (first Ctrl-C, or a failed required phase).
+    Graceful,
+    /// KILL now (second Ctrl-C).
+    Immediate,
+}
+
+/// Everything one attempt needs.
+#[derive(Debug, Clone)]
+pub struct AttemptSpec {
+    pub run_id: String,
+    pub phase: String,
+    pub agent: String,
+    pub attempt: u32,
+    pub kind: AgentKind,
+    pub invocation: Invocation,
+    pub timeout: Option<Duration>,
+    pub stall_timeout: Option<Duration>,
+    /// Set when orch enforces the turn limit (the CLI has none).
+    pub max_turns: Option<u32>,
+    pub grace: Duration,
+    /// Where the raw stdout/stderr of the attempt are kept.
+    pub log_dir: PathBuf,
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone)]
+pub struct AttemptResult {
+    pub outcome: Outcome,
+    pub exit_code: Option<i32>,
+    pub reason: Option<String>,
+    pub session_id: Option<String>,
+    pub turns: u32,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    pub cost_usd: Option<f64>,
+    /// A rate limit was seen; Unix seconds to wait until, when known.
+    pub rate_limited: Option<Option<u64>>,
+    /// Retrying cannot help (a missing binary, weakened rules).
+    pub permanent: bool,
+    pub started_ms: u64,
+    pub ended_ms: u64,
+}
+
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+enum Line {
+    Out(String, bool),
+    Err(String, bool),
+}
+
+/// Read lines with a cap; a longer line is cut (the flag says so) and the
+/// rest of it skipped. Ends at EOF or when the receiver is gone.
+async fn read_lines<R: AsyncRead + Unpin>(r: R, tx: mpsc::Sender<Line>, stdout: bool) {
+    let mut reader = BufReader::with_capacity(64 * 1024, r);
+    let mut buf: Vec<u8> = Vec::new();
+    let mut cut = false;
+    while let Ok(chunk) = reader.fill_buf().await {
+        if chunk.is_empty() {
+            if !buf.is_empty() || cut {
+                let line = String::from_utf8_lossy(&buf).into_owned();
+                let _ = tx
+                    .send(if stdout {
+                        Line::Out(line, cut)
+                    } else {
+                        Line::Err(line, cut)
+                    })
+                    .await;
+            }
+            break;
+        }
+        let (used, end) = match memchr::memchr(b'\n', chunk) {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        let take = &chunk[..if end { used - 1 } else { used }];
+        let room = MAX_LINE.saturating_sub(buf.len());
+        if take.len() > room {
+            buf.extend_from_slice(&take[..room]);
+            cut = true;
+        } else {
+            buf.extend_from_slice(take);
+        }
+        reader.consume(used);
+        if end {
+            if buf.last() == Some(&b'\r') {
+                buf.pop();
+            }
+            let line = String::from_utf8_lossy(&buf).into_owned();
+            buf.clear();
+            let flag = std::mem::take(&mut cut);
+            if tx
+                .send(if stdout {
+                    Line::Out(line, flag)
+                } else {
+                    Line::Err(line, flag)
+                })
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    }
+}
+
+/// Run one attempt to its end. Never panics on the agent's behaviour.
+pub async fn run_attempt(
+    spec: AttemptSpec,
+    sink: Sink,
+    mut cancel: watch::Receiver<Cancel>,
+) -> AttemptResult {
+    let started_ms = now_ms();
+    let inv = &spec.invocation;
+    let mut result = AttemptResult {
+        outcome: Outcome::Failed,
+        exit_code: None,
+        reason: None,
+        session_id: None,
+        turns: 0,
+        tokens_in: 0,
+        tokens_out: 0,
+        cost_usd: None,
+        rate_limited: None,
+        permanent: false,
+        started_ms,
+        ended_ms: started_ms,
+    };
+    let finish = |mut r: AttemptResult| {
+        r.ended_ms = now_ms();
+        r
+    };
+
+    if let Err(e) = probe::write_files(inv) {
+        result.reason = Some(format!("cannot write the invocation's files: {e}"));
+        result.permanent = true;
+        return finish(result);
+    }
+    let _ = std::fs::create_dir_all(&spec.log_dir);
+
+    let mut cmd = Command::new(&inv.program);
+    cmd.args(&inv.args)
+        .current_dir(&inv.cwd)
+        .process_group(0)
+        .kill_on_drop(true)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(match inv.stdin {
+            Stdin::Null => Stdio::null(),
+            Stdin::Text(_) => Stdio::piped(),
+        });
+    if !inv.inherit_env {
+        cmd.env_clear();
+    }
+    for var in &inv.env {
+        if let Some(v) = var.resolve(|n| std::env::var(n).ok()) {
+            cmd.env(&var.name, v);
+        }
+    }
+    // If orch itself is killed (SIGKILL leaves it no chance to stop
+    // anything), the agent's own process goes with it.
+    #[cfg(target_os = "linux")]
+    // SAFETY: the closure only makes one async-signal-safe system call.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
+                .map_err(|e| std::io::Error::from_raw_os_error(e as i32))
+        });
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            probe::remove_files(inv);
+            result.reason = Some(if e.kind() == std::io::ErrorKind::NotFound {
+                format!(
+                    "`{}` was not found (is it installed and on PATH?)",
+                    inv.program
+                )
+            } else {
+                format!("cannot start `{}`: {e}", inv.program)
+            });
+            result.permanent = true;
+            return finish(result);
+        }
+    };
+    let pgid = child.id().map(|p| Pid::from_raw(p as i32));
+    if let (Stdin::Text(text), Some(mut pipe)) = (&inv.stdin, child.stdin.take()) {
+        let text = text.clone();
+        tokio::spawn(async move {
+            let _ = pipe.write_all(text.as_bytes()).await;
+            let _ = pipe.shutdown().await;
+        });
+    }
+    let (tx, mut rx) = mpsc::channel::<Line>(1024);
+    let out = tokio::spawn(read_lines(
+        child.stdout.take().expect("piped"),
+        tx.clone(),
+        true,
+    ));
+    let err = tokio::spawn(read_lines(child.stderr.take().expect("piped"), tx, false));
+
+    let adapter = adapter(spec.kind);
+    let mut raw_out = std::fs::File::create(
+        spec.log_dir
+            .join(format!("attempt-{}.stdout", spec.attempt)),
+    )
+    .ok();
+    let mut raw_err = std::fs::File::create(
+        spec.log_dir
+            .join(format!("attempt-{}.stderr", spec.attempt)),
+    )
+    .ok();
+    let mut seq: u64 = 0;
+    let mut record = |kind: String, data_json: String, raw: &str| {
+        sink.send(Record::Event {
+            run_id: spec.run_id.clone(),
+            phase: spec.phase.clone(),
+            agent: spec.agent.clone(),
+            attempt: spec.attempt,
+            seq,
+            ts_ms: now_ms(),
+            kind,
+            data_json,
+            raw: raw.to_string(),
+        });
+        seq += 1;
+    };
+
+    let start = Instant::now();
+    let mut last_output = Instant::now();
+    let mut stop: Option<(Outcome, String)> = None;
+    let mut stop_at: Option<Instant> = None;
+    let mut killed = false;
+    let mut cli_error = false;
+    let mut weakened: Option<String> = None;
+    let mut streams_open = true;
+    let mut leader_gone = false;
+    let tick = Duration::from_millis(100);
+
+    let status = loop {
+        // Decide whether to stop, and escalate TERM to KILL after the grace.
+        if stop.is_none() {
+            let c = *cancel.borrow();
+            if c != Cancel::No {
+                stop = Some((Outcome::Cancelled, "cancelled".into()));
+            } else if spec.timeout.is_some_and(|t| start.elapsed() > t) {
+                stop = Some((
+                    Outcome::TimedOut,
+                    format!(
+                        "timed out after {}",
+                        humantime::format_duration(spec.timeout.unwrap_or_default())
+                    ),
+                ));
+            } else if spec
+                .stall_timeout
+                .is_some_and(|t| last_output.elapsed() > t)
+            {
+                stop = Some((
+                    Outcome::TimedOut,
+                    format!(
+                        "no output for {}",
+                        humantime::format_duration(spec.stall_timeout.unwrap_or_default())
+                    ),
+                ));
+            }
+            if stop.is_some()
+                && let Some(pg) = pgid
+            {
+                let _ = killpg(pg, Signal::SIGTERM);
+                stop_at = Some(Instant::now());
+            }
+        }
+        // When the agent's own process has exited, the attempt is over:
+        // children it left behind (even ones that ignore TERM) go with the
+        // group, which also closes the pipes they held open.
+        if !leader_gone && matches!(child.try_wait(), Ok(Some(_))) {
+            leader_gone = true;
+            if let Some(pg) = pgid {
+                let _ = killpg(pg, Signal::SIGKILL);
+            }
+        }
+        if !killed
+            && let (Some(at), Some(pg)) = (stop_at, pgid)
+            && (at.elapsed() > spec.grace || *cancel.borrow() == Cancel::Immediate)
+        {
+            let _ = killpg(pg, Signal::SIGKILL);
+            killed = true;
+        }
+
+        tokio::select! {
+            line = rx.recv(), if streams_open => {
+                let Some(line) = line else {
+                    streams_open = false;
+                    continue;
+                };
+                last_output = Instant::now();
+                match line {
+                    Line::Out(text, cut) => {
+                        let text = if cut { format!("{text} [line cut at {MAX_LINE} bytes]") } else { text };
+                        if let Some(f) = raw_out.as_mut() {
+                            use std::io::Write;
+                            let _ = writeln!(f, "{text}");
+                        }
+                        let events = if cut { Vec::new() } else { adapter.parse_line(&text) };
+                        if events.is_empty() {
+                            record("raw".into(), "null".into(), &text);
+                        }
+                        for ev in events {
+                            match &ev {
+                                Event::SessionStart { session_id: Some(s), .. } => result.session_id = Some(s.clone()),
+                                Event::TurnEnd => result.turns += 1,
+                                Event::Usage { tokens_in, tokens_out, cost_usd } => {
+                                    result.tokens_in += tokens_in;
+                                    result.tokens_out += tokens_out;
+                                    if let Some(c) = cost_usd {
+                                        result.cost_usd = Some(result.cost_usd.unwrap_or(0.0) + c);
+                                    }
+                                }
+                                Event::Result { is_error, num_turns, session_id, tokens_in, tokens_out, cost_usd, text: t, subtype } => {
+                                    cli_error |= *is_error;
+                                    if *is_error && result.reason.is_none() {
+                                        result.reason = t.clone().or_else(|| subtype.clone());
+                                    }
+                                    if let Some(n) = num_turns { result.turns = result.turns.max(*n); }
+                                    if let Some(s) = session_id { result.session_id = Some(s.clone()); }
+                                    if let Some(t) = tokens_in { result.tokens_in = result.tokens_in.max(*t); }
+                                    if let Some(t) = tokens_out { result.tokens_out = result.tokens_out.max(*t); }
+                                    if cost_usd.is_some() { result.cost_usd = *cost_usd; }
+                                }
+                                Event::Error { message, rate_limited, retry_at } => {
+                                    if *rate_limited { result.rate_limited = Some(*retry_at); }
+                                    if result.reason.is_none() { result.reason = Some(message.clone()); }
+                                }
+                                _ => {}
+                            }
+                            let data = serde_json::to_string(&ev).unwrap_or_else(|_| "null".into());
+                            record(ev.kind().into(), data, &text);
+                        }
+                        if let Some(max) = spec.max_turns
+                            && result.turns > max
+                            && stop.is_none()
+                        {
+                            stop = Some((Outcome::Failed, format!("turn limit {max} reached (enforced by orch)")));
+                            if let Some(pg) = pgid {
+                                let _ = killpg(pg, Signal::SIGTERM);
+                            }
+                            stop_at = Some(Instant::now());
+                        }
+                    }
+                    Line::Err(text, cut) => {
+                        let text = if cut { format!("{text} [line cut at {MAX_LINE} bytes]") } else { text };
+                        if let Some(f) = raw_err.as_mut() {
+                            use std::io::Write;
+                            let _ = writeln!(f, "{text}");
+                        }
+                        if weakened.is_none()
+                            && let Some(why) = adapter.weakened(&text)
+                        {
+                            weakened = Some(format!("{why}: {}", text.trim()));
+                        }
+                        for ev in adapter.parse_stderr_line(&text) {
+                            let data = serde_json::to_string(&ev).unwrap_or_else(|_| "null".into());
+                            record(ev.kind().into(), data, &text);
+                        }
+                        if crate::events::looks_rate_limited(&text) && result.rate_limited.is_none() {
+                            result.rate_limited = Some(None);
+                        }
+                        record("stderr".into(), "null".into(), &text);
+                    }
+                }
+            }
+            status = child.wait(), if !streams_open => break status,
+            _ = cancel.changed() => {}
+            _ = tokio::time::sleep(tick) => {}
+        }
+    };
+    // The leader is gone; take the rest of its group with it.
+    if let Some(pg) = pgid {
+        let _ = killpg(pg, Signal::SIGKILL);
+    }
+    let _ = out.await;
+    let _ = err.await;
+    probe::remove_files(inv);
+
+    result.exit_code = status.as_ref().ok().and_then(|s| s.code());
+    let signal = status.as_ref().ok().and_then(|s| s.signal());
+    match (stop, &weakened) {
+        (Some((outcome, reason)), _) => {
+            result.outcome = outcome;
+            result.reason = Some(reason);
+        }
+        (None, Some(w)) => {
+            result.outcome = Outcome::Failed;
+            result.reason = Some(format!("ran with weaker rules than asked: {w}"));
+            result.permanent = true;
+        }
+        (None, None) => match (&status, cli_error) {
+            (Ok(s), false) if s.success() => result.outcome = Outcome::Succeeded,
+            (Ok(_), true) => {
+                result.outcome = Outcome::Failed;
+                if result.reason.is_none() {
+                    result.reason = Some("the agent reported an error".into());
+                }
+            }
+            (Ok(_), false) => {
+                result.outcome = Outcome::Failed;
+                result.reason = Some(match (result.exit_code, signal) {
+                    (Some(c), _) => format!("exited with status {c}"),
+                    (None, Some(sig)) => format!("killed by signal {sig}"),
+                    _ => "exited abnormally".into(),
+                });
+            }
+            (Err(e), _) => {
+                result.outcome = Outcome::Failed;
+                result.reason = Some(format!("cannot wait for the process: {e}"));
+            }
+        },
+    }
+    finish(result)
+}

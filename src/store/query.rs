@@ -1,0 +1,944 @@
+//! Reading the run history, on a connection of its own (WAL lets it read
+//! while the writer thread writes). Every result serializes with serde, for
+//! `--format json`.
+//!
+//! These calls block on SQLite: from async code, make them before the
+//! runtime gets busy or inside `spawn_blocking`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use serde::Serialize;
+
+use super::error::StoreError;
+use super::liveness::pid_alive;
+use super::record::{Outcome, RunStatus};
+use super::schema::{self, DB_FILE};
+
+/// One line of `orch runs list`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunSummary {
+    pub run_id: String,
+    pub pipeline_name: String,
+    pub pipeline_path: String,
+    /// `running`, `succeeded`, `failed` or `interrupted`.
+    pub status: String,
+    pub selection: String,
+    pub pid: u32,
+    pub started_ms: u64,
+    pub ended_ms: Option<u64>,
+    /// Phases recorded (started or skipped).
+    pub phases_total: u32,
+    pub phases_succeeded: u32,
+    /// Failed or timed out.
+    pub phases_failed: u32,
+}
+
+/// A run with its phases, their attempts and the artifacts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunDetail {
+    pub run_id: String,
+    pub pipeline_name: String,
+    pub pipeline_path: String,
+    pub status: String,
+    pub selection: String,
+    pub pid: u32,
+    pub started_ms: u64,
+    pub ended_ms: Option<u64>,
+    /// SHA-256 over the pipeline file and every prompt and profile it uses.
+    pub digest: String,
+    /// File path -> SHA-256 of that file.
+    pub digests: serde_json::Value,
+    /// In the order they were first recorded.
+    pub phases: Vec<PhaseDetail>,
+    pub artifacts: Vec<ArtifactRow>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PhaseDetail {
+    pub name: String,
+    /// `running`, or how it ended (`succeeded`, `failed`, `skipped`,
+    /// `timed_out`, `cancelled`).
+    pub status: String,
+    pub attempts: u32,
+    pub started_ms: Option<u64>,
+    pub ended_ms: Option<u64>,
+    /// Every attempt of every agent, in the order they started.
+    pub agents: Vec<AttemptDetail>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AttemptDetail {
+    pub agent: String,
+    /// From 1.
+    pub attempt: u32,
+    /// `running`, or the attempt's outcome.
+    pub status: String,
+    pub exit_code: Option<i32>,
+    pub reason: Option<String>,
+    pub session_id: Option<String>,
+    pub turns: u32,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    pub cost_usd: Option<f64>,
+    pub started_ms: Option<u64>,
+    pub ended_ms: Option<u64>,
+    /// The command line as recorded (no secrets).
+    pub argv: serde_json::Value,
+    /// The environment as recorded (secrets redacted).
+    pub env: serde_json::Value,
+    /// Events recorded for the attempt.
+    pub events: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ArtifactRow {
+    pub phase: String,
+    pub path: String,
+    pub sha256: String,
+}
+
+/// One recorded event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EventRow {
+    /// Arrival order across the whole database; pass the last one seen as
+    /// `after` to get only newer events.
+    pub id: i64,
+    pub phase: String,
+    pub agent: String,
+    pub attempt: u32,
+    pub seq: u64,
+    pub ts_ms: u64,
+    pub kind: String,
+    /// The normalized event (`null` for `raw` and `stderr` lines).
+    pub data: serde_json::Value,
+    pub raw: String,
+}
+
+/// A read connection to `state.db`. `Send + Sync`: calls take turns on
+/// the one connection.
+pub struct Reader {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader").field("path", &self.path).finish()
+    }
+}
+
+const RUN_COLUMNS: &str = "run_id, pipeline_name, pipeline_path, status, selection, pid,
+                           started_ms, ended_ms";
+
+impl Reader {
+    /// Open `<state_dir>/state.db` for reading, or `None` when there is no
+    /// database there yet (nothing is created). An older schema is brought
+    /// up to date; a newer one is refused.
+    pub fn open(state_dir: &Path) -> Result<Option<Reader>, StoreError> {
+        let path = state_dir.join(DB_FILE);
+        if !path.is_file() {
+            return Ok(None);
+        }
+        let conn = schema::open(&path, false)?;
+        Ok(Some(Reader::new(conn, path)))
+    }
+
+    pub(super) fn new(conn: Connection, path: PathBuf) -> Reader {
+        Reader {
+            conn: Mutex::new(conn),
+            path,
+        }
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The newest runs first, at most `limit`.
+    pub fn list_runs(&self, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
+        let conn = self.conn();
+        let mut st = conn.prepare_cached(
+            "SELECT r.run_id, r.pipeline_name, r.pipeline_path, r.status, r.selection, r.pid,
+                    r.started_ms, r.ended_ms,
+                    (SELECT count(*) FROM phases p WHERE p.run_id = r.run_id),
+                    (SELECT count(*) FROM phases p
+                      WHERE p.run_id = r.run_id AND p.status = 'succeeded'),
+                    (SELECT count(*) FROM phases p
+                      WHERE p.run_id = r.run_id AND p.status IN ('failed', 'timed_out'))
+             FROM runs r
+             ORDER BY r.started_ms DESC, r.rowid DESC
+             LIMIT ?1",
+        )?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = st.query_map([limit], |r| {
+            Ok(RunSummary {
+                run_id: r.get(0)?,
+                pipeline_name: r.get(1)?,
+                pipeline_path: r.get(2)?,
+                status: r.get(3)?,
+                selection: r.get(4)?,
+                pid: r.get(5)?,
+                started_ms: r.get(6)?,
+                ended_ms: r.get(7)?,
+                phases_total: r.get(8)?,
+                phases_succeeded: r.get(9)?,
+                phases_failed: r.get(10)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// A run id from what a user typed: `latest` (the newest run), a full
+    /// run id, or a prefix of exactly one. `None` when nothing matches; a
+    /// prefix of several runs is [`StoreError::AmbiguousRun`].
+    pub fn resolve_run(&self, spec: &str) -> Result<Option<String>, StoreError> {
+        let conn = self.conn();
+        if spec == "latest" {
+            return Ok(conn
+                .query_row(
+                    "SELECT run_id FROM runs ORDER BY started_ms DESC, rowid DESC LIMIT 1",
+                    [],
+                    |r| r.get(0),
+                )
+                .optional()?);
+        }
+        if spec.is_empty() {
+            return Ok(None);
+        }
+        let exact: Option<String> = conn
+            .query_row("SELECT run_id FROM runs WHERE run_id = ?1", [spec], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        if exact.is_some() {
+            return Ok(exact);
+        }
+        let mut st = conn.prepare_cached(
+            "SELECT run_id FROM runs WHERE substr(run_id, 1, length(?1)) = ?1
+             ORDER BY started_ms DESC, rowid DESC LIMIT 6",
+        )?;
+        let mut found: Vec<String> = st
+            .query_map([spec], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        if found.len() <= 1 {
+            return Ok(found.pop());
+        }
+        let mut candidates = found
+            .iter()
+            .take(5)
+            .map(|id| format!("`{id}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if found.len() > 5 {
+            candidates.push_str(", ...");
+        }
+        Err(StoreError::AmbiguousRun {
+            spec: spec.to_string(),
+            candidates,
+        })
+    }
+
+    /// A run's status (`running`, `succeeded`, ...), or `None` for an
+    /// unknown run.
+    pub fn run_status(&self, run_id: &str) -> Result<Option<String>, StoreError> {
+        let conn = self.conn();
+        Ok(conn
+            .query_row("SELECT status FROM runs WHERE run_id = ?1", [run_id], |r| {
+                r.get(0)
+            })
+            .optional()?)
+    }
+
+    /// A run with its phases, attempts and artifacts.
+    pub fn run(&self, run_id: &str) -> Result<Option<RunDetail>, StoreError> {
+        let conn = self.conn();
+        let run = conn
+            .query_row(
+                &format!("SELECT {RUN_COLUMNS}, digest, digests_json FROM runs WHERE run_id = ?1"),
+                [run_id],
+                |r| {
+                    Ok(RunDetail {
+                        run_id: r.get(0)?,
+                        pipeline_name: r.get(1)?,
+                        pipeline_path: r.get(2)?,
+                        status: r.get(3)?,
+                        selection: r.get(4)?,
+                        pid: r.get(5)?,
+                        started_ms: r.get(6)?,
+                        ended_ms: r.get(7)?,
+                        digest: r.get(8)?,
+                        digests: json(&r.get::<_, String>(9)?),
+                        phases: Vec::new(),
+                        artifacts: Vec::new(),
+                    })
+                },
+            )
+            .optional()?;
+        let Some(mut run) = run else {
+            return Ok(None);
+        };
+
+        let mut counts: HashMap<(String, String, u32), u64> = HashMap::new();
+        {
+            let mut st = conn.prepare_cached(
+                "SELECT phase, agent, attempt, count(*) FROM events WHERE run_id = ?1
+                 GROUP BY phase, agent, attempt",
+            )?;
+            let rows = st.query_map([run_id], |r| {
+                Ok(((r.get(0)?, r.get(1)?, r.get(2)?), r.get(3)?))
+            })?;
+            for row in rows {
+                let (k, n) = row?;
+                counts.insert(k, n);
+            }
+        }
+
+        let mut st = conn.prepare_cached(
+            "SELECT phase, status, attempts, started_ms, ended_ms FROM phases
+             WHERE run_id = ?1 ORDER BY rowid",
+        )?;
+        run.phases = st
+            .query_map([run_id], |r| {
+                Ok(PhaseDetail {
+                    name: r.get(0)?,
+                    status: r.get(1)?,
+                    attempts: r.get(2)?,
+                    started_ms: r.get(3)?,
+                    ended_ms: r.get(4)?,
+                    agents: Vec::new(),
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+
+        let mut st = conn.prepare_cached(
+            "SELECT phase, agent, attempt, outcome, exit_code, reason, session_id, turns,
+                    tokens_in, tokens_out, cost_usd, started_ms, ended_ms, argv_json, env_json
+             FROM attempts WHERE run_id = ?1 ORDER BY rowid",
+        )?;
+        let rows = st.query_map([run_id], |r| {
+            let phase: String = r.get(0)?;
+            let agent: String = r.get(1)?;
+            let attempt: u32 = r.get(2)?;
+            let events = counts
+                .get(&(phase.clone(), agent.clone(), attempt))
+                .copied()
+                .unwrap_or(0);
+            Ok((
+                phase,
+                AttemptDetail {
+                    agent,
+                    attempt,
+                    status: r.get(3)?,
+                    exit_code: r.get(4)?,
+                    reason: r.get(5)?,
+                    session_id: r.get(6)?,
+                    turns: r.get(7)?,
+                    tokens_in: r.get(8)?,
+                    tokens_out: r.get(9)?,
+                    cost_usd: r.get(10)?,
+                    started_ms: r.get(11)?,
+                    ended_ms: r.get(12)?,
+                    argv: json(&r.get::<_, String>(13)?),
+                    env: json(&r.get::<_, String>(14)?),
+                    events,
+                },
+            ))
+        })?;
+        for row in rows {
+            let (phase, attempt) = row?;
+            if let Some(p) = run.phases.iter_mut().find(|p| p.name == phase) {
+                p.agents.push(attempt);
+            }
+        }
+
+        let mut st = conn.prepare_cached(
+            "SELECT phase, path, sha256 FROM artifacts WHERE run_id = ?1 ORDER BY rowid",
+        )?;
+        run.artifacts = st
+            .query_map([run_id], |r| {
+                Ok(ArtifactRow {
+                    phase: r.get(0)?,
+                    path: r.get(1)?,
+                    sha256: r.get(2)?,
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(Some(run))
+    }
+
+    /// A run's events in arrival order, only those with an id above
+    /// `after` (0 for all), only `phase`'s when given, at most `limit`.
+    /// For follow mode, call again with the last id seen.
+    ///
+    /// Events are read by rowid range: the run's first and last rowid come
+    /// from a scan of the primary key's index (entries only, no rows), and
+    /// the rows between them are read in order. A run's events are nearly
+    /// contiguous (one orch writes a state directory at a time), so this
+    /// reads little besides them without a second index on the hot insert
+    /// path.
+    pub fn events(
+        &self,
+        run_id: &str,
+        phase: Option<&str>,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<EventRow>, StoreError> {
+        let conn = self.conn();
+        let (first, last): (Option<i64>, Option<i64>) = conn
+            .prepare_cached("SELECT min(rowid), max(rowid) FROM events WHERE run_id = ?1")?
+            .query_row([run_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        let (Some(first), Some(last)) = (first, last) else {
+            return Ok(Vec::new());
+        };
+        // `+column` keeps SQLite on the rowid range instead of the index.
+        let mut st = conn.prepare_cached(
+            "SELECT rowid, phase, agent, attempt, seq, ts_ms, kind, data_json, raw
+             FROM events
+             WHERE rowid > ?2 AND rowid <= ?3 AND +run_id = ?1
+               AND (?4 IS NULL OR +phase = ?4)
+             ORDER BY rowid
+             LIMIT ?5",
+        )?;
+        let from = after.max(first - 1);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = st.query_map(params![run_id, from, last, phase, limit], |r| {
+            Ok(EventRow {
+                id: r.get(0)?,
+                phase: r.get(1)?,
+                agent: r.get(2)?,
+                attempt: r.get(3)?,
+                seq: r.get(4)?,
+                ts_ms: r.get(5)?,
+                kind: r.get(6)?,
+                data: json(&r.get::<_, String>(7)?),
+                raw: r.get(8)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// How many events a run has.
+    pub fn event_count(&self, run_id: &str) -> Result<u64, StoreError> {
+        let conn = self.conn();
+        Ok(conn.query_row(
+            "SELECT count(*) FROM events WHERE run_id = ?1",
+            [run_id],
+            |r| r.get(0),
+        )?)
+    }
+
+    /// The newest run of the pipeline file at `pipeline_path` (as recorded
+    /// in `RunStarted`), for `--resume` without a run id.
+    pub fn latest_run(&self, pipeline_path: &str) -> Result<Option<String>, StoreError> {
+        let conn = self.conn();
+        Ok(conn
+            .query_row(
+                "SELECT run_id FROM runs WHERE pipeline_path = ?1
+                 ORDER BY started_ms DESC, rowid DESC LIMIT 1",
+                [pipeline_path],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    /// The phases of a run that succeeded (what `--resume` skips), by name.
+    pub fn succeeded_phases(&self, run_id: &str) -> Result<Vec<String>, StoreError> {
+        let conn = self.conn();
+        let mut st = conn.prepare_cached(
+            "SELECT phase FROM phases WHERE run_id = ?1 AND status = ?2 ORDER BY rowid",
+        )?;
+        let rows = st.query_map(params![run_id, Outcome::Succeeded.as_str()], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// A run's `(digest, digests_json)` as recorded, or `None` for an
+    /// unknown run.
+    pub fn run_digests(&self, run_id: &str) -> Result<Option<(String, String)>, StoreError> {
+        let conn = self.conn();
+        Ok(conn
+            .query_row(
+                "SELECT digest, digests_json FROM runs WHERE run_id = ?1",
+                [run_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?)
+    }
+
+    /// The highest attempt number recorded for each `(phase, agent)` of a
+    /// run. A resumed run numbers its new attempts after these: attempt
+    /// numbers are never reused (their events would collide).
+    pub fn attempt_counts(
+        &self,
+        run_id: &str,
+    ) -> Result<HashMap<(String, String), u32>, StoreError> {
+        let conn = self.conn();
+        let mut st = conn.prepare_cached(
+            "SELECT phase, agent, max(attempt) FROM attempts WHERE run_id = ?1
+             GROUP BY phase, agent",
+        )?;
+        let rows = st.query_map([run_id], |r| Ok(((r.get(0)?, r.get(1)?), r.get(2)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Every run still `running` whose orch process is gone becomes
+    /// `interrupted`; its `running` phases and attempts become `cancelled`
+    /// (ending at their last recorded event). Returns those runs' ids.
+    /// Takes the write lock only when there is something to mark.
+    pub fn mark_interrupted(&self) -> Result<Vec<String>, StoreError> {
+        let mut conn = self.conn();
+        if running_runs(&conn)?.iter().all(|(_, pid)| pid_alive(*pid)) {
+            return Ok(Vec::new());
+        }
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        // Again under the lock: a resume may have taken a run over since.
+        let dead: Vec<String> = running_runs(&tx)?
+            .into_iter()
+            .filter(|(_, pid)| !pid_alive(*pid))
+            .map(|(id, _)| id)
+            .collect();
+        for run_id in &dead {
+            tx.execute(
+                "UPDATE attempts SET outcome = ?2,
+                     ended_ms = coalesce(
+                         (SELECT e.ts_ms FROM events e
+                           WHERE e.run_id = attempts.run_id AND e.phase = attempts.phase
+                             AND e.agent = attempts.agent AND e.attempt = attempts.attempt
+                           ORDER BY e.seq DESC LIMIT 1),
+                         started_ms)
+                 WHERE run_id = ?1 AND outcome = 'running'",
+                params![run_id, Outcome::Cancelled.as_str()],
+            )?;
+            tx.execute(
+                "UPDATE phases SET status = ?2,
+                     ended_ms = coalesce(
+                         (SELECT max(a.ended_ms) FROM attempts a
+                           WHERE a.run_id = phases.run_id AND a.phase = phases.phase),
+                         started_ms)
+                 WHERE run_id = ?1 AND status = 'running'",
+                params![run_id, Outcome::Cancelled.as_str()],
+            )?;
+            tx.execute(
+                "UPDATE runs SET status = ?2,
+                     ended_ms = max(
+                         started_ms,
+                         coalesce((SELECT max(ended_ms) FROM phases WHERE run_id = ?1), 0),
+                         coalesce((SELECT max(ended_ms) FROM attempts WHERE run_id = ?1), 0))
+                 WHERE run_id = ?1 AND status = 'running'",
+                params![run_id, RunStatus::Interrupted.as_str()],
+            )?;
+        }
+        tx.commit()?;
+        Ok(dead)
+    }
+
+    /// A run that another orch process, still alive, is running in this
+    /// state directory, as `(run_id, pid)` (the newest if several), so a
+    /// second `orch run` can refuse to start. This process's own runs do
+    /// not count.
+    pub fn active_run(&self) -> Result<Option<(String, u32)>, StoreError> {
+        let conn = self.conn();
+        let mut st = conn.prepare_cached(
+            "SELECT run_id, pid FROM runs
+             WHERE status = 'running' ORDER BY started_ms DESC, rowid DESC",
+        )?;
+        let me = std::process::id();
+        let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?)))?;
+        for row in rows {
+            let (run_id, pid) = row?;
+            if pid != me && pid_alive(pid) {
+                return Ok(Some((run_id, pid)));
+            }
+        }
+        Ok(None)
+    }
+}
+
+fn running_runs(conn: &Connection) -> rusqlite::Result<Vec<(String, u32)>> {
+    let mut st = conn.prepare_cached("SELECT run_id, pid FROM runs WHERE status = 'running'")?;
+    let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    rows.collect()
+}
+
+/// Stored JSON text as a value (text that is not JSON stays a string).
+fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|_| serde_json::Value::String(text.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+    use crate::store::fixture::*;
+    use crate::store::record::Record;
+
+    fn store_with(records: Vec<Record>) -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let w = store.writer();
+        for r in records {
+            w.send(r).unwrap();
+        }
+        w.flush().unwrap();
+        (dir, store)
+    }
+
+    /// A pid that was alive and is not any more.
+    fn dead_pid() -> u32 {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        pid
+    }
+
+    fn three_runs() -> Vec<Record> {
+        let me = std::process::id();
+        let mut v = whole_run(
+            "20250101-aaa",
+            me,
+            1_000,
+            &[("build", Outcome::Succeeded), ("test", Outcome::Succeeded)],
+            3,
+            Some(RunStatus::Succeeded),
+        );
+        v.extend(whole_run(
+            "20250102-bbb",
+            me,
+            2_000,
+            &[
+                ("build", Outcome::Succeeded),
+                ("test", Outcome::TimedOut),
+                ("deploy", Outcome::Skipped),
+            ],
+            2,
+            Some(RunStatus::Failed),
+        ));
+        v.extend(whole_run(
+            "20250102-bcc",
+            me,
+            3_000,
+            &[("build", Outcome::Failed)],
+            1,
+            Some(RunStatus::Failed),
+        ));
+        v
+    }
+
+    #[test]
+    fn opening_a_missing_history_creates_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(Reader::open(dir.path()).unwrap().is_none());
+        assert!(Reader::open(&dir.path().join("nowhere")).unwrap().is_none());
+        assert!(!dir.path().join(DB_FILE).exists());
+    }
+
+    #[test]
+    fn runs_are_listed_newest_first_with_phase_counts() {
+        let (_dir, store) = store_with(three_runs());
+        let runs = store.list_runs(10).unwrap();
+        let ids: Vec<&str> = runs.iter().map(|r| r.run_id.as_str()).collect();
+        assert_eq!(ids, ["20250102-bcc", "20250102-bbb", "20250101-aaa"]);
+        let b = &runs[1];
+        assert_eq!(b.status, "failed");
+        assert_eq!(
+            (b.phases_total, b.phases_succeeded, b.phases_failed),
+            (3, 1, 1)
+        );
+        assert_eq!(b.pipeline_name, "demo");
+        assert_eq!(b.started_ms, 2_000);
+        assert!(b.ended_ms.unwrap() > 2_000);
+        assert_eq!(store.list_runs(1).unwrap().len(), 1);
+        // Serializes as plain fields.
+        let json = serde_json::to_value(&runs[2]).unwrap();
+        assert_eq!(json["run_id"], "20250101-aaa");
+        assert_eq!(json["phases_succeeded"], 2);
+    }
+
+    #[test]
+    fn run_ids_resolve_from_prefixes_and_latest() {
+        let (_dir, store) = store_with(three_runs());
+        let r = |s: &str| store.resolve_run(s);
+        assert_eq!(r("20250101-aaa").unwrap().as_deref(), Some("20250101-aaa"));
+        assert_eq!(r("20250101").unwrap().as_deref(), Some("20250101-aaa"));
+        assert_eq!(r("20250102-bb").unwrap().as_deref(), Some("20250102-bbb"));
+        assert_eq!(r("latest").unwrap().as_deref(), Some("20250102-bcc"));
+        assert_eq!(r("2026").unwrap(), None);
+        assert_eq!(r("").unwrap(), None);
+        // `%` and `_` are not patterns.
+        assert_eq!(r("2025010_").unwrap(), None);
+        match r("20250102") {
+            Err(StoreError::AmbiguousRun { candidates, .. }) => {
+                assert_eq!(candidates, "`20250102-bcc`, `20250102-bbb`");
+            }
+            other => panic!("expected ambiguity, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_run_has_its_phases_attempts_and_artifacts() {
+        let mut records = three_runs();
+        records.push(Record::Artifact {
+            run_id: "20250102-bbb".into(),
+            phase: "build".into(),
+            path: "dist/app".into(),
+            sha256: "ab".repeat(32),
+        });
+        let (_dir, store) = store_with(records);
+        assert_eq!(store.run("nope").unwrap(), None);
+        let d = store.run("20250102-bbb").unwrap().unwrap();
+        assert_eq!(d.status, "failed");
+        assert_eq!(d.digest, "digest-of-20250102-bbb");
+        assert_eq!(d.digests, serde_json::json!({"pipelines/demo.toml": "abc"}));
+        let phases: Vec<(&str, &str, usize)> = d
+            .phases
+            .iter()
+            .map(|p| (p.name.as_str(), p.status.as_str(), p.agents.len()))
+            .collect();
+        assert_eq!(
+            phases,
+            [
+                ("build", "succeeded", 1),
+                ("test", "timed_out", 1),
+                ("deploy", "skipped", 0)
+            ]
+        );
+        let a = &d.phases[1].agents[0];
+        assert_eq!(a.agent, "a");
+        assert_eq!(a.attempt, 1);
+        assert_eq!(a.status, "timed_out");
+        assert_eq!(a.exit_code, Some(1));
+        assert_eq!(a.reason.as_deref(), Some("exit status 1"));
+        assert_eq!(a.session_id.as_deref(), Some("sess-1"));
+        assert_eq!((a.turns, a.tokens_in, a.tokens_out), (3, 100, 20));
+        assert_eq!(a.cost_usd, Some(0.01));
+        assert_eq!(a.events, 2);
+        assert_eq!(a.argv, serde_json::json!(["sh", "-c", "true"]));
+        assert_eq!(a.env, serde_json::json!({"TOKEN": "<redacted>"}));
+        assert_eq!(d.artifacts.len(), 1);
+        assert_eq!(d.artifacts[0].path, "dist/app");
+        let json = serde_json::to_value(&d).unwrap();
+        assert_eq!(json["phases"][1]["agents"][0]["status"], "timed_out");
+    }
+
+    #[test]
+    fn events_come_in_arrival_order_after_a_cursor() {
+        let me = std::process::id();
+        let mut records = whole_run("r1", me, 0, &[("p", Outcome::Succeeded)], 0, None);
+        records.extend(whole_run(
+            "r0",
+            me,
+            0,
+            &[("x", Outcome::Succeeded)],
+            4,
+            None,
+        ));
+        records.push(phase_started("r1", "q", 1));
+        records.push(attempt_started("r1", "q", "b", 1, 1));
+        // Two agents interleaved, in two phases.
+        for seq in 0..5 {
+            records.push(event("r1", "p", "c", 1, seq, 10 + seq));
+            records.push(event("r1", "q", "b", 1, seq, 20 + seq));
+        }
+        records.insert(3, attempt_started("r1", "p", "c", 1, 1));
+        records.extend(whole_run(
+            "r2",
+            me,
+            9,
+            &[("p", Outcome::Succeeded)],
+            4,
+            None,
+        ));
+        let (_dir, store) = store_with(records);
+
+        let all = store.events("r1", None, 0, 100).unwrap();
+        let order: Vec<(&str, u64)> = all.iter().map(|e| (e.phase.as_str(), e.seq)).collect();
+        assert_eq!(
+            order,
+            [
+                ("p", 0),
+                ("q", 0),
+                ("p", 1),
+                ("q", 1),
+                ("p", 2),
+                ("q", 2),
+                ("p", 3),
+                ("q", 3),
+                ("p", 4),
+                ("q", 4)
+            ]
+        );
+        assert!(all.windows(2).all(|w| w[0].id < w[1].id));
+        assert_eq!(all[0].kind, "assistant_text");
+        assert_eq!(all[0].data["text"], "line 0");
+        assert!(all[0].raw.contains("\"type\":\"text\""));
+
+        // Pages, by cursor.
+        let first = store.events("r1", None, 0, 4).unwrap();
+        assert_eq!(first.len(), 4);
+        let rest = store.events("r1", None, first[3].id, 100).unwrap();
+        assert_eq!(rest.len(), 6);
+        assert_eq!(rest[0], all[4]);
+        assert!(store.events("r1", None, all[9].id, 100).unwrap().is_empty());
+
+        // One phase.
+        let q = store.events("r1", Some("q"), 0, 100).unwrap();
+        assert_eq!(q.len(), 5);
+        assert!(q.iter().all(|e| e.phase == "q" && e.agent == "b"));
+        assert!(store.events("r1", Some("zz"), 0, 100).unwrap().is_empty());
+        assert!(store.events("nope", None, 0, 100).unwrap().is_empty());
+        assert_eq!(store.event_count("r1").unwrap(), 10);
+    }
+
+    #[test]
+    fn resume_queries() {
+        let mut records = three_runs();
+        // An older run of another pipeline.
+        records.push(Record::RunStarted {
+            run_id: "other".into(),
+            pipeline_name: "x".into(),
+            pipeline_path: "x.toml".into(),
+            digest: "d".into(),
+            digests_json: "{}".into(),
+            selection: "phase:a".into(),
+            pid: std::process::id(),
+            started_ms: 99_999,
+        });
+        records.push(attempt_finished(
+            "20250102-bbb",
+            "test",
+            "a",
+            3,
+            Outcome::Failed,
+            9,
+        ));
+        let (_dir, store) = store_with(records);
+        assert_eq!(
+            store.latest_run("pipelines/demo.toml").unwrap().as_deref(),
+            Some("20250102-bcc")
+        );
+        assert_eq!(
+            store.latest_run("x.toml").unwrap().as_deref(),
+            Some("other")
+        );
+        assert_eq!(store.latest_run("y.toml").unwrap(), None);
+        assert_eq!(
+            store.succeeded_phases("20250101-aaa").unwrap(),
+            ["build", "test"]
+        );
+        assert_eq!(store.succeeded_phases("20250102-bbb").unwrap(), ["build"]);
+        assert!(store.succeeded_phases("nope").unwrap().is_empty());
+        assert_eq!(
+            store.run_digests("20250101-aaa").unwrap(),
+            Some((
+                "digest-of-20250101-aaa".to_string(),
+                r#"{"pipelines/demo.toml":"abc"}"#.to_string()
+            ))
+        );
+        assert_eq!(store.run_digests("nope").unwrap(), None);
+        let counts = store.attempt_counts("20250102-bbb").unwrap();
+        assert_eq!(counts.len(), 2);
+        assert_eq!(counts[&("build".to_string(), "a".to_string())], 1);
+        assert_eq!(counts[&("test".to_string(), "a".to_string())], 3);
+        assert!(store.attempt_counts("nope").unwrap().is_empty());
+    }
+
+    #[test]
+    fn runs_of_dead_orch_processes_become_interrupted() {
+        let dead = dead_pid();
+        let mut records = whole_run(
+            "killed",
+            dead,
+            1_000,
+            &[("done", Outcome::Succeeded)],
+            2,
+            None,
+        );
+        records.extend([
+            phase_started("killed", "busy", 1_100),
+            attempt_started("killed", "busy", "a", 1, 1_100),
+            event("killed", "busy", "a", 1, 0, 1_150),
+            event("killed", "busy", "a", 1, 1, 1_175),
+            attempt_started("killed", "busy", "b", 1, 1_100),
+        ]);
+        // Still running, in this (live) process.
+        records.extend(whole_run(
+            "alive",
+            std::process::id(),
+            2_000,
+            &[("p", Outcome::Succeeded)],
+            1,
+            None,
+        ));
+        records.push(phase_started("alive", "q", 2_100));
+        let (_dir, store) = store_with(records);
+
+        assert_eq!(store.mark_interrupted().unwrap(), ["killed"]);
+        let d = store.run("killed").unwrap().unwrap();
+        assert_eq!(d.status, "interrupted");
+        assert_eq!(d.ended_ms, Some(1_175), "the last thing recorded");
+        assert_eq!(d.phases[0].status, "succeeded", "finished work stays");
+        assert_eq!(d.phases[1].status, "cancelled");
+        assert_eq!(d.phases[1].ended_ms, Some(1_175));
+        let agents: Vec<(&str, &str, Option<u64>, u64)> = d.phases[1]
+            .agents
+            .iter()
+            .map(|a| (a.agent.as_str(), a.status.as_str(), a.ended_ms, a.events))
+            .collect();
+        assert_eq!(
+            agents,
+            [
+                ("a", "cancelled", Some(1_175), 2),
+                ("b", "cancelled", Some(1_100), 0)
+            ]
+        );
+        assert_eq!(store.succeeded_phases("killed").unwrap(), ["done"]);
+        assert_eq!(store.event_count("killed").unwrap(), 4, "no event lost");
+
+        let alive = store.run("alive").unwrap().unwrap();
+        assert_eq!(alive.status, "running");
+        assert_eq!(alive.phases[1].status, "running");
+
+        // Nothing left to mark.
+        assert!(store.mark_interrupted().unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_active_run_is_another_live_process() {
+        let (_dir, store) = store_with(vec![
+            run_started("gone", dead_pid(), 1),
+            run_started("mine", std::process::id(), 2),
+        ]);
+        // Ours does not count, the dead one is not active.
+        assert_eq!(store.active_run().unwrap(), None);
+
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = other.id();
+        // Written directly: the writer would refuse a second live run.
+        let conn = Connection::open(store.path()).unwrap();
+        conn.execute(
+            "INSERT INTO runs VALUES ('theirs', 'p', 'p.toml', 'd', '{}', 'all', ?1, 'running', 3, NULL)",
+            [pid],
+        )
+        .unwrap();
+        assert_eq!(
+            store.active_run().unwrap(),
+            Some(("theirs".to_string(), pid))
+        );
+        other.kill().unwrap();
+        other.wait().unwrap();
+        assert_eq!(store.active_run().unwrap(), None);
+        let mut marked = store.mark_interrupted().unwrap();
+        marked.sort();
+        assert_eq!(marked, ["gone", "theirs"]);
+    }
+}

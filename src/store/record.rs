@@ -1,0 +1,157 @@
+//! What the engine tells the store. The engine sends these over a bounded
+//! channel to the store's single writer thread, which batches them into
+//! SQLite transactions; nothing else writes the database.
+//!
+//! Rows are keyed naturally: a run by `run_id`; a phase by (run, phase); an
+//! attempt by (run, phase, agent, attempt); an event by (run, phase, agent,
+//! attempt, seq). Times are Unix milliseconds.
+
+use serde::Serialize;
+
+/// How a phase or agent attempt ended (also a run's status, where
+/// `succeeded`, `failed` and `cancelled` apply; a run can also be
+/// `interrupted`, see [`RunStatus`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Succeeded,
+    Failed,
+    Skipped,
+    TimedOut,
+    Cancelled,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Failed => "failed",
+            Outcome::Skipped => "skipped",
+            Outcome::TimedOut => "timed_out",
+            Outcome::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "succeeded" => Outcome::Succeeded,
+            "failed" => Outcome::Failed,
+            "skipped" => Outcome::Skipped,
+            "timed_out" => Outcome::TimedOut,
+            "cancelled" => Outcome::Cancelled,
+            _ => return None,
+        })
+    }
+}
+
+/// A run's status as stored: `running` until it ends; `interrupted` when
+/// its orch process died without finishing it (found later, see
+/// `Store::mark_interrupted`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Running,
+    Succeeded,
+    Failed,
+    Interrupted,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// One message to the writer thread.
+#[derive(Debug)]
+pub enum Record {
+    RunStarted {
+        run_id: String,
+        pipeline_name: String,
+        /// The pipeline file as given.
+        pipeline_path: String,
+        /// SHA-256 (hex) over the pipeline file and every prompt and profile
+        /// it uses.
+        digest: String,
+        /// JSON object: file path -> SHA-256 of that file.
+        digests_json: String,
+        /// What was selected: `all`, `phase:a,b` or `from:a`.
+        selection: String,
+        /// The orch process running it (to find interrupted runs).
+        pid: u32,
+        started_ms: u64,
+    },
+    RunFinished {
+        run_id: String,
+        status: RunStatus,
+        ended_ms: u64,
+    },
+    PhaseStarted {
+        run_id: String,
+        phase: String,
+        started_ms: u64,
+    },
+    PhaseFinished {
+        run_id: String,
+        phase: String,
+        outcome: Outcome,
+        attempts: u32,
+        ended_ms: u64,
+    },
+    AttemptStarted {
+        run_id: String,
+        phase: String,
+        agent: String,
+        attempt: u32,
+        /// JSON array of strings; as shown (no secrets).
+        argv_json: String,
+        /// JSON object; as shown (secrets redacted).
+        env_json: String,
+        started_ms: u64,
+    },
+    AttemptFinished {
+        run_id: String,
+        phase: String,
+        agent: String,
+        attempt: u32,
+        outcome: Outcome,
+        exit_code: Option<i32>,
+        /// Why it failed, in one line (timeout, stall, weakened rules, ...).
+        reason: Option<String>,
+        session_id: Option<String>,
+        turns: u32,
+        tokens_in: u64,
+        tokens_out: u64,
+        cost_usd: Option<f64>,
+        ended_ms: u64,
+    },
+    Event {
+        run_id: String,
+        phase: String,
+        agent: String,
+        attempt: u32,
+        /// Order within the attempt, from 0.
+        seq: u64,
+        ts_ms: u64,
+        /// The normalized kind (`tool_call`, ...), or `raw` for a line that
+        /// gave no normalized event, `stderr` for a stderr line.
+        kind: String,
+        /// The normalized event as JSON (`null` for raw/stderr lines).
+        data_json: String,
+        /// The line as the CLI printed it (capped).
+        raw: String,
+    },
+    Artifact {
+        run_id: String,
+        phase: String,
+        path: String,
+        sha256: String,
+    },
+    /// Reply once everything sent before has been committed.
+    Flush(std::sync::mpsc::Sender<()>),
+}

@@ -1,0 +1,275 @@
+//! The database schema and its migrations, tracked by `PRAGMA user_version`,
+//! and how every connection to `state.db` is set up.
+//!
+//! `MIGRATIONS[i]` takes a database from version `i` to `i + 1`. Steps are
+//! only ever appended: a released step never changes. A database newer than
+//! the last step is refused rather than guessed at.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+use super::error::StoreError;
+
+/// The database file inside the state directory.
+pub const DB_FILE: &str = "state.db";
+
+/// How long a connection waits for another one's lock before giving up.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The schema steps, in order.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: runs, phases, attempts, events, artifacts.
+    r#"
+    CREATE TABLE runs (
+        run_id        TEXT PRIMARY KEY NOT NULL,
+        pipeline_name TEXT NOT NULL,
+        pipeline_path TEXT NOT NULL,
+        digest        TEXT NOT NULL,
+        digests_json  TEXT NOT NULL,
+        selection     TEXT NOT NULL,
+        pid           INTEGER NOT NULL,
+        status        TEXT NOT NULL,
+        started_ms    INTEGER NOT NULL,
+        ended_ms      INTEGER
+    );
+    -- `orch runs list` (newest first), `--resume` (latest of a pipeline),
+    -- and the liveness checks (runs still `running`).
+    CREATE INDEX runs_started ON runs (started_ms);
+    CREATE INDEX runs_pipeline ON runs (pipeline_path, started_ms);
+    CREATE INDEX runs_running ON runs (status) WHERE status = 'running';
+
+    CREATE TABLE phases (
+        run_id     TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+        phase      TEXT NOT NULL,
+        status     TEXT NOT NULL,
+        attempts   INTEGER NOT NULL DEFAULT 0,
+        started_ms INTEGER,
+        ended_ms   INTEGER,
+        PRIMARY KEY (run_id, phase)
+    );
+
+    CREATE TABLE attempts (
+        run_id     TEXT NOT NULL,
+        phase      TEXT NOT NULL,
+        agent      TEXT NOT NULL,
+        attempt    INTEGER NOT NULL,
+        argv_json  TEXT NOT NULL DEFAULT '[]',
+        env_json   TEXT NOT NULL DEFAULT '{}',
+        outcome    TEXT NOT NULL,
+        exit_code  INTEGER,
+        reason     TEXT,
+        session_id TEXT,
+        turns      INTEGER NOT NULL DEFAULT 0,
+        tokens_in  INTEGER NOT NULL DEFAULT 0,
+        tokens_out INTEGER NOT NULL DEFAULT 0,
+        cost_usd   REAL,
+        started_ms INTEGER,
+        ended_ms   INTEGER,
+        PRIMARY KEY (run_id, phase, agent, attempt),
+        FOREIGN KEY (run_id, phase) REFERENCES phases (run_id, phase) ON DELETE CASCADE
+    );
+
+    CREATE TABLE events (
+        run_id    TEXT NOT NULL,
+        phase     TEXT NOT NULL,
+        agent     TEXT NOT NULL,
+        attempt   INTEGER NOT NULL,
+        seq       INTEGER NOT NULL,
+        ts_ms     INTEGER NOT NULL,
+        kind      TEXT NOT NULL,
+        data_json TEXT NOT NULL,
+        raw       TEXT NOT NULL,
+        PRIMARY KEY (run_id, phase, agent, attempt, seq),
+        FOREIGN KEY (run_id, phase, agent, attempt)
+            REFERENCES attempts (run_id, phase, agent, attempt) ON DELETE CASCADE
+    );
+    -- No other index: each one costs a fifth of the insert rate. Arrival
+    -- order is the rowid; a run's rowid bounds come from the key's index
+    -- (see `Reader::events`).
+
+    CREATE TABLE artifacts (
+        run_id TEXT NOT NULL,
+        phase  TEXT NOT NULL,
+        path   TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        PRIMARY KEY (run_id, phase, path),
+        FOREIGN KEY (run_id, phase) REFERENCES phases (run_id, phase) ON DELETE CASCADE
+    );
+    "#,
+];
+
+/// The schema version this code writes.
+pub fn latest_version() -> i64 {
+    MIGRATIONS.len() as i64
+}
+
+/// Open `path` (creating it when `create`), set the connection up (WAL,
+/// `synchronous = NORMAL`, foreign keys, busy timeout) and bring the schema
+/// up to date.
+pub fn open(path: &Path, create: bool) -> Result<Connection, StoreError> {
+    let open_err = |source| StoreError::Open {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    if create {
+        flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    }
+    let mut conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
+    configure(&conn).map_err(open_err)?;
+    migrate(&mut conn, path)?;
+    Ok(conn)
+}
+
+/// The per-connection settings.
+fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    // `journal_mode` answers with the mode now in force.
+    let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+    conn.execute_batch(
+        "PRAGMA synchronous = NORMAL;
+         PRAGMA foreign_keys = ON;
+         PRAGMA temp_store = MEMORY;",
+    )?;
+    conn.set_prepared_statement_cache_capacity(32);
+    Ok(())
+}
+
+fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+}
+
+/// Apply the missing migration steps, all in one transaction that holds
+/// the write lock, so two processes opening a fresh database at once
+/// cannot both migrate it. Applying them again is a no-op.
+pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    let known = latest_version();
+    let too_new = |found| StoreError::TooNew {
+        path: path.to_path_buf(),
+        found,
+        known,
+    };
+    // The common case (up to date) takes no write lock.
+    let found = user_version(conn)?;
+    if found == known {
+        return Ok(());
+    }
+    if found > known {
+        return Err(too_new(found));
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let found = user_version(&tx)?;
+    if found > known {
+        return Err(too_new(found));
+    }
+    for (i, step) in MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
+        tx.execute_batch(step)?;
+        tx.pragma_update(None, "user_version", i as i64 + 1)?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tables(conn: &Connection) -> Vec<String> {
+        let mut st = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            .unwrap();
+        st.query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn creates_every_table_and_sets_the_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = open(&dir.path().join("state.db"), true).unwrap();
+        assert_eq!(
+            tables(&conn),
+            ["artifacts", "attempts", "events", "phases", "runs"]
+        );
+        assert_eq!(user_version(&conn).unwrap(), latest_version());
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let fk: i64 = conn
+            .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(fk, 1);
+        let sync: i64 = conn
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(sync, 1, "NORMAL");
+    }
+
+    #[test]
+    fn migrating_again_is_a_no_op() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let mut conn = open(&path, true).unwrap();
+        conn.execute(
+            "INSERT INTO runs VALUES ('r', 'p', 'p.toml', 'd', '{}', 'all', 1, 'running', 0, NULL)",
+            [],
+        )
+        .unwrap();
+        migrate(&mut conn, &path).unwrap();
+        drop(conn);
+        let conn = open(&path, true).unwrap();
+        assert_eq!(user_version(&conn).unwrap(), latest_version());
+        let n: i64 = conn
+            .query_row("SELECT count(*) FROM runs", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 1, "the data survives reopening");
+    }
+
+    #[test]
+    fn an_old_database_is_brought_up_to_date() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        // Version 0: an empty database, as a first `open` finds it.
+        Connection::open(&path).unwrap();
+        let conn = open(&path, false).unwrap();
+        assert_eq!(user_version(&conn).unwrap(), latest_version());
+        assert_eq!(tables(&conn).len(), 5);
+    }
+
+    #[test]
+    fn a_newer_database_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.pragma_update(None, "user_version", latest_version() + 7)
+                .unwrap();
+        }
+        let err = open(&path, true).unwrap_err();
+        match &err {
+            StoreError::TooNew { found, known, .. } => {
+                assert_eq!(*found, latest_version() + 7);
+                assert_eq!(*known, latest_version());
+            }
+            other => panic!("expected TooNew, got {other:?}"),
+        }
+        assert!(err.to_string().contains("newer than this orch knows"));
+        // Nothing was created in it.
+        let conn = Connection::open(&path).unwrap();
+        assert!(tables(&conn).is_empty());
+    }
+
+    #[test]
+    fn a_missing_database_is_not_created_unless_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        assert!(matches!(open(&path, false), Err(StoreError::Open { .. })));
+        assert!(!path.exists());
+    }
+}

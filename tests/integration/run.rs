@@ -1,0 +1,453 @@
+//! `orch run`: the demo, selection, outcomes, and supervised agents that
+//! misbehave (time out, stall, crash, flood, leave children that ignore
+//! TERM, are missing), Ctrl-C, SIGKILL and resume, and a busy state dir.
+//! Agents here are plain commands, so these tests need no agent CLI.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::{orch, root, stderr, stdout};
+
+/// A scratch workspace with its own state dir.
+struct Space {
+    dir: tempfile::TempDir,
+}
+
+impl Space {
+    fn new() -> Self {
+        Space {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = orch();
+        c.current_dir(self.path())
+            .arg("--state-dir")
+            .arg(self.path().join(".orch"))
+            .args(args);
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> (Output, Value) {
+        let out = self.run(args);
+        let v = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}\nstdout: {}\nstderr: {}", stdout(&out), stderr(&out)));
+        (out, v)
+    }
+}
+
+fn pipeline(body: &str) -> String {
+    format!("version = 1\nname = \"t\"\n{body}")
+}
+
+fn phase_status<'a>(report: &'a Value, name: &str) -> &'a str {
+    report["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no phase {name} in {report}"))["status"]
+        .as_str()
+        .unwrap()
+}
+
+#[test]
+fn the_demo_runs() {
+    let s = Space::new();
+    let demo = root().join("pipelines/demo.toml");
+    let (out, report) = s.json(&["run", demo.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(report["status"], "succeeded");
+    for p in ["prepare", "count", "shout", "report"] {
+        assert_eq!(phase_status(&report, p), "succeeded");
+    }
+    let words = std::fs::read_to_string(s.path().join(".orch/demo/report.txt")).unwrap();
+    assert_eq!(words.trim(), "words: 9, letters: 35");
+    // count's two agents ran at the same time as shout (same stage).
+    let agents = &report["phases"][1]["agents"];
+    assert_eq!(agents.as_array().unwrap().len(), 2);
+    assert!(agents[0]["started_ms"].as_u64().is_some());
+}
+
+#[test]
+fn phase_selection_runs_without_earlier_state() {
+    let s = Space::new();
+    let p = s.write(
+        "p.toml",
+        &pipeline(
+            "[agents.a]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"echo a > a.txt\"]\n\
+             [agents.b]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"echo b > b.txt\"]\n\
+             [[phases]]\nname = \"first\"\nagents = [\"a\"]\n\
+             [[phases]]\nname = \"second\"\nagents = [\"b\"]\ndepends_on = [\"first\"]\n",
+        ),
+    );
+    let (out, report) = s.json(&[
+        "run",
+        p.to_str().unwrap(),
+        "--phase",
+        "second",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(report["phases"].as_array().unwrap().len(), 1);
+    assert!(s.path().join("b.txt").exists());
+    assert!(
+        !s.path().join("a.txt").exists(),
+        "--phase runs only that phase"
+    );
+    let (_, report) = s.json(&[
+        "run",
+        p.to_str().unwrap(),
+        "--from",
+        "first",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(report["phases"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn dry_run_spawns_nothing() {
+    let s = Space::new();
+    let p = s.write(
+        "p.toml",
+        &pipeline(
+            "[agents.a]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"touch spawned\"]\n\
+             [[phases]]\nname = \"one\"\nagents = [\"a\"]\n",
+        ),
+    );
+    let out = s.run(&["run", p.to_str().unwrap(), "--dry-run"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        stdout(&out).contains("# stage 1 / one / a\nenv ORCH_PROMPT_FILE="),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!s.path().join("spawned").exists());
+    assert!(!s.path().join(".orch/state.db").exists());
+}
+
+#[test]
+fn outcomes_follow_the_format() {
+    let s = Space::new();
+    let p = s.write(
+        "p.toml",
+        &pipeline(
+            "[agents.ok]\nkind = \"command\"\ncommand = [\"true\"]\n\
+             [agents.bad]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"echo oops >&2; exit 3\"]\n\
+             [[phases]]\nname = \"optional-fails\"\nagents = [\"bad\"]\nrequired = false\n\
+             [[phases]]\nname = \"after-optional\"\nagents = [\"ok\"]\ndepends_on = [\"optional-fails\"]\n\
+             [[phases]]\nname = \"required-fails\"\nagents = [\"bad\"]\n\
+             [[phases]]\nname = \"after-required\"\nagents = [\"ok\"]\ndepends_on = [\"required-fails\"]\n\
+             [[phases]]\nname = \"independent\"\nagents = [\"ok\"]\n\
+             [[phases]]\nname = \"no-artifact\"\nagents = [\"ok\"]\nartifacts = [\"never.txt\"]\nrequired = false\n",
+        ),
+    );
+    let (out, report) = s.json(&["run", p.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a failed required phase fails the run"
+    );
+    assert_eq!(report["status"], "failed");
+    assert_eq!(phase_status(&report, "optional-fails"), "failed");
+    assert_eq!(phase_status(&report, "after-optional"), "succeeded");
+    assert_eq!(phase_status(&report, "required-fails"), "failed");
+    assert_eq!(phase_status(&report, "after-required"), "skipped");
+    assert_eq!(phase_status(&report, "independent"), "succeeded");
+    assert_eq!(phase_status(&report, "no-artifact"), "failed");
+    let bad = &report["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "required-fails")
+        .unwrap()["agents"][0];
+    assert_eq!(bad["exit_code"], 3);
+}
+
+#[test]
+fn retries_then_success() {
+    let s = Space::new();
+    // Fails twice, then succeeds: a counter file outside the agent.
+    let p = s.write(
+        "p.toml",
+        &pipeline(
+            "[agents.flaky]\nkind = \"command\"\n\
+             command = [\"sh\", \"-c\", \"n=$(cat n 2>/dev/null || echo 0); n=$((n+1)); echo $n > n; [ $n -ge 3 ]\"]\n\
+             [[phases]]\nname = \"flaky\"\nagents = [\"flaky\"]\nretries = 2\n",
+        ),
+    );
+    let (out, report) = s.json(&["run", p.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(report["phases"][0]["agents"][0]["attempts"], 3);
+}
+
+#[test]
+fn timeouts_stalls_crashes_floods() {
+    let s = Space::new();
+    let p = s.write(
+        "p.toml",
+        &pipeline(
+            "[agents.slow]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"while true; do echo tick; sleep 0.1; done\"]\n\
+             [agents.stall]\nkind = \"command\"\ncommand = [\"sleep\", \"30\"]\n\
+             [agents.crash]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"kill -SEGV $$\"]\n\
+             [agents.flood]\nkind = \"command\"\n\
+             command = [\"python3\", \"-c\", \"import sys; sys.stdout.write('x' * 10_000_000 + '\\\\n'); sys.stdout.write('\\\\x00\\\\xff garbage \\\\x1b[2J\\\\n')\"]\n\
+             [[phases]]\nname = \"slow\"\nagents = [\"slow\"]\ntimeout = \"1s\"\nrequired = false\n\
+             [[phases]]\nname = \"stall\"\nagents = [\"stall\"]\nstall_timeout = \"1s\"\nrequired = false\n\
+             [[phases]]\nname = \"crash\"\nagents = [\"crash\"]\nrequired = false\n\
+             [[phases]]\nname = \"flood\"\nagents = [\"flood\"]\n",
+        ),
+    );
+    let start = Instant::now();
+    let (out, report) = s.json(&[
+        "run",
+        p.to_str().unwrap(),
+        "--format",
+        "json",
+        "--grace",
+        "1",
+    ]);
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "limits were enforced"
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(phase_status(&report, "slow"), "timed_out");
+    assert_eq!(phase_status(&report, "stall"), "timed_out");
+    assert_eq!(phase_status(&report, "crash"), "failed");
+    assert_eq!(phase_status(&report, "flood"), "succeeded");
+    let crash = &report["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "crash")
+        .unwrap();
+    assert!(
+        crash["reason"].as_str().unwrap().contains("signal"),
+        "{crash}"
+    );
+}
+
+/// Processes whose command line mentions `marker`.
+fn survivors(marker: &str) -> Vec<String> {
+    let out = Command::new("ps")
+        .args(["-eo", "pid,args"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(marker) && !l.contains("ps -eo"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn grandchildren_that_ignore_term_do_not_survive() {
+    let s = Space::new();
+    let marker = format!("orch-orphan-{}", std::process::id());
+    let p = s.write(
+        "p.toml",
+        &pipeline(&format!(
+            "[agents.parent]\nkind = \"command\"\n\
+             command = [\"sh\", \"-c\", \"(trap '' TERM; exec -a {marker} sleep 60) & echo started; exit 0\"]\n\
+             [[phases]]\nname = \"p\"\nagents = [\"parent\"]\n"
+        )),
+    );
+    let out = s.run(&["run", p.to_str().unwrap(), "--grace", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(survivors(&marker).is_empty(), "{:?}", survivors(&marker));
+}
+
+#[test]
+fn a_missing_binary_is_an_error_before_anything_starts() {
+    let s = Space::new();
+    let p = s.write(
+        "p.toml",
+        &pipeline(
+            "[agents.ok]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"touch started\"]\n\
+             [agents.gone]\nkind = \"command\"\ncommand = [\"no-such-program-orch\"]\n\
+             [[phases]]\nname = \"a\"\nagents = [\"ok\"]\n\
+             [[phases]]\nname = \"b\"\nagents = [\"gone\"]\ndepends_on = [\"a\"]\n",
+        ),
+    );
+    let out = s.run(&["run", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("not found on PATH: `no-such-program-orch` (for b/gone)"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!s.path().join("started").exists(), "nothing was started");
+}
+
+fn spawn_run(s: &Space, file: &Path) -> std::process::Child {
+    s.cmd(&["run", file.to_str().unwrap(), "--grace", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_for(path: &Path) {
+    let start = Instant::now();
+    while !path.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn ctrl_c_stops_every_agent_and_records_the_run_as_interrupted() {
+    let s = Space::new();
+    let marker = format!("orch-sigint-{}", std::process::id());
+    let p = s.write(
+        "p.toml",
+        &pipeline(&format!(
+            "[agents.a]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"touch up-a; exec -a {marker} sleep 60\"]\n\
+             [agents.b]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"trap '' TERM; touch up-b; (exec -a {marker} sleep 60); sleep 60\"]\n\
+             [[phases]]\nname = \"a\"\nagents = [\"a\"]\n\
+             [[phases]]\nname = \"b\"\nagents = [\"b\"]\n"
+        )),
+    );
+    let mut child = spawn_run(&s, &p);
+    wait_for(&s.path().join("up-a"));
+    wait_for(&s.path().join("up-b"));
+    let sent = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    // Grace period (1 s) plus one second.
+    assert!(
+        sent.elapsed() < Duration::from_secs(2) + Duration::from_millis(500),
+        "{:?}",
+        sent.elapsed()
+    );
+    assert_eq!(status.code(), Some(130));
+    assert!(survivors(&marker).is_empty(), "{:?}", survivors(&marker));
+    let (_, runs) = s.json(&["runs", "list", "--format", "json"]);
+    assert_eq!(runs[0]["status"], "interrupted", "{runs}");
+}
+
+#[test]
+fn sigkill_then_resume_continues_without_redoing_work() {
+    let s = Space::new();
+    let p = s.write(
+        "p.toml",
+        &pipeline(
+            "[agents.first]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"echo x >> first-ran; echo '{\\\"line\\\": 1}'\"]\n\
+             [agents.second]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"if [ -e go ]; then echo done > second-done; else touch second-up; sleep 60; fi\"]\n\
+             [[phases]]\nname = \"first\"\nagents = [\"first\"]\n\
+             [[phases]]\nname = \"second\"\nagents = [\"second\"]\ndepends_on = [\"first\"]\n",
+        ),
+    );
+    let mut child = spawn_run(&s, &p);
+    wait_for(&s.path().join("second-up"));
+    child.kill().unwrap(); // SIGKILL: no chance to clean up
+    child.wait().unwrap();
+    // The killed orch's agent must not outlive it for long: it is in its own
+    // group, so kill it as a crashed orch's leftovers would be (by the test).
+    let _ = Command::new("pkill")
+        .args(["-f", "second-up; sleep 60"])
+        .status();
+
+    let (_, runs) = s.json(&["runs", "list", "--format", "json"]);
+    assert_eq!(runs[0]["status"], "interrupted", "{runs}");
+    let run_id = runs[0]["run_id"].as_str().unwrap().to_string();
+    let (_, events) = s.json(&[
+        "runs", "events", &run_id, "--phase", "first", "--format", "json",
+    ]);
+    assert!(
+        events.to_string().contains("line"),
+        "events of finished phases are kept: {events}"
+    );
+
+    std::fs::write(s.path().join("go"), "").unwrap();
+    let (out, report) = s.json(&["run", p.to_str().unwrap(), "--resume", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(report["run_id"], run_id.as_str(), "the same run continues");
+    assert_eq!(
+        std::fs::read_to_string(s.path().join("first-ran")).unwrap(),
+        "x\n",
+        "first did not run again"
+    );
+    assert!(s.path().join("second-done").exists());
+    let (_, events) = s.json(&[
+        "runs", "events", &run_id, "--phase", "first", "--format", "json",
+    ]);
+    assert!(
+        events.to_string().contains("line"),
+        "still there after the resume"
+    );
+    let (_, runs) = s.json(&["runs", "list", "--format", "json"]);
+    assert_eq!(runs[0]["status"], "succeeded");
+
+    // A changed pipeline refuses to resume without --force.
+    let text = std::fs::read_to_string(&p).unwrap();
+    std::fs::write(&p, format!("{text}\n# changed\n")).unwrap();
+    let out = s.run(&["run", p.to_str().unwrap(), "--resume"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("p.toml` changed"), "{}", stderr(&out));
+    let out = s.run(&["run", p.to_str().unwrap(), "--resume", "--force"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn a_second_run_on_a_busy_state_dir_is_refused() {
+    let s = Space::new();
+    let p = s.write(
+        "p.toml",
+        &pipeline(
+            "[agents.wait]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"touch up; sleep 5\"]\n\
+             [[phases]]\nname = \"w\"\nagents = [\"wait\"]\n",
+        ),
+    );
+    let mut first = spawn_run(&s, &p);
+    wait_for(&s.path().join("up"));
+    let out = s.run(&["run", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("is still running"),
+        "{}",
+        stderr(&out)
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    first.wait().unwrap();
+    let (_, runs) = s.json(&["runs", "list", "--format", "json"]);
+    assert_eq!(
+        runs.as_array().unwrap().len(),
+        1,
+        "the refused run recorded nothing: {runs}"
+    );
+}

@@ -1,0 +1,587 @@
+//! `orch runs list|show|events` over a history written through the library
+//! (`orch::store`), in a temporary state directory.
+
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+use orch::store::{Outcome, Record, RunStatus, Store};
+
+use crate::support::{self, stderr, stdout};
+
+/// 2025-01-01T12:00:00Z.
+const T0: u64 = 1_735_732_800_000;
+
+const OK_RUN: &str = "20250101T120000-abcd";
+const FAILED_RUN: &str = "20250102T090000-ef01";
+const KILLED_RUN: &str = "20250102T100000-ef99";
+
+fn runs(dir: &Path, args: &[&str]) -> Output {
+    let mut v = vec!["runs"];
+    v.extend_from_slice(args);
+    v.extend_from_slice(&["--state-dir", dir.to_str().unwrap()]);
+    support::run(&v)
+}
+
+/// stderr with miette's line wrapping undone.
+fn flat_stderr(o: &Output) -> String {
+    stderr(o)
+        .replace('│', " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("exited")
+}
+
+/// A pid that was alive and is not any more.
+fn dead_pid() -> u32 {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
+fn started(run: &str, pid: u32, at: u64) -> Record {
+    Record::RunStarted {
+        run_id: run.into(),
+        pipeline_name: "demo".into(),
+        pipeline_path: "pipelines/demo.toml".into(),
+        digest: "d".repeat(64),
+        digests_json: r#"{"pipelines/demo.toml":"dd"}"#.into(),
+        selection: "all".into(),
+        pid,
+        started_ms: at,
+    }
+}
+
+struct Attempt<'a> {
+    run: &'a str,
+    phase: &'a str,
+    agent: &'a str,
+    attempt: u32,
+}
+
+impl Attempt<'_> {
+    fn start(&self, at: u64) -> Record {
+        Record::AttemptStarted {
+            run_id: self.run.into(),
+            phase: self.phase.into(),
+            agent: self.agent.into(),
+            attempt: self.attempt,
+            argv_json: r#"["sh","-c","make"]"#.into(),
+            env_json: "{}".into(),
+            started_ms: at,
+        }
+    }
+
+    fn event(&self, seq: u64, at: u64, kind: &str, data: &str, raw: &str) -> Record {
+        Record::Event {
+            run_id: self.run.into(),
+            phase: self.phase.into(),
+            agent: self.agent.into(),
+            attempt: self.attempt,
+            seq,
+            ts_ms: at,
+            kind: kind.into(),
+            data_json: data.into(),
+            raw: raw.into(),
+        }
+    }
+
+    fn finish(&self, outcome: Outcome, code: i32, reason: Option<&str>, at: u64) -> Record {
+        Record::AttemptFinished {
+            run_id: self.run.into(),
+            phase: self.phase.into(),
+            agent: self.agent.into(),
+            attempt: self.attempt,
+            outcome,
+            exit_code: Some(code),
+            reason: reason.map(str::to_string),
+            session_id: None,
+            turns: 2,
+            tokens_in: 1200,
+            tokens_out: 300,
+            cost_usd: Some(0.0125),
+            ended_ms: at,
+        }
+    }
+}
+
+fn phase(run: &str, name: &str, at: u64) -> Record {
+    Record::PhaseStarted {
+        run_id: run.into(),
+        phase: name.into(),
+        started_ms: at,
+    }
+}
+
+fn phase_end(run: &str, name: &str, outcome: Outcome, attempts: u32, at: u64) -> Record {
+    Record::PhaseFinished {
+        run_id: run.into(),
+        phase: name.into(),
+        outcome,
+        attempts,
+        ended_ms: at,
+    }
+}
+
+/// Three runs: one that succeeded, one that failed (a retried phase and
+/// a skipped one), one whose orch died mid-phase.
+fn history(dir: &Path) {
+    let store = Store::open(dir).unwrap();
+    let w = store.writer();
+    let me = std::process::id();
+    let ok_build = Attempt {
+        run: OK_RUN,
+        phase: "build",
+        agent: "shell",
+        attempt: 1,
+    };
+    let f_build = Attempt {
+        run: FAILED_RUN,
+        phase: "build",
+        agent: "shell",
+        attempt: 1,
+    };
+    let f_test1 = Attempt {
+        run: FAILED_RUN,
+        phase: "test",
+        agent: "unit",
+        attempt: 1,
+    };
+    let f_test2 = Attempt {
+        attempt: 2,
+        ..f_test1
+    };
+    let k_build = Attempt {
+        run: KILLED_RUN,
+        phase: "build",
+        agent: "shell",
+        attempt: 1,
+    };
+    let day = 86_400_000;
+    let records = vec![
+        started(OK_RUN, me, T0),
+        phase(OK_RUN, "build", T0 + 10),
+        ok_build.start(T0 + 10),
+        ok_build.event(0, T0 + 20, "stderr", "null", "compiling"),
+        ok_build.event(
+            1,
+            T0 + 1_250,
+            "tool_call",
+            r#"{"kind":"tool_call","id":null,"name":"Read","input":{"file_path":"a.rs"}}"#,
+            r#"{"type":"tool_use"}"#,
+        ),
+        ok_build.finish(Outcome::Succeeded, 0, None, T0 + 3_260),
+        phase_end(OK_RUN, "build", Outcome::Succeeded, 1, T0 + 3_260),
+        Record::Artifact {
+            run_id: OK_RUN.into(),
+            phase: "build".into(),
+            path: "dist/app".into(),
+            sha256: "ab".repeat(32),
+        },
+        Record::RunFinished {
+            run_id: OK_RUN.into(),
+            status: RunStatus::Succeeded,
+            ended_ms: T0 + 3_300,
+        },
+        // A day later, 09:00.
+        started(FAILED_RUN, me, T0 + day - 3 * 3_600_000),
+        phase(FAILED_RUN, "build", T0 + day - 3 * 3_600_000),
+        f_build.start(T0 + day - 3 * 3_600_000),
+        f_build.event(0, T0 + day - 3 * 3_600_000 + 5, "raw", "null", "built"),
+        f_build.finish(Outcome::Succeeded, 0, None, T0 + day - 3 * 3_600_000 + 500),
+        phase_end(
+            FAILED_RUN,
+            "build",
+            Outcome::Succeeded,
+            1,
+            T0 + day - 3 * 3_600_000 + 500,
+        ),
+        phase(FAILED_RUN, "test", T0 + day - 3 * 3_600_000 + 500),
+        f_test1.start(T0 + day - 3 * 3_600_000 + 500),
+        f_test1.event(0, T0 + day - 3 * 3_600_000 + 600, "raw", "null", "FAIL a"),
+        f_test1.finish(
+            Outcome::Failed,
+            1,
+            Some("exit status 1"),
+            T0 + day - 3 * 3_600_000 + 700,
+        ),
+        f_test2.start(T0 + day - 3 * 3_600_000 + 800),
+        f_test2.event(0, T0 + day - 3 * 3_600_000 + 900, "raw", "null", "FAIL b"),
+        f_test2.finish(
+            Outcome::TimedOut,
+            -1,
+            Some("timed out after 2m"),
+            T0 + day - 3 * 3_600_000 + 125_800,
+        ),
+        phase_end(
+            FAILED_RUN,
+            "test",
+            Outcome::TimedOut,
+            2,
+            T0 + day - 3 * 3_600_000 + 125_800,
+        ),
+        phase_end(
+            FAILED_RUN,
+            "deploy",
+            Outcome::Skipped,
+            0,
+            T0 + day - 3 * 3_600_000 + 125_800,
+        ),
+        Record::RunFinished {
+            run_id: FAILED_RUN.into(),
+            status: RunStatus::Failed,
+            ended_ms: T0 + day - 3 * 3_600_000 + 125_900,
+        },
+    ];
+    for r in records {
+        w.send(r).unwrap();
+    }
+    w.flush().unwrap();
+    // The killed run is written last, once the other runs are no longer
+    // `running` (a live run elsewhere would refuse it).
+    for r in [
+        started(KILLED_RUN, dead_pid(), T0 + day - 2 * 3_600_000),
+        phase(KILLED_RUN, "build", T0 + day - 2 * 3_600_000),
+        k_build.start(T0 + day - 2 * 3_600_000),
+        k_build.event(0, T0 + day - 2 * 3_600_000 + 4_000, "raw", "null", "half"),
+    ] {
+        w.send(r).unwrap();
+    }
+    store.close().unwrap();
+}
+
+#[test]
+fn list_shows_every_run_newest_first() {
+    let dir = tempfile::tempdir().unwrap();
+    history(dir.path());
+    let o = runs(dir.path(), &["list"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "\
+RUN                   PIPELINE  STATUS       STARTED               DURATION  PHASES  OK  FAILED
+20250102T100000-ef99  demo      interrupted  2025-01-02T10:00:00Z  4.0s      1       0   0
+20250102T090000-ef01  demo      failed       2025-01-02T09:00:00Z  2m05s     3       1   1
+20250101T120000-abcd  demo      succeeded    2025-01-01T12:00:00Z  3.3s      1       1   0
+"
+    );
+    assert_eq!(stderr(&o), "");
+
+    let o = runs(dir.path(), &["list", "--limit", "1", "--format", "json"]);
+    assert_eq!(code(&o), 0);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let v = v.as_array().unwrap();
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0]["run_id"], KILLED_RUN);
+    assert_eq!(v[0]["status"], "interrupted");
+    assert_eq!(v[0]["started_ms"], T0 + 86_400_000 - 2 * 3_600_000);
+}
+
+#[test]
+fn list_of_an_empty_state_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("never-used");
+    let o = runs(&state, &["list"]);
+    assert_eq!(code(&o), 0);
+    assert_eq!(stdout(&o), "");
+    assert!(stderr(&o).contains("no runs recorded in"), "{}", stderr(&o));
+    assert!(!state.exists(), "listing creates nothing");
+    let o = runs(&state, &["list", "--format", "json"]);
+    assert_eq!(stdout(&o), "[]\n");
+}
+
+#[test]
+fn the_state_directory_comes_from_the_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    history(&dir.path().join("custom"));
+    std::fs::write(dir.path().join("orch.toml"), "state_dir = \"custom\"\n").unwrap();
+    let o = support::run_in(dir.path(), &["runs", "list", "--format", "json"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn show_has_a_row_per_phase_and_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    history(dir.path());
+    let o = runs(dir.path(), &["show", "20250102T09"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        format!(
+            "\
+run        20250102T090000-ef01
+pipeline   demo (pipelines/demo.toml)
+status     failed
+started    2025-01-02T09:00:00Z
+duration   2m05s
+selection  all
+digest     {}
+pid        {}
+
+PHASE   STATUS     AGENT  ATTEMPT  OUTCOME    EXIT  DURATION  TURNS  TOKENS    COST     EVENTS  REASON
+build   succeeded  shell  1        succeeded  0     500ms     2      1200/300  $0.0125  1
+test    timed_out  unit   1        failed     1     200ms     2      1200/300  $0.0125  1       exit status 1
+test    timed_out  unit   2        timed_out  -1    2m05s     2      1200/300  $0.0125  1       timed out after 2m
+deploy  skipped    -      -        -          -     -         -      -         -        -
+",
+            "d".repeat(64),
+            std::process::id()
+        )
+    );
+}
+
+#[test]
+fn show_lists_artifacts_and_gives_json() {
+    let dir = tempfile::tempdir().unwrap();
+    history(dir.path());
+    let o = runs(dir.path(), &["show", OK_RUN]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(
+        stdout(&o).ends_with(&format!(
+            "\nPHASE  ARTIFACT  SHA256\nbuild  dist/app  {}\n",
+            "ab".repeat(32)
+        )),
+        "{}",
+        stdout(&o)
+    );
+
+    let o = runs(dir.path(), &["show", "latest", "--format", "json"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["run_id"], KILLED_RUN);
+    assert_eq!(v["status"], "interrupted");
+    assert_eq!(v["phases"][0]["status"], "cancelled");
+    assert_eq!(v["phases"][0]["agents"][0]["status"], "cancelled");
+    assert_eq!(v["phases"][0]["agents"][0]["events"], 1);
+    assert_eq!(v["phases"][0]["agents"][0]["argv"][2], "make");
+    assert_eq!(v["digests"]["pipelines/demo.toml"], "dd");
+}
+
+#[test]
+fn unknown_and_ambiguous_runs_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    history(dir.path());
+    let o = runs(dir.path(), &["show", "zzz"]);
+    assert_eq!(code(&o), 2);
+    assert_eq!(stdout(&o), "");
+    let err = flat_stderr(&o);
+    assert!(err.contains("no run `zzz` in"), "{err}");
+    assert!(err.contains("orch runs list"), "{err}");
+
+    let o = runs(dir.path(), &["events", "20250102"]);
+    assert_eq!(code(&o), 2);
+    let err = flat_stderr(&o);
+    assert!(
+        err.contains(
+            "`20250102` matches more than one run: `20250102T100000-ef99`, `20250102T090000-ef01`"
+        ),
+        "{err}"
+    );
+
+    // No history at all.
+    let empty = tempfile::tempdir().unwrap();
+    let o = runs(empty.path(), &["show", "latest"]);
+    assert_eq!(code(&o), 2);
+    assert!(
+        flat_stderr(&o).contains("no run `latest`"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn events_in_order_by_phase_and_as_json() {
+    let dir = tempfile::tempdir().unwrap();
+    history(dir.path());
+    let o = runs(dir.path(), &["events", OK_RUN]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "\
+12:00:00.020  build/shell#1  0  stderr  compiling
+12:00:01.250  build/shell#1  1  tool_call  {\"id\":null,\"input\":{\"file_path\":\"a.rs\"},\"name\":\"Read\"}
+"
+    );
+
+    let o = runs(dir.path(), &["events", FAILED_RUN, "--phase", "test"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "\
+09:00:00.600  test/unit#1  0  raw  FAIL a
+09:00:00.900  test/unit#2  0  raw  FAIL b
+"
+    );
+
+    let o = runs(dir.path(), &["events", FAILED_RUN, "--format", "json"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let v = v.as_array().unwrap();
+    assert_eq!(v.len(), 3);
+    assert_eq!(v[0]["phase"], "build");
+    assert_eq!(v[2]["attempt"], 2);
+    assert_eq!(v[2]["raw"], "FAIL b");
+    assert_eq!(v[2]["data"], serde_json::Value::Null);
+
+    let o = runs(dir.path(), &["events", FAILED_RUN, "--phase", "tset"]);
+    assert_eq!(code(&o), 2);
+    assert!(
+        stderr(&o).contains(
+            "run `20250102T090000-ef01` has no phase `tset` (it has build, test, deploy)"
+        ),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn an_empty_json_event_list_is_still_a_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    store
+        .writer()
+        .send(started("quiet", dead_pid(), T0))
+        .unwrap();
+    store.close().unwrap();
+    let o = runs(dir.path(), &["events", "quiet", "--format", "json"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(stdout(&o), "[]\n");
+}
+
+#[test]
+fn follow_prints_new_events_until_the_run_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let w = store.writer();
+    let a = Attempt {
+        run: "live",
+        phase: "p",
+        agent: "x",
+        attempt: 1,
+    };
+    for r in [
+        started("live", std::process::id(), T0),
+        phase("live", "p", T0),
+        a.start(T0),
+        a.event(0, T0 + 1, "raw", "null", "first"),
+    ] {
+        w.send(r).unwrap();
+    }
+    w.flush().unwrap();
+
+    let child = support::orch()
+        .args([
+            "runs",
+            "events",
+            "live",
+            "--follow",
+            "--format",
+            "json",
+            "--state-dir",
+            dir.path().to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    for r in [
+        a.event(1, T0 + 2, "raw", "null", "second"),
+        a.finish(Outcome::Succeeded, 0, None, T0 + 3),
+        phase_end("live", "p", Outcome::Succeeded, 1, T0 + 3),
+    ] {
+        w.send(r).unwrap();
+    }
+    w.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    w.send(a.event(2, T0 + 4, "raw", "null", "third")).unwrap();
+    w.send(Record::RunFinished {
+        run_id: "live".into(),
+        status: RunStatus::Succeeded,
+        ended_ms: T0 + 5,
+    })
+    .unwrap();
+    store.close().unwrap();
+
+    let o = wait_with_timeout(child, Duration::from_secs(10));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let raws: Vec<String> = stdout(&o)
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("one JSON object a line");
+            v["raw"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(raws, ["first", "second", "third"]);
+}
+
+#[test]
+fn follow_ends_when_the_orch_running_the_run_died() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    store
+        .writer()
+        .send(started("orphan", dead_pid(), T0))
+        .unwrap();
+    store.close().unwrap();
+    let started_at = Instant::now();
+    let child = support::orch()
+        .args([
+            "runs",
+            "events",
+            "orphan",
+            "--follow",
+            "--state-dir",
+            dir.path().to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = wait_with_timeout(child, Duration::from_secs(10));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(started_at.elapsed() < Duration::from_secs(5));
+    let o = runs(dir.path(), &["list", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v[0]["status"], "interrupted");
+}
+
+#[test]
+fn a_history_from_a_newer_orch_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    Store::open(dir.path()).unwrap().close().unwrap();
+    let conn = rusqlite::Connection::open(dir.path().join("state.db")).unwrap();
+    conn.pragma_update(None, "user_version", 999).unwrap();
+    drop(conn);
+    let o = runs(dir.path(), &["list"]);
+    assert_eq!(code(&o), 2);
+    let err = flat_stderr(&o);
+    assert!(err.contains("newer than this orch knows"), "{err}");
+    assert!(err.contains("written by a newer orch"), "{err}");
+}
+
+fn wait_with_timeout(mut child: std::process::Child, limit: Duration) -> Output {
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!(
+                "`orch runs events --follow` did not end within {limit:?}; stdout:\n{}\nstderr:\n{}",
+                stdout(&o),
+                stderr(&o)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
