@@ -11,7 +11,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
 use orch::store::{Record, Store};
 use tempfile::TempDir;
 
@@ -108,7 +108,9 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("store");
     g.throughput(Throughput::Elements(EVENTS));
     g.sample_size(10);
-    g.measurement_time(Duration::from_secs(10));
+    // Each iteration takes about half a second.
+    g.sampling_mode(SamplingMode::Flat);
+    g.measurement_time(Duration::from_secs(20));
     g.bench_function("events_200k", |b| {
         b.iter_batched(
             fresh,

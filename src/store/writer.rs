@@ -406,24 +406,57 @@ fn commit(conn: &mut Connection, batch: &[Record], shared: &Shared) {
 fn write_batch(conn: &mut Connection, batch: &[Record]) -> rusqlite::Result<Skipped> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut skipped = Skipped::default();
-    for record in batch {
-        match apply(&tx, record) {
-            Ok(()) => {}
-            Err(Failure::Sql(e)) if tx.is_autocommit() => return Err(e),
-            Err(f) => {
-                skipped.count += 1;
-                if skipped.first.is_none() {
-                    let why = match f {
-                        Failure::Sql(e) => e.to_string(),
-                        Failure::Refused(m) => m,
-                    };
-                    skipped.first = Some(format!("{}: {why}", describe(record)));
+    {
+        // Events are nearly every record: their statement is looked up
+        // once per batch, not once per event.
+        let mut insert_event = tx.prepare_cached(INSERT_EVENT)?;
+        for record in batch {
+            let result = match record {
+                Record::Event { .. } => insert_event_with(&mut insert_event, record),
+                other => apply(&tx, other),
+            };
+            match result {
+                Ok(()) => {}
+                Err(Failure::Sql(e)) if tx.is_autocommit() => return Err(e),
+                Err(f) => {
+                    skipped.count += 1;
+                    if skipped.first.is_none() {
+                        let why = match f {
+                            Failure::Sql(e) => e.to_string(),
+                            Failure::Refused(m) => m,
+                        };
+                        skipped.first = Some(format!("{}: {why}", describe(record)));
+                    }
                 }
             }
         }
     }
     tx.commit()?;
     Ok(skipped)
+}
+
+const INSERT_EVENT: &str = "INSERT INTO events (run_id, phase, agent, attempt, seq, ts_ms, kind,
+                                                data_json, raw)
+                            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+
+fn insert_event_with(st: &mut rusqlite::Statement<'_>, record: &Record) -> Result<(), Failure> {
+    if let Record::Event {
+        run_id,
+        phase,
+        agent,
+        attempt,
+        seq,
+        ts_ms,
+        kind,
+        data_json,
+        raw,
+    } = record
+    {
+        st.execute(params![
+            run_id, phase, agent, attempt, seq, ts_ms, kind, data_json, raw
+        ])?;
+    }
+    Ok(())
 }
 
 /// What a record is about, for error messages.
@@ -628,24 +661,9 @@ fn apply(tx: &Connection, record: &Record) -> Result<(), Failure> {
                 ended_ms
             ])?;
         }
-        Record::Event {
-            run_id,
-            phase,
-            agent,
-            attempt,
-            seq,
-            ts_ms,
-            kind,
-            data_json,
-            raw,
-        } => {
-            tx.prepare_cached(
-                "INSERT INTO events (run_id, phase, agent, attempt, seq, ts_ms, kind, data_json, raw)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            )?
-            .execute(params![
-                run_id, phase, agent, attempt, seq, ts_ms, kind, data_json, raw
-            ])?;
+        Record::Event { .. } => {
+            let mut st = tx.prepare_cached(INSERT_EVENT)?;
+            insert_event_with(&mut st, record)?;
         }
         Record::Artifact {
             run_id,
