@@ -229,7 +229,7 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         attempt_base,
     };
     let plain = !std::io::stderr().is_terminal() || std::env::var_os("CI").is_some();
-    let progress = progress_printer(plain);
+    let (progress, live) = progress_view(plain);
     let started = now_ms();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -255,6 +255,9 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         .await
     });
     runtime.shutdown_timeout(Duration::from_secs(1));
+    if let Some(live) = live {
+        let _ = live.clear();
+    }
     let status = match report.status {
         "succeeded" => RunStatus::Succeeded,
         "interrupted" => RunStatus::Interrupted,
@@ -331,58 +334,119 @@ fn secs(ms: u64) -> String {
     format!("{:.2}s", ms as f64 / 1000.0)
 }
 
-/// Plain timestamped lines on stderr (the live view is the same lines on a
-/// terminal for now).
-fn progress_printer(_plain: bool) -> ProgressFn {
-    Arc::new(move |p: Progress| {
-        let line = match p {
-            Progress::PhaseStarted { phase } => format!("phase {phase}: started"),
-            Progress::PhaseFinished {
-                phase,
-                outcome,
-                reason,
-                millis,
-            } => match reason {
-                Some(r) if outcome != Outcome::Succeeded => {
-                    format!("phase {phase}: {} ({r})", outcome.as_str())
-                }
-                _ => format!("phase {phase}: {} in {}", outcome.as_str(), secs(millis)),
-            },
+/// The line printed for a progress event (`None`: nothing to print).
+fn progress_line(p: &Progress) -> Option<String> {
+    Some(match p {
+        Progress::PhaseStarted { phase } => format!("phase {phase}: started"),
+        Progress::PhaseFinished {
+            phase,
+            outcome,
+            reason,
+            millis,
+        } => match reason {
+            Some(r) if *outcome != Outcome::Succeeded => {
+                format!("phase {phase}: {} ({r})", outcome.as_str())
+            }
+            _ => format!("phase {phase}: {} in {}", outcome.as_str(), secs(*millis)),
+        },
+        Progress::AttemptStarted {
+            phase,
+            agent,
+            attempt,
+        } => format!("  {phase}/{agent}: attempt {attempt} started"),
+        Progress::Activity { .. } => return None,
+        Progress::AttemptFinished {
+            phase,
+            agent,
+            attempt,
+            result,
+        } => {
+            let took = secs(result.ended_ms.saturating_sub(result.started_ms));
+            match &result.reason {
+                Some(r) if result.outcome != Outcome::Succeeded => format!(
+                    "  {phase}/{agent}: attempt {attempt} {} after {took}: {r}",
+                    result.outcome.as_str()
+                ),
+                _ => format!(
+                    "  {phase}/{agent}: attempt {attempt} {} in {took} ({} turns)",
+                    result.outcome.as_str(),
+                    result.turns
+                ),
+            }
+        }
+        Progress::Retrying { phase, agent, wait } => format!(
+            "  {phase}/{agent}: retrying in {}",
+            humantime::format_duration(Duration::from_millis(wait.as_millis() as u64))
+        ),
+    })
+}
+
+/// Plain timestamped lines on stderr when it is not a terminal or `CI` is
+/// set; on a terminal, a live view with one line per running agent (phase,
+/// agent, elapsed, turns, last tool) above which finished work scrolls.
+fn progress_view(plain: bool) -> (ProgressFn, Option<indicatif::MultiProgress>) {
+    if plain {
+        let f: ProgressFn = Arc::new(|p: Progress| {
+            if let Some(line) = progress_line(&p) {
+                let _ = writeln!(std::io::stderr(), "[{}] {line}", clock(now_ms()));
+            }
+        });
+        return (f, None);
+    }
+    use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+    let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+    let bars: Arc<std::sync::Mutex<HashMap<(String, String), ProgressBar>>> = Arc::default();
+    let style = ProgressStyle::with_template("{spinner} {prefix:<28} {elapsed:>4} {msg}")
+        .unwrap_or_else(|_| ProgressStyle::default_spinner());
+    let m = multi.clone();
+    let f: ProgressFn = Arc::new(move |p: Progress| {
+        let mut bars = bars.lock().unwrap_or_else(|e| e.into_inner());
+        match &p {
             Progress::AttemptStarted {
                 phase,
                 agent,
                 attempt,
             } => {
-                format!("  {phase}/{agent}: attempt {attempt} started")
+                let bar = m.add(ProgressBar::new_spinner());
+                bar.set_style(style.clone());
+                bar.set_prefix(format!("{phase}/{agent}"));
+                bar.set_message(if *attempt > 1 {
+                    format!("attempt {attempt}")
+                } else {
+                    String::new()
+                });
+                bar.enable_steady_tick(Duration::from_millis(120));
+                bars.insert((phase.clone(), agent.clone()), bar);
+                return;
             }
-            Progress::AttemptFinished {
+            Progress::Activity {
                 phase,
                 agent,
-                attempt,
-                result,
+                turns,
+                last_tool,
             } => {
-                let took = secs(result.ended_ms.saturating_sub(result.started_ms));
-                match &result.reason {
-                    Some(r) if result.outcome != Outcome::Succeeded => format!(
-                        "  {phase}/{agent}: attempt {attempt} {} after {took}: {r}",
-                        result.outcome.as_str()
-                    ),
-                    _ => format!(
-                        "  {phase}/{agent}: attempt {attempt} {} in {took} ({} turns)",
-                        result.outcome.as_str(),
-                        result.turns
-                    ),
+                if let Some(bar) = bars.get(&(phase.clone(), agent.clone())) {
+                    let tool = last_tool
+                        .as_deref()
+                        .map(|t| format!(", last tool {t}"))
+                        .unwrap_or_default();
+                    bar.set_message(format!("{turns} turns{tool}"));
+                }
+                return;
+            }
+            Progress::AttemptFinished { phase, agent, .. } => {
+                if let Some(bar) = bars.remove(&(phase.clone(), agent.clone())) {
+                    bar.finish_and_clear();
+                    m.remove(&bar);
                 }
             }
-            Progress::Retrying { phase, agent, wait } => {
-                format!(
-                    "  {phase}/{agent}: retrying in {}",
-                    humantime::format_duration(Duration::from_millis(wait.as_millis() as u64))
-                )
-            }
-        };
-        let _ = writeln!(std::io::stderr(), "[{}] {line}", clock(now_ms()));
-    })
+            _ => {}
+        }
+        if let Some(line) = progress_line(&p) {
+            let _ = m.println(line);
+        }
+    });
+    (f, Some(multi))
 }
 
 fn summary(report: &RunReport, millis: u64) -> std::io::Result<()> {

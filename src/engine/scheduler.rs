@@ -15,7 +15,7 @@ use tokio::task::JoinSet;
 
 use super::retry;
 use super::sink::Sink;
-use super::supervisor::{AttemptResult, AttemptSpec, Cancel, now_ms, run_attempt};
+use super::supervisor::{AttemptSpec, Cancel, now_ms, run_attempt};
 use crate::agents::build::{self, Context};
 use crate::agents::invocation::By;
 use crate::graph::PhaseGraph;
@@ -80,37 +80,7 @@ pub struct AgentReport {
     pub reason: Option<String>,
 }
 
-/// Progress for people: the live view or plain lines.
-#[derive(Debug, Clone)]
-pub enum Progress {
-    PhaseStarted {
-        phase: String,
-    },
-    PhaseFinished {
-        phase: String,
-        outcome: Outcome,
-        reason: Option<String>,
-        millis: u64,
-    },
-    AttemptStarted {
-        phase: String,
-        agent: String,
-        attempt: u32,
-    },
-    AttemptFinished {
-        phase: String,
-        agent: String,
-        attempt: u32,
-        result: Box<AttemptResult>,
-    },
-    Retrying {
-        phase: String,
-        agent: String,
-        wait: Duration,
-    },
-}
-
-pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
+pub use super::progress::{Progress, ProgressFn};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -486,6 +456,7 @@ async fn run_agent(
             stall_timeout: phase.stall_timeout,
             max_turns,
             grace: shared.opts.grace,
+            progress: Some(Arc::clone(&shared.progress)),
             log_dir: log_dir(
                 &shared.ctx.state_dir(),
                 &shared.opts.run_id,

@@ -29,6 +29,9 @@ use super::sink::Sink;
 /// dropped (and the line marked), so one runaway line cannot eat memory.
 pub const MAX_LINE: usize = 1 << 20;
 
+/// How often, at most, a busy attempt asks whether its process has exited.
+const REAP_CHECK: Duration = Duration::from_millis(5);
+
 /// How running work is asked to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cancel {
@@ -40,7 +43,7 @@ pub enum Cancel {
 }
 
 /// Everything one attempt needs.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct AttemptSpec {
     pub run_id: String,
     pub phase: String,
@@ -53,6 +56,8 @@ pub struct AttemptSpec {
     /// Set when orch enforces the turn limit (the CLI has none).
     pub max_turns: Option<u32>,
     pub grace: Duration,
+    /// Told about tool calls and turns, for the live view.
+    pub progress: Option<super::progress::ProgressFn>,
     /// Where the raw stdout/stderr of the attempt are kept.
     pub log_dir: PathBuf,
 }
@@ -140,6 +145,17 @@ async fn read_lines<R: AsyncRead + Unpin>(r: R, tx: mpsc::Sender<Line>, stdout: 
                 break;
             }
         }
+    }
+}
+
+/// Write out what the raw logs hold so far.
+fn flush_logs(
+    out: &mut Option<std::io::BufWriter<std::fs::File>>,
+    err: &mut Option<std::io::BufWriter<std::fs::File>>,
+) {
+    use std::io::Write;
+    for f in [out, err].into_iter().flatten() {
+        let _ = f.flush();
     }
 }
 
@@ -239,18 +255,21 @@ pub async fn run_attempt(
     let err = tokio::spawn(read_lines(child.stderr.take().expect("piped"), tx, false));
 
     let adapter = adapter(spec.kind);
-    let mut raw_out = std::fs::File::create(
-        spec.log_dir
-            .join(format!("attempt-{}.stdout", spec.attempt)),
-    )
-    .ok();
-    let mut raw_err = std::fs::File::create(
-        spec.log_dir
-            .join(format!("attempt-{}.stderr", spec.attempt)),
-    )
-    .ok();
+    // Buffered, and flushed whenever no further line is waiting (see the
+    // loop), so a fast agent costs one write per batch of lines, not one
+    // per line, while a slow one's log stays current.
+    let log = |stream: &str| {
+        std::fs::File::create(
+            spec.log_dir
+                .join(format!("attempt-{}.{stream}", spec.attempt)),
+        )
+        .ok()
+        .map(|f| std::io::BufWriter::with_capacity(64 * 1024, f))
+    };
+    let mut raw_out = log("stdout");
+    let mut raw_err = log("stderr");
     let mut seq: u64 = 0;
-    let mut record = |kind: String, data_json: String, raw: &str| {
+    let mut record = |kind: String, data_json: String, raw: String| {
         sink.send(Record::Event {
             run_id: spec.run_id.clone(),
             phase: spec.phase.clone(),
@@ -260,7 +279,7 @@ pub async fn run_attempt(
             ts_ms: now_ms(),
             kind,
             data_json,
-            raw: raw.to_string(),
+            raw,
         });
         seq += 1;
     };
@@ -275,6 +294,13 @@ pub async fn run_attempt(
     let mut streams_open = true;
     let mut leader_gone = false;
     let tick = Duration::from_millis(100);
+    // One timer for the whole attempt, re-armed when it fires: a fresh
+    // `sleep` per loop turn would register and cancel a timer per line.
+    let ticker = tokio::time::sleep(tick);
+    tokio::pin!(ticker);
+    // `try_wait` is a `wait4` system call: at most once per `REAP_CHECK`
+    // while lines stream in (and on every tick when they do not).
+    let mut next_reap_check = Instant::now();
 
     let status = loop {
         // Decide whether to stop, and escalate TERM to KILL after the grace.
@@ -312,10 +338,13 @@ pub async fn run_attempt(
         // When the agent's own process has exited, the attempt is over:
         // children it left behind (even ones that ignore TERM) go with the
         // group, which also closes the pipes they held open.
-        if !leader_gone && matches!(child.try_wait(), Ok(Some(_))) {
-            leader_gone = true;
-            if let Some(pg) = pgid {
-                let _ = killpg(pg, Signal::SIGKILL);
+        if !leader_gone && Instant::now() >= next_reap_check {
+            next_reap_check = Instant::now() + REAP_CHECK;
+            if matches!(child.try_wait(), Ok(Some(_))) {
+                leader_gone = true;
+                if let Some(pg) = pgid {
+                    let _ = killpg(pg, Signal::SIGKILL);
+                }
             }
         }
         if !killed
@@ -327,9 +356,13 @@ pub async fn run_attempt(
         }
 
         tokio::select! {
+            // Lines first: the checks above run on every turn, so a busy
+            // agent needs no other branch polled.
+            biased;
             line = rx.recv(), if streams_open => {
                 let Some(line) = line else {
                     streams_open = false;
+                    flush_logs(&mut raw_out, &mut raw_err);
                     continue;
                 };
                 last_output = Instant::now();
@@ -341,10 +374,22 @@ pub async fn run_attempt(
                             let _ = writeln!(f, "{text}");
                         }
                         let events = if cut { Vec::new() } else { adapter.parse_line(&text) };
-                        if events.is_empty() {
-                            record("raw".into(), "null".into(), &text);
-                        }
+                        let unparsed = events.is_empty();
                         for ev in events {
+                            if let Some(p) = &spec.progress
+                                && matches!(ev, Event::ToolCall { .. } | Event::TurnEnd)
+                            {
+                                let last_tool = match &ev {
+                                    Event::ToolCall { name, .. } => Some(name.clone()),
+                                    _ => None,
+                                };
+                                p(super::progress::Progress::Activity {
+                                    phase: spec.phase.clone(),
+                                    agent: spec.agent.clone(),
+                                    turns: result.turns + u32::from(matches!(ev, Event::TurnEnd)),
+                                    last_tool,
+                                });
+                            }
                             match &ev {
                                 Event::SessionStart { session_id: Some(s), .. } => result.session_id = Some(s.clone()),
                                 Event::TurnEnd => result.turns += 1,
@@ -373,7 +418,10 @@ pub async fn run_attempt(
                                 _ => {}
                             }
                             let data = serde_json::to_string(&ev).unwrap_or_else(|_| "null".into());
-                            record(ev.kind().into(), data, &text);
+                            record(ev.kind().into(), data, text.clone());
+                        }
+                        if unparsed {
+                            record("raw".into(), "null".into(), text);
                         }
                         if let Some(max) = spec.max_turns
                             && result.turns > max
@@ -399,18 +447,23 @@ pub async fn run_attempt(
                         }
                         for ev in adapter.parse_stderr_line(&text) {
                             let data = serde_json::to_string(&ev).unwrap_or_else(|_| "null".into());
-                            record(ev.kind().into(), data, &text);
+                            record(ev.kind().into(), data, text.clone());
                         }
                         if crate::events::looks_rate_limited(&text) && result.rate_limited.is_none() {
                             result.rate_limited = Some(None);
                         }
-                        record("stderr".into(), "null".into(), &text);
+                        record("stderr".into(), "null".into(), text);
                     }
+                }
+                if rx.is_empty() {
+                    flush_logs(&mut raw_out, &mut raw_err);
                 }
             }
             status = child.wait(), if !streams_open => break status,
             _ = cancel.changed() => {}
-            _ = tokio::time::sleep(tick) => {}
+            _ = &mut ticker => {
+                ticker.as_mut().reset(tokio::time::Instant::now() + tick);
+            }
         }
     };
     // The leader is gone; take the rest of its group with it.

@@ -1,0 +1,45 @@
+//! Progress for people: what the live view or the plain lines show.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::supervisor::AttemptResult;
+use crate::store::Outcome;
+
+#[derive(Debug, Clone)]
+pub enum Progress {
+    PhaseStarted {
+        phase: String,
+    },
+    PhaseFinished {
+        phase: String,
+        outcome: Outcome,
+        reason: Option<String>,
+        millis: u64,
+    },
+    AttemptStarted {
+        phase: String,
+        agent: String,
+        attempt: u32,
+    },
+    /// A running agent did something: a tool call or a finished turn.
+    Activity {
+        phase: String,
+        agent: String,
+        turns: u32,
+        last_tool: Option<String>,
+    },
+    AttemptFinished {
+        phase: String,
+        agent: String,
+        attempt: u32,
+        result: Box<AttemptResult>,
+    },
+    Retrying {
+        phase: String,
+        agent: String,
+        wait: Duration,
+    },
+}
+
+pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
