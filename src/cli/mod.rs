@@ -72,6 +72,9 @@ pub enum Command {
     Config(config::Args),
     /// Check the installed agent CLIs, or probe a pipeline's command lines
     Doctor(doctor::Args),
+    /// Internal: kill registered process groups when orch dies
+    #[command(hide = true)]
+    KeepGroups,
     /// The recorded runs: list them, show one, print its events
     Runs(runs::Args),
 }
@@ -88,6 +91,10 @@ pub fn main() -> ExitCode {
         Command::Schema(args) => schema::run(args),
         Command::Config(args) => config::run(args, &cli.global),
         Command::Doctor(args) => doctor::run(args, &cli.global, color),
+        Command::KeepGroups => {
+            crate::engine::keeper::serve();
+            Ok(Exit::Success)
+        }
         Command::Runs(args) => runs::run(args, &cli.global),
     };
     output::finish(result)

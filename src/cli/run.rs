@@ -218,7 +218,19 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         .max_parallel
         .or(pipeline.defaults.max_parallel)
         .unwrap_or(ctx.settings.max_parallel) as usize;
+    // The keeper kills the agents' process groups if this process dies.
+    let keeper = std::env::current_exe()
+        .and_then(|exe| crate::engine::keeper::Keeper::start(&exe))
+        .map(Arc::new)
+        .map_err(|e| {
+            let _ = writeln!(
+                std::io::stderr(),
+                "warning: no keeper process ({e}); agents may outlive a killed orch"
+            );
+        })
+        .ok();
     let opts = RunOptions {
+        keeper,
         run_id: run_id.clone(),
         selected,
         done,

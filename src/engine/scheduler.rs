@@ -23,7 +23,7 @@ use crate::pipeline::Pipeline;
 use crate::store::{Outcome, Record};
 
 /// How a run is carried out.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RunOptions {
     pub run_id: String,
     /// Phases to run (indices into `pipeline.phases`). Dependencies outside
@@ -36,6 +36,8 @@ pub struct RunOptions {
     pub grace: Duration,
     pub retry_base: Duration,
     pub retry_max: Duration,
+    /// Kills every agent's process group if orch dies (SIGKILL included).
+    pub keeper: Option<Arc<super::keeper::Keeper>>,
     /// Attempts already recorded per (phase, agent) in a resumed run: new
     /// attempts are numbered after them, so nothing recorded is replaced.
     pub attempt_base: std::collections::HashMap<(String, String), u32>,
@@ -457,6 +459,7 @@ async fn run_agent(
             max_turns,
             grace: shared.opts.grace,
             progress: Some(Arc::clone(&shared.progress)),
+            keeper: shared.opts.keeper.clone(),
             log_dir: log_dir(
                 &shared.ctx.state_dir(),
                 &shared.opts.run_id,

@@ -58,6 +58,8 @@ pub struct AttemptSpec {
     pub grace: Duration,
     /// Told about tool calls and turns, for the live view.
     pub progress: Option<super::progress::ProgressFn>,
+    /// Kills the attempt's process group if orch dies.
+    pub keeper: Option<std::sync::Arc<super::keeper::Keeper>>,
     /// Where the raw stdout/stderr of the attempt are kept.
     pub log_dir: PathBuf,
 }
@@ -212,16 +214,6 @@ pub async fn run_attempt(
             cmd.env(&var.name, v);
         }
     }
-    // If orch itself is killed (SIGKILL leaves it no chance to stop
-    // anything), the agent's own process goes with it.
-    #[cfg(target_os = "linux")]
-    // SAFETY: the closure only makes one async-signal-safe system call.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
-                .map_err(|e| std::io::Error::from_raw_os_error(e as i32))
-        });
-    }
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -239,6 +231,9 @@ pub async fn run_attempt(
         }
     };
     let pgid = child.id().map(|p| Pid::from_raw(p as i32));
+    if let (Some(k), Some(pg)) = (&spec.keeper, pgid) {
+        k.watch(pg.as_raw());
+    }
     if let (Stdin::Text(text), Some(mut pipe)) = (&inv.stdin, child.stdin.take()) {
         let text = text.clone();
         tokio::spawn(async move {
@@ -469,6 +464,9 @@ pub async fn run_attempt(
     // The leader is gone; take the rest of its group with it.
     if let Some(pg) = pgid {
         let _ = killpg(pg, Signal::SIGKILL);
+        if let Some(k) = &spec.keeper {
+            k.release(pg.as_raw());
+        }
     }
     let _ = out.await;
     let _ = err.await;

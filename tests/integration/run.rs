@@ -269,12 +269,13 @@ fn grandchildren_that_ignore_term_do_not_survive() {
         "p.toml",
         &pipeline(&format!(
             "[agents.parent]\nkind = \"command\"\n\
-             command = [\"sh\", \"-c\", \"(trap '' TERM; exec -a {marker} sleep 60) & echo started; exit 0\"]\n\
+             command = [\"bash\", \"-c\", \"(trap '' TERM; touch gc-up; exec -a {marker} sleep 60) & sleep 0.3; echo started; exit 0\"]\n\
              [[phases]]\nname = \"p\"\nagents = [\"parent\"]\n"
         )),
     );
     let out = s.run(&["run", p.to_str().unwrap(), "--grace", "1"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(s.path().join("gc-up").exists(), "the grandchild ran");
     std::thread::sleep(Duration::from_millis(200));
     assert!(survivors(&marker).is_empty(), "{:?}", survivors(&marker));
 }
@@ -328,8 +329,8 @@ fn ctrl_c_stops_every_agent_and_records_the_run_as_interrupted() {
     let p = s.write(
         "p.toml",
         &pipeline(&format!(
-            "[agents.a]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"touch up-a; exec -a {marker} sleep 60\"]\n\
-             [agents.b]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"trap '' TERM; touch up-b; (exec -a {marker} sleep 60); sleep 60\"]\n\
+            "[agents.a]\nkind = \"command\"\ncommand = [\"bash\", \"-c\", \"touch up-a; exec -a {marker} sleep 60\"]\n\
+             [agents.b]\nkind = \"command\"\ncommand = [\"bash\", \"-c\", \"trap '' TERM; touch up-b; (exec -a {marker} sleep 60); sleep 60\"]\n\
              [[phases]]\nname = \"a\"\nagents = [\"a\"]\n\
              [[phases]]\nname = \"b\"\nagents = [\"b\"]\n"
         )),
@@ -337,6 +338,15 @@ fn ctrl_c_stops_every_agent_and_records_the_run_as_interrupted() {
     let mut child = spawn_run(&s, &p);
     wait_for(&s.path().join("up-a"));
     wait_for(&s.path().join("up-b"));
+    let start = Instant::now();
+    while survivors(&marker).len() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            survivors(&marker)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let sent = Instant::now();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
@@ -359,24 +369,40 @@ fn ctrl_c_stops_every_agent_and_records_the_run_as_interrupted() {
 #[test]
 fn sigkill_then_resume_continues_without_redoing_work() {
     let s = Space::new();
+    let marker = format!("orch-sigkill-{}", std::process::id());
     let p = s.write(
         "p.toml",
-        &pipeline(
-            "[agents.first]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"echo x >> first-ran; echo '{\\\"line\\\": 1}'\"]\n\
-             [agents.second]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"if [ -e go ]; then echo done > second-done; else touch second-up; sleep 60; fi\"]\n\
+        &pipeline(&format!(
+            "[agents.first]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"echo x >> first-ran; echo '{{\\\"line\\\": 1}}'\"]\n\
+             [agents.second]\nkind = \"command\"\ncommand = [\"bash\", \"-c\", \"if [ -e go ]; then echo done > second-done; else (trap '' TERM; exec -a {marker} sleep 60) & touch second-up; exec -a {marker} sleep 60; fi\"]\n\
              [[phases]]\nname = \"first\"\nagents = [\"first\"]\n\
              [[phases]]\nname = \"second\"\nagents = [\"second\"]\ndepends_on = [\"first\"]\n",
-        ),
+        )),
     );
     let mut child = spawn_run(&s, &p);
     wait_for(&s.path().join("second-up"));
-    child.kill().unwrap(); // SIGKILL: no chance to clean up
+    let start = Instant::now();
+    while survivors(&marker).len() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            survivors(&marker)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL: orch gets no chance to clean up
     child.wait().unwrap();
-    // The killed orch's agent must not outlive it for long: it is in its own
-    // group, so kill it as a crashed orch's leftovers would be (by the test).
-    let _ = Command::new("pkill")
-        .args(["-f", "second-up; sleep 60"])
-        .status();
+    // The keeper kills the agent's whole process group, the child that
+    // ignores TERM included.
+    let start = Instant::now();
+    while !survivors(&marker).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "outlived orch: {:?}",
+            survivors(&marker)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 
     let (_, runs) = s.json(&["runs", "list", "--format", "json"]);
     assert_eq!(runs[0]["status"], "interrupted", "{runs}");

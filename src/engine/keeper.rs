@@ -1,0 +1,115 @@
+//! The keeper: a small companion process that kills every agent process
+//! group orch registered with it when orch dies, even by SIGKILL, which
+//! gives orch no chance to stop anything itself.
+//!
+//! orch writes `+PGID` after starting an agent and `-PGID` once the agent's
+//! group is gone; when the pipe closes (orch exited, however), the keeper
+//! sends KILL to every group still registered and exits. It runs in its own
+//! process group and ignores INT, TERM and HUP, so a Ctrl-C meant for orch
+//! does not take it down first. (A parent-death signal on each agent would
+//! also work, but only for the agent's own process, and it forces
+//! fork+exec instead of posix_spawn for every agent.)
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::Mutex;
+
+use nix::sys::signal::{SigHandler, Signal, killpg, signal};
+use nix::unistd::Pid;
+
+/// orch's end of the keeper.
+pub struct Keeper {
+    pipe: Mutex<Option<ChildStdin>>,
+    child: Mutex<Child>,
+}
+
+impl Keeper {
+    /// Start `orch keep-groups` (the hidden subcommand that runs [`serve`]).
+    pub fn start(orch_exe: &Path) -> std::io::Result<Keeper> {
+        use std::os::unix::process::CommandExt;
+        let mut child = Command::new(orch_exe)
+            .arg("keep-groups")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()?;
+        let pipe = child.stdin.take().expect("piped stdin");
+        Ok(Keeper {
+            pipe: Mutex::new(Some(pipe)),
+            child: Mutex::new(child),
+        })
+    }
+
+    fn say(&self, line: String) {
+        let mut pipe = self.pipe.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = pipe.as_mut() {
+            let _ = p.write_all(line.as_bytes());
+        }
+    }
+
+    /// An agent's process group to kill if orch dies.
+    pub fn watch(&self, pgid: i32) {
+        self.say(format!("+{pgid}\n"));
+    }
+
+    /// The group is gone; forget it.
+    pub fn release(&self, pgid: i32) {
+        self.say(format!("-{pgid}\n"));
+    }
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        // Closing the pipe ends the keeper; wait so it does not linger.
+        drop(
+            self.pipe
+                .get_mut()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(),
+        );
+        let _ = self
+            .child
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .wait();
+    }
+}
+
+/// The keeper's side: read `+PGID` / `-PGID` lines until the pipe closes,
+/// then kill every group still registered.
+pub fn serve() {
+    for sig in [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGPIPE,
+    ] {
+        // SAFETY: setting a signal to be ignored installs no handler code.
+        let _ = unsafe { signal(sig, SigHandler::SigIgn) };
+    }
+    let mut groups: BTreeSet<i32> = BTreeSet::new();
+    let stdin = std::io::stdin();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { break };
+        let (op, rest) = line.split_at(line.len().min(1));
+        if let Ok(pgid) = rest.trim().parse::<i32>()
+            && pgid > 1
+        {
+            match op {
+                "+" => {
+                    groups.insert(pgid);
+                }
+                "-" => {
+                    groups.remove(&pgid);
+                }
+                _ => {}
+            }
+        }
+    }
+    for pgid in groups {
+        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+    }
+}
