@@ -46,6 +46,39 @@ pub fn next_wait(
 mod tests {
     use super::*;
 
+    fn failed(rate_limited: Option<Option<u64>>, permanent: bool) -> AttemptResult {
+        AttemptResult {
+            outcome: Outcome::Failed,
+            exit_code: Some(1),
+            reason: None,
+            session_id: None,
+            turns: 0,
+            tokens_in: 0,
+            tokens_out: 0,
+            cost_usd: None,
+            rate_limited,
+            permanent,
+            started_ms: 1,
+            ended_ms: 2,
+        }
+    }
+
+    #[test]
+    fn rate_limits_wait_for_the_reset_and_permanent_failures_never_retry() {
+        let b = Duration::from_secs(2);
+        let m = Duration::from_secs(60);
+        // A reset 90 s from now beats the 2 s backoff.
+        assert_eq!(
+            next_wait(&failed(Some(Some(1_090)), false), 1, b, m, 1_000),
+            Some(Duration::from_secs(90))
+        );
+        // A reset in the past, or none given: the backoff.
+        let w = next_wait(&failed(Some(None), false), 1, b, m, 1_000).unwrap();
+        assert!(w >= b && w <= b.mul_f64(1.2), "{w:?}");
+        // Missing binaries and weakened rules are never retried.
+        assert_eq!(next_wait(&failed(None, true), 1, b, m, 1_000), None);
+    }
+
     #[test]
     fn exponential_and_capped() {
         let b = Duration::from_millis(100);

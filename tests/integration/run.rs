@@ -477,3 +477,33 @@ fn a_second_run_on_a_busy_state_dir_is_refused() {
         "the refused run recorded nothing: {runs}"
     );
 }
+
+#[test]
+fn max_parallel_caps_agent_processes() {
+    let s = Space::new();
+    // Six agents that each record when they start and stop; at most two
+    // may overlap.
+    let mut body = String::from("[defaults]\nmax_parallel = 2\n");
+    let mut names = Vec::new();
+    for i in 0..6 {
+        body.push_str(&format!(
+            "[agents.a{i}]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"echo start >> log; sleep 0.3; echo stop >> log\"]\n"
+        ));
+        names.push(format!("\"a{i}\""));
+    }
+    body.push_str(&format!(
+        "[[phases]]\nname = \"wide\"\nagents = [{}]\nparallel = true\n",
+        names.join(", ")
+    ));
+    let p = s.write("p.toml", &pipeline(&body));
+    let out = s.run(&["run", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let log = std::fs::read_to_string(s.path().join("log")).unwrap();
+    let (mut running, mut most) = (0i32, 0i32);
+    for line in log.lines() {
+        running += if line == "start" { 1 } else { -1 };
+        most = most.max(running);
+    }
+    assert_eq!(log.lines().count(), 12);
+    assert_eq!(most, 2, "{log}");
+}
