@@ -126,37 +126,23 @@ impl PhaseGraph {
 
     /// `roots` and everything downstream of them, in declaration order.
     pub fn downstream(&self, roots: &[usize]) -> Vec<usize> {
-        let mut seen = vec![false; self.len()];
-        let mut queue: VecDeque<usize> = roots.iter().copied().collect();
-        for &r in roots {
-            seen[r] = true;
-        }
-        while let Some(v) = queue.pop_front() {
-            for w in self
-                .graph
-                .neighbors_directed(NodeIndex::new(v), Direction::Outgoing)
-            {
-                if !seen[w.index()] {
-                    seen[w.index()] = true;
-                    queue.push_back(w.index());
-                }
-            }
-        }
-        (0..self.len()).filter(|&i| seen[i]).collect()
+        self.reach(roots, Direction::Outgoing)
     }
 
     /// `roots` and everything they depend on, in declaration order.
     pub fn upstream(&self, roots: &[usize]) -> Vec<usize> {
+        self.reach(roots, Direction::Incoming)
+    }
+
+    /// Breadth-first walk from `roots` along edges in one direction.
+    fn reach(&self, roots: &[usize], direction: Direction) -> Vec<usize> {
         let mut seen = vec![false; self.len()];
         let mut queue: VecDeque<usize> = roots.iter().copied().collect();
         for &r in roots {
             seen[r] = true;
         }
         while let Some(v) = queue.pop_front() {
-            for w in self
-                .graph
-                .neighbors_directed(NodeIndex::new(v), Direction::Incoming)
-            {
+            for w in self.graph.neighbors_directed(NodeIndex::new(v), direction) {
                 if !seen[w.index()] {
                     seen[w.index()] = true;
                     queue.push_back(w.index());

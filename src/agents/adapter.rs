@@ -126,3 +126,14 @@ pub fn adapter(kind: AgentKind) -> &'static dyn Adapter {
 pub fn invocation_dir(state_dir: &Path, phase: &str, agent: &str) -> PathBuf {
     state_dir.join("invocations").join(phase).join(agent)
 }
+
+/// The CLI's own message for a rejected argv: its first non-empty stderr
+/// line (or `rejected` when it said nothing).
+pub fn first_message(stderr: &str) -> String {
+    stderr
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("rejected")
+        .trim()
+        .to_string()
+}

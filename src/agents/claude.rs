@@ -130,11 +130,7 @@ impl Adapter for Claude {
         let mcp_path = req.path_in_dir("mcp.json");
         let mut servers = serde_json::Map::new();
         for s in &req.mcp_servers {
-            let env: serde_json::Map<String, Value> = s
-                .env
-                .iter()
-                .map(|(k, v)| (k.clone(), Value::String(env::config_value(k, v))))
-                .collect();
+            let env = env::config_env(&s.env);
             servers.insert(
                 s.name.clone(),
                 json!({
@@ -324,12 +320,7 @@ impl Adapter for Claude {
                 if init {
                     Ok(())
                 } else {
-                    Err(stderr
-                        .lines()
-                        .find(|l| !l.trim().is_empty())
-                        .unwrap_or("rejected")
-                        .trim()
-                        .to_string())
+                    Err(super::adapter::first_message(stderr))
                 }
             },
         }

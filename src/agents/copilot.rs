@@ -150,11 +150,7 @@ impl Adapter for Copilot {
         if !req.mcp_servers.is_empty() {
             let mut servers = Map::new();
             for s in &req.mcp_servers {
-                let env: Map<String, Value> = s
-                    .env
-                    .iter()
-                    .map(|(k, v)| (k.clone(), Value::String(env::config_value(k, v))))
-                    .collect();
+                let env = env::config_env(&s.env);
                 servers.insert(
                     s.name.clone(),
                     json!({
@@ -296,12 +292,7 @@ impl Adapter for Copilot {
                 if code == Some(0) {
                     Ok(())
                 } else {
-                    Err(stderr
-                        .lines()
-                        .find(|l| !l.trim().is_empty())
-                        .unwrap_or("rejected")
-                        .trim()
-                        .to_string())
+                    Err(super::adapter::first_message(stderr))
                 }
             },
         }

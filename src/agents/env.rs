@@ -129,6 +129,14 @@ pub fn config_value(name: &str, value: &EnvValue) -> String {
     }
 }
 
+/// An MCP server's environment as a JSON object for a config file the CLI
+/// expands `${VAR}` in (see [`config_value`]).
+pub fn config_env(env: &[(String, EnvValue)]) -> serde_json::Map<String, serde_json::Value> {
+    env.iter()
+        .map(|(k, v)| (k.clone(), serde_json::Value::String(config_value(k, v))))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

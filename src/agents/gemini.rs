@@ -152,11 +152,7 @@ impl Adapter for Gemini {
 
         let mut servers = serde_json::Map::new();
         for s in &req.mcp_servers {
-            let env: serde_json::Map<String, Value> = s
-                .env
-                .iter()
-                .map(|(k, v)| (k.clone(), Value::String(env::config_value(k, v))))
-                .collect();
+            let env = env::config_env(&s.env);
             let mut entry = json!({
                 "command": s.command.first().cloned().unwrap_or_default(),
                 "args": s.command.iter().skip(1).collect::<Vec<_>>(),
@@ -330,12 +326,7 @@ impl Adapter for Gemini {
             ],
             // No credentials: 41 for an accepted argv, 1 for a rejected one.
             verdict: |code, _stdout, stderr| match code {
-                Some(1) | None => Err(stderr
-                    .lines()
-                    .find(|l| !l.trim().is_empty())
-                    .unwrap_or("rejected")
-                    .trim()
-                    .to_string()),
+                Some(1) | None => Err(super::adapter::first_message(stderr)),
                 _ => Ok(()),
             },
         }

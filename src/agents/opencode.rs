@@ -356,12 +356,7 @@ impl Adapter for Opencode {
                 if code == Some(0) && stdout.contains("\"permission\"") {
                     Ok(())
                 } else {
-                    Err(stderr
-                        .lines()
-                        .find(|l| !l.trim().is_empty())
-                        .unwrap_or("rejected")
-                        .trim()
-                        .to_string())
+                    Err(super::adapter::first_message(stderr))
                 }
             },
         }
