@@ -507,3 +507,50 @@ fn max_parallel_caps_agent_processes() {
     assert_eq!(log.lines().count(), 12);
     assert_eq!(most, 2, "{log}");
 }
+
+#[test]
+fn a_terminal_gets_the_live_view_and_a_pipe_gets_plain_lines() {
+    let s = Space::new();
+    let p = s.write(
+        "p.toml",
+        &pipeline(
+            "[agents.a]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"sleep 0.6\"]\n\
+             [[phases]]\nname = \"first\"\nagents = [\"a\"]\n",
+        ),
+    );
+    // `script` gives orch a pseudo-terminal.
+    let line = format!(
+        "{} --state-dir {} run {}",
+        env!("CARGO_BIN_EXE_orch"),
+        s.path().join(".orch").display(),
+        p.display()
+    );
+    let out = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .current_dir(s.path())
+        .env_remove("CI")
+        .output()
+        .unwrap();
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{tty}");
+    // A spinner line for the running agent, redrawn in place.
+    assert!(
+        tty.contains("first/a") && tty.contains("\u{1b}[2K"),
+        "{tty:?}"
+    );
+    assert!(tty.contains("first/a: attempt 1 succeeded"), "{tty:?}");
+    assert!(
+        tty.contains("run ") && tty.contains("succeeded (1 of 1 phases succeeded)"),
+        "{tty:?}"
+    );
+
+    // Not a terminal: plain timestamped lines, no redraws.
+    let out = s.run(&["run", p.to_str().unwrap()]);
+    let plain = stderr(&out);
+    assert!(!plain.contains('\u{1b}'), "{plain:?}");
+    let first = plain.lines().next().unwrap();
+    assert!(
+        first.starts_with('[') && first.ends_with("] phase first: started"),
+        "{first}"
+    );
+}
