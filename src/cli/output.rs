@@ -169,3 +169,26 @@ pub fn phase_index(pipeline: &crate::pipeline::Pipeline, name: &str) -> Result<u
             }
         })
 }
+
+/// The phases `--phase P...` or `--from P` select (all when neither is
+/// given), in declaration order; an unknown name is a usage error message.
+pub fn select_phases(
+    pipeline: &crate::pipeline::Pipeline,
+    graph: &crate::graph::PhaseGraph,
+    phases: &[String],
+    from: Option<&str>,
+) -> Result<Vec<usize>, String> {
+    if let Some(from) = from {
+        return Ok(graph.downstream(&[phase_index(pipeline, from)?]));
+    }
+    if phases.is_empty() {
+        return Ok((0..pipeline.phases.len()).collect());
+    }
+    let mut v = phases
+        .iter()
+        .map(|name| phase_index(pipeline, name))
+        .collect::<Result<Vec<_>, _>>()?;
+    v.sort_unstable();
+    v.dedup();
+    Ok(v)
+}

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::ValueEnum;
 use serde::Serialize;
 
-use super::output::{CmdResult, Exit, load_valid, phase_index, stdout, usage_error, write_json};
+use super::output::{CmdResult, Exit, load_valid, select_phases, stdout, usage_error, write_json};
 use crate::graph::PhaseGraph;
 use crate::pipeline::Pipeline;
 
@@ -68,24 +68,9 @@ pub fn run(args: &Args, color: bool) -> CmdResult {
         Ok(g) => g,
         Err(_) => return usage_error("the pipeline has a dependency cycle", None),
     };
-    let selected: Vec<usize> = if let Some(from) = &args.from {
-        match phase_index(p, from) {
-            Ok(i) => graph.downstream(&[i]),
-            Err(m) => return usage_error(&m, None),
-        }
-    } else if !args.phases.is_empty() {
-        let mut v = Vec::new();
-        for name in &args.phases {
-            match phase_index(p, name) {
-                Ok(i) => v.push(i),
-                Err(m) => return usage_error(&m, None),
-            }
-        }
-        v.sort_unstable();
-        v.dedup();
-        v
-    } else {
-        (0..p.phases.len()).collect()
+    let selected = match select_phases(p, &graph, &args.phases, args.from.as_deref()) {
+        Ok(v) => v,
+        Err(m) => return usage_error(&m, None),
     };
     let stages = graph.stages_of(&selected);
     let mut keep = vec![false; p.phases.len()];

@@ -12,7 +12,7 @@ use clap::ValueEnum;
 use tokio::sync::watch;
 
 use super::GlobalArgs;
-use super::output::{CmdResult, Exit, load_valid, phase_index, stdout, usage_error, write_json};
+use super::output::{CmdResult, Exit, load_valid, select_phases, stdout, usage_error, write_json};
 use crate::agents::build;
 use crate::engine::identity::{self, changes};
 use crate::engine::scheduler::{self, Progress, ProgressFn, RunOptions, RunReport};
@@ -74,24 +74,14 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
     };
 
     // Selection.
-    let (selected, selection) = if let Some(from) = &args.from {
-        match phase_index(&pipeline, from) {
-            Ok(i) => (graph.downstream(&[i]), format!("from:{from}")),
-            Err(m) => return usage_error(&m, None),
-        }
-    } else if !args.phases.is_empty() {
-        let mut v = Vec::new();
-        for name in &args.phases {
-            match phase_index(&pipeline, name) {
-                Ok(i) => v.push(i),
-                Err(m) => return usage_error(&m, None),
-            }
-        }
-        v.sort_unstable();
-        v.dedup();
-        (v, format!("phase:{}", args.phases.join(",")))
-    } else {
-        ((0..pipeline.phases.len()).collect(), "all".to_string())
+    let selected = match select_phases(&pipeline, &graph, &args.phases, args.from.as_deref()) {
+        Ok(v) => v,
+        Err(m) => return usage_error(&m, None),
+    };
+    let selection = match (&args.from, args.phases.is_empty()) {
+        (Some(from), _) => format!("from:{from}"),
+        (None, false) => format!("phase:{}", args.phases.join(",")),
+        (None, true) => "all".to_string(),
     };
 
     if args.dry_run {

@@ -405,6 +405,17 @@ async fn run_agent(
         .get(&(phase.name.clone(), name.to_string()))
         .copied()
         .unwrap_or(0);
+    // The same invocation serves every attempt.
+    let inv = build::invocation(&shared.pipeline, phase, agent, &shared.ctx);
+    let max_turns = (agent.kind.is_llm() && inv.enforcement.max_turns.by == By::Orch)
+        .then(|| shared.pipeline.resolve(phase, agent).toolset.max_turns);
+    let argv_json = serde_json::to_string(&inv.argv()).unwrap_or_default();
+    let env_json = serde_json::to_string(
+        &inv.shown_env()
+            .into_iter()
+            .collect::<std::collections::BTreeMap<_, _>>(),
+    )
+    .unwrap_or_default();
     for n in 1..=max_attempts {
         let attempt = base + n;
         if *cancel.borrow() != Cancel::No {
@@ -421,25 +432,14 @@ async fn run_agent(
             report.reason = Some("the run was interrupted".into());
             break;
         };
-        let inv = build::invocation(&shared.pipeline, phase, agent, &shared.ctx);
-        let toolset = shared.pipeline.resolve(phase, agent).toolset;
-        let max_turns = (agent.kind.is_llm() && inv.enforcement.max_turns.by == By::Orch)
-            .then_some(toolset.max_turns);
-        let argv_json = serde_json::to_string(&inv.argv()).unwrap_or_default();
-        let env_json = serde_json::to_string(
-            &inv.shown_env()
-                .into_iter()
-                .collect::<std::collections::BTreeMap<_, _>>(),
-        )
-        .unwrap_or_default();
         let started = now_ms();
         shared.sink.send(Record::AttemptStarted {
             run_id: shared.opts.run_id.clone(),
             phase: phase.name.clone(),
             agent: name.to_string(),
             attempt,
-            argv_json,
-            env_json,
+            argv_json: argv_json.clone(),
+            env_json: env_json.clone(),
             started_ms: started,
         });
         (shared.progress)(Progress::AttemptStarted {
@@ -453,7 +453,7 @@ async fn run_agent(
             agent: name.to_string(),
             attempt,
             kind: agent.kind,
-            invocation: inv,
+            invocation: inv.clone(),
             timeout: phase.timeout,
             stall_timeout: phase.stall_timeout,
             max_turns,

@@ -170,7 +170,7 @@ fn usage_is_reported_where_the_cli_gives_it() {
 }
 
 #[test]
-fn garbage_lines_give_no_events() {
+fn garbage_lines_never_panic_and_non_json_gives_nothing() {
     for (kind, _, _) in CLIS {
         let a = adapter(*kind);
         for line in [
