@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use crate::events::Event;
 use crate::pipeline::{Agent, Phase};
-use crate::toolset::{InternalTool, Permission, ToolSet};
+use crate::toolset::{InternalTool, ToolSet};
 
 use super::AgentKind;
 use super::invocation::{Enforcement, EnvValue, Invocation};
@@ -18,6 +18,37 @@ pub struct McpServerSpec {
     pub env: Vec<(String, EnvValue)>,
     /// The tools the ToolSet allows on this server; `None` means all (`*`).
     pub tools: Option<Vec<String>>,
+}
+
+impl McpServerSpec {
+    pub fn program(&self) -> &str {
+        self.command.first().map_or("", String::as_str)
+    }
+
+    pub fn args(&self) -> &[String] {
+        self.command.get(1..).unwrap_or(&[])
+    }
+
+    /// The stdio entry the CLIs' JSON configs share (command, args, and an
+    /// env whose secrets are `${VAR}` references); adapters add their keys.
+    pub fn json_entry(&self) -> serde_json::Value {
+        serde_json::json!({
+            "command": self.program(),
+            "args": self.args(),
+            "env": super::env::config_env(&self.env),
+        })
+    }
+}
+
+/// Items in first-seen order without repeats.
+pub fn unique<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
+    for item in items {
+        if !out.contains(&item) {
+            out.push(item);
+        }
+    }
+    out
 }
 
 /// Everything an adapter needs to build an Invocation.
@@ -103,11 +134,6 @@ pub trait Adapter: Sync {
 
     /// The offline argument probe for an invocation.
     fn probe(&self, inv: &Invocation) -> Probe;
-
-    /// Whether the CLI confines writes at the OS level for this permission.
-    fn confines_writes(&self, permission: Permission) -> bool {
-        self.kind().confines_writes(permission)
-    }
 }
 
 /// The adapter for a kind.

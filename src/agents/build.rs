@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::AgentKind;
 use super::adapter::{McpServerSpec, Request, adapter, invocation_dir};
 use super::env;
 use super::invocation::{EnvValue, Invocation};
@@ -52,11 +53,17 @@ pub fn program(agent: &Agent, settings: &Settings) -> String {
     if let Some(cmd) = &agent.command {
         return cmd.first().cloned().unwrap_or_default();
     }
+    kind_program(agent.kind, settings)
+}
+
+/// The program for a kind when the pipeline names none: the settings'
+/// binary, else the kind's default name.
+pub fn kind_program(kind: AgentKind, settings: &Settings) -> String {
     settings
         .agents
-        .get(&agent.kind)
+        .get(&kind)
         .map(|a| a.binary.clone())
-        .or_else(|| agent.kind.default_binary().map(str::to_string))
+        .or_else(|| kind.default_binary().map(str::to_string))
         .unwrap_or_default()
 }
 

@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use super::adapter::{Adapter, Probe, Request};
+use super::adapter::{Adapter, Probe, Request, unique};
 use super::invocation::{Enforced, Enforcement, Invocation, InvocationFile, Stdin};
 use super::{AgentKind, env};
 use crate::events::{Event, looks_rate_limited};
@@ -72,13 +72,7 @@ impl Adapter for Claude {
 
     fn invocation(&self, req: &Request<'_>) -> Invocation {
         let ts = req.toolset;
-        let mut tools: Vec<&str> = Vec::new();
-        for t in &ts.internal {
-            let n = tool_name(t);
-            if !tools.contains(&n) {
-                tools.push(n);
-            }
-        }
+        let tools: Vec<&str> = unique(ts.internal.iter().map(tool_name));
         let mut disallowed: Vec<&str> = WRITING_TOOLS
             .iter()
             .copied()
@@ -86,11 +80,11 @@ impl Adapter for Claude {
             .collect();
         if ts.permission == Permission::ReadOnly {
             // Defence in depth: validation already refused writers here.
-            for w in ["Write", "Edit", "NotebookEdit"] {
-                if !disallowed.contains(&w) {
-                    disallowed.push(w);
-                }
-            }
+            disallowed = unique(
+                disallowed
+                    .into_iter()
+                    .chain(["Write", "Edit", "NotebookEdit"]),
+            );
         }
         // Auto-approve exactly what the ToolSet grants; everything else is
         // refused by the permission mode.
@@ -105,19 +99,12 @@ impl Adapter for Claude {
                 InternalTool::Write | InternalTool::Edit | InternalTool::NotebookEdit
                     if ts.permission == Permission::WorkspaceWrite =>
                 {
-                    let n = format!("{}(./**)", tool_name(t));
-                    if !allowed.contains(&n) {
-                        allowed.push(n);
-                    }
+                    allowed.push(format!("{}(./**)", tool_name(t)))
                 }
-                other => {
-                    let n = tool_name(other).to_string();
-                    if !allowed.contains(&n) {
-                        allowed.push(n);
-                    }
-                }
+                other => allowed.push(tool_name(other).to_string()),
             }
         }
+        let mut allowed = unique(allowed);
         for m in &ts.mcp {
             allowed.push(m.to_string());
         }
@@ -130,16 +117,9 @@ impl Adapter for Claude {
         let mcp_path = req.path_in_dir("mcp.json");
         let mut servers = serde_json::Map::new();
         for s in &req.mcp_servers {
-            let env = env::config_env(&s.env);
-            servers.insert(
-                s.name.clone(),
-                json!({
-                    "type": "stdio",
-                    "command": s.command.first().cloned().unwrap_or_default(),
-                    "args": s.command.iter().skip(1).collect::<Vec<_>>(),
-                    "env": env,
-                }),
-            );
+            let mut entry = s.json_entry();
+            entry["type"] = "stdio".into();
+            servers.insert(s.name.clone(), entry);
         }
         let mut files = vec![InvocationFile {
             path: mcp_path.clone(),

@@ -17,6 +17,42 @@ use crate::toolset::{InternalTool, Permission, ToolSet};
 
 pub struct Codex;
 
+/// What a ToolSet asks of codex's two tools: its shell (through which it
+/// also reads) and apply_patch. Decided once, for the argv and the report.
+struct Tools {
+    /// The shell is offered (reading, or any Bash).
+    shell: bool,
+    /// Unrestricted Bash is granted.
+    bash: bool,
+    /// A writing tool is granted.
+    writes: bool,
+}
+
+impl Tools {
+    fn of(ts: &ToolSet) -> Self {
+        let any = |f: fn(&InternalTool) -> bool| ts.internal.iter().any(f);
+        Tools {
+            shell: any(|t| {
+                matches!(
+                    t,
+                    InternalTool::Read
+                        | InternalTool::Glob
+                        | InternalTool::Grep
+                        | InternalTool::Bash
+                        | InternalTool::BashPattern(_)
+                )
+            }),
+            bash: any(|t| *t == InternalTool::Bash),
+            writes: any(|t| {
+                matches!(
+                    t,
+                    InternalTool::Write | InternalTool::Edit | InternalTool::NotebookEdit
+                )
+            }),
+        }
+    }
+}
+
 fn sandbox(p: Permission) -> &'static str {
     match p {
         Permission::ReadOnly => "read-only",
@@ -46,18 +82,11 @@ impl Adapter for Codex {
     }
 
     fn enforcement(&self, ts: &ToolSet) -> Enforcement {
-        let has = |t: &InternalTool| ts.internal.contains(t);
-        let reads =
-            has(&InternalTool::Read) || has(&InternalTool::Glob) || has(&InternalTool::Grep);
-        let bash = has(&InternalTool::Bash);
-        let bash_patterns = ts
-            .internal
-            .iter()
-            .any(|t| matches!(t, InternalTool::BashPattern(_)));
-        let writes = has(&InternalTool::Write)
-            || has(&InternalTool::Edit)
-            || has(&InternalTool::NotebookEdit);
-        let shell = reads || bash || bash_patterns;
+        let Tools {
+            shell,
+            bash,
+            writes,
+        } = Tools::of(ts);
         let sandbox = sandbox(ts.permission);
         let internal = match ts.permission {
             Permission::ReadOnly => Enforced::cli(
@@ -88,15 +117,7 @@ impl Adapter for Codex {
 
     fn invocation(&self, req: &Request<'_>) -> Invocation {
         let ts = req.toolset;
-        let has = |t: &InternalTool| ts.internal.contains(t);
-        let reads =
-            has(&InternalTool::Read) || has(&InternalTool::Glob) || has(&InternalTool::Grep);
-        let bash = has(&InternalTool::Bash);
-        let bash_patterns = ts
-            .internal
-            .iter()
-            .any(|t| matches!(t, InternalTool::BashPattern(_)));
-        let shell = reads || bash || bash_patterns;
+        let shell = Tools::of(ts).shell;
         let sandbox = sandbox(ts.permission);
         let mut args: Vec<String> = vec![
             "exec".into(),
@@ -130,10 +151,10 @@ impl Adapter for Codex {
             config("features.shell_tool", "false".into());
             config("features.unified_exec", "false".into());
         }
-        if !has(&InternalTool::WebSearch) {
+        if !ts.internal.contains(&InternalTool::WebSearch) {
             config("web_search", toml_str("disabled"));
         }
-        if !has(&InternalTool::Agent) {
+        if !ts.internal.contains(&InternalTool::Agent) {
             config("features.multi_agent", "false".into());
         }
         // Never offered: tools that reach outside the sandbox (apps, browser,
@@ -154,14 +175,8 @@ impl Adapter for Codex {
         }
         for s in &req.mcp_servers {
             let key = format!("mcp_servers.{}", s.name);
-            config(
-                &format!("{key}.command"),
-                toml_str(s.command.first().map(String::as_str).unwrap_or("")),
-            );
-            config(
-                &format!("{key}.args"),
-                toml_list(&s.command[1.min(s.command.len())..]),
-            );
+            config(&format!("{key}.command"), toml_str(s.program()));
+            config(&format!("{key}.args"), toml_list(s.args()));
             let vars: Vec<String> = s.env.iter().map(|(k, _)| k.clone()).collect();
             if !vars.is_empty() {
                 config(&format!("{key}.env_vars"), toml_list(&vars));

@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::adapter::{Adapter, Probe, Request};
+use super::adapter::{Adapter, Probe, Request, unique};
 use super::claude::pretty;
 use super::invocation::{Enforced, Enforcement, EnvVar, Invocation, InvocationFile, Stdin};
 use super::{AgentKind, env};
@@ -80,14 +80,11 @@ impl Adapter for Copilot {
 
     fn invocation(&self, req: &Request<'_>) -> Invocation {
         let ts = req.toolset;
-        let mut available: Vec<&str> = Vec::new();
-        for t in &ts.internal {
-            for n in tool_names(t) {
-                if !available.contains(n) {
-                    available.push(n);
-                }
-            }
-        }
+        let available: Vec<&str> = unique(
+            ts.internal
+                .iter()
+                .flat_map(|t| tool_names(t).iter().copied()),
+        );
         let mut args: Vec<String> = vec![
             "--output-format".into(),
             "json".into(),
@@ -150,17 +147,10 @@ impl Adapter for Copilot {
         if !req.mcp_servers.is_empty() {
             let mut servers = Map::new();
             for s in &req.mcp_servers {
-                let env = env::config_env(&s.env);
-                servers.insert(
-                    s.name.clone(),
-                    json!({
-                        "type": "local",
-                        "command": s.command.first().cloned().unwrap_or_default(),
-                        "args": s.command.iter().skip(1).collect::<Vec<_>>(),
-                        "env": env,
-                        "tools": s.tools.clone().unwrap_or_else(|| vec!["*".into()]),
-                    }),
-                );
+                let mut entry = s.json_entry();
+                entry["type"] = "local".into();
+                entry["tools"] = json!(s.tools.clone().unwrap_or_else(|| vec!["*".into()]));
+                servers.insert(s.name.clone(), entry);
             }
             let path = req.path_in_dir("mcp.json");
             args.push("--additional-mcp-config".into());

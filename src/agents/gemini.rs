@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use super::adapter::{Adapter, Probe, Request};
+use super::adapter::{Adapter, Probe, Request, unique};
 use super::claude::pretty;
 use super::invocation::{Enforced, Enforcement, Invocation, InvocationFile, Stdin};
 use super::{AgentKind, env};
@@ -82,14 +82,7 @@ impl Adapter for Gemini {
 
     fn invocation(&self, req: &Request<'_>) -> Invocation {
         let ts = req.toolset;
-        let mut core: Vec<String> = Vec::new();
-        for t in &ts.internal {
-            for n in tool_names(t) {
-                if !core.contains(&n) {
-                    core.push(n);
-                }
-            }
-        }
+        let core: Vec<String> = unique(ts.internal.iter().flat_map(tool_names));
         let approval = match ts.permission {
             Permission::ReadOnly => "default",
             Permission::WorkspaceWrite => "auto_edit",
@@ -105,15 +98,16 @@ impl Adapter for Gemini {
             priority -= 1;
         };
         if ts.permission == Permission::ReadOnly {
-            for w in ["write_file", "replace", "run_shell_command"] {
-                if w != "run_shell_command"
-                    || !ts
-                        .internal
-                        .iter()
-                        .any(|t| matches!(t, InternalTool::BashPattern(_)))
-                {
-                    rule(format!("toolName = \"{w}\"\ndecision = \"deny\"\n"));
-                }
+            let patterns = ts
+                .internal
+                .iter()
+                .any(|t| matches!(t, InternalTool::BashPattern(_)));
+            let mut denied = vec!["write_file", "replace"];
+            if !patterns {
+                denied.push("run_shell_command");
+            }
+            for w in denied {
+                rule(format!("toolName = \"{w}\"\ndecision = \"deny\"\n"));
             }
         }
         for t in &ts.internal {
@@ -152,13 +146,8 @@ impl Adapter for Gemini {
 
         let mut servers = serde_json::Map::new();
         for s in &req.mcp_servers {
-            let env = env::config_env(&s.env);
-            let mut entry = json!({
-                "command": s.command.first().cloned().unwrap_or_default(),
-                "args": s.command.iter().skip(1).collect::<Vec<_>>(),
-                "env": env,
-                "trust": false,
-            });
+            let mut entry = s.json_entry();
+            entry["trust"] = false.into();
             if let Some(tools) = &s.tools {
                 entry["includeTools"] = json!(tools);
             }
@@ -260,9 +249,14 @@ impl Adapter for Gemini {
                     is_error,
                     output: output.clone(),
                 }];
-                if is_error && (output.contains("denied") || output.contains("policy")) {
+                let refused = v["error"]["type"] == "tool_not_registered"
+                    || output.contains("denied")
+                    || output.contains("policy");
+                if is_error && refused {
+                    // Ids are `<tool>__<tool>_<n>_<k>`.
+                    let id = s(&v["tool_id"]).unwrap_or_default();
                     out.push(Event::PermissionDenied {
-                        tool: s(&v["tool_id"]).unwrap_or_default(),
+                        tool: id.split("__").next().unwrap_or(&id).to_string(),
                         reason: Some(output),
                     });
                 }

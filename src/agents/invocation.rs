@@ -204,12 +204,15 @@ impl Invocation {
         if !self.inherit_env {
             parts.push("-i".to_string());
         }
-        for (name, value) in self.shown_env() {
-            let is_ref = value == format!("${{{name}}}");
-            parts.push(if is_ref {
-                format!("{name}=\"${{{name}}}\"")
-            } else {
-                format!("{name}={}", shell_quote(&value))
+        let mut env: Vec<&EnvVar> = self.env.iter().collect();
+        env.sort_by(|a, b| a.name.cmp(&b.name));
+        for var in env {
+            let name = &var.name;
+            parts.push(match &var.value {
+                // Filled in by the shell from the user's environment.
+                EnvValue::PassThrough => format!("{name}=\"${{{name}}}\""),
+                EnvValue::Template(t) => format!("{name}=\"{t}\""),
+                _ => format!("{name}={}", shell_quote(&var.shown())),
             });
         }
         parts.extend(self.argv().iter().map(|a| shell_quote(a)));

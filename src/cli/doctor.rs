@@ -64,15 +64,7 @@ fn installed(args: &Args, ctx: &build::Context) -> CmdResult {
     let rows: Vec<Installed> = AgentKind::ALL
         .into_iter()
         .filter(|k| k.is_llm())
-        .map(|k| {
-            let program = ctx
-                .settings
-                .agents
-                .get(&k)
-                .map(|a| a.binary.clone())
-                .unwrap_or_else(|| k.as_str().to_string());
-            probe::installed(k, &program)
-        })
+        .map(|k| probe::installed(k, &build::kind_program(k, &ctx.settings)))
         .collect();
     match args.format {
         Format::Json => write_json(&rows)?,

@@ -14,8 +14,7 @@ use super::raw::{RawPipeline, RawToolSet, Spanned};
 use crate::agents::AgentKind;
 use crate::graph::PhaseGraph;
 use crate::toolset::{
-    Field, InternalTool, Layer, McpTool, Mode, ORCH_MCP_SERVER, Permission, ToolSet, ToolSetLayer,
-    first_set,
+    Field, InternalTool, Layer, McpTool, Mode, ORCH_MCP_SERVER, Permission, ToolSetLayer,
 };
 
 /// Above this many candidates, "did you mean" is not computed (it would make
@@ -835,31 +834,23 @@ impl<'s> Validator<'s> {
             if !agent.kind.is_llm() {
                 continue;
             }
-            // Borrow the two fields this needs instead of resolving all four.
-            let layers = Pipeline::layers(phase, agent);
-            let permission = first_set(&layers, |l| l.permission.as_ref());
-            let level =
-                permission.map_or(ToolSet::default_permission(phase.mode), |(_, f)| f.value);
+            let r = pipeline.resolve(phase, agent);
+            let level = r.toolset.permission;
             if level != Permission::ReadOnly || agent.kind.confines_writes(level) {
                 continue;
             }
-            let internal = first_set(&layers, |l| l.internal.as_ref());
-            let defaults;
-            let tools: &[InternalTool] = match internal {
-                Some((_, f)) => &f.value,
-                None => {
-                    defaults = ToolSet::default_for(phase.mode).internal;
-                    &defaults
-                }
-            };
-            let Some(tool) = tools.iter().find(|t| t.writes()) else {
+            let Some(tool) = r.toolset.internal.iter().find(|t| t.writes()) else {
                 continue;
             };
-            let from_defaults = internal.is_none();
-            let at = internal
-                .map(|(_, f)| &f.at)
-                .or(permission.map(|(_, f)| &f.at));
-            let Some(at) = at else { continue };
+            let from_defaults = r.provenance.internal.at.is_none();
+            let Some(at) = r.provenance.internal.at.as_ref().or(r
+                .provenance
+                .permission
+                .at
+                .as_ref())
+            else {
+                continue;
+            };
             let source = self.source_for(at);
             let label = if from_defaults {
                 format!(
@@ -903,19 +894,13 @@ impl<'s> Validator<'s> {
                         phase.location.offset..phase.location.offset + phase.location.len
                     });
                 let r = pipeline.resolve(phase, agent);
-                let sources = (Arc::clone(self.source), self.extra_sources.clone());
                 let at_or_agent = |at: &Option<Location>| -> (Arc<SourceFile>, Range<usize>) {
                     match at {
                         Some(l) => (
-                            sources
-                                .1
-                                .iter()
-                                .find(|s| s.name == l.path)
-                                .cloned()
-                                .unwrap_or_else(|| Arc::clone(&sources.0)),
+                            source_for(self.source, &self.extra_sources, l),
                             l.offset..l.offset + l.len,
                         ),
-                        None => (Arc::clone(&sources.0), agent_span.clone()),
+                        None => (Arc::clone(self.source), agent_span.clone()),
                     }
                 };
                 if !agent.kind.is_llm() {
@@ -944,7 +929,11 @@ impl<'s> Validator<'s> {
                             agent: agent.name.clone(),
                             phase: phase.name.clone(),
                             kind: "a command agent".into(),
-                            reason: "a plain command runs as written; ToolSets do not apply".into(),
+                            // The command adapter says why, for every field alike.
+                            reason: crate::agents::adapter(agent.kind)
+                                .enforcement(&r.toolset)
+                                .internal
+                                .reason,
                             strict,
                         };
                         self.diags.push(if strict {
@@ -999,10 +988,15 @@ impl<'s> Validator<'s> {
     }
 
     fn source_for(&self, at: &Location) -> Arc<SourceFile> {
-        self.extra_sources
-            .iter()
-            .find(|s| s.name == at.path)
-            .cloned()
-            .unwrap_or_else(|| Arc::clone(self.source))
+        source_for(self.source, &self.extra_sources, at)
     }
+}
+
+/// The file a location points into: a profile's, else the pipeline's.
+fn source_for(main: &Arc<SourceFile>, extra: &[Arc<SourceFile>], at: &Location) -> Arc<SourceFile> {
+    extra
+        .iter()
+        .find(|s| s.name == at.path)
+        .cloned()
+        .unwrap_or_else(|| Arc::clone(main))
 }

@@ -48,7 +48,9 @@ fn doctor_reports_a_missing_cli() {
         .args(["doctor", "--format", "json"])
         .output()
         .unwrap();
+    assert_eq!(out.status.code(), Some(0));
     let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rows.len(), 5, "every kind is reported");
     for r in &rows {
         assert_eq!(r["verified"], false);
         assert!(
