@@ -192,3 +192,15 @@ pub fn select_phases(
     v.dedup();
     Ok(v)
 }
+
+/// `HH:MM:SS.mmm` (UTC) of a Unix-milliseconds time.
+pub fn clock(ms: u64) -> String {
+    let t = (ms / 1000) % 86_400;
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        t / 3600,
+        (t / 60) % 60,
+        t % 60,
+        ms % 1000
+    )
+}

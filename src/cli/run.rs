@@ -12,7 +12,9 @@ use clap::ValueEnum;
 use tokio::sync::watch;
 
 use super::GlobalArgs;
-use super::output::{CmdResult, Exit, load_valid, select_phases, stdout, usage_error, write_json};
+use super::output::{
+    CmdResult, Exit, clock, load_valid, select_phases, stdout, usage_error, write_json,
+};
 use crate::agents::build;
 use crate::engine::identity::{self, changes};
 use crate::engine::scheduler::{self, Progress, ProgressFn, RunOptions, RunReport};
@@ -260,14 +262,9 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
     if let Some(live) = live {
         let _ = live.clear();
     }
-    let status = match report.status {
-        "succeeded" => RunStatus::Succeeded,
-        "interrupted" => RunStatus::Interrupted,
-        _ => RunStatus::Failed,
-    };
     sink.send(Record::RunFinished {
         run_id: run_id.clone(),
-        status,
+        status: report.status,
         ended_ms: now_ms(),
     });
     drop(sink);
@@ -281,9 +278,9 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         Format::Text => summary(&report, now_ms().saturating_sub(started))?,
     }
     Ok(match report.status {
-        "succeeded" => Exit::Success,
-        "interrupted" => Exit::Interrupted,
-        _ => Exit::Failed,
+        RunStatus::Succeeded => Exit::Success,
+        RunStatus::Interrupted => Exit::Interrupted,
+        RunStatus::Failed | RunStatus::Running => Exit::Failed,
     })
 }
 
@@ -319,17 +316,6 @@ async fn watch_signals(tx: watch::Sender<Cancel>) {
         );
         let _ = tx.send(level);
     }
-}
-
-fn clock(ms: u64) -> String {
-    let t = (ms / 1000) % 86_400;
-    format!(
-        "{:02}:{:02}:{:02}.{:03}",
-        t / 3600,
-        (t / 60) % 60,
-        t % 60,
-        ms % 1000
-    )
 }
 
 fn secs(ms: u64) -> String {
@@ -495,7 +481,7 @@ fn summary(report: &RunReport, millis: u64) -> std::io::Result<()> {
         err,
         "\nrun {}: {} ({ok} of {} phases succeeded) in {}",
         report.run_id,
-        report.status,
+        report.status.as_str(),
         report.phases.len(),
         secs(millis)
     )?;

@@ -9,7 +9,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use clap::{Subcommand, ValueEnum};
 
 use super::GlobalArgs;
-use super::output::{CmdResult, Exit, stdout, usage_error, write_json};
+use super::output::{CmdResult, Exit, clock, stdout, usage_error, write_json};
 use crate::store::{EventRow, Reader, RunDetail, RunSummary, StoreError};
 
 #[derive(Debug, Clone, Copy, Default, ValueEnum)]
@@ -378,12 +378,15 @@ fn event_line(out: &mut impl Write, ev: &EventRow) -> io::Result<()> {
 /// A line as recorded, with control characters (terminal escapes an agent
 /// printed, say) shown escaped rather than acted on.
 fn printable(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.chars().any(|c| c.is_control() && c != '\t') {
+    // The same characters diagnostics never echo (control, bidi overrides);
+    // newlines too, since an event is one line.
+    let hide = |c: char| crate::pipeline::diagnostic::unsafe_to_show(c) || matches!(c, '\n' | '\r');
+    if !s.chars().any(hide) {
         return s.into();
     }
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
-        if c.is_control() && c != '\t' {
+        if hide(c) {
             out.extend(c.escape_default());
         } else {
             out.push(c);
@@ -418,13 +421,6 @@ fn table(out: &mut impl Write, headers: &[&str], rows: &[Vec<String>]) -> io::Re
 /// `2024-05-01T12:00:00Z` (UTC).
 fn timestamp(ms: u64) -> String {
     humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
-}
-
-/// `12:00:00.250` (UTC).
-fn clock(ms: u64) -> String {
-    let s = humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string();
-    // 2024-05-01T12:00:00.250Z
-    s.get(11..23).map(str::to_string).unwrap_or(s)
 }
 
 /// How long from start to end, `-` when either is missing.

@@ -4,9 +4,10 @@
 
 use std::collections::BTreeMap;
 
+use std::path::Path;
+
 use sha2::{Digest, Sha256};
 
-use super::scheduler::{hex, sha256_file};
 use crate::pipeline::Pipeline;
 use crate::pipeline::model::Prompt;
 
@@ -96,6 +97,34 @@ pub fn changes(old: &BTreeMap<String, String>, new: &BTreeMap<String, String>) -
         }
     }
     out
+}
+
+/// SHA-256 (hex) of a regular file, `None` when it is missing or not a file.
+pub fn sha256_file(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = f.read(&mut buf).ok()?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Some(hex(&h.finalize()))
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
 }
 
 #[cfg(test)]

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
+use super::identity::sha256_file;
 use super::retry;
 use super::sink::Sink;
 use super::supervisor::{AttemptSpec, Cancel, now_ms, run_attempt};
@@ -20,7 +20,7 @@ use crate::agents::build::{self, Context};
 use crate::agents::invocation::By;
 use crate::graph::PhaseGraph;
 use crate::pipeline::Pipeline;
-use crate::store::{Outcome, Record};
+use crate::store::{Outcome, Record, RunStatus};
 
 /// How a run is carried out.
 #[derive(Clone)]
@@ -48,7 +48,7 @@ pub struct RunOptions {
 pub struct RunReport {
     pub run_id: String,
     /// `succeeded`, `failed` or `interrupted`.
-    pub status: &'static str,
+    pub status: RunStatus,
     pub phases: Vec<PhaseReport>,
 }
 
@@ -80,6 +80,26 @@ pub struct AgentReport {
     pub session_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+}
+
+impl AgentReport {
+    /// An agent that has not run (yet).
+    fn new(agent: &str, status: Outcome) -> Self {
+        AgentReport {
+            agent: agent.to_string(),
+            status,
+            attempts: 0,
+            exit_code: None,
+            started_ms: None,
+            ended_ms: None,
+            turns: 0,
+            tokens_in: 0,
+            tokens_out: 0,
+            cost_usd: None,
+            session_id: None,
+            reason: None,
+        }
+    }
 }
 
 pub use super::progress::{Progress, ProgressFn};
@@ -169,9 +189,10 @@ pub async fn run(
                 }
                 if let Some(d) = blocked_by.filter(|_| ready) {
                     state[i] = State::Done(Outcome::Skipped);
-                    reports[i] = Some(skipped(
+                    reports[i] = Some(skipped_as(
                         &shared,
                         i,
+                        Outcome::Skipped,
                         format!("`{}` did not succeed", pipeline.phases[d].name),
                     ));
                     changed = true;
@@ -223,18 +244,14 @@ pub async fn run(
     RunReport {
         run_id: shared.opts.run_id.clone(),
         status: if interrupted {
-            "interrupted"
+            RunStatus::Interrupted
         } else if failed {
-            "failed"
+            RunStatus::Failed
         } else {
-            "succeeded"
+            RunStatus::Succeeded
         },
         phases,
     }
-}
-
-fn skipped(shared: &Shared, i: usize, reason: String) -> PhaseReport {
-    skipped_as(shared, i, Outcome::Skipped, reason)
 }
 
 fn skipped_as(shared: &Shared, i: usize, outcome: Outcome, reason: String) -> PhaseReport {
@@ -294,20 +311,9 @@ async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel
         let mut stopped = false;
         for name in &phase.agents {
             if stopped {
-                agents.push(AgentReport {
-                    agent: name.clone(),
-                    status: Outcome::Skipped,
-                    attempts: 0,
-                    exit_code: None,
-                    started_ms: None,
-                    ended_ms: None,
-                    turns: 0,
-                    tokens_in: 0,
-                    tokens_out: 0,
-                    cost_usd: None,
-                    session_id: None,
-                    reason: Some("an earlier agent of the phase did not succeed".into()),
-                });
+                let mut skipped = AgentReport::new(name, Outcome::Skipped);
+                skipped.reason = Some("an earlier agent of the phase did not succeed".into());
+                agents.push(skipped);
                 continue;
             }
             let r = run_agent(i, name, &shared, cancel.clone()).await;
@@ -384,20 +390,7 @@ async fn run_agent(
         .pipeline
         .agent(name)
         .expect("validated: every phase agent exists");
-    let mut report = AgentReport {
-        agent: name.to_string(),
-        status: Outcome::Failed,
-        attempts: 0,
-        exit_code: None,
-        started_ms: None,
-        ended_ms: None,
-        turns: 0,
-        tokens_in: 0,
-        tokens_out: 0,
-        cost_usd: None,
-        session_id: None,
-        reason: None,
-    };
+    let mut report = AgentReport::new(name, Outcome::Failed);
     let max_attempts = 1 + phase.retries;
     let base = shared
         .opts
@@ -532,26 +525,4 @@ async fn run_agent(
 /// `<state_dir>/runs/<run>/<phase>/<agent>/`: the raw logs of every attempt.
 pub fn log_dir(state_dir: &Path, run_id: &str, phase: &str, agent: &str) -> std::path::PathBuf {
     state_dir.join("runs").join(run_id).join(phase).join(agent)
-}
-
-pub fn sha256_file(path: &Path) -> Option<String> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path).ok()?;
-    if !f.metadata().ok()?.is_file() {
-        return None;
-    }
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = f.read(&mut buf).ok()?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Some(hex(&h.finalize()))
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -322,6 +322,11 @@ pub async fn run_attempt(
                         humantime::format_duration(spec.stall_timeout.unwrap_or_default())
                     ),
                 ));
+            } else if let Some(max) = spec.max_turns.filter(|m| result.turns > *m) {
+                stop = Some((
+                    Outcome::Failed,
+                    format!("turn limit {max} reached (enforced by orch)"),
+                ));
             }
             if stop.is_some()
                 && let Some(pg) = pgid
@@ -418,16 +423,6 @@ pub async fn run_attempt(
                         if unparsed {
                             record("raw".into(), "null".into(), text);
                         }
-                        if let Some(max) = spec.max_turns
-                            && result.turns > max
-                            && stop.is_none()
-                        {
-                            stop = Some((Outcome::Failed, format!("turn limit {max} reached (enforced by orch)")));
-                            if let Some(pg) = pgid {
-                                let _ = killpg(pg, Signal::SIGTERM);
-                            }
-                            stop_at = Some(Instant::now());
-                        }
                     }
                     Line::Err(text, cut) => {
                         let text = if cut { format!("{text} [line cut at {MAX_LINE} bytes]") } else { text };
@@ -440,14 +435,20 @@ pub async fn run_attempt(
                         {
                             weakened = Some(format!("{why}: {}", text.trim()));
                         }
-                        for ev in adapter.parse_stderr_line(&text) {
-                            let data = serde_json::to_string(&ev).unwrap_or_else(|_| "null".into());
-                            record(ev.kind().into(), data, text.clone());
-                        }
                         if crate::events::looks_rate_limited(&text) && result.rate_limited.is_none() {
                             result.rate_limited = Some(None);
                         }
-                        record("stderr".into(), "null".into(), text);
+                        // A stderr line is stored once: as what it means, or
+                        // as plain stderr.
+                        let events = adapter.parse_stderr_line(&text);
+                        if events.is_empty() {
+                            record("stderr".into(), "null".into(), text);
+                        } else {
+                            for ev in events {
+                                let data = serde_json::to_string(&ev).unwrap_or_else(|_| "null".into());
+                                record(ev.kind().into(), data, text.clone());
+                            }
+                        }
                     }
                 }
                 if rx.is_empty() {

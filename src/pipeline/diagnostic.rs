@@ -25,7 +25,7 @@ pub struct SourceFile {
 }
 
 /// Characters never echoed to a terminal from a file.
-fn unsafe_to_show(c: char) -> bool {
+pub(crate) fn unsafe_to_show(c: char) -> bool {
     (c.is_control() && !matches!(c, '\n' | '\t' | '\r'))
         || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }

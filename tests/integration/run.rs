@@ -58,15 +58,17 @@ fn pipeline(body: &str) -> String {
     format!("version = 1\nname = \"t\"\n{body}")
 }
 
-fn phase_status<'a>(report: &'a Value, name: &str) -> &'a str {
+fn phase_of<'a>(report: &'a Value, name: &str) -> &'a Value {
     report["phases"]
         .as_array()
         .unwrap()
         .iter()
         .find(|p| p["name"] == name)
-        .unwrap_or_else(|| panic!("no phase {name} in {report}"))["status"]
-        .as_str()
-        .unwrap()
+        .unwrap_or_else(|| panic!("no phase {name} in {report}"))
+}
+
+fn phase_status<'a>(report: &'a Value, name: &str) -> &'a str {
+    phase_of(report, name)["status"].as_str().unwrap()
 }
 
 #[test]
@@ -81,10 +83,28 @@ fn the_demo_runs() {
     }
     let words = std::fs::read_to_string(s.path().join(".orch/demo/report.txt")).unwrap();
     assert_eq!(words.trim(), "words: 9, letters: 35");
-    // count's two agents ran at the same time as shout (same stage).
-    let agents = &report["phases"][1]["agents"];
-    assert_eq!(agents.as_array().unwrap().len(), 2);
-    assert!(agents[0]["started_ms"].as_u64().is_some());
+    // count and shout are in the same stage: their agents overlapped.
+    let span = |phase: &str| -> Vec<(u64, u64)> {
+        phase_of(&report, phase)["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| {
+                (
+                    a["started_ms"].as_u64().unwrap(),
+                    a["ended_ms"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let count = span("count");
+    assert_eq!(count.len(), 2);
+    let (s0, e0) = span("shout")[0];
+    assert!(
+        count.iter().any(|&(s, e)| s < e0 && s0 < e),
+        "{count:?} vs {:?}",
+        (s0, e0)
+    );
 }
 
 #[test]
@@ -114,7 +134,7 @@ fn phase_selection_runs_without_earlier_state() {
         !s.path().join("a.txt").exists(),
         "--phase runs only that phase"
     );
-    let (_, report) = s.json(&[
+    let (out, report) = s.json(&[
         "run",
         p.to_str().unwrap(),
         "--from",
@@ -122,7 +142,14 @@ fn phase_selection_runs_without_earlier_state() {
         "--format",
         "json",
     ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(report["phases"].as_array().unwrap().len(), 2);
+    assert_eq!(phase_status(&report, "first"), "succeeded");
+    assert_eq!(phase_status(&report, "second"), "succeeded");
+    assert!(
+        s.path().join("a.txt").exists(),
+        "--from runs the named phase too"
+    );
 }
 
 #[test]
@@ -175,12 +202,7 @@ fn outcomes_follow_the_format() {
     assert_eq!(phase_status(&report, "after-required"), "skipped");
     assert_eq!(phase_status(&report, "independent"), "succeeded");
     assert_eq!(phase_status(&report, "no-artifact"), "failed");
-    let bad = &report["phases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "required-fails")
-        .unwrap()["agents"][0];
+    let bad = &phase_of(&report, "required-fails")["agents"][0];
     assert_eq!(bad["exit_code"], 3);
 }
 
@@ -236,12 +258,7 @@ fn timeouts_stalls_crashes_floods() {
     assert_eq!(phase_status(&report, "stall"), "timed_out");
     assert_eq!(phase_status(&report, "crash"), "failed");
     assert_eq!(phase_status(&report, "flood"), "succeeded");
-    let crash = &report["phases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "crash")
-        .unwrap();
+    let crash = phase_of(&report, "crash");
     assert!(
         crash["reason"].as_str().unwrap().contains("signal"),
         "{crash}"
