@@ -10,8 +10,7 @@ mod schema;
 mod writer;
 
 pub use error::StoreError;
-pub use liveness::pid_alive;
 pub use query::{ArtifactRow, AttemptDetail, EventRow, PhaseDetail, Reader, RunDetail, RunSummary};
 pub use record::{Outcome, Record, RunStatus};
-pub use schema::{DB_FILE, MIGRATIONS, latest_version};
-pub use writer::{BATCH, CHANNEL_CAPACITY, Store, Writer, WriterStats};
+pub use schema::DB_FILE;
+pub use writer::{Store, Writer};

@@ -31,17 +31,6 @@ impl Outcome {
             Outcome::Cancelled => "cancelled",
         }
     }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "succeeded" => Outcome::Succeeded,
-            "failed" => Outcome::Failed,
-            "skipped" => Outcome::Skipped,
-            "timed_out" => Outcome::TimedOut,
-            "cancelled" => Outcome::Cancelled,
-            _ => return None,
-        })
-    }
 }
 
 /// A run's status as stored: `running` until it ends; `interrupted` when

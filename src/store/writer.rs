@@ -20,7 +20,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -87,12 +87,6 @@ impl Store {
     /// `<state_dir>/state.db`.
     pub fn db_path(&self) -> &Path {
         self.reader.path()
-    }
-
-    /// Where a run's raw per-attempt logs go: `<state_dir>/runs/<run_id>/`
-    /// (not created here).
-    pub fn run_dir(&self, run_id: &str) -> PathBuf {
-        self.state_dir.join("runs").join(run_id)
     }
 
     /// Commit everything sent so far (by any handle), stop the writer
@@ -211,58 +205,22 @@ impl Writer {
         Ok(Writer { tx, shared })
     }
 
-    /// Queue a record, waiting while the channel is full. This blocks the
-    /// calling thread: from async code use [`Writer::send_async`]. Fails
-    /// only when the writer has stopped.
+    /// Queue a record, waiting while the channel is full (back-pressure:
+    /// the engine's tasks wait for the writer). Fails only when the writer
+    /// has stopped.
     pub fn send(&self, record: Record) -> Result<(), StoreError> {
         self.tx
             .send(Message::Record(record))
             .map_err(|_| StoreError::Closed)
     }
 
-    /// Queue a record from async code without blocking the runtime: when
-    /// the channel has room (the normal case) this is a plain non-blocking
-    /// send; when it is full, the waiting send moves to tokio's blocking
-    /// pool (`spawn_blocking`), so it works on any runtime flavour. Records
-    /// sent by one task arrive in the order it sent them.
-    pub async fn send_async(&self, record: Record) -> Result<(), StoreError> {
-        match self.tx.try_send(Message::Record(record)) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Disconnected(_)) => Err(StoreError::Closed),
-            Err(TrySendError::Full(message)) => {
-                let tx = self.tx.clone();
-                let sent = tokio::task::spawn_blocking(move || tx.send(message).is_ok())
-                    .await
-                    .unwrap_or(false);
-                if sent {
-                    Ok(())
-                } else {
-                    Err(StoreError::Closed)
-                }
-            }
-        }
-    }
-
     /// Wait until everything sent before (by any handle) is committed;
     /// then the first write error so far, if any. Blocks the calling
-    /// thread (see [`Writer::flush_async`]).
+    /// thread.
     pub fn flush(&self) -> Result<(), StoreError> {
         let (tx, rx) = mpsc::channel();
         self.send(Record::Flush(tx))?;
         rx.recv().map_err(|_| StoreError::Closed)?;
-        self.shared.status()
-    }
-
-    /// [`Writer::flush`] on tokio's blocking pool.
-    pub async fn flush_async(&self) -> Result<(), StoreError> {
-        let w = self.clone();
-        tokio::task::spawn_blocking(move || w.flush())
-            .await
-            .map_err(|_| StoreError::Closed)?
-    }
-
-    /// The first write error so far, without waiting.
-    pub fn check(&self) -> Result<(), StoreError> {
         self.shared.status()
     }
 
@@ -742,7 +700,6 @@ mod tests {
         let store = Store::open(&state).unwrap();
         assert!(state.join("state.db").is_file());
         assert_eq!(store.db_path(), state.join("state.db"));
-        assert_eq!(store.run_dir("r1"), state.join("runs/r1"));
         store.close().unwrap();
         // And again, on the existing database.
         Store::open(&state).unwrap().close().unwrap();
@@ -875,7 +832,7 @@ mod tests {
         let names: Vec<&str> = detail.phases.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["before", "after"]);
         // The error sticks, and close reports it too.
-        assert!(w.check().is_err());
+        assert!(w.flush().is_err());
         assert!(matches!(store.close(), Err(StoreError::Write { .. })));
     }
 
@@ -1037,50 +994,6 @@ mod tests {
             store.run_status("mine").unwrap().as_deref(),
             Some("running")
         );
-    }
-
-    #[test]
-    fn send_async_waits_for_room_without_blocking_the_runtime() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let w = store.writer();
-        send_all(
-            &w,
-            whole_run("r1", 1, 0, &[("p", Outcome::Succeeded)], 0, None),
-        );
-        w.flush().unwrap();
-        let holder = lock_for(store.db_path(), Duration::from_millis(300));
-        let n = CHANNEL_CAPACITY as u64 * 2;
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
-        let ticks = Arc::new(AtomicU64::new(0));
-        let elapsed = rt.block_on(async {
-            // A timer task on the same (only) thread: it ticks only while
-            // the sends leave that thread free.
-            let t = Arc::clone(&ticks);
-            let ticker = tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    t.fetch_add(1, Ordering::Relaxed);
-                }
-            });
-            let start = Instant::now();
-            for seq in 0..n {
-                w.send_async(event("r1", "p", "a", 1, seq, seq))
-                    .await
-                    .unwrap();
-            }
-            w.flush_async().await.unwrap();
-            ticker.abort();
-            start.elapsed()
-        });
-        holder.join().unwrap();
-        assert!(elapsed >= Duration::from_millis(250), "the lock was held");
-        let ticks = ticks.load(Ordering::Relaxed);
-        assert!(ticks >= 5, "the runtime was blocked ({ticks} ticks)");
-        assert_eq!(store.event_count("r1").unwrap(), n);
     }
 
     /// The throughput figure of the issue (at least 300,000 events per
