@@ -544,27 +544,42 @@ impl Reader {
     /// second `orch run` can refuse to start. This process's own runs do
     /// not count.
     pub fn active_run(&self) -> Result<Option<(String, u32)>, StoreError> {
+        Ok(live_runs_of_others(&self.conn(), None, std::process::id())?
+            .into_iter()
+            .next())
+    }
+
+    /// The names of a run's phases, in the order they started.
+    pub fn phase_names(&self, run_id: &str) -> Result<Vec<String>, StoreError> {
         let conn = self.conn();
-        let mut st = conn.prepare_cached(
-            "SELECT run_id, pid FROM runs
-             WHERE status = 'running' ORDER BY started_ms DESC, rowid DESC",
-        )?;
-        let me = std::process::id();
-        let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?)))?;
-        for row in rows {
-            let (run_id, pid) = row?;
-            if pid != me && pid_alive(pid) {
-                return Ok(Some((run_id, pid)));
-            }
-        }
-        Ok(None)
+        let mut st =
+            conn.prepare_cached("SELECT phase FROM phases WHERE run_id = ?1 ORDER BY rowid")?;
+        let rows = st.query_map([run_id], |r| r.get(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 }
 
+/// Runs marked `running`, newest first, with their orch's pid.
 fn running_runs(conn: &Connection) -> rusqlite::Result<Vec<(String, u32)>> {
-    let mut st = conn.prepare_cached("SELECT run_id, pid FROM runs WHERE status = 'running'")?;
+    let mut st = conn.prepare_cached(
+        "SELECT run_id, pid FROM runs WHERE status = 'running'
+         ORDER BY started_ms DESC, rowid DESC",
+    )?;
     let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
     rows.collect()
+}
+
+/// Running runs whose orch is alive and is not `pid` (nor `run_id`):
+/// another orch at work in this state directory.
+pub(super) fn live_runs_of_others(
+    conn: &Connection,
+    run_id: Option<&str>,
+    pid: u32,
+) -> rusqlite::Result<Vec<(String, u32)>> {
+    Ok(running_runs(conn)?
+        .into_iter()
+        .filter(|(id, p)| *p != pid && Some(id.as_str()) != run_id && pid_alive(*p))
+        .collect())
 }
 
 /// Stored JSON text as a value (text that is not JSON stays a string).

@@ -27,7 +27,6 @@ use std::thread::JoinHandle;
 use rusqlite::{Connection, TransactionBehavior, params};
 
 use super::error::StoreError;
-use super::liveness::pid_alive;
 use super::query::Reader;
 use super::record::Record;
 use super::schema::{self, DB_FILE};
@@ -645,22 +644,12 @@ fn apply(tx: &Connection, record: &Record) -> Result<(), Failure> {
 /// the writer's transaction, which holds the write lock, so two orch
 /// processes cannot both pass it.
 fn refuse_if_another_live_run(tx: &Connection, run_id: &str, pid: u32) -> Result<(), Failure> {
-    let mut st = tx.prepare_cached(
-        "SELECT run_id, pid FROM runs
-         WHERE status = 'running' AND run_id <> ?1 AND pid <> ?2",
-    )?;
-    let rows = st.query_map(params![run_id, pid], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?))
-    })?;
-    for row in rows {
-        let (other, other_pid) = row?;
-        if pid_alive(other_pid) {
-            return Err(Failure::Refused(format!(
-                "run `{other}` is in progress in this state directory (orch pid {other_pid})"
-            )));
-        }
+    match super::query::live_runs_of_others(tx, Some(run_id), pid)?.first() {
+        Some((other, other_pid)) => Err(Failure::Refused(format!(
+            "run `{other}` is in progress in this state directory (orch pid {other_pid})"
+        ))),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 #[cfg(test)]
