@@ -14,7 +14,7 @@ use super::raw::{RawPipeline, RawToolSet, Spanned};
 use crate::agents::AgentKind;
 use crate::graph::PhaseGraph;
 use crate::toolset::{
-    Field, InternalTool, Layer, McpTool, Mode, ORCH_MCP_SERVER, Permission, ToolSetLayer,
+    Field, InternalTool, Layer, McpTool, Mode, ORCH_MCP_SERVER, Permission, Resolved, ToolSetLayer,
 };
 
 /// Above this many candidates, "did you mean" is not computed (it would make
@@ -758,7 +758,6 @@ impl<'s> Validator<'s> {
 
         self.prompts(&pipeline, &agent_spans);
         self.cycles(&pipeline, &dep_spans);
-        self.read_only_writes(&pipeline);
         self.enforcement(&pipeline, &agent_positions);
 
         if self.diags.iter().any(Diagnostic::is_error) {
@@ -829,51 +828,46 @@ impl<'s> Validator<'s> {
 
     /// Under `read-only`, no tool that writes unless the CLI confines writes
     /// at the operating-system level (pipeline-format.md, "Enforcement").
-    fn read_only_writes(&mut self, pipeline: &Pipeline) {
-        for (phase, agent) in pipeline.invocations() {
-            if !agent.kind.is_llm() {
-                continue;
-            }
-            let r = pipeline.resolve(phase, agent);
-            let level = r.toolset.permission;
-            if level != Permission::ReadOnly || agent.kind.confines_writes(level) {
-                continue;
-            }
-            let Some(tool) = r.toolset.internal.iter().find(|t| t.writes()) else {
-                continue;
-            };
-            let from_defaults = r.provenance.internal.at.is_none();
-            let Some(at) = r.provenance.internal.at.as_ref().or(r
-                .provenance
-                .permission
-                .at
-                .as_ref())
-            else {
-                continue;
-            };
-            let source = self.source_for(at);
-            let label = if from_defaults {
-                format!(
-                    "read-only here, but mode `{}` defaults include `{tool}`",
-                    phase.mode
-                )
-            } else {
-                format!("`{tool}` writes")
-            };
-            self.diags.push(
-                Diagnostic::error(
-                    Problem::ReadOnlyWrites {
-                        agent: agent.name.clone(),
-                        phase: phase.name.clone(),
-                        tool: tool.to_string(),
-                        from_defaults,
-                    },
-                    &source,
-                    at.offset..at.offset + at.len,
-                )
-                .with_label(label),
-            );
+    fn read_only_writes(&mut self, phase: &Phase, agent: &Agent, r: &Resolved) {
+        let level = r.toolset.permission;
+        if level != Permission::ReadOnly || agent.kind.confines_writes(level) {
+            return;
         }
+        let Some(tool) = r.toolset.internal.iter().find(|t| t.writes()) else {
+            return;
+        };
+        let from_defaults = r.provenance.internal.at.is_none();
+        let Some(at) = r
+            .provenance
+            .internal
+            .at
+            .as_ref()
+            .or(r.provenance.permission.at.as_ref())
+        else {
+            return;
+        };
+        let source = self.source_for(at);
+        let label = if from_defaults {
+            format!(
+                "read-only here, but mode `{}` defaults include `{tool}`",
+                phase.mode
+            )
+        } else {
+            format!("`{tool}` writes")
+        };
+        self.diags.push(
+            Diagnostic::error(
+                Problem::ReadOnlyWrites {
+                    agent: agent.name.clone(),
+                    phase: phase.name.clone(),
+                    tool: tool.to_string(),
+                    from_defaults,
+                },
+                &source,
+                at.offset..at.offset + at.len,
+            )
+            .with_label(label),
+        );
     }
 
     /// Consult each CLI's capability table: tools it does not have are
@@ -894,6 +888,10 @@ impl<'s> Validator<'s> {
                         phase.location.offset..phase.location.offset + phase.location.len
                     });
                 let r = pipeline.resolve(phase, agent);
+                // One resolution serves both checks.
+                if agent.kind.is_llm() {
+                    self.read_only_writes(phase, agent, &r);
+                }
                 let at_or_agent = |at: &Option<Location>| -> (Arc<SourceFile>, Range<usize>) {
                     match at {
                         Some(l) => (
