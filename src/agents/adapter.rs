@@ -7,7 +7,7 @@ use crate::pipeline::{Agent, Phase};
 use crate::toolset::{InternalTool, ToolSet};
 
 use super::AgentKind;
-use super::invocation::{Enforcement, EnvValue, Invocation};
+use super::invocation::{Enforcement, EnvValue, EnvVar, Invocation, InvocationFile, Stdin};
 
 /// An MCP server one invocation gets: the pipeline's servers the ToolSet
 /// names, and orch's own.
@@ -35,7 +35,7 @@ impl McpServerSpec {
         serde_json::json!({
             "command": self.program(),
             "args": self.args(),
-            "env": super::env::config_env(&self.env),
+            "env": super::env::config_env(&self.env, super::env::EnvRef::Dollar),
         })
     }
 }
@@ -74,6 +74,29 @@ pub struct Request<'a> {
 }
 
 impl Request<'_> {
+    /// The invocation of an agent CLI for this request: run in the
+    /// workspace with exactly `env` (nothing inherited from orch).
+    pub fn cli_invocation(
+        &self,
+        args: Vec<String>,
+        env: Vec<EnvVar>,
+        stdin: Stdin,
+        files: Vec<InvocationFile>,
+        enforcement: Enforcement,
+    ) -> Invocation {
+        Invocation {
+            program: self.program.clone(),
+            args,
+            env,
+            stdin,
+            cwd: self.workdir.clone(),
+            dir: self.dir.clone(),
+            files,
+            enforcement,
+            inherit_env: false,
+        }
+    }
+
     pub fn path_in_dir(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }

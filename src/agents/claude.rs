@@ -174,17 +174,13 @@ impl Adapter for Claude {
         environment.push(env::plain("DISABLE_AUTOUPDATER", "1"));
         environment.push(env::plain("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"));
 
-        Invocation {
-            program: req.program.clone(),
+        req.cli_invocation(
             args,
-            env: environment,
-            stdin: Stdin::Text(req.prompt.to_string()),
-            cwd: req.workdir.clone(),
-            dir: req.dir.clone(),
+            environment,
+            Stdin::Text(req.prompt.to_string()),
             files,
-            enforcement: self.enforcement(ts),
-            inherit_env: false,
-        }
+            self.enforcement(ts),
+        )
     }
 
     fn parse_line(&self, line: &str) -> Vec<Event> {

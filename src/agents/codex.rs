@@ -212,17 +212,13 @@ impl Adapter for Codex {
             }
         }
 
-        Invocation {
-            program: req.program.clone(),
+        req.cli_invocation(
             args,
-            env: environment,
-            stdin: Stdin::Text(req.prompt.to_string()),
-            cwd: req.workdir.clone(),
-            dir: req.dir.clone(),
-            files: Vec::new(),
-            enforcement: self.enforcement(ts),
-            inherit_env: false,
-        }
+            environment,
+            Stdin::Text(req.prompt.to_string()),
+            Vec::new(),
+            self.enforcement(ts),
+        )
     }
 
     fn parse_line(&self, line: &str) -> Vec<Event> {

@@ -185,17 +185,7 @@ impl Adapter for Copilot {
             req.path_in_dir("state").display().to_string(),
         ));
 
-        Invocation {
-            program: req.program.clone(),
-            args,
-            env: environment,
-            stdin: Stdin::Null,
-            cwd: req.workdir.clone(),
-            dir: req.dir.clone(),
-            files,
-            enforcement: self.enforcement(ts),
-            inherit_env: false,
-        }
+        req.cli_invocation(args, environment, Stdin::Null, files, self.enforcement(ts))
     }
 
     fn parse_line(&self, line: &str) -> Vec<Event> {

@@ -118,28 +118,86 @@ pub fn expand(template: &str, lookup: &impl Fn(&str) -> Option<String>) -> Strin
     out
 }
 
-/// The text to write for an MCP server's variable in a config file the CLI
-/// expands `${VAR}` in: templates as written, a secret as a reference to
-/// itself (its value travels in the process environment, never in a file).
-pub fn config_value(name: &str, value: &EnvValue) -> String {
-    match value {
-        EnvValue::Plain(v) => v.clone(),
-        EnvValue::Template(t) => t.clone(),
-        EnvValue::PassThrough | EnvValue::Secret(_) => format!("${{{name}}}"),
+/// How a CLI's config file spells a reference to an environment variable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnvRef {
+    /// `${NAME}` (Claude, Gemini, Copilot, and orch's own templates).
+    Dollar,
+    /// `{env:NAME}` (OpenCode).
+    Braced,
+}
+
+impl EnvRef {
+    fn to(self, name: &str) -> String {
+        match self {
+            EnvRef::Dollar => format!("${{{name}}}"),
+            EnvRef::Braced => format!("{{env:{name}}}"),
+        }
     }
 }
 
-/// An MCP server's environment as a JSON object for a config file the CLI
-/// expands `${VAR}` in (see [`config_value`]).
-pub fn config_env(env: &[(String, EnvValue)]) -> serde_json::Map<String, serde_json::Value> {
+/// The text to write for an MCP server's variable in a config file the CLI
+/// expands references in: templates with their references respelled, a
+/// secret or pass-through as a reference to itself (its value travels in the
+/// process environment, never in a file).
+pub fn config_value(name: &str, value: &EnvValue, syntax: EnvRef) -> String {
+    match value {
+        EnvValue::Plain(v) => v.clone(),
+        EnvValue::Template(t) => match syntax {
+            EnvRef::Dollar => t.clone(),
+            // A template holds only `${NAME}` references (see `classify`).
+            EnvRef::Braced => t.replace("${", "{env:"),
+        },
+        EnvValue::PassThrough | EnvValue::Secret(_) => syntax.to(name),
+    }
+}
+
+/// An MCP server's environment as a JSON object for a config file (see
+/// [`config_value`]).
+pub fn config_env(
+    env: &[(String, EnvValue)],
+    syntax: EnvRef,
+) -> serde_json::Map<String, serde_json::Value> {
     env.iter()
-        .map(|(k, v)| (k.clone(), serde_json::Value::String(config_value(k, v))))
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                serde_json::Value::String(config_value(k, v, syntax)),
+            )
+        })
         .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn references_in_each_config_syntax() {
+        let template = EnvValue::Template("Bearer ${A}-${B}".into());
+        let secret = EnvValue::Secret("s3cret".into());
+        assert_eq!(
+            config_value("X", &template, EnvRef::Dollar),
+            "Bearer ${A}-${B}"
+        );
+        assert_eq!(
+            config_value("X", &template, EnvRef::Braced),
+            "Bearer {env:A}-{env:B}"
+        );
+        assert_eq!(config_value("TOKEN", &secret, EnvRef::Dollar), "${TOKEN}");
+        assert_eq!(
+            config_value("TOKEN", &secret, EnvRef::Braced),
+            "{env:TOKEN}"
+        );
+        assert_eq!(
+            config_value("P", &EnvValue::PassThrough, EnvRef::Braced),
+            "{env:P}"
+        );
+        assert_eq!(
+            config_value("M", &EnvValue::Plain("fast".into()), EnvRef::Braced),
+            "fast"
+        );
+    }
 
     #[test]
     fn templates_and_secrets() {

@@ -205,17 +205,7 @@ impl Adapter for Gemini {
         environment.push(env::plain("GEMINI_CLI_HOME", home.display().to_string()));
         environment.push(env::plain("GEMINI_CLI_NO_RELAUNCH", "true"));
 
-        Invocation {
-            program: req.program.clone(),
-            args,
-            env: environment,
-            stdin: Stdin::Null,
-            cwd: req.workdir.clone(),
-            dir: req.dir.clone(),
-            files,
-            enforcement: self.enforcement(ts),
-            inherit_env: false,
-        }
+        req.cli_invocation(args, environment, Stdin::Null, files, self.enforcement(ts))
     }
 
     fn parse_line(&self, line: &str) -> Vec<Event> {

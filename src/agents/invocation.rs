@@ -186,6 +186,29 @@ impl Invocation {
             .collect()
     }
 
+    /// A process for `program` with `args`, run where the invocation runs
+    /// (its working directory, its own process group) with exactly the
+    /// invocation's environment, values looked up through `lookup`.
+    pub fn command(
+        &self,
+        program: impl AsRef<std::ffi::OsStr>,
+        args: &[String],
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> std::process::Command {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = std::process::Command::new(program);
+        cmd.args(args).current_dir(&self.cwd).process_group(0);
+        if !self.inherit_env {
+            cmd.env_clear();
+        }
+        for var in &self.env {
+            if let Some(v) = var.resolve(&lookup) {
+                cmd.env(&var.name, v);
+            }
+        }
+        cmd
+    }
+
     /// The environment as shown (`${NAME}` for pass-through values,
     /// `<redacted>` for secrets), sorted by name.
     pub fn shown_env(&self) -> Vec<(String, String)> {

@@ -9,9 +9,10 @@
 
 use serde_json::{Map, Value, json};
 
+use super::AgentKind;
 use super::adapter::{Adapter, Probe, Request};
+use super::env::{self, EnvRef};
 use super::invocation::{Enforced, Enforcement, EnvValue, EnvVar, Invocation, Stdin};
-use super::{AgentKind, env};
 use crate::events::{Event, looks_rate_limited};
 use crate::toolset::{InternalTool, Permission, ToolSet};
 
@@ -132,11 +133,8 @@ impl Adapter for Opencode {
 
         let mut mcp = Map::new();
         for s in &req.mcp_servers {
-            let environment: Map<String, Value> = s
-                .env
-                .iter()
-                .map(|(k, v)| (k.clone(), Value::String(opencode_value(k, v))))
-                .collect();
+            // OpenCode spells environment references `{env:NAME}`.
+            let environment = env::config_env(&s.env, EnvRef::Braced);
             mcp.insert(
                 s.name.clone(),
                 json!({
@@ -224,17 +222,13 @@ impl Adapter for Opencode {
             req.path_in_dir("state").display().to_string(),
         ));
 
-        Invocation {
-            program: req.program.clone(),
+        req.cli_invocation(
             args,
-            env: environment,
-            stdin: Stdin::Text(req.prompt.to_string()),
-            cwd: req.workdir.clone(),
-            dir: req.dir.clone(),
-            files: Vec::new(),
-            enforcement: self.enforcement(ts),
-            inherit_env: false,
-        }
+            environment,
+            Stdin::Text(req.prompt.to_string()),
+            Vec::new(),
+            self.enforcement(ts),
+        )
     }
 
     fn parse_line(&self, line: &str) -> Vec<Event> {
@@ -360,14 +354,5 @@ impl Adapter for Opencode {
                 }
             },
         }
-    }
-}
-
-/// OpenCode spells environment references `{env:NAME}`.
-fn opencode_value(name: &str, value: &EnvValue) -> String {
-    match value {
-        EnvValue::Plain(v) => v.clone(),
-        EnvValue::Template(t) => t.replace("${", "{env:"),
-        EnvValue::PassThrough | EnvValue::Secret(_) => format!("{{env:{name}}}"),
     }
 }

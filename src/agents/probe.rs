@@ -206,16 +206,7 @@ pub fn probe(kind: AgentKind, inv: &Invocation) -> ProbeResult {
     if let Err(e) = write_files(inv) {
         return fail(format!("cannot write the invocation's files: {e}"));
     }
-    let mut cmd = Command::new(path);
-    cmd.args(&p.args).current_dir(&inv.cwd);
-    if !inv.inherit_env {
-        cmd.env_clear();
-    }
-    for var in &inv.env {
-        if let Some(v) = var.resolve(|n| std::env::var(n).ok()) {
-            cmd.env(&var.name, v);
-        }
-    }
+    let mut cmd = inv.command(path, &p.args, |n| std::env::var(n).ok());
     for (k, v) in &p.env {
         if v.is_empty() {
             cmd.env_remove(k);

@@ -195,25 +195,14 @@ pub async fn run_attempt(
     }
     let _ = std::fs::create_dir_all(&spec.log_dir);
 
-    let mut cmd = Command::new(&inv.program);
-    cmd.args(&inv.args)
-        .current_dir(&inv.cwd)
-        .process_group(0)
-        .kill_on_drop(true)
+    let mut cmd = Command::from(inv.command(&inv.program, &inv.args, |n| std::env::var(n).ok()));
+    cmd.kill_on_drop(true)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .stdin(match inv.stdin {
             Stdin::Null => Stdio::null(),
             Stdin::Text(_) => Stdio::piped(),
         });
-    if !inv.inherit_env {
-        cmd.env_clear();
-    }
-    for var in &inv.env {
-        if let Some(v) = var.resolve(|n| std::env::var(n).ok()) {
-            cmd.env(&var.name, v);
-        }
-    }
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
