@@ -150,16 +150,17 @@ fn list(reader: Option<&Reader>, state_dir: &Path, args: &ListArgs) -> CmdResult
     Ok(Exit::Success)
 }
 
-fn list_row(r: &RunSummary) -> Vec<String> {
+fn list_row(summary: &RunSummary) -> Vec<String> {
+    let r = &summary.run;
     vec![
         r.run_id.clone(),
         r.pipeline_name.clone(),
         r.status.clone(),
         timestamp(r.started_ms),
         span(Some(r.started_ms), r.ended_ms),
-        r.phases_total.to_string(),
-        r.phases_succeeded.to_string(),
-        r.phases_failed.to_string(),
+        summary.phases_total.to_string(),
+        summary.phases_succeeded.to_string(),
+        summary.phases_failed.to_string(),
     ]
 }
 
@@ -190,18 +191,19 @@ fn show(reader: Option<&Reader>, state_dir: &Path, args: &ShowArgs) -> CmdResult
 }
 
 fn show_text(out: &mut impl Write, d: &RunDetail) -> io::Result<()> {
+    let r = &d.run;
     let fields = [
-        ("run", d.run_id.clone()),
+        ("run", r.run_id.clone()),
         (
             "pipeline",
-            format!("{} ({})", d.pipeline_name, d.pipeline_path),
+            format!("{} ({})", r.pipeline_name, r.pipeline_path),
         ),
-        ("status", d.status.clone()),
-        ("started", timestamp(d.started_ms)),
-        ("duration", span(Some(d.started_ms), d.ended_ms)),
-        ("selection", d.selection.clone()),
+        ("status", r.status.clone()),
+        ("started", timestamp(r.started_ms)),
+        ("duration", span(Some(r.started_ms), r.ended_ms)),
+        ("selection", r.selection.clone()),
         ("digest", d.digest.clone()),
-        ("pid", d.pid.to_string()),
+        ("pid", r.pid.to_string()),
     ];
     for (k, v) in fields {
         writeln!(out, "{k:<10} {v}")?;
@@ -294,7 +296,7 @@ fn events(reader: Option<&Reader>, state_dir: &Path, args: &EventsArgs) -> CmdRe
             Ok(p) => p,
             Err(e) => return store_error(e),
         };
-        for ev in &page {
+        for ev in &page.events {
             if json_array {
                 write!(out, "{}\n  ", if first { "" } else { "," })?;
                 serde_json::to_writer(&mut out, ev)?;
@@ -306,10 +308,9 @@ fn events(reader: Option<&Reader>, state_dir: &Path, args: &EventsArgs) -> CmdRe
             }
             first = false;
         }
-        if let Some(last) = page.last() {
-            after = last.id;
-        }
-        if page.len() == PAGE {
+        // Each read starts where the last one stopped.
+        after = page.next;
+        if page.full {
             continue;
         }
         if !args.follow || finishing {

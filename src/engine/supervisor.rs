@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, watch};
 use crate::agents::invocation::{Invocation, Stdin};
 use crate::agents::{AgentKind, adapter, probe};
 use crate::events::Event;
-use crate::store::{Outcome, Record};
+use crate::store::{AttemptKey, Outcome, Record};
 
 use super::sink::Sink;
 
@@ -253,12 +253,11 @@ pub async fn run_attempt(
     let mut raw_out = log("stdout");
     let mut raw_err = log("stderr");
     let mut seq: u64 = 0;
+    // The ids once per attempt; each event shares them.
+    let key = AttemptKey::new(&spec.run_id, &spec.phase, &spec.agent, spec.attempt);
     let mut record = |kind: String, data_json: String, raw: String| {
         sink.send(Record::Event {
-            run_id: spec.run_id.clone(),
-            phase: spec.phase.clone(),
-            agent: spec.agent.clone(),
-            attempt: spec.attempt,
+            key: std::sync::Arc::clone(&key),
             seq,
             ts_ms: now_ms(),
             kind,

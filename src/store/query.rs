@@ -17,9 +17,9 @@ use super::liveness::pid_alive;
 use super::record::{Outcome, RunStatus};
 use super::schema::{self, DB_FILE};
 
-/// One line of `orch runs list`.
+/// What `orch runs list` and `orch runs show` both say about a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RunSummary {
+pub struct RunInfo {
     pub run_id: String,
     pub pipeline_name: String,
     pub pipeline_path: String,
@@ -29,6 +29,13 @@ pub struct RunSummary {
     pub pid: u32,
     pub started_ms: u64,
     pub ended_ms: Option<u64>,
+}
+
+/// One line of `orch runs list`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunSummary {
+    #[serde(flatten)]
+    pub run: RunInfo,
     /// Phases recorded (started or skipped).
     pub phases_total: u32,
     pub phases_succeeded: u32,
@@ -39,14 +46,8 @@ pub struct RunSummary {
 /// A run with its phases, their attempts and the artifacts.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunDetail {
-    pub run_id: String,
-    pub pipeline_name: String,
-    pub pipeline_path: String,
-    pub status: String,
-    pub selection: String,
-    pub pid: u32,
-    pub started_ms: u64,
-    pub ended_ms: Option<u64>,
+    #[serde(flatten)]
+    pub run: RunInfo,
     /// SHA-256 over the pipeline file and every prompt and profile it uses.
     pub digest: String,
     /// File path -> SHA-256 of that file.
@@ -103,8 +104,7 @@ pub struct ArtifactRow {
 /// One recorded event.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EventRow {
-    /// Arrival order across the whole database; pass the last one seen as
-    /// `after` to get only newer events.
+    /// Arrival order across the whole database (the rowid).
     pub id: i64,
     pub phase: String,
     pub agent: String,
@@ -115,6 +115,20 @@ pub struct EventRow {
     /// The normalized event (`null` for `raw` and `stderr` lines).
     pub data: serde_json::Value,
     pub raw: String,
+}
+
+/// Some of a run's events, from [`Reader::events`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventPage {
+    /// In arrival order.
+    pub events: Vec<EventRow>,
+    /// The cursor for the next call (its `after`): every event of the run
+    /// (of the phase, when one was asked for) up to this id has been read.
+    /// At least the last event's id; past it when the page is not full,
+    /// so polling does not scan again what other phases wrote meanwhile.
+    pub next: i64,
+    /// The page holds `limit` events: more may follow at once.
+    pub full: bool,
 }
 
 /// A read connection to `state.db`. `Send + Sync`: calls take turns on
@@ -130,8 +144,40 @@ impl std::fmt::Debug for Reader {
     }
 }
 
+/// The columns of [`RunInfo`], in the order [`run_info`] reads them.
 const RUN_COLUMNS: &str = "run_id, pipeline_name, pipeline_path, status, selection, pid,
                            started_ms, ended_ms";
+
+/// A run's [`RUN_COLUMNS`], from the start of a row.
+fn run_info(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunInfo> {
+    Ok(RunInfo {
+        run_id: r.get(0)?,
+        pipeline_name: r.get(1)?,
+        pipeline_path: r.get(2)?,
+        status: r.get(3)?,
+        selection: r.get(4)?,
+        pid: r.get(5)?,
+        started_ms: r.get(6)?,
+        ended_ms: r.get(7)?,
+    })
+}
+
+/// The stretches of rowids that hold a run's events and reach past a
+/// cursor (`?1` run, `?2` cursor), in order: a seek in `event_spans`.
+const EVENT_SPANS: &str = "SELECT first_id, last_id FROM event_spans
+                           WHERE run_id = ?1 AND last_id > ?2
+                           ORDER BY first_id";
+
+/// A run's events in one stretch of rowids: `?1` run, above `?2`, up to
+/// `?3`, `?4` the phase or NULL, at most `?5`. Read by rowid range (see the
+/// query-plan test); `+run_id` and `+phase` keep the primary key's index,
+/// which is not in arrival order, out of it.
+const EVENTS_IN_SPAN: &str = "SELECT rowid, phase, agent, attempt, seq, ts_ms, kind, data_json, raw
+                              FROM events
+                              WHERE rowid > ?2 AND rowid <= ?3 AND +run_id = ?1
+                                AND (?4 IS NULL OR +phase = ?4)
+                              ORDER BY rowid
+                              LIMIT ?5";
 
 impl Reader {
     /// Open `<state_dir>/state.db` for reading, or `None` when there is no
@@ -165,9 +211,8 @@ impl Reader {
     /// The newest runs first, at most `limit`.
     pub fn list_runs(&self, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
         let conn = self.conn();
-        let mut st = conn.prepare_cached(
-            "SELECT r.run_id, r.pipeline_name, r.pipeline_path, r.status, r.selection, r.pid,
-                    r.started_ms, r.ended_ms,
+        let mut st = conn.prepare_cached(&format!(
+            "SELECT {RUN_COLUMNS},
                     (SELECT count(*) FROM phases p WHERE p.run_id = r.run_id),
                     (SELECT count(*) FROM phases p
                       WHERE p.run_id = r.run_id AND p.status = 'succeeded'),
@@ -175,19 +220,12 @@ impl Reader {
                       WHERE p.run_id = r.run_id AND p.status IN ('failed', 'timed_out'))
              FROM runs r
              ORDER BY r.started_ms DESC, r.rowid DESC
-             LIMIT ?1",
-        )?;
+             LIMIT ?1"
+        ))?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = st.query_map([limit], |r| {
             Ok(RunSummary {
-                run_id: r.get(0)?,
-                pipeline_name: r.get(1)?,
-                pipeline_path: r.get(2)?,
-                status: r.get(3)?,
-                selection: r.get(4)?,
-                pid: r.get(5)?,
-                started_ms: r.get(6)?,
-                ended_ms: r.get(7)?,
+                run: run_info(r)?,
                 phases_total: r.get(8)?,
                 phases_succeeded: r.get(9)?,
                 phases_failed: r.get(10)?,
@@ -266,14 +304,7 @@ impl Reader {
                 [run_id],
                 |r| {
                     Ok(RunDetail {
-                        run_id: r.get(0)?,
-                        pipeline_name: r.get(1)?,
-                        pipeline_path: r.get(2)?,
-                        status: r.get(3)?,
-                        selection: r.get(4)?,
-                        pid: r.get(5)?,
-                        started_ms: r.get(6)?,
-                        ended_ms: r.get(7)?,
+                        run: run_info(r)?,
                         digest: r.get(8)?,
                         digests: json(&r.get::<_, String>(9)?),
                         phases: Vec::new(),
@@ -374,55 +405,66 @@ impl Reader {
         Ok(Some(run))
     }
 
-    /// A run's events in arrival order, only those with an id above
-    /// `after` (0 for all), only `phase`'s when given, at most `limit`.
-    /// For follow mode, call again with the last id seen.
-    ///
-    /// Events are read by rowid range: the run's first and last rowid come
-    /// from a scan of the primary key's index (entries only, no rows), and
-    /// the rows between them are read in order. A run's events are nearly
-    /// contiguous (one orch writes a state directory at a time), so this
-    /// reads little besides them without a second index on the hot insert
-    /// path.
+    /// A run's events in arrival order: those with an id above `after` (0
+    /// for all), only `phase`'s when given, at most `limit`. Page on, or
+    /// poll for new events (`--follow`), by passing the page's `next` as
+    /// `after`. Each call seeks the run's spans of rowids (`event_spans`)
+    /// from the cursor and reads those rows in order, so it costs what it
+    /// finds (with a phase, also what other phases wrote since), never the
+    /// whole run again.
     pub fn events(
         &self,
         run_id: &str,
         phase: Option<&str>,
         after: i64,
         limit: usize,
-    ) -> Result<Vec<EventRow>, StoreError> {
-        let conn = self.conn();
-        let (first, last): (Option<i64>, Option<i64>) = conn
-            .prepare_cached("SELECT min(rowid), max(rowid) FROM events WHERE run_id = ?1")?
-            .query_row([run_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        let (Some(first), Some(last)) = (first, last) else {
-            return Ok(Vec::new());
+    ) -> Result<EventPage, StoreError> {
+        let mut conn = self.conn();
+        // One snapshot for the newest id, the spans and the rows: a later
+        // commit only adds ids above the newest, so `next` can move there.
+        let tx = conn.transaction()?;
+        let newest: i64 = tx
+            .prepare_cached("SELECT coalesce(max(rowid), 0) FROM events")?
+            .query_row([], |r| r.get(0))?;
+        let spans: Vec<(i64, i64)> = tx
+            .prepare_cached(EVENT_SPANS)?
+            .query_map(params![run_id, after], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        let mut events: Vec<EventRow> = Vec::new();
+        let mut rows = tx.prepare_cached(EVENTS_IN_SPAN)?;
+        for (first, last) in spans {
+            let room = limit - events.len();
+            if room == 0 {
+                break;
+            }
+            let room = i64::try_from(room).unwrap_or(i64::MAX);
+            let from = after.max(first - 1);
+            let found = rows.query_map(params![run_id, from, last, phase, room], |r| {
+                Ok(EventRow {
+                    id: r.get(0)?,
+                    phase: r.get(1)?,
+                    agent: r.get(2)?,
+                    attempt: r.get(3)?,
+                    seq: r.get(4)?,
+                    ts_ms: r.get(5)?,
+                    kind: r.get(6)?,
+                    data: json(&r.get::<_, String>(7)?),
+                    raw: r.get(8)?,
+                })
+            })?;
+            for row in found {
+                events.push(row?);
+            }
+        }
+        drop(rows);
+        tx.commit()?;
+        let full = events.len() >= limit;
+        let next = if full {
+            events.last().map_or(after, |e| e.id)
+        } else {
+            newest.max(after)
         };
-        // `+column` keeps SQLite on the rowid range instead of the index.
-        let mut st = conn.prepare_cached(
-            "SELECT rowid, phase, agent, attempt, seq, ts_ms, kind, data_json, raw
-             FROM events
-             WHERE rowid > ?2 AND rowid <= ?3 AND +run_id = ?1
-               AND (?4 IS NULL OR +phase = ?4)
-             ORDER BY rowid
-             LIMIT ?5",
-        )?;
-        let from = after.max(first - 1);
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = st.query_map(params![run_id, from, last, phase, limit], |r| {
-            Ok(EventRow {
-                id: r.get(0)?,
-                phase: r.get(1)?,
-                agent: r.get(2)?,
-                attempt: r.get(3)?,
-                seq: r.get(4)?,
-                ts_ms: r.get(5)?,
-                kind: r.get(6)?,
-                data: json(&r.get::<_, String>(7)?),
-                raw: r.get(8)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        Ok(EventPage { events, next, full })
     }
 
     /// How many events a run has.
@@ -605,14 +647,6 @@ mod tests {
         (dir, store)
     }
 
-    /// A pid that was alive and is not any more.
-    fn dead_pid() -> u32 {
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let pid = child.id();
-        child.wait().unwrap();
-        pid
-    }
-
     fn three_runs() -> Vec<Record> {
         let me = std::process::id();
         let mut v = whole_run(
@@ -658,22 +692,28 @@ mod tests {
     fn runs_are_listed_newest_first_with_phase_counts() {
         let (_dir, store) = store_with(three_runs());
         let runs = store.list_runs(10).unwrap();
-        let ids: Vec<&str> = runs.iter().map(|r| r.run_id.as_str()).collect();
+        let ids: Vec<&str> = runs.iter().map(|r| r.run.run_id.as_str()).collect();
         assert_eq!(ids, ["20250102-bcc", "20250102-bbb", "20250101-aaa"]);
         let b = &runs[1];
-        assert_eq!(b.status, "failed");
+        assert_eq!(b.run.status, "failed");
         assert_eq!(
             (b.phases_total, b.phases_succeeded, b.phases_failed),
             (3, 1, 1)
         );
-        assert_eq!(b.pipeline_name, "demo");
-        assert_eq!(b.started_ms, 2_000);
-        assert!(b.ended_ms.unwrap() > 2_000);
+        assert_eq!(b.run.pipeline_name, "demo");
+        assert_eq!(b.run.started_ms, 2_000);
+        assert!(b.run.ended_ms.unwrap() > 2_000);
         assert_eq!(store.list_runs(1).unwrap().len(), 1);
-        // Serializes as plain fields.
-        let json = serde_json::to_value(&runs[2]).unwrap();
-        assert_eq!(json["run_id"], "20250101-aaa");
-        assert_eq!(json["phases_succeeded"], 2);
+        // Serializes as plain fields, in this order (`orch runs list
+        // --format json`).
+        let ended = runs[2].run.ended_ms.unwrap();
+        assert_eq!(
+            serde_json::to_string(&runs[2]).unwrap(),
+            format!(
+                r#"{{"run_id":"20250101-aaa","pipeline_name":"demo","pipeline_path":"pipelines/demo.toml","status":"succeeded","selection":"all","pid":{},"started_ms":1000,"ended_ms":{ended},"phases_total":2,"phases_succeeded":2,"phases_failed":0}}"#,
+                std::process::id()
+            )
+        );
     }
 
     #[test]
@@ -699,17 +739,17 @@ mod tests {
     #[test]
     fn a_run_has_its_phases_attempts_and_artifacts() {
         let mut records = three_runs();
-        records.push(Record::Artifact {
-            run_id: "20250102-bbb".into(),
-            phase: "build".into(),
-            path: "dist/app".into(),
-            sha256: "ab".repeat(32),
-        });
+        records.push(artifact(
+            "20250102-bbb",
+            "build",
+            "dist/app",
+            &"ab".repeat(32),
+        ));
         let (_dir, store) = store_with(records);
         assert_eq!(store.run("nope").unwrap(), None);
         let d = store.run("20250102-bbb").unwrap().unwrap();
-        assert_eq!(d.status, "failed");
-        assert_eq!(d.digest, "digest-of-20250102-bbb");
+        assert_eq!(d.run.status, "failed");
+        assert_eq!(d.digest, digest_of("20250102-bbb"));
         assert_eq!(d.digests, serde_json::json!({"pipelines/demo.toml": "abc"}));
         let phases: Vec<(&str, &str, usize)> = d
             .phases
@@ -731,8 +771,8 @@ mod tests {
         assert_eq!(a.exit_code, Some(1));
         assert_eq!(a.reason.as_deref(), Some("exit status 1"));
         assert_eq!(a.session_id.as_deref(), Some("sess-1"));
-        assert_eq!((a.turns, a.tokens_in, a.tokens_out), (3, 100, 20));
-        assert_eq!(a.cost_usd, Some(0.01));
+        assert_eq!((a.turns, a.tokens_in, a.tokens_out), (2, 1200, 300));
+        assert_eq!(a.cost_usd, Some(0.0125));
         assert_eq!(a.events, 2);
         assert_eq!(a.argv, serde_json::json!(["sh", "-c", "true"]));
         assert_eq!(a.env, serde_json::json!({"TOKEN": "<redacted>"}));
@@ -740,6 +780,21 @@ mod tests {
         assert_eq!(d.artifacts[0].path, "dist/app");
         let json = serde_json::to_value(&d).unwrap();
         assert_eq!(json["phases"][1]["agents"][0]["status"], "timed_out");
+        // The run's fields first, flat, in this order (`orch runs show
+        // --format json`).
+        let text = serde_json::to_string(&d).unwrap();
+        let prefix = format!(
+            r#"{{"run_id":"20250102-bbb","pipeline_name":"demo","pipeline_path":"pipelines/demo.toml","status":"failed","selection":"all","pid":{},"started_ms":2000,"ended_ms":{},"digest":"{}","digests":{{"pipelines/demo.toml":"abc"}},"phases":[{{"name":"build","#,
+            std::process::id(),
+            d.run.ended_ms.unwrap(),
+            digest_of("20250102-bbb"),
+        );
+        assert!(text.starts_with(&prefix), "{text}");
+        let suffix = format!(
+            r#""artifacts":[{{"phase":"build","path":"dist/app","sha256":"{}"}}]}}"#,
+            "ab".repeat(32)
+        );
+        assert!(text.ends_with(&suffix), "{text}");
     }
 
     #[test]
@@ -754,14 +809,15 @@ mod tests {
             4,
             None,
         ));
+        let (c, b) = (attempt("r1", "p", "c", 1), attempt("r1", "q", "b", 1));
         records.push(phase_started("r1", "q", 1));
-        records.push(attempt_started("r1", "q", "b", 1, 1));
+        records.push(b.start(1));
         // Two agents interleaved, in two phases.
         for seq in 0..5 {
-            records.push(event("r1", "p", "c", 1, seq, 10 + seq));
-            records.push(event("r1", "q", "b", 1, seq, 20 + seq));
+            records.push(c.event(seq, 10 + seq));
+            records.push(b.event(seq, 20 + seq));
         }
-        records.insert(3, attempt_started("r1", "p", "c", 1, 1));
+        records.insert(3, c.start(1));
         records.extend(whole_run(
             "r2",
             me,
@@ -773,6 +829,8 @@ mod tests {
         let (_dir, store) = store_with(records);
 
         let all = store.events("r1", None, 0, 100).unwrap();
+        assert!(!all.full);
+        let all = all.events;
         let order: Vec<(&str, u64)> = all.iter().map(|e| (e.phase.as_str(), e.seq)).collect();
         assert_eq!(
             order,
@@ -794,21 +852,141 @@ mod tests {
         assert_eq!(all[0].data["text"], "line 0");
         assert!(all[0].raw.contains("\"type\":\"text\""));
 
-        // Pages, by cursor.
+        // Pages, by cursor: a full page stops at its last event.
         let first = store.events("r1", None, 0, 4).unwrap();
-        assert_eq!(first.len(), 4);
-        let rest = store.events("r1", None, first[3].id, 100).unwrap();
-        assert_eq!(rest.len(), 6);
-        assert_eq!(rest[0], all[4]);
-        assert!(store.events("r1", None, all[9].id, 100).unwrap().is_empty());
+        assert_eq!(first.events, all[..4]);
+        assert!(first.full);
+        assert_eq!(first.next, all[3].id);
+        let rest = store.events("r1", None, first.next, 100).unwrap();
+        assert_eq!(rest.events, all[4..]);
+        assert!(!rest.full);
+        // A last id seen works as a cursor too.
+        assert_eq!(
+            store.events("r1", None, all[5].id, 100).unwrap().events,
+            all[6..]
+        );
+        let after_all = store.events("r1", None, all[9].id, 100).unwrap();
+        assert!(after_all.events.is_empty());
+        assert!(store.events("r1", None, 0, 0).unwrap().events.is_empty());
 
         // One phase.
-        let q = store.events("r1", Some("q"), 0, 100).unwrap();
+        let q = store.events("r1", Some("q"), 0, 100).unwrap().events;
         assert_eq!(q.len(), 5);
         assert!(q.iter().all(|e| e.phase == "q" && e.agent == "b"));
-        assert!(store.events("r1", Some("zz"), 0, 100).unwrap().is_empty());
-        assert!(store.events("nope", None, 0, 100).unwrap().is_empty());
+        assert!(
+            store
+                .events("r1", Some("zz"), 0, 100)
+                .unwrap()
+                .events
+                .is_empty()
+        );
+        assert!(
+            store
+                .events("nope", None, 0, 100)
+                .unwrap()
+                .events
+                .is_empty()
+        );
         assert_eq!(store.event_count("r1").unwrap(), 10);
+    }
+
+    #[test]
+    fn polling_from_the_cursor_reads_only_what_is_new() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let w = store.writer();
+        let me = std::process::id();
+        let send = |records: Vec<Record>| {
+            for r in records {
+                w.send(r).unwrap();
+            }
+            w.flush().unwrap();
+        };
+        let (a, b) = (attempt("r1", "p", "a", 1), attempt("r1", "q", "b", 1));
+        send(whole_run("r1", me, 0, &[], 0, None));
+        send(vec![
+            phase_started("r1", "p", 1),
+            phase_started("r1", "q", 1),
+            a.start(1),
+            b.start(1),
+            a.event(0, 2),
+        ]);
+        // `--follow` on phase p, and on the whole run.
+        let page = store.events("r1", Some("p"), 0, 100).unwrap();
+        assert_eq!(page.events.len(), 1);
+        let (mut p_cursor, mut all_cursor) = (page.next, 0);
+        let page = store.events("r1", None, all_cursor, 100).unwrap();
+        assert_eq!(page.events.len(), 1);
+        all_cursor = page.next;
+        assert_eq!(all_cursor, page.events[0].id);
+
+        // Phase q talks a lot; p's cursor moves past it without a match.
+        send((0..50).map(|seq| b.event(seq, 3 + seq)).collect());
+        let page = store.events("r1", Some("p"), p_cursor, 100).unwrap();
+        assert!(page.events.is_empty());
+        assert!(page.next > p_cursor, "nothing to read again next time");
+        p_cursor = page.next;
+        let page = store.events("r1", None, all_cursor, 100).unwrap();
+        assert_eq!(page.events.len(), 50);
+        all_cursor = page.next;
+
+        // Another run writes in between (a resumed run's events are not
+        // contiguous), then r1 again.
+        send(whole_run(
+            "r0",
+            me,
+            5,
+            &[("x", Outcome::Succeeded)],
+            20,
+            None,
+        ));
+        send(vec![a.event(1, 60), b.event(50, 61)]);
+        let page = store.events("r1", Some("p"), p_cursor, 100).unwrap();
+        let seen: Vec<(String, u64)> = page
+            .events
+            .iter()
+            .map(|e| (e.phase.clone(), e.seq))
+            .collect();
+        assert_eq!(seen, [("p".to_string(), 1)]);
+        let page = store.events("r1", None, all_cursor, 100).unwrap();
+        let seen: Vec<(&str, u64)> = page
+            .events
+            .iter()
+            .map(|e| (e.phase.as_str(), e.seq))
+            .collect();
+        assert_eq!(seen, [("p", 1), ("q", 50)]);
+        // Nothing new: the same cursor, nothing read.
+        let again = store.events("r1", None, page.next, 100).unwrap();
+        assert!(again.events.is_empty());
+        assert_eq!(again.next, page.next);
+    }
+
+    /// What SQLite does with a page: a seek in `event_spans` to the run,
+    /// then rowid ranges of `events`; no scan, no sort, whatever the cursor
+    /// or the phase.
+    #[test]
+    fn an_events_page_seeks_spans_and_reads_rowid_ranges() {
+        let (_dir, store) = store_with(three_runs());
+        let conn = store.conn();
+        let plan = |sql: &str, params: &[&dyn rusqlite::ToSql]| -> Vec<String> {
+            conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .unwrap()
+                .query_map(params, |r| r.get(3))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        assert_eq!(
+            plan(EVENT_SPANS, params!["20250102-bbb", 3]),
+            ["SEARCH event_spans USING PRIMARY KEY (run_id=?)"]
+        );
+        for phase in [None, Some("build")] {
+            assert_eq!(
+                plan(EVENTS_IN_SPAN, params!["20250102-bbb", 3, 9, phase, 10]),
+                ["SEARCH events USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"],
+                "phase {phase:?}"
+            );
+        }
     }
 
     #[test]
@@ -825,14 +1003,7 @@ mod tests {
             pid: std::process::id(),
             started_ms: 99_999,
         });
-        records.push(attempt_finished(
-            "20250102-bbb",
-            "test",
-            "a",
-            3,
-            Outcome::Failed,
-            9,
-        ));
+        records.push(attempt("20250102-bbb", "test", "a", 3).finish(Outcome::Failed, 9));
         let (_dir, store) = store_with(records);
         assert_eq!(
             store.latest_run("pipelines/demo.toml").unwrap().as_deref(),
@@ -852,7 +1023,7 @@ mod tests {
         assert_eq!(
             store.run_digests("20250101-aaa").unwrap(),
             Some((
-                "digest-of-20250101-aaa".to_string(),
+                digest_of("20250101-aaa"),
                 r#"{"pipelines/demo.toml":"abc"}"#.to_string()
             ))
         );
@@ -875,12 +1046,13 @@ mod tests {
             2,
             None,
         );
+        let busy = attempt("killed", "busy", "a", 1);
         records.extend([
             phase_started("killed", "busy", 1_100),
-            attempt_started("killed", "busy", "a", 1, 1_100),
-            event("killed", "busy", "a", 1, 0, 1_150),
-            event("killed", "busy", "a", 1, 1, 1_175),
-            attempt_started("killed", "busy", "b", 1, 1_100),
+            busy.start(1_100),
+            busy.event(0, 1_150),
+            busy.event(1, 1_175),
+            attempt("killed", "busy", "b", 1).start(1_100),
         ]);
         // Still running, in this (live) process.
         records.extend(whole_run(
@@ -896,8 +1068,8 @@ mod tests {
 
         assert_eq!(store.mark_interrupted().unwrap(), ["killed"]);
         let d = store.run("killed").unwrap().unwrap();
-        assert_eq!(d.status, "interrupted");
-        assert_eq!(d.ended_ms, Some(1_175), "the last thing recorded");
+        assert_eq!(d.run.status, "interrupted");
+        assert_eq!(d.run.ended_ms, Some(1_175), "the last thing recorded");
         assert_eq!(d.phases[0].status, "succeeded", "finished work stays");
         assert_eq!(d.phases[1].status, "cancelled");
         assert_eq!(d.phases[1].ended_ms, Some(1_175));
@@ -917,7 +1089,7 @@ mod tests {
         assert_eq!(store.event_count("killed").unwrap(), 4, "no event lost");
 
         let alive = store.run("alive").unwrap().unwrap();
-        assert_eq!(alive.status, "running");
+        assert_eq!(alive.run.status, "running");
         assert_eq!(alive.phases[1].status, "running");
 
         // Nothing left to mark.

@@ -6,6 +6,8 @@
 //! attempt by (run, phase, agent, attempt); an event by (run, phase, agent,
 //! attempt, seq). Times are Unix milliseconds.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
 /// How a phase or agent attempt ended (also a run's status, where
@@ -53,6 +55,29 @@ impl RunStatus {
             RunStatus::Failed => "failed",
             RunStatus::Interrupted => "interrupted",
         }
+    }
+}
+
+/// Whose events these are: one attempt of an agent in a phase of a run.
+/// Built once per attempt and shared by its events (`Arc`), so sending an
+/// event allocates no id strings.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AttemptKey {
+    pub run_id: String,
+    pub phase: String,
+    pub agent: String,
+    /// From 1.
+    pub attempt: u32,
+}
+
+impl AttemptKey {
+    pub fn new(run_id: &str, phase: &str, agent: &str, attempt: u32) -> Arc<AttemptKey> {
+        Arc::new(AttemptKey {
+            run_id: run_id.to_string(),
+            phase: phase.to_string(),
+            agent: agent.to_string(),
+            attempt,
+        })
     }
 }
 
@@ -120,10 +145,8 @@ pub enum Record {
         ended_ms: u64,
     },
     Event {
-        run_id: String,
-        phase: String,
-        agent: String,
-        attempt: u32,
+        /// The attempt it belongs to (shared, not copied, per event).
+        key: Arc<AttemptKey>,
         /// Order within the attempt, from 0.
         seq: u64,
         ts_ms: u64,

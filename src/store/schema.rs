@@ -98,6 +98,24 @@ pub const MIGRATIONS: &[&str] = &[
         FOREIGN KEY (run_id, phase) REFERENCES phases (run_id, phase) ON DELETE CASCADE
     );
     "#,
+    // 2: where each run's events are, as spans of rowids, so that reading
+    // a run's events from a cursor (`Reader::events`) seeks instead of
+    // scanning every index entry of the run for its rowid bounds (step 1's
+    // note). The writer keeps the spans, a statement or two per batch (see
+    // `writer::EventSpans`); an index on `events (run_id)` would serve the
+    // same reads but cost every insert (about 15% of the events per second
+    // of `cargo bench --bench store`). A history written before gets one
+    // span per run, from its first event to its last.
+    r#"
+    CREATE TABLE event_spans (
+        run_id   TEXT NOT NULL,
+        first_id INTEGER NOT NULL,
+        last_id  INTEGER NOT NULL,
+        PRIMARY KEY (run_id, first_id)
+    ) WITHOUT ROWID;
+    INSERT INTO event_spans (run_id, first_id, last_id)
+        SELECT run_id, min(rowid), max(rowid) FROM events GROUP BY run_id;
+    "#,
 ];
 
 /// The schema version this code writes.
@@ -179,6 +197,8 @@ pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
 
 #[cfg(test)]
 mod tests {
+    use rusqlite::params;
+
     use super::*;
 
     fn tables(conn: &Connection) -> Vec<String> {
@@ -197,7 +217,14 @@ mod tests {
         let conn = open(&dir.path().join("state.db"), true).unwrap();
         assert_eq!(
             tables(&conn),
-            ["artifacts", "attempts", "events", "phases", "runs"]
+            [
+                "artifacts",
+                "attempts",
+                "event_spans",
+                "events",
+                "phases",
+                "runs"
+            ]
         );
         assert_eq!(user_version(&conn).unwrap(), latest_version());
         let mode: String = conn
@@ -246,7 +273,56 @@ mod tests {
         Connection::open(&path).unwrap();
         let conn = open(&path, false).unwrap();
         assert_eq!(user_version(&conn).unwrap(), latest_version());
-        assert_eq!(tables(&conn).len(), 5);
+        assert_eq!(tables(&conn).len(), 6);
+    }
+
+    /// A history from before `event_spans`: a span per run, from its
+    /// first event to its last, and its events read as before.
+    #[test]
+    fn a_version_one_history_gets_its_event_spans() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.pragma_update(None, "user_version", 1).unwrap();
+            for run in ["a", "b"] {
+                conn.execute_batch(&format!(
+                    "INSERT INTO runs VALUES ('{run}', 'p', 'p.toml', 'd', '{{}}', 'all', 1, 'failed', 0, 1);
+                     INSERT INTO phases VALUES ('{run}', 'x', 'failed', 1, 0, 1);
+                     INSERT INTO attempts (run_id, phase, agent, attempt, outcome)
+                         VALUES ('{run}', 'x', 'y', 1, 'failed');"
+                ))
+                .unwrap();
+            }
+            // b's events between a's (a resumed run, say).
+            for (seq, run) in ["a", "b", "b", "a"].into_iter().enumerate() {
+                conn.execute(
+                    "INSERT INTO events VALUES (?1, 'x', 'y', 1, ?2, 0, 'raw', 'null', ?3)",
+                    params![run, seq, format!("{run}{seq}")],
+                )
+                .unwrap();
+            }
+        }
+        let conn = open(&path, false).unwrap();
+        assert_eq!(user_version(&conn).unwrap(), latest_version());
+        let mut st = conn
+            .prepare("SELECT run_id, first_id, last_id FROM event_spans ORDER BY run_id")
+            .unwrap();
+        let spans: Vec<(String, i64, i64)> = st
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(spans, [("a".into(), 1, 4), ("b".into(), 2, 3)]);
+        drop(st);
+        let reader = super::super::query::Reader::new(conn, path);
+        let raws = |run| -> Vec<String> {
+            let page = reader.events(run, None, 0, 100).unwrap();
+            page.events.into_iter().map(|e| e.raw).collect()
+        };
+        assert_eq!(raws("a"), ["a0", "a3"]);
+        assert_eq!(raws("b"), ["b1", "b2"]);
     }
 
     #[test]

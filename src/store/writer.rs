@@ -363,13 +363,15 @@ fn commit(conn: &mut Connection, batch: &[Record], shared: &Shared) {
 fn write_batch(conn: &mut Connection, batch: &[Record]) -> rusqlite::Result<Skipped> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut skipped = Skipped::default();
+    let mut spans = EventSpans::default();
     {
         // Events are nearly every record: their statement is looked up
         // once per batch, not once per event.
         let mut insert_event = tx.prepare_cached(INSERT_EVENT)?;
         for record in batch {
             let result = match record {
-                Record::Event { .. } => insert_event_with(&mut insert_event, record),
+                Record::Event { key, .. } => insert_event_with(&mut insert_event, record)
+                    .map(|()| spans.add(&key.run_id, tx.last_insert_rowid())),
                 other => apply(&tx, other),
             };
             match result {
@@ -388,8 +390,51 @@ fn write_batch(conn: &mut Connection, batch: &[Record]) -> rusqlite::Result<Skip
             }
         }
     }
+    spans.save(&tx)?;
     tx.commit()?;
     Ok(skipped)
+}
+
+/// Make the run's (`?1`) last span end at `?3` if it ends right before
+/// `?2`.
+const EXTEND_SPAN: &str = "UPDATE event_spans SET last_id = ?3
+                           WHERE run_id = ?1 AND last_id = ?2 - 1
+                             AND first_id = (SELECT max(first_id) FROM event_spans
+                                             WHERE run_id = ?1)";
+
+/// Where a batch's events went, for `event_spans` (schema step 2): the
+/// rowids of consecutive events of one run make one span.
+#[derive(Default)]
+struct EventSpans<'a> {
+    /// (run, first rowid, last rowid), in order.
+    spans: Vec<(&'a str, i64, i64)>,
+}
+
+impl<'a> EventSpans<'a> {
+    fn add(&mut self, run_id: &'a str, id: i64) {
+        match self.spans.last_mut() {
+            Some((run, _, last)) if *run == run_id && id == *last + 1 => *last = id,
+            _ => self.spans.push((run_id, id, id)),
+        }
+    }
+
+    /// Record the spans; one that continues its run's last span (no other
+    /// event in between) extends it, so a run keeps one span per stretch
+    /// of the database it wrote alone, however small its batches.
+    fn save(&self, tx: &Connection) -> rusqlite::Result<()> {
+        for (run_id, first, last) in &self.spans {
+            let extended = tx
+                .prepare_cached(EXTEND_SPAN)?
+                .execute(params![run_id, first, last])?;
+            if extended == 0 {
+                tx.prepare_cached(
+                    "INSERT INTO event_spans (run_id, first_id, last_id) VALUES (?1, ?2, ?3)",
+                )?
+                .execute(params![run_id, first, last])?;
+            }
+        }
+        Ok(())
+    }
 }
 
 const INSERT_EVENT: &str = "INSERT INTO events (run_id, phase, agent, attempt, seq, ts_ms, kind,
@@ -398,10 +443,7 @@ const INSERT_EVENT: &str = "INSERT INTO events (run_id, phase, agent, attempt, s
 
 fn insert_event_with(st: &mut rusqlite::Statement<'_>, record: &Record) -> Result<(), Failure> {
     if let Record::Event {
-        run_id,
-        phase,
-        agent,
-        attempt,
+        key,
         seq,
         ts_ms,
         kind,
@@ -410,7 +452,15 @@ fn insert_event_with(st: &mut rusqlite::Statement<'_>, record: &Record) -> Resul
     } = record
     {
         st.execute(params![
-            run_id, phase, agent, attempt, seq, ts_ms, kind, data_json, raw
+            key.run_id,
+            key.phase,
+            key.agent,
+            key.attempt,
+            seq,
+            ts_ms,
+            kind,
+            data_json,
+            raw
         ])?;
     }
     Ok(())
@@ -441,14 +491,10 @@ fn describe(record: &Record) -> String {
             attempt,
             ..
         } => format!("end of attempt {attempt} of `{phase}/{agent}` in run `{run_id}`"),
-        Record::Event {
-            run_id,
-            phase,
-            agent,
-            attempt,
-            seq,
-            ..
-        } => format!("event {seq} of attempt {attempt} of `{phase}/{agent}` in run `{run_id}`"),
+        Record::Event { key, seq, .. } => format!(
+            "event {seq} of attempt {} of `{}/{}` in run `{}`",
+            key.attempt, key.phase, key.agent, key.run_id
+        ),
         Record::Artifact {
             run_id,
             phase,
@@ -468,6 +514,7 @@ fn require_row(changed: usize, what: &str) -> Result<(), Failure> {
     }
 }
 
+/// Write one record other than an event.
 fn apply(tx: &Connection, record: &Record) -> Result<(), Failure> {
     match record {
         Record::RunStarted {
@@ -618,10 +665,6 @@ fn apply(tx: &Connection, record: &Record) -> Result<(), Failure> {
                 ended_ms
             ])?;
         }
-        Record::Event { .. } => {
-            let mut st = tx.prepare_cached(INSERT_EVENT)?;
-            insert_event_with(&mut st, record)?;
-        }
         Record::Artifact {
             run_id,
             phase,
@@ -634,7 +677,9 @@ fn apply(tx: &Connection, record: &Record) -> Result<(), Failure> {
             )?
             .execute(params![run_id, phase, path, sha256])?;
         }
-        Record::Flush(_) => {}
+        // Events go in with their spans (`write_batch`); flushes are
+        // answered by `write_loop`.
+        Record::Event { .. } | Record::Flush(_) => {}
     }
     Ok(())
 }
@@ -724,15 +769,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let w = store.writer();
+        let a = attempt("r1", "p", "a", 1);
         w.send(run_started("r1", 1, 0)).unwrap();
         w.send(phase_started("r1", "p", 0)).unwrap();
-        w.send(attempt_started("r1", "p", "a", 1, 0)).unwrap();
+        w.send(a.start(0)).unwrap();
         w.flush().unwrap();
         let before = w.stats().batches;
         // The writer waits for the lock while 5,000 events queue up.
         let holder = lock_for(store.db_path(), Duration::from_millis(300));
         for seq in 0..5_000 {
-            w.send(event("r1", "p", "a", 1, seq, seq)).unwrap();
+            w.send(a.event(seq, seq)).unwrap();
         }
         w.flush().unwrap();
         holder.join().unwrap();
@@ -804,7 +850,8 @@ mod tests {
         w.flush().unwrap();
         w.send(phase_started("r1", "before", 1)).unwrap();
         // No such attempt: the foreign key refuses it.
-        w.send(event("r1", "nowhere", "ghost", 1, 0, 2)).unwrap();
+        w.send(attempt("r1", "nowhere", "ghost", 1).event(0, 2))
+            .unwrap();
         w.send(phase_started("r1", "after", 3)).unwrap();
         // An end for a run that was never started.
         w.send(run_finished("r2", RunStatus::Failed, 4)).unwrap();
@@ -877,26 +924,27 @@ mod tests {
         w.send(phase_started("r1", "b", 9_001)).unwrap();
         w.flush().unwrap();
         let d = store.run("r1").unwrap().unwrap();
-        assert_eq!((d.status.as_str(), d.pid), ("running", 2));
-        assert_eq!(d.started_ms, 1_000, "a run keeps its first start");
-        assert_eq!(d.ended_ms, None);
+        assert_eq!((d.run.status.as_str(), d.run.pid), ("running", 2));
+        assert_eq!(d.run.started_ms, 1_000, "a run keeps its first start");
+        assert_eq!(d.run.ended_ms, None);
         assert_eq!(d.phases[1].status, "running");
         assert_eq!(d.phases[1].ended_ms, None);
         let next = store.attempt_counts("r1").unwrap()[&("b".to_string(), "a".to_string())] + 1;
         assert_eq!(next, 2);
+        let again = attempt("r1", "b", "a", next);
         send_all(
             &w,
             vec![
-                attempt_started("r1", "b", "a", next, 9_002),
-                event("r1", "b", "a", next, 0, 9_003),
-                attempt_finished("r1", "b", "a", next, Outcome::Succeeded, 9_004),
-                phase_finished("r1", "b", Outcome::Succeeded, 9_004),
+                again.start(9_002),
+                again.event(0, 9_003),
+                again.finish(Outcome::Succeeded, 9_004),
+                phase_finished("r1", "b", Outcome::Succeeded, 2, 9_004),
                 run_finished("r1", RunStatus::Succeeded, 9_005),
             ],
         );
         w.flush().unwrap();
         let d = store.run("r1").unwrap().unwrap();
-        assert_eq!(d.status, "succeeded");
+        assert_eq!(d.run.status, "succeeded");
         assert_eq!(d.phases[1].status, "succeeded");
         let attempts: Vec<(u32, &str, u64)> = d.phases[1]
             .agents
@@ -906,8 +954,87 @@ mod tests {
         assert_eq!(attempts, [(1, "failed", 2), (2, "succeeded", 1)]);
         assert_eq!(store.event_count("r1").unwrap(), 2 * 2 + 1, "nothing lost");
         // Reusing an attempt number is refused, not merged.
-        w.send(attempt_started("r1", "b", "a", 1, 9_010)).unwrap();
+        w.send(attempt("r1", "b", "a", 1).start(9_010)).unwrap();
         assert!(w.flush().unwrap_err().to_string().contains("UNIQUE"));
+    }
+
+    #[test]
+    fn event_spans_cover_each_run_in_as_few_rows_as_it_allows() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let w = store.writer();
+        let db = store.db_path().to_path_buf();
+        let spans = || -> Vec<(String, i64, i64)> {
+            let conn = Connection::open(&db).unwrap();
+            let mut st = conn
+                .prepare("SELECT run_id, first_id, last_id FROM event_spans ORDER BY first_id")
+                .unwrap();
+            st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        let (a, b) = (attempt("r1", "p", "a", 1), attempt("r2", "p", "a", 1));
+        send_all(
+            &w,
+            whole_run("r1", 1, 0, &[("p", Outcome::Succeeded)], 3, None),
+        );
+        // One event a transaction, as from a slow agent: still one span.
+        for seq in 3..6 {
+            w.send(a.event(seq, seq)).unwrap();
+            w.flush().unwrap();
+        }
+        assert_eq!(spans(), [("r1".to_string(), 1, 6)]);
+        // Another run's events in between; one that fails takes no id.
+        send_all(
+            &w,
+            whole_run("r2", 1, 0, &[("p", Outcome::Succeeded)], 0, None),
+        );
+        send_all(
+            &w,
+            vec![
+                b.event(0, 0),
+                attempt("r2", "nowhere", "a", 1).event(0, 0),
+                b.event(1, 0),
+                a.event(6, 6),
+            ],
+        );
+        w.flush().unwrap_err();
+        w.send(a.event(7, 7)).unwrap();
+        w.send(b.event(2, 0)).unwrap();
+        store.close().unwrap_err();
+        assert_eq!(
+            spans(),
+            [
+                ("r1".to_string(), 1, 6),
+                ("r2".to_string(), 7, 8),
+                ("r1".to_string(), 9, 10),
+                ("r2".to_string(), 11, 11),
+            ]
+        );
+    }
+
+    /// Extending a run's last span is two seeks, however many spans.
+    #[test]
+    fn extending_a_span_seeks_the_last_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = schema::open(&dir.path().join(DB_FILE), true).unwrap();
+        let mut st = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {EXTEND_SPAN}"))
+            .unwrap();
+        let plan: Vec<String> = st
+            .query_map(params!["r1", 3, 9], |r| r.get(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            plan,
+            [
+                "SEARCH event_spans USING PRIMARY KEY (run_id=? AND first_id=?)",
+                "SCALAR SUBQUERY 1",
+                "SEARCH event_spans USING PRIMARY KEY (run_id=?)",
+            ]
+        );
     }
 
     #[test]
@@ -919,21 +1046,11 @@ mod tests {
             &w,
             vec![
                 run_started("r1", 1, 0),
-                phase_finished("r1", "later", Outcome::Skipped, 5),
+                phase_finished("r1", "later", Outcome::Skipped, 0, 5),
                 phase_started("r1", "p", 1),
-                attempt_finished("r1", "p", "missing", 1, Outcome::Failed, 2),
-                Record::Artifact {
-                    run_id: "r1".into(),
-                    phase: "p".into(),
-                    path: "out.txt".into(),
-                    sha256: "00".into(),
-                },
-                Record::Artifact {
-                    run_id: "r1".into(),
-                    phase: "p".into(),
-                    path: "out.txt".into(),
-                    sha256: "ff".into(),
-                },
+                attempt("r1", "p", "missing", 1).finish(Outcome::Failed, 2),
+                artifact("r1", "p", "out.txt", "00"),
+                artifact("r1", "p", "out.txt", "ff"),
             ],
         );
         w.flush().unwrap();
@@ -1000,9 +1117,10 @@ mod tests {
             whole_run("r1", 1, 0, &[("p", Outcome::Succeeded)], 0, None),
         );
         w.flush().unwrap();
+        let a = attempt("r1", "p", "a", 1);
         let t = Instant::now();
         for seq in 0..N {
-            w.send(event("r1", "p", "a", 1, seq, seq)).unwrap();
+            w.send(a.event(seq, seq)).unwrap();
         }
         w.flush().unwrap();
         let secs = t.elapsed().as_secs_f64();

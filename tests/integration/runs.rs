@@ -1,11 +1,17 @@
 //! `orch runs list|show|events` over a history written through the library
 //! (`orch::store`), in a temporary state directory.
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Output, Stdio};
+use std::process::{Child, Output, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use orch::store::{Outcome, Record, RunStatus, Store};
+use orch::store::fixture::{
+    artifact, attempt, dead_pid, digest_of, phase_finished, phase_started, run_finished,
+    run_started,
+};
+use orch::store::{Outcome, RunStatus, Store};
 
 use crate::support::{self, stderr, stdout};
 
@@ -36,207 +42,57 @@ fn code(o: &Output) -> i32 {
     o.status.code().expect("exited")
 }
 
-/// A pid that was alive and is not any more.
-fn dead_pid() -> u32 {
-    let mut child = std::process::Command::new("true").spawn().unwrap();
-    let pid = child.id();
-    child.wait().unwrap();
-    pid
-}
-
-fn started(run: &str, pid: u32, at: u64) -> Record {
-    Record::RunStarted {
-        run_id: run.into(),
-        pipeline_name: "demo".into(),
-        pipeline_path: "pipelines/demo.toml".into(),
-        digest: "d".repeat(64),
-        digests_json: r#"{"pipelines/demo.toml":"dd"}"#.into(),
-        selection: "all".into(),
-        pid,
-        started_ms: at,
-    }
-}
-
-struct Attempt<'a> {
-    run: &'a str,
-    phase: &'a str,
-    agent: &'a str,
-    attempt: u32,
-}
-
-impl Attempt<'_> {
-    fn start(&self, at: u64) -> Record {
-        Record::AttemptStarted {
-            run_id: self.run.into(),
-            phase: self.phase.into(),
-            agent: self.agent.into(),
-            attempt: self.attempt,
-            argv_json: r#"["sh","-c","make"]"#.into(),
-            env_json: "{}".into(),
-            started_ms: at,
-        }
-    }
-
-    fn event(&self, seq: u64, at: u64, kind: &str, data: &str, raw: &str) -> Record {
-        Record::Event {
-            run_id: self.run.into(),
-            phase: self.phase.into(),
-            agent: self.agent.into(),
-            attempt: self.attempt,
-            seq,
-            ts_ms: at,
-            kind: kind.into(),
-            data_json: data.into(),
-            raw: raw.into(),
-        }
-    }
-
-    fn finish(&self, outcome: Outcome, code: i32, reason: Option<&str>, at: u64) -> Record {
-        Record::AttemptFinished {
-            run_id: self.run.into(),
-            phase: self.phase.into(),
-            agent: self.agent.into(),
-            attempt: self.attempt,
-            outcome,
-            exit_code: Some(code),
-            reason: reason.map(str::to_string),
-            session_id: None,
-            turns: 2,
-            tokens_in: 1200,
-            tokens_out: 300,
-            cost_usd: Some(0.0125),
-            ended_ms: at,
-        }
-    }
-}
-
-fn phase(run: &str, name: &str, at: u64) -> Record {
-    Record::PhaseStarted {
-        run_id: run.into(),
-        phase: name.into(),
-        started_ms: at,
-    }
-}
-
-fn phase_end(run: &str, name: &str, outcome: Outcome, attempts: u32, at: u64) -> Record {
-    Record::PhaseFinished {
-        run_id: run.into(),
-        phase: name.into(),
-        outcome,
-        attempts,
-        ended_ms: at,
-    }
-}
-
 /// Three runs: one that succeeded, one that failed (a retried phase and
 /// a skipped one), one whose orch died mid-phase.
 fn history(dir: &Path) {
     let store = Store::open(dir).unwrap();
     let w = store.writer();
     let me = std::process::id();
-    let ok_build = Attempt {
-        run: OK_RUN,
-        phase: "build",
-        agent: "shell",
-        attempt: 1,
-    };
-    let f_build = Attempt {
-        run: FAILED_RUN,
-        phase: "build",
-        agent: "shell",
-        attempt: 1,
-    };
-    let f_test1 = Attempt {
-        run: FAILED_RUN,
-        phase: "test",
-        agent: "unit",
-        attempt: 1,
-    };
-    let f_test2 = Attempt {
-        attempt: 2,
-        ..f_test1
-    };
-    let k_build = Attempt {
-        run: KILLED_RUN,
-        phase: "build",
-        agent: "shell",
-        attempt: 1,
-    };
+    let ok_build = attempt(OK_RUN, "build", "shell", 1);
+    let f_build = attempt(FAILED_RUN, "build", "shell", 1);
+    let f_test1 = attempt(FAILED_RUN, "test", "unit", 1);
+    let f_test2 = attempt(FAILED_RUN, "test", "unit", 2);
+    let k_build = attempt(KILLED_RUN, "build", "shell", 1);
     let day = 86_400_000;
+    // The failed run: a day later, 09:00.
+    let t1 = T0 + day - 3 * 3_600_000;
     let records = vec![
-        started(OK_RUN, me, T0),
-        phase(OK_RUN, "build", T0 + 10),
+        run_started(OK_RUN, me, T0),
+        phase_started(OK_RUN, "build", T0 + 10),
         ok_build.start(T0 + 10),
-        ok_build.event(0, T0 + 20, "stderr", "null", "compiling"),
-        ok_build.event(
+        ok_build.event_of(0, T0 + 20, "stderr", "null", "compiling"),
+        ok_build.event_of(
             1,
             T0 + 1_250,
             "tool_call",
             r#"{"kind":"tool_call","id":null,"name":"Read","input":{"file_path":"a.rs"}}"#,
             r#"{"type":"tool_use"}"#,
         ),
-        ok_build.finish(Outcome::Succeeded, 0, None, T0 + 3_260),
-        phase_end(OK_RUN, "build", Outcome::Succeeded, 1, T0 + 3_260),
-        Record::Artifact {
-            run_id: OK_RUN.into(),
-            phase: "build".into(),
-            path: "dist/app".into(),
-            sha256: "ab".repeat(32),
-        },
-        Record::RunFinished {
-            run_id: OK_RUN.into(),
-            status: RunStatus::Succeeded,
-            ended_ms: T0 + 3_300,
-        },
-        // A day later, 09:00.
-        started(FAILED_RUN, me, T0 + day - 3 * 3_600_000),
-        phase(FAILED_RUN, "build", T0 + day - 3 * 3_600_000),
-        f_build.start(T0 + day - 3 * 3_600_000),
-        f_build.event(0, T0 + day - 3 * 3_600_000 + 5, "raw", "null", "built"),
-        f_build.finish(Outcome::Succeeded, 0, None, T0 + day - 3 * 3_600_000 + 500),
-        phase_end(
-            FAILED_RUN,
-            "build",
-            Outcome::Succeeded,
-            1,
-            T0 + day - 3 * 3_600_000 + 500,
-        ),
-        phase(FAILED_RUN, "test", T0 + day - 3 * 3_600_000 + 500),
-        f_test1.start(T0 + day - 3 * 3_600_000 + 500),
-        f_test1.event(0, T0 + day - 3 * 3_600_000 + 600, "raw", "null", "FAIL a"),
-        f_test1.finish(
-            Outcome::Failed,
-            1,
-            Some("exit status 1"),
-            T0 + day - 3 * 3_600_000 + 700,
-        ),
-        f_test2.start(T0 + day - 3 * 3_600_000 + 800),
-        f_test2.event(0, T0 + day - 3 * 3_600_000 + 900, "raw", "null", "FAIL b"),
-        f_test2.finish(
+        ok_build.finish(Outcome::Succeeded, T0 + 3_260),
+        phase_finished(OK_RUN, "build", Outcome::Succeeded, 1, T0 + 3_260),
+        artifact(OK_RUN, "build", "dist/app", &"ab".repeat(32)),
+        run_finished(OK_RUN, RunStatus::Succeeded, T0 + 3_300),
+        run_started(FAILED_RUN, me, t1),
+        phase_started(FAILED_RUN, "build", t1),
+        f_build.start(t1),
+        f_build.event_of(0, t1 + 5, "raw", "null", "built"),
+        f_build.finish(Outcome::Succeeded, t1 + 500),
+        phase_finished(FAILED_RUN, "build", Outcome::Succeeded, 1, t1 + 500),
+        phase_started(FAILED_RUN, "test", t1 + 500),
+        f_test1.start(t1 + 500),
+        f_test1.event_of(0, t1 + 600, "raw", "null", "FAIL a"),
+        f_test1.finish(Outcome::Failed, t1 + 700),
+        f_test2.start(t1 + 800),
+        f_test2.event_of(0, t1 + 900, "raw", "null", "FAIL b"),
+        f_test2.finish_with(
             Outcome::TimedOut,
-            -1,
+            Some(-1),
             Some("timed out after 2m"),
-            T0 + day - 3 * 3_600_000 + 125_800,
+            t1 + 125_800,
         ),
-        phase_end(
-            FAILED_RUN,
-            "test",
-            Outcome::TimedOut,
-            2,
-            T0 + day - 3 * 3_600_000 + 125_800,
-        ),
-        phase_end(
-            FAILED_RUN,
-            "deploy",
-            Outcome::Skipped,
-            0,
-            T0 + day - 3 * 3_600_000 + 125_800,
-        ),
-        Record::RunFinished {
-            run_id: FAILED_RUN.into(),
-            status: RunStatus::Failed,
-            ended_ms: T0 + day - 3 * 3_600_000 + 125_900,
-        },
+        phase_finished(FAILED_RUN, "test", Outcome::TimedOut, 2, t1 + 125_800),
+        phase_finished(FAILED_RUN, "deploy", Outcome::Skipped, 0, t1 + 125_800),
+        run_finished(FAILED_RUN, RunStatus::Failed, t1 + 125_900),
     ];
     for r in records {
         w.send(r).unwrap();
@@ -244,11 +100,12 @@ fn history(dir: &Path) {
     w.flush().unwrap();
     // The killed run is written last, once the other runs are no longer
     // `running` (a live run elsewhere would refuse it).
+    let t2 = T0 + day - 2 * 3_600_000;
     for r in [
-        started(KILLED_RUN, dead_pid(), T0 + day - 2 * 3_600_000),
-        phase(KILLED_RUN, "build", T0 + day - 2 * 3_600_000),
-        k_build.start(T0 + day - 2 * 3_600_000),
-        k_build.event(0, T0 + day - 2 * 3_600_000 + 4_000, "raw", "null", "half"),
+        run_started(KILLED_RUN, dead_pid(), t2),
+        phase_started(KILLED_RUN, "build", t2),
+        k_build.start(t2),
+        k_build.event_of(0, t2 + 4_000, "raw", "null", "half"),
     ] {
         w.send(r).unwrap();
     }
@@ -331,7 +188,7 @@ test    timed_out  unit   1        failed     1     200ms     2      1200/300  $
 test    timed_out  unit   2        timed_out  -1    2m05s     2      1200/300  $0.0125  1       timed out after 2m
 deploy  skipped    -      -        -          -     -         -      -         -        -
 ",
-            "d".repeat(64),
+            digest_of(FAILED_RUN),
             std::process::id()
         )
     );
@@ -360,8 +217,8 @@ fn show_lists_artifacts_and_gives_json() {
     assert_eq!(v["phases"][0]["status"], "cancelled");
     assert_eq!(v["phases"][0]["agents"][0]["status"], "cancelled");
     assert_eq!(v["phases"][0]["agents"][0]["events"], 1);
-    assert_eq!(v["phases"][0]["agents"][0]["argv"][2], "make");
-    assert_eq!(v["digests"]["pipelines/demo.toml"], "dd");
+    assert_eq!(v["phases"][0]["agents"][0]["argv"][2], "true");
+    assert_eq!(v["digests"]["pipelines/demo.toml"], "abc");
 }
 
 #[test]
@@ -447,7 +304,7 @@ fn an_empty_json_event_list_is_still_a_document() {
     let store = Store::open(dir.path()).unwrap();
     store
         .writer()
-        .send(started("quiet", dead_pid(), T0))
+        .send(run_started("quiet", dead_pid(), T0))
         .unwrap();
     store.close().unwrap();
     let o = runs(dir.path(), &["events", "quiet", "--format", "json"]);
@@ -455,71 +312,131 @@ fn an_empty_json_event_list_is_still_a_document() {
     assert_eq!(stdout(&o), "[]\n");
 }
 
+/// `orch runs events RUN --follow --format json`, running, its output
+/// read line by line as it comes. Killed if the test ends first.
+struct Follower {
+    child: Option<Child>,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Follower {
+    fn spawn(dir: &Path, run: &str) -> Follower {
+        let mut child = support::orch()
+            .args(["runs", "events", run, "--follow", "--format", "json"])
+            .args(["--state-dir", dir.to_str().unwrap()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        // Ends at the end of the output (the child exited or was killed).
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Follower {
+            child: Some(child),
+            lines,
+        }
+    }
+
+    /// The `raw` of the next event printed, `None` once the output ended;
+    /// fails after `FOLLOW_WAIT`.
+    fn next_raw(&self) -> Option<String> {
+        match self.lines.recv_timeout(FOLLOW_WAIT) {
+            Ok(line) => {
+                let v: serde_json::Value =
+                    serde_json::from_str(&line).expect("one JSON object a line");
+                Some(v["raw"].as_str().unwrap().to_string())
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => None,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                panic!("`--follow` printed nothing within {FOLLOW_WAIT:?}")
+            }
+        }
+    }
+
+    /// Still running, and printing nothing more for `quiet`.
+    fn waits(&mut self, quiet: Duration) {
+        match self.lines.recv_timeout(quiet) {
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            other => panic!("`--follow` should wait for the run, got {other:?}"),
+        }
+        let child = self.child.as_mut().unwrap();
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "`--follow` ended early"
+        );
+    }
+
+    /// How it ended, within `FOLLOW_WAIT`.
+    fn end(mut self) -> Output {
+        wait_with_timeout(self.child.take().unwrap(), FOLLOW_WAIT)
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The longest wait for `--follow` to print a line or to end (it polls
+/// every 200 ms).
+const FOLLOW_WAIT: Duration = Duration::from_secs(10);
+
+/// Lines come out while the run goes on: each event is written only once
+/// the one before it has been printed, and the follow ends with the run.
 #[test]
 fn follow_prints_new_events_until_the_run_ends() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     let w = store.writer();
-    let a = Attempt {
-        run: "live",
-        phase: "p",
-        agent: "x",
-        attempt: 1,
+    let write = |records: Vec<orch::store::Record>| {
+        for r in records {
+            w.send(r).unwrap();
+        }
+        w.flush().unwrap();
     };
-    for r in [
-        started("live", std::process::id(), T0),
-        phase("live", "p", T0),
+    let a = attempt("live", "p", "x", 1);
+    let raw = |seq: u64, text: &str| a.event_of(seq, T0 + 1 + seq, "raw", "null", text);
+    write(vec![
+        run_started("live", std::process::id(), T0),
+        phase_started("live", "p", T0),
         a.start(T0),
-        a.event(0, T0 + 1, "raw", "null", "first"),
-    ] {
-        w.send(r).unwrap();
-    }
-    w.flush().unwrap();
+        raw(0, "first"),
+    ]);
 
-    let child = support::orch()
-        .args([
-            "runs",
-            "events",
-            "live",
-            "--follow",
-            "--format",
-            "json",
-            "--state-dir",
-            dir.path().to_str().unwrap(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+    let mut follow = Follower::spawn(dir.path(), "live");
+    assert_eq!(follow.next_raw().as_deref(), Some("first"));
+    follow.waits(Duration::from_millis(500));
+
+    write(vec![raw(1, "second")]);
+    assert_eq!(follow.next_raw().as_deref(), Some("second"));
+    // The attempt and its phase end; the run goes on.
+    write(vec![
+        a.finish(Outcome::Succeeded, T0 + 3),
+        phase_finished("live", "p", Outcome::Succeeded, 1, T0 + 3),
+    ]);
+    follow.waits(Duration::from_millis(500));
+
+    // The last event and the run's end, in one commit.
+    w.send(raw(2, "third")).unwrap();
+    w.send(run_finished("live", RunStatus::Succeeded, T0 + 5))
         .unwrap();
-    std::thread::sleep(Duration::from_millis(600));
-    for r in [
-        a.event(1, T0 + 2, "raw", "null", "second"),
-        a.finish(Outcome::Succeeded, 0, None, T0 + 3),
-        phase_end("live", "p", Outcome::Succeeded, 1, T0 + 3),
-    ] {
-        w.send(r).unwrap();
-    }
-    w.flush().unwrap();
-    std::thread::sleep(Duration::from_millis(400));
-    w.send(a.event(2, T0 + 4, "raw", "null", "third")).unwrap();
-    w.send(Record::RunFinished {
-        run_id: "live".into(),
-        status: RunStatus::Succeeded,
-        ended_ms: T0 + 5,
-    })
-    .unwrap();
     store.close().unwrap();
-
-    let o = wait_with_timeout(child, Duration::from_secs(10));
+    assert_eq!(follow.next_raw().as_deref(), Some("third"));
+    assert_eq!(follow.next_raw(), None, "nothing after the run's end");
+    let o = follow.end();
     assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let raws: Vec<String> = stdout(&o)
-        .lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).expect("one JSON object a line");
-            v["raw"].as_str().unwrap().to_string()
-        })
-        .collect();
-    assert_eq!(raws, ["first", "second", "third"]);
 }
 
 #[test]
@@ -528,7 +445,7 @@ fn follow_ends_when_the_orch_running_the_run_died() {
     let store = Store::open(dir.path()).unwrap();
     store
         .writer()
-        .send(started("orphan", dead_pid(), T0))
+        .send(run_started("orphan", dead_pid(), T0))
         .unwrap();
     store.close().unwrap();
     let started_at = Instant::now();
