@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::adapter::{Adapter, Probe, Request, unique};
 use super::invocation::{Enforced, Enforcement, Invocation, InvocationFile, Stdin};
 use super::{AgentKind, env};
-use crate::events::{Event, looks_rate_limited};
+use crate::events::{Event, RateLimit, looks_rate_limited};
 use crate::toolset::{InternalTool, Permission, ToolSet};
 
 pub struct Claude;
@@ -232,6 +232,19 @@ impl Adapter for Claude {
                 }
                 out
             }
+            // A subscription limit: when it lifts, exactly (the result's
+            // text that follows gives it in minutes, in the local zone).
+            Some("rate_limit_event") if v["rate_limit_info"]["status"] == "rejected" => {
+                let info = &v["rate_limit_info"];
+                let which = s(&info["rateLimitType"]).unwrap_or_else(|| "usage".into());
+                let reset = info["resetsAt"]
+                    .as_u64()
+                    .map(|at| RateLimit::At { unix_ms: at * 1000 });
+                vec![Event::rate_limit_error(
+                    format!("rate limit reached ({which})"),
+                    reset,
+                )]
+            }
             Some("result") => {
                 let mut out: Vec<Event> = v["permission_denials"]
                     .as_array()
@@ -244,15 +257,17 @@ impl Adapter for Claude {
                     .collect();
                 let is_error = v["is_error"].as_bool().unwrap_or(false);
                 let text = s(&v["result"]);
-                if is_error
-                    && let Some(t) = &text
-                    && looks_rate_limited(t)
-                {
-                    out.push(Event::Error {
-                        message: t.clone(),
-                        rate_limited: true,
-                        retry_at: None,
-                    });
+                if v["subtype"] == "error_max_turns" {
+                    // The bare subtype is all Claude says.
+                    out.push(Event::error(
+                        "turn limit reached (enforced by claude)".into(),
+                    ));
+                } else if is_error && let Some(t) = &text {
+                    if v["api_error_status"] == 429 {
+                        out.push(Event::rate_limit_error(t.clone(), None));
+                    } else if looks_rate_limited(t) {
+                        out.push(Event::error(t.clone()));
+                    }
                 }
                 out.push(Event::Result {
                     is_error,
@@ -330,4 +345,47 @@ pub(super) fn pretty(v: &Value) -> String {
     let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
     s.push('\n');
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_that_say_why_the_run_failed() {
+        // The turn limit: Claude gives only the subtype.
+        let events = Claude.parse_line(
+            r#"{"type":"result","subtype":"error_max_turns","is_error":false,"num_turns":3,"session_id":"s"}"#,
+        );
+        assert!(matches!(
+            &events[0],
+            Event::Error { message, rate_limit: None } if message == "turn limit reached (enforced by claude)"
+        ));
+        // A 429 is a rate limit whatever the text says.
+        let events = Claude.parse_line(
+            r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"API Error: Request rejected"}"#,
+        );
+        assert!(matches!(
+            &events[0],
+            Event::Error {
+                rate_limit: Some(RateLimit::Unknown),
+                ..
+            }
+        ));
+        // A subscription limit lifts at resetsAt.
+        let events = Claude.parse_line(
+            r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1795318713,"rateLimitType":"five_hour"}}"#,
+        );
+        assert!(matches!(
+            &events[0],
+            Event::Error { message, rate_limit: Some(RateLimit::At { unix_ms: 1_795_318_713_000 }) }
+                if message == "rate limit reached (five_hour)"
+        ));
+        // An allowed one is not an error.
+        assert!(
+            Claude
+                .parse_line(r#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed"}}"#)
+                .is_empty()
+        );
+    }
 }

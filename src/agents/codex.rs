@@ -12,7 +12,7 @@ use super::adapter::{Adapter, Probe, Request};
 use super::claude::strings;
 use super::invocation::{Enforced, Enforcement, Invocation, Stdin};
 use super::{AgentKind, env};
-use crate::events::{Event, looks_rate_limited};
+use crate::events::Event;
 use crate::toolset::{InternalTool, Permission, ToolSet};
 
 pub struct Codex;
@@ -394,9 +394,5 @@ impl Adapter for Codex {
 }
 
 fn error_event(message: String) -> Vec<Event> {
-    vec![Event::Error {
-        rate_limited: looks_rate_limited(&message),
-        message,
-        retry_at: None,
-    }]
+    vec![Event::error(message)]
 }

@@ -12,7 +12,7 @@ use super::adapter::{Adapter, Probe, Request, unique};
 use super::claude::pretty;
 use super::invocation::{Enforced, Enforcement, EnvVar, Invocation, InvocationFile, Stdin};
 use super::{AgentKind, env};
-use crate::events::{Event, looks_rate_limited};
+use crate::events::Event;
 use crate::toolset::{InternalTool, Permission, ToolSet};
 
 pub struct Copilot;
@@ -247,11 +247,11 @@ impl Adapter for Copilot {
                 let message = s(&data["message"])
                     .or_else(|| s(&v["message"]))
                     .unwrap_or_default();
-                vec![Event::Error {
-                    rate_limited: looks_rate_limited(&message),
-                    message,
-                    retry_at: None,
-                }]
+                if data["errorType"] == "rate_limit" || data["statusCode"] == 429 {
+                    vec![Event::rate_limit_error(message, None)]
+                } else {
+                    vec![Event::error(message)]
+                }
             }
             _ => Vec::new(),
         }

@@ -12,7 +12,7 @@ use super::adapter::{Adapter, Probe, Request, unique};
 use super::claude::pretty;
 use super::invocation::{Enforced, Enforcement, Invocation, InvocationFile, Stdin};
 use super::{AgentKind, env};
-use crate::events::{Event, looks_rate_limited};
+use crate::events::Event;
 use crate::toolset::{InternalTool, Permission, ToolSet};
 
 pub struct Gemini;
@@ -258,12 +258,14 @@ impl Adapter for Gemini {
                 let is_error = v["status"] != "success";
                 let mut out = Vec::new();
                 if is_error {
-                    let message = s(&v["error"]["message"]).unwrap_or_else(|| "failed".into());
-                    out.push(Event::Error {
-                        rate_limited: looks_rate_limited(&message),
-                        message,
-                        retry_at: None,
-                    });
+                    let message = if v["error"]["type"] == "FatalTurnLimitedError" {
+                        // Gemini's own message says to raise maxSessionTurns
+                        // in settings.json, a file orch writes from max_turns.
+                        "turn limit reached (enforced by gemini)".into()
+                    } else {
+                        s(&v["error"]["message"]).unwrap_or_else(|| "failed".into())
+                    };
+                    out.push(Event::error(message));
                 }
                 out.push(Event::Result {
                     is_error,
@@ -279,11 +281,7 @@ impl Adapter for Gemini {
             }
             Some("error") => {
                 let message = s(&v["message"]).unwrap_or_default();
-                vec![Event::Error {
-                    rate_limited: looks_rate_limited(&message),
-                    message,
-                    retry_at: None,
-                }]
+                vec![Event::error(message)]
             }
             _ => Vec::new(),
         }

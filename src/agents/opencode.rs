@@ -13,7 +13,7 @@ use super::AgentKind;
 use super::adapter::{Adapter, Probe, Request};
 use super::env::{self, EnvRef};
 use super::invocation::{Enforced, Enforcement, EnvValue, EnvVar, Invocation, Stdin};
-use crate::events::{Event, looks_rate_limited};
+use crate::events::{Event, rate_limit};
 use crate::toolset::{InternalTool, Permission, ToolSet};
 
 pub struct Opencode;
@@ -325,11 +325,15 @@ impl Adapter for Opencode {
                     .or_else(|| s(&v["error"]["message"]))
                     .or_else(|| s(&v["message"]))
                     .unwrap_or_else(|| v["error"].to_string());
-                vec![Event::Error {
-                    rate_limited: looks_rate_limited(&message),
-                    message,
-                    retry_at: None,
-                }]
+                let data = &v["error"]["data"];
+                if data["statusCode"] == 429 {
+                    // OpenCode passes the provider's headers on: the reset
+                    // is there when the text does not give it.
+                    let reset = rate_limit::from_headers(&data["responseHeaders"]);
+                    vec![Event::rate_limit_error(message, reset)]
+                } else {
+                    vec![Event::error(message)]
+                }
             }
             _ => Vec::new(),
         }

@@ -194,6 +194,12 @@ pub fn select_phases(
 }
 
 /// `HH:MM:SS.mmm` (UTC) of a Unix-milliseconds time.
+/// A Unix-millisecond time as an RFC 3339 date and time (UTC).
+pub fn date_time(ms: u64) -> String {
+    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
+        .to_string()
+}
+
 pub fn clock(ms: u64) -> String {
     let t = (ms / 1000) % 86_400;
     format!(

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 use super::GlobalArgs;
 use super::output::{
-    CmdResult, Exit, clock, load_valid, select_phases, stdout, usage_error, write_json,
+    CmdResult, Exit, clock, date_time, load_valid, select_phases, stdout, usage_error, write_json,
 };
 use crate::agents::build;
 use crate::engine::identity::{self, changes};
@@ -362,10 +362,26 @@ fn progress_line(p: &Progress) -> Option<String> {
                 ),
             }
         }
-        Progress::Retrying { phase, agent, wait } => format!(
-            "  {phase}/{agent}: retrying in {}",
-            humantime::format_duration(Duration::from_millis(wait.as_millis() as u64))
-        ),
+        Progress::Retrying {
+            phase,
+            agent,
+            wait,
+            rate_limited,
+        } => {
+            let shown = humantime::format_duration(Duration::from_millis(wait.as_millis() as u64));
+            match rate_limited {
+                Some(Some(lifts)) if *lifts > now_ms() + wait.as_millis() as u64 + 1000 => format!(
+                    "  {phase}/{agent}: rate limited until {} (more than orch waits); retrying in {shown}",
+                    date_time(*lifts)
+                ),
+                Some(Some(lifts)) => format!(
+                    "  {phase}/{agent}: rate limited until {}; retrying in {shown}",
+                    clock(*lifts)
+                ),
+                Some(None) => format!("  {phase}/{agent}: rate limited; retrying in {shown}"),
+                None => format!("  {phase}/{agent}: retrying in {shown}"),
+            }
+        }
     })
 }
 

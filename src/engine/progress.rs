@@ -39,6 +39,9 @@ pub enum Progress {
         phase: String,
         agent: String,
         wait: Duration,
+        /// The failed attempt hit a rate limit; inside, when it lifts
+        /// (Unix milliseconds), when the CLI said.
+        rate_limited: Option<Option<u64>>,
     },
 }
 

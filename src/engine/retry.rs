@@ -21,7 +21,7 @@ pub fn next_wait(
     failed_attempts: u32,
     base: Duration,
     max: Duration,
-    now_s: u64,
+    now_ms: u64,
 ) -> Option<Duration> {
     if result.permanent || matches!(result.outcome, Outcome::Succeeded | Outcome::Cancelled) {
         return None;
@@ -35,8 +35,8 @@ pub fn next_wait(
     match result.rate_limited {
         // A rate limit with a reset time: wait until then (at least the
         // backoff), capped at an hour.
-        Some(Some(reset)) if reset > now_s => {
-            Some(Duration::from_secs((reset - now_s).min(3600)).max(wait))
+        Some(Some(lifts)) if lifts > now_ms => {
+            Some(Duration::from_millis((lifts - now_ms).min(3_600_000)).max(wait))
         }
         _ => Some(wait),
     }
@@ -67,16 +67,27 @@ mod tests {
     fn rate_limits_wait_for_the_reset_and_permanent_failures_never_retry() {
         let b = Duration::from_secs(2);
         let m = Duration::from_secs(60);
+        let now = 1_000_000;
         // A reset 90 s from now beats the 2 s backoff.
         assert_eq!(
-            next_wait(&failed(Some(Some(1_090)), false), 1, b, m, 1_000),
+            next_wait(&failed(Some(Some(now + 90_000)), false), 1, b, m, now),
             Some(Duration::from_secs(90))
         );
-        // A reset in the past, or none given: the backoff.
-        let w = next_wait(&failed(Some(None), false), 1, b, m, 1_000).unwrap();
+        // A reset sooner than the backoff: the backoff.
+        let w = next_wait(&failed(Some(Some(now + 500)), false), 1, b, m, now).unwrap();
         assert!(w >= b && w <= b.mul_f64(1.2), "{w:?}");
+        // A reset days away waits at most an hour.
+        assert_eq!(
+            next_wait(&failed(Some(Some(now + 86_400_000)), false), 1, b, m, now),
+            Some(Duration::from_secs(3600))
+        );
+        // A reset in the past, or none given: the backoff.
+        for r in [Some(Some(now - 1)), Some(None)] {
+            let w = next_wait(&failed(r, false), 1, b, m, now).unwrap();
+            assert!(w >= b && w <= b.mul_f64(1.2), "{w:?}");
+        }
         // Missing binaries and weakened rules are never retried.
-        assert_eq!(next_wait(&failed(None, true), 1, b, m, 1_000), None);
+        assert_eq!(next_wait(&failed(None, true), 1, b, m, now), None);
     }
 
     #[test]

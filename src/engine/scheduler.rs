@@ -499,13 +499,13 @@ async fn run_agent(
         if result.outcome == Outcome::Succeeded || n == max_attempts {
             break;
         }
-        let now_s = now_ms() / 1000;
+        let now = now_ms();
         let Some(wait) = retry::next_wait(
             &result,
             n,
             shared.opts.retry_base,
             shared.opts.retry_max,
-            now_s,
+            now,
         ) else {
             break;
         };
@@ -513,6 +513,7 @@ async fn run_agent(
             phase: phase.name.clone(),
             agent: name.to_string(),
             wait,
+            rate_limited: result.rate_limited,
         });
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}

@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::agents::invocation::{Invocation, Stdin};
 use crate::agents::{AgentKind, adapter, probe};
-use crate::events::Event;
+use crate::events::{Event, RateLimit, rate_limit};
 use crate::store::{AttemptKey, Outcome, Record};
 
 use super::sink::Sink;
@@ -75,12 +75,23 @@ pub struct AttemptResult {
     pub tokens_in: u64,
     pub tokens_out: u64,
     pub cost_usd: Option<f64>,
-    /// A rate limit was seen; Unix seconds to wait until, when known.
+    /// A rate limit was seen; inside, when it lifts (Unix milliseconds),
+    /// when the CLI said.
     pub rate_limited: Option<Option<u64>>,
     /// Retrying cannot help (a missing binary, weakened rules).
     pub permanent: bool,
     pub started_ms: u64,
     pub ended_ms: u64,
+}
+
+impl AttemptResult {
+    /// Note a rate limit seen now. The first reset the CLI gives counts:
+    /// the exact one comes first (Claude's rate_limit_event before its
+    /// result text, which gives the time to the minute).
+    fn saw_rate_limit(&mut self, limit: RateLimit) {
+        let known = self.rate_limited.flatten();
+        self.rate_limited = Some(known.or(limit.lifts_at(now_ms())));
+    }
 }
 
 pub fn now_ms() -> u64 {
@@ -380,7 +391,8 @@ pub async fn run_attempt(
                             }
                             match &ev {
                                 Event::SessionStart { session_id: Some(s), .. } => result.session_id = Some(s.clone()),
-                                Event::TurnEnd => result.turns += 1,
+                                // A turn the CLI ends because orch stopped it was cut short.
+                                Event::TurnEnd if stop.is_none() => result.turns += 1,
                                 Event::Usage { tokens_in, tokens_out, cost_usd } => {
                                     result.tokens_in += tokens_in;
                                     result.tokens_out += tokens_out;
@@ -399,8 +411,8 @@ pub async fn run_attempt(
                                     if let Some(t) = tokens_out { result.tokens_out = result.tokens_out.max(*t); }
                                     if cost_usd.is_some() { result.cost_usd = *cost_usd; }
                                 }
-                                Event::Error { message, rate_limited, retry_at } => {
-                                    if *rate_limited { result.rate_limited = Some(*retry_at); }
+                                Event::Error { message, rate_limit } => {
+                                    if let Some(limit) = rate_limit { result.saw_rate_limit(*limit); }
                                     if result.reason.is_none() { result.reason = Some(message.clone()); }
                                 }
                                 _ => {}
@@ -423,8 +435,8 @@ pub async fn run_attempt(
                         {
                             weakened = Some(format!("{why}: {}", text.trim()));
                         }
-                        if crate::events::looks_rate_limited(&text) && result.rate_limited.is_none() {
-                            result.rate_limited = Some(None);
+                        if let Some(limit) = rate_limit::read(&text) {
+                            result.saw_rate_limit(limit);
                         }
                         // A stderr line is stored once: as what it means, or
                         // as plain stderr.

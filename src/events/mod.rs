@@ -5,6 +5,8 @@
 
 use serde::Serialize;
 
+pub mod rate_limit;
+
 /// One thing that happened in an agent attempt.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -56,16 +58,34 @@ pub enum Event {
         tokens_out: Option<u64>,
         cost_usd: Option<f64>,
     },
-    /// An error the CLI reported; `rate_limited` when it is a rate limit,
-    /// with the reset time (Unix seconds) when the CLI gives one.
+    /// An error the CLI reported; `rate_limit` when it is a rate limit
+    /// (with when it lifts, when the CLI says).
     Error {
         message: String,
-        rate_limited: bool,
-        retry_at: Option<u64>,
+        rate_limit: Option<RateLimit>,
     },
 }
 
 impl Event {
+    /// An error with this message, read for a rate limit.
+    pub fn error(message: String) -> Event {
+        Event::Error {
+            rate_limit: rate_limit::read(&message),
+            message,
+        }
+    }
+
+    /// An error the CLI itself marks as a rate limit (a 429 status, an
+    /// error type), whatever its text says; the reset is `reset` when the
+    /// CLI gives one beside the text, else what the text says.
+    pub fn rate_limit_error(message: String, reset: Option<RateLimit>) -> Event {
+        let from_text = rate_limit::read(&message).unwrap_or(RateLimit::Unknown);
+        Event::Error {
+            rate_limit: Some(reset.unwrap_or(from_text)),
+            message,
+        }
+    }
+
     /// The event's kind as stored (`session_start`, `tool_call`, ...).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -82,13 +102,4 @@ impl Event {
     }
 }
 
-/// Whether an error message looks like a rate limit.
-pub fn looks_rate_limited(message: &str) -> bool {
-    let m = message.to_ascii_lowercase();
-    m.contains("rate limit")
-        || m.contains("rate_limit")
-        || m.contains("429")
-        || m.contains("too many requests")
-        || m.contains("quota")
-        || m.contains("overloaded")
-}
+pub use rate_limit::{RateLimit, looks_rate_limited};

@@ -27,6 +27,11 @@ or the same list under {"turns": [...], "final_text": "done"}. A turn is one of
     {"tool_calls": [{"name": N, "arguments": A}, ...]}   parallel calls
     {"tool_search": {"query": "echo"}}           Codex's tool_search (below)
 
+and, not a turn of its own, {"rate_limit": {"seconds": 20, "variant": "default"
+| "usage_limit", "times": 1}}: the first `times` requests for the turn after it
+(or for the final text) get an HTTP 429 in the provider's own shape, with the
+reset `seconds` away (see RateLimit and rate_limit_response below).
+
 `name` may also be a list of candidate names: the first one the request offers
 is used (the first one if none is offered), so one script can name e.g.
 ["write_file", "Write", "create"]. For a Responses API tool of type "custom"
@@ -79,6 +84,7 @@ or SIGINT, and by itself after --max-seconds (default 600) or --max-requests.
 
 import argparse
 import json
+import math
 import re
 import signal
 import sys
@@ -97,11 +103,29 @@ MODEL_IDS = ["mock-model"]
 
 
 class Script:
-    """The scripted turns, loaded once from the --script file."""
+    """The scripted turns, loaded once from the --script file.
+
+    `turns` holds the conversation turns (text, tool calls, tool_search).
+    A {"rate_limit": {...}} entry is not a turn of its own: it applies to the
+    requests for the turn that follows it (or, at the end of the script, to
+    the final text). Its first `times` such requests are answered with an
+    HTTP 429, after which the turn is answered as usual. The count is kept
+    here (the only state the server keeps between requests).
+    """
 
     def __init__(self, turns, final_text):
-        self.turns = turns
+        self.turns, self.limits = [], {}
+        pending = []
+        for turn in turns:
+            if "rate_limit" in turn:
+                pending.append(RateLimit.from_turn(turn["rate_limit"]))
+            else:
+                self.limits[len(self.turns)] = pending
+                self.turns.append(turn)
+                pending = []
+        self.limits[len(self.turns)] = pending
         self.final_text = final_text
+        self.lock = threading.Lock()
 
     @classmethod
     def load(cls, path, final_text):
@@ -117,11 +141,23 @@ class Script:
         for i, turn in enumerate(data):
             if not isinstance(turn, dict) or not (
                 "text" in turn or "tool_call" in turn or "tool_calls" in turn
-                or "tool_search" in turn
+                or "tool_search" in turn or "rate_limit" in turn
             ):
-                raise ValueError(
-                    f"script turn {i}: need text, tool_call, tool_calls or tool_search")
+                raise ValueError(f"script turn {i}: need text, tool_call, tool_calls, "
+                                 "tool_search or rate_limit")
         return cls(data, final_text)
+
+    def rate_limit(self, index):
+        """(RateLimit, n) if this request for turn `index` gets a 429, else None.
+
+        n counts the 429s that rate_limit entry has sent, this one included.
+        """
+        with self.lock:
+            for limit in self.limits.get(min(index, len(self.turns)), []):
+                if limit.sent < limit.times:
+                    limit.sent += 1
+                    return limit, limit.sent
+        return None
 
     def answer(self, index, offered):
         """The reply for turn `index`: ("text", str) or ("tools", [calls]).
@@ -146,6 +182,186 @@ class Script:
             out.append({"name": name, "arguments": call.get("arguments", {}),
                         "kind": offered.get(name, "function")})
         return ("tools", out)
+
+
+# ---------------------------------------------------------------------------
+# Rate limits: HTTP 429 in each provider's own shape
+# ---------------------------------------------------------------------------
+
+
+class RateLimit:
+    """One {"rate_limit": {...}} script entry.
+
+    seconds  time until the limit resets (default 20); every header and body
+             field that carries a reset time or delay is derived from it
+    variant  "default": the provider's ordinary rate limit (Anthropic
+             rate_limit_error, OpenAI rate_limit_exceeded, Gemini
+             RESOURCE_EXHAUSTED per minute); "usage_limit": the plan/quota
+             kind (Claude subscription "unified" headers, ChatGPT/Codex
+             usage_limit_reached, Gemini per-day quota)
+    times    how many requests get the 429 before the turn is answered
+             normally (default 1)
+    message  replaces the error message text
+    """
+
+    VARIANTS = ("default", "usage_limit")
+
+    def __init__(self, seconds=20, variant="default", times=1, message=None):
+        if variant not in self.VARIANTS:
+            raise ValueError(f"rate_limit variant must be one of {self.VARIANTS}")
+        if float(seconds) < 0 or int(times) < 0:
+            raise ValueError("rate_limit seconds and times must not be negative")
+        self.seconds, self.variant = float(seconds), variant
+        self.times, self.message, self.sent = int(times), message, 0
+
+    @classmethod
+    def from_turn(cls, spec):
+        spec = spec if isinstance(spec, dict) else {}
+        unknown = set(spec) - {"seconds", "variant", "times", "message"}
+        if unknown:
+            raise ValueError(f"rate_limit: unknown keys {sorted(unknown)}")
+        return cls(**spec)
+
+    def response(self, api, model, now=None):
+        """(status, headers, body) of the 429 for this API."""
+        now = time.time() if now is None else now
+        return rate_limit_response(api, model, self.seconds, self.variant,
+                                   self.message, now)
+
+
+def go_duration(seconds):
+    """A duration as OpenAI's x-ratelimit-reset-* headers write it: 20s, 1m30s, 6m0s, 250ms."""
+    if seconds < 1:
+        return f"{round(seconds * 1000)}ms"
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    text = f"{secs:.3f}".rstrip("0").rstrip(".") + "s"
+    if hours:
+        return f"{int(hours)}h{int(minutes)}m{text}"
+    if minutes:
+        return f"{int(minutes)}m{text}"
+    return text
+
+
+def short_number(x):
+    """20.0 -> "20", 20.5 -> "20.5"."""
+    return f"{x:.3f}".rstrip("0").rstrip(".")
+
+
+def rfc3339(epoch):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def rate_limit_response(api, model, seconds, variant, message, now):
+    """The 429 a real provider sends, per API: (429, headers, body).
+
+    Anthropic: body {"type": "error", "error": {"type": "rate_limit_error", ...}},
+      headers retry-after (whole seconds), anthropic-ratelimit-{requests,tokens,
+      input-tokens,output-tokens}-reset (RFC 3339), request-id. usage_limit adds
+      the Claude subscription headers anthropic-ratelimit-unified-status:
+      rejected and anthropic-ratelimit-unified-reset (epoch seconds).
+    OpenAI (responses, chat): body {"error": {"message": "... Please try again in
+      20s. ...", "type": "requests", "code": "rate_limit_exceeded"}}, headers
+      retry-after, retry-after-ms, x-ratelimit-reset-requests (Go duration).
+      usage_limit is ChatGPT's (Codex) body {"error": {"type":
+      "usage_limit_reached", "plan_type", "resets_at" (epoch s),
+      "resets_in_seconds"}} with x-codex-primary-* headers and no retry-after.
+    Gemini: body {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message":
+      "... Please retry in 20s.", "details": [QuotaFailure, Help, RetryInfo
+      {"retryDelay": "20s"}]}}. usage_limit names a per-day quota
+      (quotaId ...PerDay...), which Gemini CLI treats as terminal.
+    """
+    reset = now + seconds
+    whole = max(0, math.ceil(seconds))
+    req_id = new_id("req")
+    if api == "anthropic":
+        headers = {"retry-after": str(whole), "request-id": req_id}
+        for kind, limit in (("requests", 50), ("tokens", 100000),
+                            ("input-tokens", 80000), ("output-tokens", 20000)):
+            headers[f"anthropic-ratelimit-{kind}-limit"] = str(limit)
+            headers[f"anthropic-ratelimit-{kind}-remaining"] = "0" if kind == "requests" else str(limit)
+            headers[f"anthropic-ratelimit-{kind}-reset"] = rfc3339(reset if kind == "requests" else now + 1)
+        if variant == "usage_limit":
+            epoch = str(math.ceil(reset))
+            headers.update({
+                "anthropic-ratelimit-unified-status": "rejected",
+                "anthropic-ratelimit-unified-reset": epoch,
+                "anthropic-ratelimit-unified-representative-claim": "five_hour",
+                "anthropic-ratelimit-unified-5h-status": "rejected",
+                "anthropic-ratelimit-unified-5h-reset": epoch,
+                "anthropic-ratelimit-unified-5h-utilization": "1.0",
+                "anthropic-ratelimit-unified-overage-status": "rejected",
+            })
+            text = message or "This request would exceed your account's rate limit. Please try again later."
+        else:
+            text = message or (
+                "This request would exceed the rate limit for your organization "
+                "(00000000-0000-0000-0000-000000000000) of 50 requests per minute. For "
+                "details, refer to: https://docs.claude.com/en/api/rate-limits. You can see "
+                "the response headers for current usage. Please reduce the prompt length or "
+                "the maximum tokens requested, or try again later. You may also contact sales "
+                "at https://www.anthropic.com/contact-sales to discuss your options for a rate "
+                "limit increase.")
+        body = {"type": "error", "error": {"type": "rate_limit_error", "message": text},
+                "request_id": req_id}
+        return 429, headers, body
+    if api in ("responses", "chat"):
+        headers = {"x-request-id": req_id}
+        if variant == "usage_limit":
+            epoch = math.ceil(reset)
+            headers.update({
+                "x-codex-primary-used-percent": "100",
+                "x-codex-primary-window-minutes": "300",
+                "x-codex-primary-reset-at": str(epoch),
+                "x-codex-primary-reset-after-seconds": str(whole),
+                "x-codex-secondary-used-percent": "40",
+                "x-codex-secondary-window-minutes": "10080",
+                "x-codex-secondary-reset-at": str(math.ceil(now + 7 * 86400)),
+            })
+            body = {"error": {"type": "usage_limit_reached",
+                              "message": message or "The usage limit has been reached",
+                              "plan_type": "plus", "resets_at": epoch,
+                              "resets_in_seconds": whole}}
+            return 429, headers, body
+        delay = go_duration(seconds)
+        headers.update({
+            "retry-after": str(whole), "retry-after-ms": str(round(seconds * 1000)),
+            "x-ratelimit-limit-requests": "500", "x-ratelimit-remaining-requests": "0",
+            "x-ratelimit-reset-requests": delay,
+            "x-ratelimit-limit-tokens": "30000", "x-ratelimit-remaining-tokens": "29000",
+            "x-ratelimit-reset-tokens": "2s",
+        })
+        text = message or (
+            f"Rate limit reached for requests in organization org-local on requests per "
+            f"min (RPM): Limit 500, Used 500, Requested 1. Please try again in {delay}. "
+            f"Visit https://platform.openai.com/account/rate-limits to learn more.")
+        body = {"error": {"message": text, "type": "requests", "param": None,
+                          "code": "rate_limit_exceeded"}}
+        return 429, headers, body
+    # Gemini
+    per = "Day" if variant == "usage_limit" else "Minute"
+    limit = 250 if per == "Day" else 10
+    metric = "generativelanguage.googleapis.com/generate_content_free_tier_requests"
+    text = message or (
+        "You exceeded your current quota, please check your plan and billing details. "
+        "For more information on this error, head to: "
+        "https://ai.google.dev/gemini-api/docs/rate-limits. To monitor your current "
+        "usage, head to: https://ai.dev/rate-limit. \n* Quota exceeded for metric: "
+        f"{metric}, limit: {limit}, model: {model}\n"
+        f"Please retry in {short_number(seconds)}s.")
+    body = {"error": {"code": 429, "message": text, "status": "RESOURCE_EXHAUSTED",
+                      "details": [
+                          {"@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                           "violations": [{"quotaMetric": metric,
+                                           "quotaId": f"GenerateRequestsPer{per}PerProjectPerModel-FreeTier",
+                                           "quotaDimensions": {"location": "global", "model": model},
+                                           "quotaValue": str(limit)}]},
+                          {"@type": "type.googleapis.com/google.rpc.Help",
+                           "links": [{"description": "Learn more about Gemini API quotas",
+                                      "url": "https://ai.google.dev/gemini-api/docs/rate-limits"}]},
+                          {"@type": "type.googleapis.com/google.rpc.RetryInfo",
+                           "retryDelay": f"{int(seconds)}s"}]}}
+    return 429, {}, body
 
 
 def pick_name(name, offered):
@@ -453,12 +669,14 @@ class Handler(BaseHTTPRequestHandler):
                 self.rfile.readline()
         return b""
 
-    def send_json(self, obj, status=200):
+    def send_json(self, obj, status=200, headers=None):
         self.flush_log()
         data = json.dumps(obj).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
         self.end_headers()
         self.wfile.write(data)
 
@@ -603,6 +821,17 @@ class Handler(BaseHTTPRequestHandler):
                        "all_tool_results": len(all_results),
                        "found_tools": sorted({t for r in all_results
                                               for t in r.get("tools") or []})})
+        limited = None if side else self.server.script.rate_limit(turn)
+        if limited:
+            limit, n = limited
+            status, headers, error = limit.response(api, model)
+            if api == "gemini" and body.get("_stream") and not body.get("_sse"):
+                error = [error]  # streamGenerateContent without alt=sse: an array
+            record["status"] = status
+            record["reply"] = {"rate_limit": {"variant": limit.variant,
+                                              "seconds": limit.seconds,
+                                              "n": n, "times": limit.times}}
+            return self.send_json(error, status, headers)
         if side:
             reply = ("text", side_text(api, body, self.server.opts.side_text))
         else:

@@ -11,16 +11,26 @@
 #             write-refused  the same call; restrictive mode
 #             shell-allowed / shell-refused: the same with the CLI's shell tool
 #                            running printf > out.txt (permissive / restrictive)
+#             rate-limit     every model request gets HTTP 429 in the provider's
+#                            shape (retry-after etc., reset RATE_LIMIT_SECONDS
+#                            away, default 30); the CLI's own retries are off
+#             usage-limit    the same with the plan/quota kind of 429 (Claude
+#                            unified headers, Codex usage_limit_reached, Gemini
+#                            per-day quota)
 #   --save    copy stdout/stderr to tests/fixtures/streams/CLI/SCENARIO.{jsonl,stderr}
 #             (the temporary directory is rewritten to /tmp/orch-e2e)
 #
 # Env: AGENT_CLIS_BIN (default .cache/agent-clis/node_modules/.bin),
-#      E2E_TIMEOUT (seconds per CLI run, default 120), E2E_KEEP=1 keeps the temp dir,
+#      E2E_TIMEOUT (seconds per CLI run, default 120; 300 for rate-limit and
+#      usage-limit), E2E_KEEP=1 keeps the temp dir,
 #      E2E_TMPDIR (where the temp dir goes, default /var/tmp),
 #      E2E_ENV="K=V ..." extra env for the CLI, E2E_ARGS="..." extra argv words
 #      (split on spaces), CODEX_MODEL (default gpt-5.5), COPILOT_TEST_MODEL
 #      (default claude-sonnet-4.5), COPILOT_WIRE (completions|responses|anthropic),
-#      OPENCODE_PERMISSION (JSON for opencode's "permission" key).
+#      OPENCODE_PERMISSION (JSON for opencode's "permission" key),
+#      RATE_LIMIT_SECONDS (default 30), RATE_LIMIT_TIMES (default 1000: the CLI
+#      gives up; 1 = one 429, then the answer), E2E_DEFAULT_RETRIES=1 (leave the
+#      CLI's own retry settings at their defaults, for probes).
 # Prints a summary: exit code, whether out.txt appeared, and per request the
 # tools offered, the tool results sent back and the scripted reply.
 # Needs root (or user namespaces) for unshare -n.
@@ -40,12 +50,16 @@ save=${3:-}
 case $cli in claude|codex|gemini|opencode|copilot) ;; *) echo "unknown CLI: $cli" >&2; exit 2 ;; esac
 case $scenario in
   text-only|write-allowed|write-refused|shell-allowed|shell-refused) ;;
+  rate-limit|usage-limit) ;;
   *) echo "unknown scenario: $scenario" >&2; exit 2 ;;
 esac
 BIN=${AGENT_CLIS_BIN:-$REPO/.cache/agent-clis/node_modules/.bin}
 BIN=$(cd "$BIN" && pwd)
 NODE_DIR=$(dirname "$(command -v node)")
 TIMEOUT=${E2E_TIMEOUT:-120}
+# OpenCode and Copilot have no retry switch: on a 429 they wait out retry-after
+# five times (about 2.5 minutes with the default 30 s reset).
+case $scenario in rate-limit|usage-limit) TIMEOUT=${E2E_TIMEOUT:-300} ;; esac
 
 # Under /var/tmp by default: codex refuses to set up its helper binaries
 # (apply_patch on PATH) when CODEX_HOME is under /tmp, and warns on stderr.
@@ -56,7 +70,9 @@ mkdir -p "$W" "$H" "$T/tmp"
 OUT=$W/out.txt               # the file the scripted write creates
 CONTENT="hello from the scripted model"
 PROMPT="Write the file out.txt, then stop."
-[ "$scenario" = text-only ] && PROMPT="Say hello."
+case $scenario in text-only|rate-limit|usage-limit) PROMPT="Say hello." ;; esac
+# The CLIs' own retry settings are turned off unless E2E_DEFAULT_RETRIES=1.
+retries_off=1; [ -n "${E2E_DEFAULT_RETRIES:-}" ] && retries_off=
 
 server_pid=
 cleanup() {
@@ -105,6 +121,10 @@ case $scenario in
   shell-allowed|shell-refused)
     printf '{"turns": [{"tool_call": %s}], "final_text": "done"}\n' "$(shell_call)" >"$T/script.json" ;;
   text-only) echo '[{"text": "Hello from the scripted model."}]' >"$T/script.json" ;;
+  rate-limit|usage-limit)
+    variant=default; [ "$scenario" = usage-limit ] && variant=usage_limit
+    printf '{"turns": [{"rate_limit": {"seconds": %s, "times": %s, "variant": "%s"}}, {"text": "Hello after the rate limit."}]}\n' \
+      "${RATE_LIMIT_SECONDS:-30}" "${RATE_LIMIT_TIMES:-1000}" "$variant" >"$T/script.json" ;;
   write-allowed|write-refused)
     printf '{"turns": [{"tool_call": %s}], "final_text": "done"}\n' "$(write_call)" >"$T/script.json" ;;
   *) echo "unknown scenario $scenario" >&2; exit 2 ;;
@@ -128,9 +148,14 @@ restrictive=; case $scenario in *-refused) restrictive=1 ;; esac
 
 case $cli in
 claude)
-  ENV+=(ANTHROPIC_BASE_URL="$URL" ANTHROPIC_API_KEY=sk-test-local
-        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1 CLAUDE_CODE_MAX_RETRIES=0
+  # usage-limit: a (fake) Claude subscription token instead of an API key; only
+  # then does Claude read the anthropic-ratelimit-unified-* headers.
+  if [ "$scenario" = usage-limit ]; then ENV+=(CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-test-local)
+  else ENV+=(ANTHROPIC_API_KEY=sk-test-local); fi
+  ENV+=(ANTHROPIC_BASE_URL="$URL"
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1
         DISABLE_TELEMETRY=1 DISABLE_ERROR_REPORTING=1)
+  [ -n "$retries_off" ] && ENV+=(CLAUDE_CODE_MAX_RETRIES=0)
   ARGV=(claude -p "$PROMPT" --output-format stream-json --verbose --model claude-sonnet-4-5)
   if [ -n "$restrictive" ]; then
     ARGV+=(--permission-mode dontAsk --tools Read,Grep,Glob)
@@ -147,10 +172,10 @@ codex)
         -c model_providers.mock.name=mock
         -c model_providers.mock.base_url="$URL/v1"
         -c model_providers.mock.env_key=MOCK_API_KEY
-        -c model_providers.mock.wire_api=responses
-        -c model_providers.mock.request_max_retries=0
-        -c model_providers.mock.stream_max_retries=0
-        --disable unbounded_connection_retries
+        -c model_providers.mock.wire_api=responses)
+  [ -n "$retries_off" ] && ARGV+=(-c model_providers.mock.request_max_retries=0
+                                  -c model_providers.mock.stream_max_retries=0)
+  ARGV+=(--disable unbounded_connection_retries
         --disable plugins                     # else it contacts github.com, chatgpt.com
         -c check_for_update_on_startup=false
         -c analytics.enabled=false)
@@ -160,11 +185,12 @@ codex)
 gemini)
   ENV+=(GEMINI_CLI_HOME="$H" GOOGLE_GEMINI_BASE_URL="$URL" GEMINI_API_KEY=test-local-key)
   mkdir -p "$H/.gemini"
-  cat >"$H/.gemini/settings.json" <<'JSON'
+  attempts=', "maxAttempts": 1'; [ -n "$retries_off" ] || attempts=
+  cat >"$H/.gemini/settings.json" <<JSON
 {
   "privacy": {"usageStatisticsEnabled": false},
   "telemetry": {"enabled": false},
-  "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false, "maxAttempts": 1},
+  "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false$attempts},
   "security": {"auth": {"selectedType": "gemini-api-key"}}
 }
 JSON
@@ -258,14 +284,20 @@ try:
     lines = open(sys.argv[1]).read().splitlines()
 except FileNotFoundError:
     lines = []
+t0 = None
 for line in lines:
     r = json.loads(line)
+    if "method" not in r:  # a follow-up line (client_disconnected, server_error)
+        print(f"   note: {line[:200]}")
+        continue
+    t0 = r["time"] if t0 is None else t0
     results = [(x.get("name"), x.get("is_error"), (x.get("text") or "")[:300]) for x in r.get("tool_results", [])]
-    print(f"-- req {r['seq']} {r['method']} {r['path']} api={r['api']} side={r.get('side')} "
+    print(f"-- req {r['seq']} +{r['time'] - t0:.1f}s {r['method']} {r['path']} api={r['api']} side={r.get('side')} "
           f"turn={r.get('turn')} tools={r.get('tools')} kinds={r.get('tool_kinds')}")
     if results:
         print(f"   results={results}")
-    print(f"   reply={json.dumps(r.get('reply'))[:300]}")
+    status = f"status={r['status']} " if r.get("status") else ""
+    print(f"   {status}reply={json.dumps(r.get('reply'))[:300]}")
 PY
 echo "-- stderr (last 15 lines):"; tail -n 15 "$T/stderr"
 echo "-- stdout: $(wc -l <"$T/stdout") lines"

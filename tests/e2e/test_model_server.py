@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Self-test of model_server.py: every wire format, side calls, the log,
-Codex's tool_search and namespaced (MCP) calls.
+Codex's tool_search and namespaced (MCP) calls, and scripted rate limits (429).
 
     python3 tests/e2e/test_model_server.py
 
@@ -8,15 +8,20 @@ Standard library only; starts the server on a free 127.0.0.1 port and talks
 to it with urllib. Takes about a second.
 """
 
+import calendar
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
+import urllib.error
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import model_server  # noqa: E402  (for its helpers: go_duration, Script)
 
 SCRIPT = {
     "turns": [
@@ -71,6 +76,17 @@ class ServerCase(unittest.TestCase):
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=10) as resp:
             return resp.read().decode()
+
+    def post_status(self, path, body):
+        """(status, headers, parsed JSON body), also for an HTTP error status."""
+        req = urllib.request.Request(self.base + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return resp.status, resp.headers, resp.read().decode()
+        except urllib.error.HTTPError as err:
+            with err:
+                return err.code, err.headers, json.loads(err.read().decode())
 
     def sse(self, path, body):
         """The data payloads of an SSE answer, parsed ([DONE] kept as str)."""
@@ -290,6 +306,166 @@ class ToolSearchTest(ServerCase):
         self.assertEqual(rec["turn"], 2)
         self.assertEqual(rec["tool_results"][0]["name"], "mcp__fixture.echo")
         self.assertEqual(rec["tool_results"][0]["text"], "echo: hi")
+
+
+# Bodies that offer one tool, i.e. main-conversation requests, per API.
+def anthropic_body(messages=None):
+    return {"model": "claude-x", "stream": True, "tools": [{"name": "Write", "input_schema": {}}],
+            "messages": messages or [{"role": "user", "content": "go"}]}
+
+
+def responses_body():
+    return {"model": "gpt-x", "stream": True, "tools": [{"type": "function", "name": "Write"}],
+            "input": [{"type": "message", "role": "user", "content": "go"}]}
+
+
+def chat_body():
+    return {"model": "gpt-x", "stream": True,
+            "tools": [{"type": "function", "function": {"name": "Write"}}],
+            "messages": [{"role": "user", "content": "go"}]}
+
+
+def gemini_body():
+    return {"contents": [{"role": "user", "parts": [{"text": "go"}]}],
+            "tools": [{"functionDeclarations": [{"name": "write_file"}]}]}
+
+
+GEMINI_SSE = "/v1beta/models/gemini-x:streamGenerateContent?alt=sse"
+
+
+class RateLimitOnceTest(ServerCase):
+    """429 twice, then the turn; a rate_limit entry guards the turn after it."""
+
+    SCRIPT = [{"rate_limit": {"seconds": 20, "times": 2}},
+              {"tool_call": {"name": "Write", "arguments": {"file_path": "/tmp/x"}}},
+              {"rate_limit": {"seconds": 5}},
+              {"text": "second"}]
+
+    def test_429_until_times_then_the_turn(self):
+        start = time.time()
+        for n in (1, 2):
+            status, headers, body = self.post_status("/v1/messages?beta=true", anthropic_body())
+            self.assertEqual(status, 429)
+            self.assertEqual(body["type"], "error")
+            self.assertEqual(body["error"]["type"], "rate_limit_error")
+            self.assertEqual(headers["retry-after"], "20")
+            self.assertTrue(headers["request-id"].startswith("req_"))
+            reset = calendar.timegm(time.strptime(headers["anthropic-ratelimit-requests-reset"],
+                                                  "%Y-%m-%dT%H:%M:%SZ"))
+            self.assertAlmostEqual(reset, start + 20, delta=2)
+            rec = self.last_log()
+            self.assertEqual(rec["status"], 429)
+            self.assertEqual(rec["turn"], 0)
+            self.assertEqual(rec["reply"], {"rate_limit": {"variant": "default", "seconds": 20.0,
+                                                           "n": n, "times": 2}})
+        # A side call (no tools) is never rate-limited and uses up nothing.
+        side = {"model": "m", "messages": [{"role": "user", "content": "title"}]}
+        self.assertEqual(json.loads(self.post("/v1/messages", side))["content"][0]["text"], "ok")
+        # The third request gets turn 0: the tool call.
+        events = self.sse("/v1/messages", anthropic_body())
+        start_ev = [e for e in events if e["type"] == "content_block_start"][0]
+        self.assertEqual(start_ev["content_block"]["name"], "Write")
+        self.assertNotIn("status", self.last_log())
+
+        # Turn 1 (after the tool result) is guarded by the second entry: once.
+        tid = start_ev["content_block"]["id"]
+        after = anthropic_body([
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": tid,
+                                               "name": "Write", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tid,
+                                          "content": "written"}]}])
+        status, headers, _ = self.post_status("/v1/messages", after)
+        self.assertEqual((status, headers["retry-after"]), (429, "5"))
+        self.assertEqual(self.last_log()["turn"], 1)
+        events = self.sse("/v1/messages", after)
+        text = [e for e in events if e["type"] == "content_block_delta"][0]
+        self.assertEqual(text["delta"]["text"], "second")
+
+
+class RateLimitShapesTest(ServerCase):
+    """The default variant on every API (times large: always 429)."""
+
+    SCRIPT = [{"rate_limit": {"seconds": 90, "times": 1000}}, {"text": "never"}]
+
+    def test_openai_responses_and_chat(self):
+        for path, body, api in (("/v1/responses", responses_body(), "responses"),
+                                ("/v1/chat/completions", chat_body(), "chat")):
+            status, headers, err = self.post_status(path, body)
+            self.assertEqual(status, 429)
+            self.assertEqual(err["error"]["code"], "rate_limit_exceeded")
+            self.assertEqual(err["error"]["type"], "requests")
+            self.assertIsNone(err["error"]["param"])
+            self.assertIn("Please try again in 1m30s.", err["error"]["message"])
+            self.assertEqual(headers["retry-after"], "90")
+            self.assertEqual(headers["retry-after-ms"], "90000")
+            self.assertEqual(headers["x-ratelimit-reset-requests"], "1m30s")
+            self.assertEqual(headers["x-ratelimit-remaining-requests"], "0")
+            self.assertIn("x-ratelimit-reset-tokens", headers)
+            self.assertEqual(self.last_log()["api"], api)
+
+    def test_gemini(self):
+        status, headers, err = self.post_status(GEMINI_SSE, gemini_body())
+        self.assertEqual(status, 429)
+        error = err["error"]
+        self.assertEqual((error["code"], error["status"]), (429, "RESOURCE_EXHAUSTED"))
+        self.assertTrue(error["message"].endswith("Please retry in 90s."))
+        kinds = {d["@type"].rsplit(".", 1)[-1]: d for d in error["details"]}
+        self.assertEqual(kinds["RetryInfo"]["retryDelay"], "90s")
+        quota_id = kinds["QuotaFailure"]["violations"][0]["quotaId"]
+        self.assertIn("PerMinute", quota_id)
+        self.assertEqual(kinds["QuotaFailure"]["violations"][0]["quotaDimensions"]["model"],
+                         "gemini-x")
+        # streamGenerateContent without alt=sse answers with an array.
+        _, _, arr = self.post_status("/v1beta/models/g:streamGenerateContent", gemini_body())
+        self.assertEqual(arr[0]["error"]["code"], 429)
+
+
+class UsageLimitTest(ServerCase):
+    """variant usage_limit: Claude subscription, ChatGPT/Codex, Gemini per-day."""
+
+    SCRIPT = [{"rate_limit": {"seconds": 3600, "times": 1000, "variant": "usage_limit"}}]
+
+    def test_codex_usage_limit_reached(self):
+        start = time.time()
+        for path, body in (("/v1/responses", responses_body()),
+                           ("/v1/chat/completions", chat_body())):
+            status, headers, err = self.post_status(path, body)
+            self.assertEqual(status, 429)
+            error = err["error"]
+            self.assertEqual((error["type"], error["plan_type"]), ("usage_limit_reached", "plus"))
+            self.assertAlmostEqual(error["resets_at"], start + 3600, delta=2)
+            self.assertEqual(error["resets_in_seconds"], 3600)
+            self.assertEqual(headers["x-codex-primary-used-percent"], "100")
+            self.assertEqual(headers["x-codex-primary-reset-at"], str(error["resets_at"]))
+            self.assertNotIn("retry-after", headers)
+
+    def test_claude_unified_headers(self):
+        start = time.time()
+        status, headers, err = self.post_status("/v1/messages", anthropic_body())
+        self.assertEqual((status, err["error"]["type"]), (429, "rate_limit_error"))
+        self.assertEqual(headers["anthropic-ratelimit-unified-status"], "rejected")
+        self.assertAlmostEqual(int(headers["anthropic-ratelimit-unified-reset"]),
+                               start + 3600, delta=2)
+        self.assertEqual(headers["anthropic-ratelimit-unified-representative-claim"], "five_hour")
+        self.assertEqual(headers["retry-after"], "3600")
+
+    def test_gemini_per_day(self):
+        _, _, err = self.post_status(GEMINI_SSE, gemini_body())
+        violation = err["error"]["details"][0]["violations"][0]
+        self.assertIn("PerDay", violation["quotaId"])
+
+
+class RateLimitHelpersTest(unittest.TestCase):
+    def test_go_duration(self):
+        for seconds, text in ((20, "20s"), (20.5, "20.5s"), (90, "1m30s"), (360, "6m0s"),
+                              (3725, "1h2m5s"), (0.25, "250ms")):
+            self.assertEqual(model_server.go_duration(seconds), text)
+
+    def test_bad_entries_are_refused(self):
+        for spec in ({"variant": "weekly"}, {"seconds": -1}, {"retry": 3}):
+            with self.assertRaises(ValueError):
+                model_server.Script([{"rate_limit": spec}], "done")
 
 
 if __name__ == "__main__":

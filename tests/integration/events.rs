@@ -3,7 +3,7 @@
 //! `tests/e2e/run_cli.sh --save` against the scripted model).
 
 use orch::agents::{AgentKind, adapter};
-use orch::events::Event;
+use orch::events::{Event, RateLimit};
 
 use crate::support::root;
 
@@ -183,5 +183,85 @@ fn garbage_lines_never_panic_and_non_json_gives_nothing() {
             let _ = a.parse_line(line);
         }
         assert!(a.parse_line("not json").is_empty());
+    }
+}
+
+/// The rate-limit errors a recorded stream gives.
+fn rate_limits(kind: AgentKind, scenario: &str) -> Vec<RateLimit> {
+    parse(kind, scenario)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Error { rate_limit, .. } => rate_limit,
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn rate_limits_are_recognised_with_their_reset_where_the_cli_gives_one() {
+    // Recorded with the endpoint answering 429 with a reset 30 s away
+    // (tests/e2e/run_cli.sh rate-limit / usage-limit).
+    for kind in CLIS.iter().map(|c| c.0) {
+        for scenario in ["rate-limit", "usage-limit"] {
+            let found = rate_limits(kind, scenario);
+            assert!(!found.is_empty(), "{kind} {scenario}: no rate limit seen");
+        }
+    }
+    let after = |kind, scenario| {
+        rate_limits(kind, scenario)
+            .into_iter()
+            .find_map(|r| match r {
+                RateLimit::After { ms } => Some(ms),
+                _ => None,
+            })
+    };
+    let at = |kind, scenario| {
+        rate_limits(kind, scenario)
+            .into_iter()
+            .find_map(|r| match r {
+                RateLimit::At { unix_ms } => Some(unix_ms),
+                _ => None,
+            })
+    };
+    // The provider's delay, passed on in the text or the headers.
+    assert_eq!(after(AgentKind::Gemini, "rate-limit"), Some(30_000));
+    assert_eq!(after(AgentKind::Opencode, "rate-limit"), Some(30_000));
+    assert_eq!(after(AgentKind::Copilot, "rate-limit"), Some(30_000));
+    // Claude's subscription limit: the exact reset from rate_limit_event.
+    assert_eq!(
+        at(AgentKind::Claude, "usage-limit"),
+        Some(1_795_318_713_000)
+    );
+    // OpenCode passes the x-codex-primary-reset-at header on.
+    assert_eq!(
+        at(AgentKind::Opencode, "usage-limit"),
+        Some(1_795_318_940_000)
+    );
+    // Codex prints a wall-clock time ("try again at 3:38 AM"): the next
+    // 3:38 local time, plus a minute.
+    let codex = at(AgentKind::Codex, "usage-limit").expect("codex gives a reset");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert!(codex > now && codex <= now + 86_400_000 + 60_000, "{codex}");
+    let local = jiff::Timestamp::from_millisecond(codex as i64)
+        .unwrap()
+        .to_zoned(jiff::tz::TimeZone::system());
+    assert_eq!((local.hour(), local.minute()), (3, 39), "{local}");
+    // No reset reaches the output on these paths: the backoff applies.
+    for (kind, scenario) in [
+        (AgentKind::Claude, "rate-limit"),
+        (AgentKind::Codex, "rate-limit"),
+        (AgentKind::Gemini, "usage-limit"),
+        (AgentKind::Copilot, "usage-limit"),
+    ] {
+        assert!(
+            rate_limits(kind, scenario)
+                .iter()
+                .all(|r| *r == RateLimit::Unknown),
+            "{kind} {scenario}: {:?}",
+            rate_limits(kind, scenario)
+        );
     }
 }

@@ -224,6 +224,38 @@ fn retries_then_success() {
 }
 
 #[test]
+fn a_rate_limit_waits_until_it_lifts() {
+    let s = Space::new();
+    // The first attempt is rate limited with a reset 4 s away (longer than
+    // the at most 2.4 s backoff); the second succeeds. Each attempt notes
+    // when it started.
+    let p = s.write(
+        "p.toml",
+        &pipeline(
+            "[agents.limited]\nkind = \"command\"\n\
+             command = [\"sh\", \"-c\", \"date +%s%N >> starts; [ -e seen ] && exit 0; touch seen; \
+             echo 'API Error: 429 Too Many Requests. Please retry in 4s.' >&2; exit 1\"]\n\
+             [[phases]]\nname = \"limited\"\nagents = [\"limited\"]\nretries = 1\n",
+        ),
+    );
+    let (out, report) = s.json(&["run", p.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(report["phases"][0]["agents"][0]["attempts"], 2);
+    let starts: Vec<u128> = std::fs::read_to_string(s.path().join("starts"))
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    let gap = Duration::from_nanos((starts[1] - starts[0]) as u64);
+    assert!(gap >= Duration::from_millis(3900), "waited only {gap:?}");
+    assert!(
+        stderr(&out).contains("limited/limited: rate limited until"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn timeouts_stalls_crashes_floods() {
     let s = Space::new();
     let p = s.write(

@@ -1,0 +1,497 @@
+//! Rate limits in the CLIs' own words: whether an error is one, and when it
+//! lifts when the CLI says so (an absolute time or a delay).
+//!
+//! The CLIs pass on what the provider answered in different shapes, recorded
+//! from the real CLIs in tests/fixtures/streams/<cli>/{rate-limit,usage-limit}
+//! and described in tests/e2e/README.md ("Rate limits"): a delay in the
+//! provider's text (Gemini, OpenCode, Copilot), the provider's headers
+//! (OpenCode), an exact time (Claude's rate_limit_event, read by its
+//! adapter) or a wall-clock time in the CLI's zone (Codex, Claude's text).
+//! Adapters and the stderr path share this one reading.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use serde::Serialize;
+
+/// A rate limit a CLI reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "reset", rename_all = "snake_case")]
+pub enum RateLimit {
+    /// No reset time given.
+    Unknown,
+    /// Lifts at this time (Unix milliseconds).
+    At { unix_ms: u64 },
+    /// Lifts this long after the message was seen.
+    After { ms: u64 },
+}
+
+impl RateLimit {
+    /// When the limit lifts (Unix milliseconds), for a message seen at
+    /// `seen_ms`; `None` when the CLI did not say.
+    pub fn lifts_at(self, seen_ms: u64) -> Option<u64> {
+        match self {
+            RateLimit::Unknown => None,
+            RateLimit::At { unix_ms } => Some(unix_ms),
+            RateLimit::After { ms } => Some(seen_ms.saturating_add(ms)),
+        }
+    }
+}
+
+/// Whether an error message looks like a rate limit.
+pub fn looks_rate_limited(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains("rate limit")
+        || m.contains("rate_limit")
+        || m.contains("ratelimit")
+        || m.contains("429")
+        || m.contains("too many requests")
+        || m.contains("quota")
+        || m.contains("resource_exhausted")
+        || m.contains("usage limit")
+        || m.contains("usage_limit")
+        || m.contains("overloaded")
+        // Claude: "You've hit your limit", "... your session limit".
+        || (m.contains("hit your") && m.contains("limit"))
+}
+
+/// The rate limit an error message reports, with its reset when the message
+/// gives one; `None` when the message is not a rate limit.
+pub fn read(message: &str) -> Option<RateLimit> {
+    read_at(message, &jiff::Zoned::now())
+}
+
+/// [`read`] as of `now` (whose zone is the one the CLI printed clock times
+/// in: orch hands its agents its own `TZ`).
+fn read_at(message: &str, now: &jiff::Zoned) -> Option<RateLimit> {
+    if !looks_rate_limited(message) {
+        return None;
+    }
+    Some(reset(message, now).unwrap_or(RateLimit::Unknown))
+}
+
+/// The reset a message names, in any of the forms the CLIs print.
+fn reset(message: &str, now: &jiff::Zoned) -> Option<RateLimit> {
+    let lower = message.to_ascii_lowercase();
+    // Keys are found in the lowered text and values read from the original
+    // (ASCII lowering keeps every byte offset).
+    let after = |key: &str| lower.find(key).map(|i| &message[i + key.len()..]);
+    // Delays: "Please retry in 30s." (Gemini), "Suggested retry after 30s."
+    // (Gemini), "Please try again in 30s." (OpenAI, via OpenCode, Copilot,
+    // Codex), "retryDelay": "20s" (Google RetryInfo), retry-after headers.
+    for key in [
+        "retry in ",
+        "try again in ",
+        "retry after ",
+        "retrydelay\": \"",
+        "retrydelay\":\"",
+        "retry-after: ",
+        "resets in ",
+    ] {
+        if let Some(d) = after(key).and_then(delay) {
+            return Some(RateLimit::After {
+                ms: d.as_millis() as u64,
+            });
+        }
+    }
+    // Absolute times: "resets_at": 1795318713 (Codex's usage-limit body),
+    // RFC 3339 times, wall-clock times.
+    for key in ["resets_at\":", "resets_at\": "] {
+        if let Some(n) = after(key).and_then(leading_number)
+            && (1e9..1e11).contains(&n)
+        {
+            return Some(RateLimit::At {
+                unix_ms: (n * 1000.0) as u64,
+            });
+        }
+    }
+    for key in [
+        "resets at ",
+        "reset at ",
+        "try again at ",
+        "retry at ",
+        "resets ",
+    ] {
+        if let Some(text) = after(key)
+            && let Some(at) = rfc3339(text).or_else(|| clock(text, now))
+        {
+            return Some(RateLimit::At { unix_ms: at });
+        }
+    }
+    None
+}
+
+/// The reset a provider's HTTP response headers give (OpenCode passes them
+/// on): `retry-after-ms`, `retry-after` (seconds or an HTTP date),
+/// `x-ratelimit-reset-requests` (`30s`, `1m0s`), `x-codex-primary-reset-at`
+/// (Unix seconds), `anthropic-ratelimit-requests-reset` (RFC 3339).
+pub fn from_headers(headers: &serde_json::Value) -> Option<RateLimit> {
+    let get = |name: &str| {
+        headers
+            .as_object()?
+            .iter()
+            .find_map(|(k, v)| k.eq_ignore_ascii_case(name).then(|| v.as_str()).flatten())
+    };
+    let after = |d: Duration| RateLimit::After {
+        ms: d.as_millis() as u64,
+    };
+    if let Some(ms) = get("retry-after-ms").and_then(leading_number) {
+        return Some(after(Duration::from_secs_f64(ms / 1000.0)));
+    }
+    if let Some(v) = get("retry-after") {
+        if let Some(n) = leading_number(v) {
+            return Some(after(Duration::from_secs_f64(n)));
+        }
+        if let Ok(t) = jiff::fmt::rfc2822::parse(v) {
+            return u64::try_from(t.timestamp().as_millisecond())
+                .ok()
+                .map(|unix_ms| RateLimit::At { unix_ms });
+        }
+    }
+    if let Some(d) = get("x-ratelimit-reset-requests").and_then(delay) {
+        return Some(after(d));
+    }
+    if let Some(n) = get("x-codex-primary-reset-at").and_then(leading_number) {
+        return Some(RateLimit::At {
+            unix_ms: (n * 1000.0) as u64,
+        });
+    }
+    get("anthropic-ratelimit-requests-reset")
+        .and_then(rfc3339)
+        .map(|unix_ms| RateLimit::At { unix_ms })
+}
+
+/// A wall-clock reset as the CLIs print it: `3:38 AM` and
+/// `Nov 24th, 2026 3:38 AM` (Codex), `3:38am (UTC)`, `3am (UTC)` and
+/// `Nov 25, 3:40am (UTC)` (Claude). The zone is the one named, else `now`'s.
+/// The next such time after `now`, plus a minute: the CLIs print minutes
+/// truncated.
+fn clock(text: &str, now: &jiff::Zoned) -> Option<u64> {
+    const MONTHS: [&str; 12] = [
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ];
+    let mut words = text
+        .split_whitespace()
+        .map(|w| w.trim_end_matches([',', '.']))
+        .take(6)
+        .peekable();
+    let mut date: Option<(i8, i8, Option<i16>)> = None;
+    let first = words.peek()?.to_ascii_lowercase();
+    if let Some(m) = MONTHS.iter().position(|m| first.starts_with(m)) {
+        words.next();
+        let day: i8 = words
+            .next()?
+            .trim_end_matches(|c: char| c.is_ascii_alphabetic())
+            .parse()
+            .ok()?;
+        let year = words
+            .peek()
+            .filter(|w| w.len() == 4)
+            .and_then(|w| w.parse::<i16>().ok());
+        if year.is_some() {
+            words.next();
+        }
+        date = Some((m as i8 + 1, day, year));
+    }
+    // The time: `3:38`, `3:38am`, `3am`, `3:38 AM`.
+    let word = words.next()?.to_ascii_lowercase();
+    let (digits, mut half) = match word.strip_suffix("am").or(word.strip_suffix("pm")) {
+        Some(d) => (d.to_string(), Some(word.ends_with("pm"))),
+        None => (word.clone(), None),
+    };
+    if half.is_none()
+        && let Some(w) = words.peek()
+        && matches!(w.to_ascii_lowercase().as_str(), "am" | "pm")
+    {
+        half = Some(w.eq_ignore_ascii_case("pm"));
+        words.next();
+    }
+    let (h, m) = match digits.split_once(':') {
+        Some((h, m)) => (h.parse::<i8>().ok()?, m.parse::<i8>().ok()?),
+        // A bare hour needs am/pm to be a time.
+        None => (digits.parse::<i8>().ok().filter(|_| half.is_some())?, 0),
+    };
+    let hour = match half {
+        Some(pm) if (1..=12).contains(&h) => h % 12 + if pm { 12 } else { 0 },
+        Some(_) => return None,
+        None => h,
+    };
+    let zone = match words.next() {
+        Some(w) if w.starts_with('(') => {
+            jiff::tz::TimeZone::get(w.trim_matches(['(', ')'])).ok()?
+        }
+        _ => now.time_zone().clone(),
+    };
+    let now = now.with_time_zone(zone.clone());
+    let at = match date {
+        Some((month, day, year)) => {
+            let at = jiff::civil::date(year.unwrap_or(now.year()), month, day)
+                .at(hour, m, 0, 0)
+                .to_zoned(zone)
+                .ok()?;
+            // A date without a year that has passed is next year's.
+            if year.is_none() && at < now {
+                at.checked_add(jiff::Span::new().years(1)).ok()?
+            } else {
+                at
+            }
+        }
+        None => {
+            let at = now.date().at(hour, m, 0, 0).to_zoned(zone).ok()?;
+            // This minute is still today's: the reset is seconds away.
+            if at.checked_add(jiff::Span::new().minutes(1)).ok()? <= now {
+                at.checked_add(jiff::Span::new().days(1)).ok()?
+            } else {
+                at
+            }
+        }
+    };
+    u64::try_from(at.timestamp().as_millisecond() + 60_000).ok()
+}
+
+/// A number at the start of `text` (after spaces or a quote).
+fn leading_number(text: &str) -> Option<f64> {
+    let t = text.trim_start_matches([' ', '"']);
+    let end = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    t[..end].trim_end_matches('.').parse().ok()
+}
+
+/// A delay at the start of `text`: `20s`, `20.5s`, `1m30s`, `2h 5m`,
+/// `30 seconds`, `500ms`, or a bare number of seconds.
+fn delay(text: &str) -> Option<Duration> {
+    let mut rest = text.trim_start_matches([' ', '"']);
+    let mut total = 0f64;
+    let mut any = false;
+    loop {
+        let end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let Ok(n) = rest[..end].trim_end_matches('.').parse::<f64>() else {
+            break;
+        };
+        let after_number = rest[end..].trim_start();
+        let unit_end = after_number
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(after_number.len());
+        let unit = after_number[..unit_end].to_ascii_lowercase();
+        let factor = match unit.as_str() {
+            "ms" | "millisecond" | "milliseconds" => 0.001,
+            "" | "s" | "sec" | "secs" | "second" | "seconds" => 1.0,
+            "m" | "min" | "mins" | "minute" | "minutes" => 60.0,
+            "h" | "hr" | "hrs" | "hour" | "hours" => 3600.0,
+            "d" | "day" | "days" => 86_400.0,
+            _ => break,
+        };
+        total += n * factor;
+        any = true;
+        rest = after_number[unit_end..].trim_start_matches([' ', ',']);
+        if unit.is_empty() {
+            break;
+        }
+    }
+    (any && total.is_finite() && total >= 0.0).then(|| Duration::from_secs_f64(total))
+}
+
+/// An RFC 3339 time at the start of `text`, as Unix milliseconds.
+fn rfc3339(text: &str) -> Option<u64> {
+    let word = text
+        .trim_start_matches([' ', '"'])
+        .split(|c: char| c.is_whitespace() || c == '"' || c == ',' || c == ')')
+        .next()?
+        .trim_end_matches('.');
+    let t = humantime::parse_rfc3339_weak(word).ok()?;
+    Some(t.duration_since(UNIX_EPOCH).ok()?.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 2026-11-22 03:38:07.5 UTC, in the zone named.
+    fn now(zone: &str) -> jiff::Zoned {
+        jiff::Timestamp::from_millisecond(1_795_318_687_500)
+            .unwrap()
+            .in_tz(zone)
+            .unwrap()
+    }
+
+    fn at(zone: &str, text: &str) -> u64 {
+        jiff::civil::DateTime::strptime("%Y-%m-%d %H:%M", text)
+            .unwrap()
+            .in_tz(zone)
+            .unwrap()
+            .timestamp()
+            .as_millisecond() as u64
+    }
+
+    fn read_utc(m: &str) -> Option<RateLimit> {
+        read_at(m, &now("UTC"))
+    }
+
+    fn after_ms(m: &str) -> Option<u64> {
+        match read_utc(m) {
+            Some(RateLimit::After { ms }) => Some(ms),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn delays_in_the_forms_the_clis_pass_on() {
+        // Gemini (from Google's RetryInfo).
+        assert_eq!(
+            after_ms(
+                "[API Error: quota exceeded ... Please retry in 30s.\nSuggested retry after 30s.]"
+            ),
+            Some(30_000)
+        );
+        assert_eq!(
+            after_ms("429 Too Many Requests. Please retry in 20.5s."),
+            Some(20_500)
+        );
+        // OpenAI's text (via OpenCode, Copilot, Codex).
+        assert_eq!(
+            after_ms("Rate limit reached for requests. Please try again in 1m30s. Visit"),
+            Some(90_000)
+        );
+        assert_eq!(after_ms("rate limit; try again in 500ms"), Some(500));
+        assert_eq!(
+            after_ms("rate_limit_error: retry after 30 seconds"),
+            Some(30_000)
+        );
+        assert_eq!(
+            after_ms(r#"{"code":429,"details":[{"retryDelay": "7s"}]}"#),
+            Some(7_000)
+        );
+        assert_eq!(after_ms("HTTP 429, retry-after: 12"), Some(12_000));
+    }
+
+    #[test]
+    fn absolute_resets() {
+        assert_eq!(
+            read_utc(r#"{"type":"usage_limit_reached","resets_at":1795318713}"#),
+            Some(RateLimit::At {
+                unix_ms: 1_795_318_713_000
+            })
+        );
+        assert_eq!(
+            read_utc("Rate limit exceeded; resets at 2026-11-22T04:00:00Z."),
+            Some(RateLimit::At {
+                unix_ms: at("UTC", "2026-11-22 04:00")
+            })
+        );
+    }
+
+    #[test]
+    fn wall_clock_resets_in_the_zone_the_cli_printed_them() {
+        let codex = "You\u{2019}ve hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), \
+                     visit https://chatgpt.com/settings/usage to purchase more credits or try again at 3:38 AM.";
+        // Later today (a minute's slack: Codex truncates to the minute)...
+        let berlin = now("Europe/Berlin"); // 04:38 local
+        assert_eq!(
+            read_at(&codex.replace("3:38 AM", "5:27 PM"), &berlin),
+            Some(RateLimit::At {
+                unix_ms: at("Europe/Berlin", "2026-11-22 17:28")
+            })
+        );
+        // Within the current minute: the CLI truncated a time seconds away.
+        assert_eq!(
+            read_at(&codex.replace("3:38 AM", "4:38 AM"), &berlin),
+            Some(RateLimit::At {
+                unix_ms: at("Europe/Berlin", "2026-11-22 04:39")
+            })
+        );
+        // ...or tomorrow, when that time of day has passed.
+        assert_eq!(
+            read_at(codex, &berlin),
+            Some(RateLimit::At {
+                unix_ms: at("Europe/Berlin", "2026-11-23 03:39")
+            })
+        );
+        assert_eq!(
+            read_at(&codex.replace("3:38 AM", "Nov 24th, 2026 3:38 AM"), &berlin),
+            Some(RateLimit::At {
+                unix_ms: at("Europe/Berlin", "2026-11-24 03:39")
+            })
+        );
+        // Claude names the zone.
+        assert_eq!(
+            read_at("You've hit your limit \u{b7} resets 3am (UTC)", &berlin),
+            Some(RateLimit::At {
+                unix_ms: at("UTC", "2026-11-23 03:01")
+            })
+        );
+        assert_eq!(
+            read_at(
+                "You've hit your weekly limit \u{b7} resets Nov 25, 3:40am (America/New_York)",
+                &berlin
+            ),
+            Some(RateLimit::At {
+                unix_ms: at("America/New_York", "2026-11-25 03:41")
+            })
+        );
+        assert_eq!(
+            read_utc("You've hit your session limit \u{b7} resets 12:05pm (UTC)"),
+            Some(RateLimit::At {
+                unix_ms: at("UTC", "2026-11-22 12:06")
+            })
+        );
+        // Not a time.
+        assert_eq!(
+            read_utc("rate limited; resets soon"),
+            Some(RateLimit::Unknown)
+        );
+        assert_eq!(
+            read_utc("rate limited; resets 3 (UTC)"),
+            Some(RateLimit::Unknown)
+        );
+        assert_eq!(
+            read_utc("rate limited; try again at 13pm"),
+            Some(RateLimit::Unknown)
+        );
+    }
+
+    #[test]
+    fn headers() {
+        let h = |v: serde_json::Value| from_headers(&v);
+        assert_eq!(
+            h(serde_json::json!({"retry-after": "30", "retry-after-ms": "30000"})),
+            Some(RateLimit::After { ms: 30_000 })
+        );
+        assert_eq!(
+            h(serde_json::json!({"Retry-After": "Sun, 22 Nov 2026 04:00:00 GMT"})),
+            Some(RateLimit::At {
+                unix_ms: at("UTC", "2026-11-22 04:00")
+            })
+        );
+        assert_eq!(
+            h(serde_json::json!({"x-ratelimit-reset-requests": "1m0s"})),
+            Some(RateLimit::After { ms: 60_000 })
+        );
+        assert_eq!(
+            h(serde_json::json!({"x-codex-primary-reset-at": "1795318940"})),
+            Some(RateLimit::At {
+                unix_ms: 1_795_318_940_000
+            })
+        );
+        assert_eq!(
+            h(serde_json::json!({"content-type": "application/json"})),
+            None
+        );
+        assert_eq!(h(serde_json::Value::Null), None);
+    }
+
+    #[test]
+    fn not_a_rate_limit_or_no_reset() {
+        assert_eq!(read_utc("connection refused"), None);
+        assert_eq!(read_utc("Please try again in 20s"), None);
+        assert_eq!(read_utc("429 Too Many Requests"), Some(RateLimit::Unknown));
+        assert_eq!(
+            read_utc("exceeded retry limit, last status: 429 Too Many Requests, request id: req_1"),
+            Some(RateLimit::Unknown)
+        );
+        assert_eq!(RateLimit::After { ms: 5 }.lifts_at(10), Some(15));
+        assert_eq!(RateLimit::At { unix_ms: 7 }.lifts_at(10), Some(7));
+        assert_eq!(RateLimit::Unknown.lifts_at(10), None);
+    }
+}
