@@ -384,71 +384,62 @@ mod tests {
 
     #[test]
     fn wall_clock_resets_in_the_zone_the_cli_printed_them() {
-        let codex = "You\u{2019}ve hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), \
-                     visit https://chatgpt.com/settings/usage to purchase more credits or try again at 3:38 AM.";
-        // Later today (a minute's slack: Codex truncates to the minute)...
-        let berlin = now("Europe/Berlin"); // 04:38 local
-        assert_eq!(
-            read_at(&codex.replace("3:38 AM", "5:27 PM"), &berlin),
-            Some(RateLimit::At {
-                unix_ms: at("Europe/Berlin", "2026-11-22 17:28")
-            })
-        );
-        // Within the current minute: the CLI truncated a time seconds away.
-        assert_eq!(
-            read_at(&codex.replace("3:38 AM", "4:38 AM"), &berlin),
-            Some(RateLimit::At {
-                unix_ms: at("Europe/Berlin", "2026-11-22 04:39")
-            })
-        );
-        // ...or tomorrow, when that time of day has passed.
-        assert_eq!(
-            read_at(codex, &berlin),
-            Some(RateLimit::At {
-                unix_ms: at("Europe/Berlin", "2026-11-23 03:39")
-            })
-        );
-        assert_eq!(
-            read_at(&codex.replace("3:38 AM", "Nov 24th, 2026 3:38 AM"), &berlin),
-            Some(RateLimit::At {
-                unix_ms: at("Europe/Berlin", "2026-11-24 03:39")
-            })
-        );
-        // Claude names the zone.
-        assert_eq!(
-            read_at("You've hit your limit \u{b7} resets 3am (UTC)", &berlin),
-            Some(RateLimit::At {
-                unix_ms: at("UTC", "2026-11-23 03:01")
-            })
-        );
-        assert_eq!(
-            read_at(
-                "You've hit your weekly limit \u{b7} resets Nov 25, 3:40am (America/New_York)",
-                &berlin
+        let codex = |time: &str| {
+            format!(
+                "You\u{2019}ve hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), \
+                 visit https://chatgpt.com/settings/usage to purchase more credits or try again at {time}."
+            )
+        };
+        let berlin = now("Europe/Berlin"); // 04:38:07 local
+        // (message, zone the expected time is in, expected) with a minute's
+        // slack: the CLIs print minutes truncated.
+        let cases = [
+            // Later today...
+            (codex("5:27 PM"), "Europe/Berlin", "2026-11-22 17:28"),
+            // ...within the current minute: a time seconds away...
+            (codex("4:38 AM"), "Europe/Berlin", "2026-11-22 04:39"),
+            // ...or tomorrow, when that time of day has passed.
+            (codex("3:38 AM"), "Europe/Berlin", "2026-11-23 03:39"),
+            (
+                codex("Nov 24th, 2026 3:38 AM"),
+                "Europe/Berlin",
+                "2026-11-24 03:39",
             ),
-            Some(RateLimit::At {
-                unix_ms: at("America/New_York", "2026-11-25 03:41")
-            })
-        );
-        assert_eq!(
-            read_utc("You've hit your session limit \u{b7} resets 12:05pm (UTC)"),
-            Some(RateLimit::At {
-                unix_ms: at("UTC", "2026-11-22 12:06")
-            })
-        );
+            // Claude names the zone.
+            (
+                "You've hit your limit \u{b7} resets 3am (UTC)".into(),
+                "UTC",
+                "2026-11-23 03:01",
+            ),
+            (
+                "You've hit your weekly limit \u{b7} resets Nov 25, 3:40am (America/New_York)"
+                    .into(),
+                "America/New_York",
+                "2026-11-25 03:41",
+            ),
+            (
+                "You've hit your session limit \u{b7} resets 12:05pm (UTC)".into(),
+                "UTC",
+                "2026-11-22 12:06",
+            ),
+        ];
+        for (message, zone, expected) in cases {
+            assert_eq!(
+                read_at(&message, &berlin),
+                Some(RateLimit::At {
+                    unix_ms: at(zone, expected)
+                }),
+                "{message}"
+            );
+        }
         // Not a time.
-        assert_eq!(
-            read_utc("rate limited; resets soon"),
-            Some(RateLimit::Unknown)
-        );
-        assert_eq!(
-            read_utc("rate limited; resets 3 (UTC)"),
-            Some(RateLimit::Unknown)
-        );
-        assert_eq!(
-            read_utc("rate limited; try again at 13pm"),
-            Some(RateLimit::Unknown)
-        );
+        for message in [
+            "rate limited; resets soon",
+            "rate limited; resets 3 (UTC)",
+            "rate limited; try again at 13pm",
+        ] {
+            assert_eq!(read_utc(message), Some(RateLimit::Unknown), "{message}");
+        }
     }
 
     #[test]

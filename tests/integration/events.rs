@@ -207,21 +207,21 @@ fn rate_limits_are_recognised_with_their_reset_where_the_cli_gives_one() {
             assert!(!found.is_empty(), "{kind} {scenario}: no rate limit seen");
         }
     }
+    // The first delay (or time) a stream gives.
+    let first = |kind, scenario, pick: fn(RateLimit) -> Option<u64>| {
+        rate_limits(kind, scenario).into_iter().find_map(pick)
+    };
     let after = |kind, scenario| {
-        rate_limits(kind, scenario)
-            .into_iter()
-            .find_map(|r| match r {
-                RateLimit::After { ms } => Some(ms),
-                _ => None,
-            })
+        first(kind, scenario, |r| match r {
+            RateLimit::After { ms } => Some(ms),
+            _ => None,
+        })
     };
     let at = |kind, scenario| {
-        rate_limits(kind, scenario)
-            .into_iter()
-            .find_map(|r| match r {
-                RateLimit::At { unix_ms } => Some(unix_ms),
-                _ => None,
-            })
+        first(kind, scenario, |r| match r {
+            RateLimit::At { unix_ms } => Some(unix_ms),
+            _ => None,
+        })
     };
     // The provider's delay, passed on in the text or the headers.
     assert_eq!(after(AgentKind::Gemini, "rate-limit"), Some(30_000));
