@@ -282,6 +282,8 @@ pub async fn run_attempt(
     let mut last_output = Instant::now();
     let mut stop: Option<(Outcome, String)> = None;
     let mut stop_at: Option<Instant> = None;
+    // The model called a tool in a turn past the budget orch enforces.
+    let mut over_budget = false;
     let mut killed = false;
     let mut cli_error = false;
     let mut weakened: Option<String> = None;
@@ -321,7 +323,7 @@ pub async fn run_attempt(
                         humantime::format_duration(spec.stall_timeout.unwrap_or_default())
                     ),
                 ));
-            } else if let Some(max) = spec.max_turns.filter(|m| result.turns > *m) {
+            } else if let Some(max) = spec.max_turns.filter(|_| over_budget) {
                 stop = Some((
                     Outcome::Failed,
                     format!("turn limit {max} reached (enforced by orch)"),
@@ -393,6 +395,15 @@ pub async fn run_attempt(
                                 Event::SessionStart { session_id: Some(s), .. } => result.session_id = Some(s.clone()),
                                 // A turn the CLI ends because orch stopped it was cut short.
                                 Event::TurnEnd if stop.is_none() => result.turns += 1,
+                                // A tool call once the budget is used up: the
+                                // model is working in a turn it may not have.
+                                // (A final answer is let through: stopping it
+                                // would only throw finished work away.)
+                                Event::ToolCall { .. }
+                                    if spec.max_turns.is_some_and(|m| result.turns >= m) =>
+                                {
+                                    over_budget = true;
+                                }
                                 Event::Usage { tokens_in, tokens_out, cost_usd } => {
                                     result.tokens_in += tokens_in;
                                     result.tokens_out += tokens_out;

@@ -1064,7 +1064,8 @@ fn run_past_turn_limit(kind: AgentKind, dir: &Path, max_turns: usize) -> OrchRun
 }
 
 /// For a CLI with no turn limit of its own (or only a soft one), orch counts
-/// the turns and stops the agent once it has used more than the limit.
+/// the turns and stops the agent as soon as it calls a tool in a turn past
+/// the limit, and lets one that needs exactly the limit finish.
 fn orch_enforces_the_turn_limit(kind: AgentKind) {
     let dir = scratch(&format!("orch-e2e-{kind}-turns-"));
     let run = run_past_turn_limit(kind, dir.path(), 2);
@@ -1077,11 +1078,30 @@ fn orch_enforces_the_turn_limit(kind: AgentKind) {
             .contains("turn limit 2 reached (enforced by orch)"),
         "{ctx}"
     );
-    // Stopped once a turn past the limit ended; a turn the CLI reports as
-    // ended after orch stopped it (Copilot does, cut off in a model call)
-    // is not counted. How many more requests the CLI got to start depends on
-    // timing (OpenCode prints each step about a turn late).
-    assert_eq!(agent["turns"].as_u64(), Some(3), "{ctx}");
+    // Stopped as soon as the model was in a turn past the limit: a turn the
+    // CLI reports as ended after orch stopped it (Copilot does, cut off in a
+    // model call) is not counted. How many more requests the CLI got to
+    // start depends on timing (OpenCode prints each step about a turn late).
+    assert_eq!(agent["turns"].as_u64(), Some(2), "{ctx}");
+
+    // A session that needs exactly the budget is not stopped: one read, then
+    // the answer (a final answer is let through after the last turn; the
+    // others count it as a turn of its own, Codex counts tool calls).
+    let budget = 1;
+    let cli = find_cli(kind);
+    let dir = scratch(&format!("orch-e2e-{kind}-budget-"));
+    let given = dir.path().join("work/given.txt");
+    std::fs::create_dir_all(dir.path().join("work")).unwrap();
+    std::fs::write(&given, format!("{FIXTURE}\n")).unwrap();
+    let server = ModelServer::start(dir.path(), &json!([(cli.read_call)(&given)]));
+    let text = pipeline(&cli, Level::ReadOnly, &server, dir.path())
+        .replace("max_turns = 10", &format!("max_turns = {budget}"));
+    let run = orch_run(&cli, dir.path(), &server, &text);
+    let ctx = run.context();
+    assert_eq!(run.code, Some(0), "{ctx}");
+    assert_eq!(run.agent()["status"], "succeeded", "{ctx}");
+    let turns = run.agent()["turns"].as_u64().unwrap_or(0);
+    assert!(turns == budget || turns == budget + 1, "{ctx}");
 }
 
 #[test]
