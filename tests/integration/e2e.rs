@@ -484,13 +484,7 @@ fn run_cell(cli: &Cli, level: Level, dir: &Path, script: Value) -> Run {
             .find(|(n, _)| *n == name)
             .map(|(_, v)| v.clone())
     };
-    let mut cmd = Command::new(&inv.program);
-    cmd.args(&inv.args).current_dir(&inv.cwd).env_clear();
-    for var in &inv.env {
-        if let Some(v) = var.resolve(lookup) {
-            cmd.env(&var.name, v);
-        }
-    }
+    let cmd = inv.command(&inv.program, &inv.args, lookup);
     let stdin = match &inv.stdin {
         Stdin::Null => None,
         Stdin::Text(t) => Some(t.as_str()),
