@@ -4,6 +4,7 @@
 //! A failed required phase fails the run and skips its dependents; a failed
 //! optional phase does not. Declared artifacts must exist after success.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -165,6 +166,8 @@ pub async fn run(
         progress,
     });
     let mut set: JoinSet<(usize, PhaseReport)> = JoinSet::new();
+    // Which phase each task runs, to know a panicked one.
+    let mut tasks = HashMap::new();
     loop {
         let cancelled = *cancel.borrow() != Cancel::No;
         // Settle what can be settled, start what is ready, in declaration
@@ -189,20 +192,22 @@ pub async fn run(
                 }
                 if let Some(d) = blocked_by.filter(|_| ready) {
                     state[i] = State::Done(Outcome::Skipped);
-                    reports[i] = Some(skipped_as(
+                    reports[i] = Some(ended_without_agents(
                         &shared,
                         i,
                         Outcome::Skipped,
                         format!("`{}` did not succeed", pipeline.phases[d].name),
+                        false,
                     ));
                     changed = true;
                 } else if ready && cancelled {
                     state[i] = State::Done(Outcome::Cancelled);
-                    reports[i] = Some(skipped_as(
+                    reports[i] = Some(ended_without_agents(
                         &shared,
                         i,
                         Outcome::Cancelled,
                         "the run was interrupted".into(),
+                        false,
                     ));
                     changed = true;
                 } else if ready {
@@ -219,7 +224,8 @@ pub async fn run(
                     });
                     let shared = Arc::clone(&shared);
                     let cancel = cancel.clone();
-                    set.spawn(async move { (i, run_phase(i, shared, cancel).await) });
+                    let task = set.spawn(async move { (i, run_phase(i, shared, cancel).await) });
+                    tasks.insert(task.id(), i);
                     changed = true;
                 }
             }
@@ -230,8 +236,17 @@ pub async fn run(
                 reports[i] = Some(report);
             }
             Some(Err(e)) => {
-                // A phase task panicked: that is orch's bug; record it and go on.
-                eprintln!("orch: internal error in a phase task: {e}");
+                // A phase task panicked: that is orch's bug. The phase failed
+                // (its dependents are skipped and the run fails), and says why.
+                let i = tasks[&e.id()];
+                state[i] = State::Done(Outcome::Failed);
+                reports[i] = Some(ended_without_agents(
+                    &shared,
+                    i,
+                    Outcome::Failed,
+                    format!("orch internal error: {e}"),
+                    true,
+                ));
             }
             None => break,
         }
@@ -254,14 +269,24 @@ pub async fn run(
     }
 }
 
-fn skipped_as(shared: &Shared, i: usize, outcome: Outcome, reason: String) -> PhaseReport {
+/// A phase that ends with no agent report: skipped, cancelled before it
+/// started, or (`started`) lost to an internal error.
+fn ended_without_agents(
+    shared: &Shared,
+    i: usize,
+    outcome: Outcome,
+    reason: String,
+    started: bool,
+) -> PhaseReport {
     let p = &shared.pipeline.phases[i];
     let now = now_ms();
-    shared.sink.send(Record::PhaseStarted {
-        run_id: shared.opts.run_id.clone(),
-        phase: p.name.clone(),
-        started_ms: now,
-    });
+    if !started {
+        shared.sink.send(Record::PhaseStarted {
+            run_id: shared.opts.run_id.clone(),
+            phase: p.name.clone(),
+            started_ms: now,
+        });
+    }
     shared.sink.send(Record::PhaseFinished {
         run_id: shared.opts.run_id.clone(),
         phase: p.name.clone(),
@@ -293,16 +318,25 @@ async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel
     let mut agents: Vec<AgentReport> = Vec::new();
     if phase.parallel {
         let mut set = JoinSet::new();
+        let mut tasks = HashMap::new();
         for (k, name) in phase.agents.iter().enumerate() {
             let shared = Arc::clone(&shared);
             let cancel = cancel.clone();
             let name = name.clone();
-            set.spawn(async move { (k, run_agent(i, &name, &shared, cancel).await) });
+            let task = set.spawn(async move { (k, run_agent(i, &name, &shared, cancel).await) });
+            tasks.insert(task.id(), k);
         }
         let mut out: Vec<(usize, AgentReport)> = Vec::new();
         while let Some(r) = set.join_next().await {
-            if let Ok(r) = r {
-                out.push(r);
+            match r {
+                Ok(r) => out.push(r),
+                // An agent task panicked (orch's bug): the agent failed.
+                Err(e) => {
+                    let k = tasks[&e.id()];
+                    let mut failed = AgentReport::new(&phase.agents[k], Outcome::Failed);
+                    failed.reason = Some(format!("orch internal error: {e}"));
+                    out.push((k, failed));
+                }
             }
         }
         out.sort_by_key(|(k, _)| *k);
