@@ -426,10 +426,19 @@ impl Reader {
         let newest: i64 = tx
             .prepare_cached("SELECT coalesce(max(rowid), 0) FROM events")?
             .query_row([], |r| r.get(0))?;
-        let spans: Vec<(i64, i64)> = tx
+        let mut spans: Vec<(i64, i64)> = tx
             .prepare_cached(EVENT_SPANS)?
             .query_map(params![run_id, after], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<Result<_, _>>()?;
+        // Rows above every span: written by a writer that keeps no spans (an
+        // older orch still running when this one migrated the database).
+        // Normally none, and a seek to find out.
+        let covered: i64 = tx
+            .prepare_cached("SELECT coalesce(max(last_id), 0) FROM event_spans")?
+            .query_row([], |r| r.get(0))?;
+        if newest > covered {
+            spans.push((covered + 1, newest));
+        }
         let mut events: Vec<EventRow> = Vec::new();
         let mut rows = tx.prepare_cached(EVENTS_IN_SPAN)?;
         for (first, last) in spans {
@@ -987,6 +996,40 @@ mod tests {
                 "phase {phase:?}"
             );
         }
+    }
+
+    #[test]
+    fn events_written_without_a_span_are_still_read() {
+        // As an orch from before spans writes after this one migrated the
+        // database: rows above every span.
+        let (_dir, store) = store_with(three_runs());
+        let run = "20250102-bbb";
+        let before = store.events(run, None, 0, 1000).unwrap().events.len();
+        {
+            let conn = store.conn();
+            conn.execute(
+                "INSERT INTO events SELECT run_id, phase, agent, attempt, 999, ts_ms, kind,
+                 data_json, 'unspanned' FROM events WHERE run_id = ?1 LIMIT 1",
+                [run],
+            )
+            .unwrap();
+        }
+        let page = store.events(run, None, 0, 1000).unwrap();
+        assert_eq!(page.events.len(), before + 1);
+        assert_eq!(page.events.last().unwrap().raw, "unspanned");
+        // And from a cursor past everything else (a --follow poll).
+        let tail = store
+            .events(run, None, page.events[before - 1].id, 1000)
+            .unwrap();
+        assert_eq!(tail.events.len(), 1);
+        assert!(
+            store
+                .events("20250101-aaa", None, 0, 1000)
+                .unwrap()
+                .events
+                .iter()
+                .all(|e| e.raw != "unspanned")
+        );
     }
 
     #[test]
