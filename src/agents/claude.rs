@@ -234,12 +234,18 @@ impl Adapter for Claude {
             }
             // A subscription limit: when it lifts, exactly (the result's
             // text that follows gives it in minutes, in the local zone).
-            Some("rate_limit_event") if v["rate_limit_info"]["status"] == "rejected" => {
+            // (Not while Claude goes on on overage: the session continues.)
+            Some("rate_limit_event")
+                if v["rate_limit_info"]["status"] == "rejected"
+                    && v["rate_limit_info"]["isUsingOverage"] != true
+                    && v["rate_limit_info"]["overageStatus"] != "allowed" =>
+            {
                 let info = &v["rate_limit_info"];
                 let which = s(&info["rateLimitType"]).unwrap_or_else(|| "usage".into());
                 let reset = info["resetsAt"]
                     .as_u64()
-                    .map(|at| RateLimit::At { unix_ms: at * 1000 });
+                    .and_then(|at| at.checked_mul(1000))
+                    .map(|unix_ms| RateLimit::At { unix_ms });
                 vec![Event::rate_limit_error(
                     format!("rate limit reached ({which})"),
                     reset,

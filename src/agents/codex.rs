@@ -234,23 +234,32 @@ impl Adapter for Codex {
                 mcp_servers: Vec::new(),
                 permission_mode: None,
             }],
+            // A turn is a tool call (see `turn.completed` below), counted as
+            // it starts: a budget then stops the first call past it, also
+            // when several start at once.
             Some("item.started") => {
                 let item = &v["item"];
                 match item["type"].as_str() {
-                    Some("command_execution") => vec![Event::ToolCall {
-                        id: s(&item["id"]),
-                        name: "exec_command".into(),
-                        input: serde_json::json!({ "command": item["command"] }),
-                    }],
-                    Some("mcp_tool_call") => vec![Event::ToolCall {
-                        id: s(&item["id"]),
-                        name: format!(
-                            "mcp__{}__{}",
-                            item["server"].as_str().unwrap_or(""),
-                            item["tool"].as_str().unwrap_or("")
-                        ),
-                        input: item["arguments"].clone(),
-                    }],
+                    Some("command_execution") => vec![
+                        Event::ToolCall {
+                            id: s(&item["id"]),
+                            name: "exec_command".into(),
+                            input: serde_json::json!({ "command": item["command"] }),
+                        },
+                        Event::TurnEnd,
+                    ],
+                    Some("mcp_tool_call") => vec![
+                        Event::ToolCall {
+                            id: s(&item["id"]),
+                            name: format!(
+                                "mcp__{}__{}",
+                                item["server"].as_str().unwrap_or(""),
+                                item["tool"].as_str().unwrap_or("")
+                            ),
+                            input: item["arguments"].clone(),
+                        },
+                        Event::TurnEnd,
+                    ],
                     _ => Vec::new(),
                 }
             }
@@ -260,36 +269,31 @@ impl Adapter for Codex {
                     Some("agent_message") => vec![Event::AssistantText {
                         text: s(&item["text"]).unwrap_or_default(),
                     }],
-                    Some("command_execution") => vec![
-                        Event::ToolResult {
-                            id: s(&item["id"]),
-                            is_error: item["status"] != "completed"
-                                || item["exit_code"].as_i64().is_some_and(|c| c != 0),
-                            output: s(&item["aggregated_output"]).unwrap_or_default(),
-                        },
-                        Event::TurnEnd,
-                    ],
+                    Some("command_execution") => vec![Event::ToolResult {
+                        id: s(&item["id"]),
+                        is_error: item["status"] != "completed"
+                            || item["exit_code"].as_i64().is_some_and(|c| c != 0),
+                        output: s(&item["aggregated_output"]).unwrap_or_default(),
+                    }],
+                    // A patch shows only once applied.
                     Some("file_change") => vec![
                         Event::ToolCall {
                             id: s(&item["id"]),
                             name: "apply_patch".into(),
                             input: item["changes"].clone(),
                         },
+                        Event::TurnEnd,
                         Event::ToolResult {
                             id: s(&item["id"]),
                             is_error: item["status"] != "completed",
                             output: String::new(),
                         },
-                        Event::TurnEnd,
                     ],
-                    Some("mcp_tool_call") => vec![
-                        Event::ToolResult {
-                            id: s(&item["id"]),
-                            is_error: item["status"] != "completed" || !item["error"].is_null(),
-                            output: item["result"].to_string(),
-                        },
-                        Event::TurnEnd,
-                    ],
+                    Some("mcp_tool_call") => vec![Event::ToolResult {
+                        id: s(&item["id"]),
+                        is_error: item["status"] != "completed" || !item["error"].is_null(),
+                        output: item["result"].to_string(),
+                    }],
                     Some("error") => error_event(s(&item["message"]).unwrap_or_default()),
                     _ => Vec::new(),
                 }

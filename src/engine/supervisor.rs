@@ -84,13 +84,26 @@ pub struct AttemptResult {
     pub ended_ms: u64,
 }
 
-impl AttemptResult {
-    /// Note a rate limit seen now. The first reset the CLI gives counts:
-    /// the exact one comes first (Claude's rate_limit_event before its
-    /// result text, which gives the time to the minute).
-    fn saw_rate_limit(&mut self, limit: RateLimit) {
-        let known = self.rate_limited.flatten();
-        self.rate_limited = Some(known.or(limit.lifts_at(now_ms())));
+/// The rate limits an attempt saw. The latest reset counts (a CLI that
+/// retries on its own reports one per try; the last is current), except
+/// that a wall-clock time, given to the minute, does not replace an exact
+/// one (Claude's rate_limit_event comes before the same reset in its text).
+#[derive(Default)]
+struct Resets {
+    lifts: Option<u64>,
+    exact: bool,
+}
+
+impl Resets {
+    /// Note a rate limit seen now; what the attempt's result says of them.
+    fn saw(&mut self, limit: RateLimit) -> Option<Option<u64>> {
+        if let Some(at) = limit.lifts_at(now_ms())
+            && (limit.exact() || !self.exact || self.lifts.is_none())
+        {
+            self.lifts = Some(at);
+            self.exact = limit.exact();
+        }
+        Some(self.lifts)
     }
 }
 
@@ -282,6 +295,7 @@ pub async fn run_attempt(
     let mut last_output = Instant::now();
     let mut stop: Option<(Outcome, String)> = None;
     let mut stop_at: Option<Instant> = None;
+    let mut resets = Resets::default();
     // The model called a tool in a turn past the budget orch enforces.
     let mut over_budget = false;
     let mut killed = false;
@@ -394,7 +408,7 @@ pub async fn run_attempt(
                             match &ev {
                                 Event::SessionStart { session_id: Some(s), .. } => result.session_id = Some(s.clone()),
                                 // A turn the CLI ends because orch stopped it was cut short.
-                                Event::TurnEnd if stop.is_none() => result.turns += 1,
+                                Event::TurnEnd if stop.is_none() && !over_budget => result.turns += 1,
                                 // A tool call once the budget is used up: the
                                 // model is working in a turn it may not have.
                                 // (A final answer is let through: stopping it
@@ -423,7 +437,7 @@ pub async fn run_attempt(
                                     if cost_usd.is_some() { result.cost_usd = *cost_usd; }
                                 }
                                 Event::Error { message, rate_limit } => {
-                                    if let Some(limit) = rate_limit { result.saw_rate_limit(*limit); }
+                                    if let Some(limit) = rate_limit { result.rate_limited = resets.saw(*limit); }
                                     if result.reason.is_none() { result.reason = Some(message.clone()); }
                                 }
                                 _ => {}
@@ -447,7 +461,7 @@ pub async fn run_attempt(
                             weakened = Some(format!("{why}: {}", text.trim()));
                         }
                         if let Some(limit) = rate_limit::read(&text) {
-                            result.saw_rate_limit(limit);
+                            result.rate_limited = resets.saw(limit);
                         }
                         // A stderr line is stored once: as what it means, or
                         // as plain stderr.
@@ -519,4 +533,45 @@ pub async fn run_attempt(
         },
     }
     finish(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_latest_reset_counts_unless_it_is_only_to_the_minute() {
+        let now = now_ms();
+        let mut r = Resets::default();
+        assert_eq!(r.saw(RateLimit::Unknown), Some(None));
+        // A CLI retrying on its own: each try's delay, the last one counts.
+        r.saw(RateLimit::After { ms: 7_500 });
+        let last = r.saw(RateLimit::After { ms: 30_000 }).flatten().unwrap();
+        assert!(last >= now + 30_000 && last < now + 31_000, "{last}");
+        // An exact reset, then the same to the minute: the exact one stays.
+        let exact = now + 17_000;
+        r.saw(RateLimit::At { unix_ms: exact });
+        assert_eq!(
+            r.saw(RateLimit::Around {
+                unix_ms: now + 60_000
+            }),
+            Some(Some(exact))
+        );
+        // No reset, or one beyond belief, keeps what is known.
+        assert_eq!(r.saw(RateLimit::Unknown), Some(Some(exact)));
+        assert_eq!(
+            r.saw(RateLimit::After {
+                ms: 365 * 86_400_000
+            }),
+            Some(Some(exact))
+        );
+        // To the minute is better than nothing.
+        let mut r = Resets::default();
+        assert_eq!(
+            r.saw(RateLimit::Around {
+                unix_ms: now + 60_000
+            }),
+            Some(Some(now + 60_000))
+        );
+    }
 }

@@ -9,7 +9,7 @@
 //! adapter) or a wall-clock time in the CLI's zone (Codex, Claude's text).
 //! Adapters and the stderr path share this one reading.
 
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -21,19 +21,47 @@ pub enum RateLimit {
     Unknown,
     /// Lifts at this time (Unix milliseconds).
     At { unix_ms: u64 },
+    /// Lifts at about this time: a wall-clock time printed to the minute
+    /// (the minute's end).
+    Around { unix_ms: u64 },
     /// Lifts this long after the message was seen.
     After { ms: u64 },
 }
 
+/// The furthest reset orch believes: a week's limit and a day. A reset
+/// further away is a misreading (milliseconds given as seconds, a year
+/// read as seconds) and counts as none.
+const FURTHEST_MS: u64 = 8 * 86_400_000;
+
 impl RateLimit {
     /// When the limit lifts (Unix milliseconds), for a message seen at
-    /// `seen_ms`; `None` when the CLI did not say.
+    /// `seen_ms`; `None` when the CLI did not say, or said something beyond
+    /// belief.
     pub fn lifts_at(self, seen_ms: u64) -> Option<u64> {
-        match self {
-            RateLimit::Unknown => None,
-            RateLimit::At { unix_ms } => Some(unix_ms),
-            RateLimit::After { ms } => Some(seen_ms.saturating_add(ms)),
+        let at = match self {
+            RateLimit::Unknown => return None,
+            RateLimit::At { unix_ms } | RateLimit::Around { unix_ms } => unix_ms,
+            RateLimit::After { ms } => seen_ms.saturating_add(ms),
+        };
+        (at <= seen_ms.saturating_add(FURTHEST_MS)).then_some(at)
+    }
+
+    /// Whether the reset is given to the second or better.
+    pub fn exact(self) -> bool {
+        matches!(self, RateLimit::At { .. } | RateLimit::After { .. })
+    }
+
+    fn after(d: Duration) -> RateLimit {
+        RateLimit::After {
+            ms: u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
         }
+    }
+
+    /// Unix seconds, when they are plausibly Unix seconds (2001 to 5138).
+    fn at_unix_seconds(n: f64) -> Option<RateLimit> {
+        (1e9..1e11).contains(&n).then_some(RateLimit::At {
+            unix_ms: (n * 1000.0) as u64,
+        })
     }
 }
 
@@ -43,15 +71,31 @@ pub fn looks_rate_limited(message: &str) -> bool {
     m.contains("rate limit")
         || m.contains("rate_limit")
         || m.contains("ratelimit")
-        || m.contains("429")
+        || has_number(&m, "429")
         || m.contains("too many requests")
-        || m.contains("quota")
+        // Gemini: "You exceeded your current quota", "You have exhausted
+        // your daily quota"; OpenAI: insufficient_quota.
+        || m.contains("exceeded your current quota")
+        || (m.contains("exhausted your") && m.contains("quota"))
+        || m.contains("insufficient_quota")
         || m.contains("resource_exhausted")
         || m.contains("usage limit")
         || m.contains("usage_limit")
         || m.contains("overloaded")
         // Claude: "You've hit your limit", "... your session limit".
         || (m.contains("hit your") && m.contains("limit"))
+}
+
+/// Whether `number` stands in `text` as a number of its own (not inside a
+/// longer number or word: `line 1429`, `chunk.js:307429` are not 429).
+fn has_number(text: &str, number: &str) -> bool {
+    let bytes = text.as_bytes();
+    text.match_indices(number).any(|(i, _)| {
+        let before = i.checked_sub(1).map(|j| bytes[j]);
+        let after = bytes.get(i + number.len()).copied();
+        !before.is_some_and(|b| b.is_ascii_alphanumeric())
+            && !after.is_some_and(|b| b.is_ascii_alphanumeric())
+    })
 }
 
 /// The rate limit an error message reports, with its reset when the message
@@ -88,20 +132,17 @@ fn reset(message: &str, now: &jiff::Zoned) -> Option<RateLimit> {
         "resets in ",
     ] {
         if let Some(d) = after(key).and_then(delay) {
-            return Some(RateLimit::After {
-                ms: d.as_millis() as u64,
-            });
+            return Some(RateLimit::after(d));
         }
     }
     // Absolute times: "resets_at": 1795318713 (Codex's usage-limit body),
     // RFC 3339 times, wall-clock times.
     for key in ["resets_at\":", "resets_at\": "] {
-        if let Some(n) = after(key).and_then(leading_number)
-            && (1e9..1e11).contains(&n)
+        if let Some(at) = after(key)
+            .and_then(leading_number)
+            .and_then(RateLimit::at_unix_seconds)
         {
-            return Some(RateLimit::At {
-                unix_ms: (n * 1000.0) as u64,
-            });
+            return Some(at);
         }
     }
     for key in [
@@ -109,12 +150,15 @@ fn reset(message: &str, now: &jiff::Zoned) -> Option<RateLimit> {
         "reset at ",
         "try again at ",
         "retry at ",
+        "retry after ",
         "resets ",
     ] {
         if let Some(text) = after(key)
-            && let Some(at) = rfc3339(text).or_else(|| clock(text, now))
+            && let Some(at) = rfc3339(text)
+                .map(|unix_ms| RateLimit::At { unix_ms })
+                .or_else(|| clock(text, now).map(|unix_ms| RateLimit::Around { unix_ms }))
         {
-            return Some(RateLimit::At { unix_ms: at });
+            return Some(at);
         }
     }
     None
@@ -131,15 +175,15 @@ pub fn from_headers(headers: &serde_json::Value) -> Option<RateLimit> {
             .iter()
             .find_map(|(k, v)| k.eq_ignore_ascii_case(name).then(|| v.as_str()).flatten())
     };
-    let after = |d: Duration| RateLimit::After {
-        ms: d.as_millis() as u64,
-    };
-    if let Some(ms) = get("retry-after-ms").and_then(leading_number) {
-        return Some(after(Duration::from_secs_f64(ms / 1000.0)));
+    if let Some(d) = get("retry-after-ms")
+        .and_then(leading_number)
+        .and_then(|ms| seconds(ms / 1000.0))
+    {
+        return Some(RateLimit::after(d));
     }
     if let Some(v) = get("retry-after") {
-        if let Some(n) = leading_number(v) {
-            return Some(after(Duration::from_secs_f64(n)));
+        if let Some(d) = leading_number(v).and_then(seconds) {
+            return Some(RateLimit::after(d));
         }
         if let Ok(t) = jiff::fmt::rfc2822::parse(v) {
             return u64::try_from(t.timestamp().as_millisecond())
@@ -148,12 +192,13 @@ pub fn from_headers(headers: &serde_json::Value) -> Option<RateLimit> {
         }
     }
     if let Some(d) = get("x-ratelimit-reset-requests").and_then(delay) {
-        return Some(after(d));
+        return Some(RateLimit::after(d));
     }
-    if let Some(n) = get("x-codex-primary-reset-at").and_then(leading_number) {
-        return Some(RateLimit::At {
-            unix_ms: (n * 1000.0) as u64,
-        });
+    if let Some(at) = get("x-codex-primary-reset-at")
+        .and_then(leading_number)
+        .and_then(RateLimit::at_unix_seconds)
+    {
+        return Some(at);
     }
     get("anthropic-ratelimit-requests-reset")
         .and_then(rfc3339)
@@ -163,9 +208,10 @@ pub fn from_headers(headers: &serde_json::Value) -> Option<RateLimit> {
 /// A wall-clock reset as the CLIs print it: `3:38 AM` and
 /// `Nov 24th, 2026 3:38 AM` (Codex), `3:38am (UTC)`, `3am (UTC)` and
 /// `Nov 25, 3:40am (UTC)` (Claude). The zone is the one named, else `now`'s.
-/// The next such time after `now`, plus a minute: the CLIs print minutes
-/// truncated.
+/// The next such time after `now` (a time in the current minute is now: the
+/// CLIs print minutes truncated), plus a minute.
 fn clock(text: &str, now: &jiff::Zoned) -> Option<u64> {
+    use jiff::civil::{Date, Time};
     const MONTHS: [&str; 12] = [
         "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
     ];
@@ -205,16 +251,22 @@ fn clock(text: &str, now: &jiff::Zoned) -> Option<u64> {
         half = Some(w.eq_ignore_ascii_case("pm"));
         words.next();
     }
+    let digit_string =
+        |t: &str| !t.is_empty() && t.len() <= 2 && t.bytes().all(|b| b.is_ascii_digit());
     let (h, m) = match digits.split_once(':') {
-        Some((h, m)) => (h.parse::<i8>().ok()?, m.parse::<i8>().ok()?),
+        Some((h, m)) if digit_string(h) && digit_string(m) => {
+            (h.parse::<i8>().ok()?, m.parse::<i8>().ok()?)
+        }
         // A bare hour needs am/pm to be a time.
-        None => (digits.parse::<i8>().ok().filter(|_| half.is_some())?, 0),
+        None if digit_string(&digits) && half.is_some() => (digits.parse::<i8>().ok()?, 0),
+        _ => return None,
     };
     let hour = match half {
         Some(pm) if (1..=12).contains(&h) => h % 12 + if pm { 12 } else { 0 },
         Some(_) => return None,
         None => h,
     };
+    let time = Time::new(hour, m, 0, 0).ok()?;
     let zone = match words.next() {
         Some(w) if w.starts_with('(') => {
             jiff::tz::TimeZone::get(w.trim_matches(['(', ')'])).ok()?
@@ -222,30 +274,32 @@ fn clock(text: &str, now: &jiff::Zoned) -> Option<u64> {
         _ => now.time_zone().clone(),
     };
     let now = now.with_time_zone(zone.clone());
+    let minute = jiff::Span::new().minutes(1);
+    // Past (this minute included): the next day (or year) it comes round.
+    let passed = |at: &jiff::Zoned| at.checked_add(minute).map_or(true, |end| end <= now);
     let at = match date {
         Some((month, day, year)) => {
-            let at = jiff::civil::date(year.unwrap_or(now.year()), month, day)
-                .at(hour, m, 0, 0)
+            let at = Date::new(year.unwrap_or(now.year()), month, day)
+                .ok()?
+                .to_datetime(time)
                 .to_zoned(zone)
                 .ok()?;
-            // A date without a year that has passed is next year's.
-            if year.is_none() && at < now {
+            if year.is_none() && passed(&at) {
                 at.checked_add(jiff::Span::new().years(1)).ok()?
             } else {
                 at
             }
         }
         None => {
-            let at = now.date().at(hour, m, 0, 0).to_zoned(zone).ok()?;
-            // This minute is still today's: the reset is seconds away.
-            if at.checked_add(jiff::Span::new().minutes(1)).ok()? <= now {
+            let at = now.date().to_datetime(time).to_zoned(zone).ok()?;
+            if passed(&at) {
                 at.checked_add(jiff::Span::new().days(1)).ok()?
             } else {
                 at
             }
         }
     };
-    u64::try_from(at.timestamp().as_millisecond() + 60_000).ok()
+    u64::try_from(at.checked_add(minute).ok()?.timestamp().as_millisecond()).ok()
 }
 
 /// A number at the start of `text` (after spaces or a quote).
@@ -257,8 +311,15 @@ fn leading_number(text: &str) -> Option<f64> {
     t[..end].trim_end_matches('.').parse().ok()
 }
 
+/// A number of seconds as a Duration, when it is one (not negative, not
+/// overflowing).
+fn seconds(n: f64) -> Option<Duration> {
+    Duration::try_from_secs_f64(n).ok()
+}
+
 /// A delay at the start of `text`: `20s`, `20.5s`, `1m30s`, `2h 5m`,
-/// `30 seconds`, `500ms`, or a bare number of seconds.
+/// `30 seconds`, `500ms`, or a bare number of seconds (not the start of a
+/// time or date: `5:00`, `2026-11-22`).
 fn delay(text: &str) -> Option<Duration> {
     let mut rest = text.trim_start_matches([' ', '"']);
     let mut total = 0f64;
@@ -275,6 +336,9 @@ fn delay(text: &str) -> Option<Duration> {
             .find(|c: char| !c.is_ascii_alphabetic())
             .unwrap_or(after_number.len());
         let unit = after_number[..unit_end].to_ascii_lowercase();
+        if unit.is_empty() && rest[end..].starts_with([':', '-', '/']) {
+            return None;
+        }
         let factor = match unit.as_str() {
             "ms" | "millisecond" | "milliseconds" => 0.001,
             "" | "s" | "sec" | "secs" | "second" | "seconds" => 1.0,
@@ -290,18 +354,19 @@ fn delay(text: &str) -> Option<Duration> {
             break;
         }
     }
-    (any && total.is_finite() && total >= 0.0).then(|| Duration::from_secs_f64(total))
+    any.then(|| seconds(total)).flatten()
 }
 
-/// An RFC 3339 time at the start of `text`, as Unix milliseconds.
+/// An RFC 3339 time at the start of `text` (`Z` or an offset), as Unix
+/// milliseconds.
 fn rfc3339(text: &str) -> Option<u64> {
     let word = text
         .trim_start_matches([' ', '"'])
         .split(|c: char| c.is_whitespace() || c == '"' || c == ',' || c == ')')
         .next()?
         .trim_end_matches('.');
-    let t = humantime::parse_rfc3339_weak(word).ok()?;
-    Some(t.duration_since(UNIX_EPOCH).ok()?.as_millis() as u64)
+    let t: jiff::Timestamp = word.parse().ok()?;
+    u64::try_from(t.as_millisecond()).ok()
 }
 
 #[cfg(test)]
@@ -341,7 +406,7 @@ mod tests {
         // Gemini (from Google's RetryInfo).
         assert_eq!(
             after_ms(
-                "[API Error: quota exceeded ... Please retry in 30s.\nSuggested retry after 30s.]"
+                "[API Error: You exceeded your current quota ... Please retry in 30s.\nSuggested retry after 30s.]"
             ),
             Some(30_000)
         );
@@ -422,21 +487,42 @@ mod tests {
                 "UTC",
                 "2026-11-22 12:06",
             ),
+            // A dated time within its minute is now, not next year.
+            (
+                "You've hit your weekly limit \u{b7} resets Nov 22, 4:38am (Europe/Berlin)".into(),
+                "Europe/Berlin",
+                "2026-11-22 04:39",
+            ),
+            (
+                "Rate limited. Retry after 5:00 PM".into(),
+                "Europe/Berlin",
+                "2026-11-22 17:01",
+            ),
         ];
         for (message, zone, expected) in cases {
             assert_eq!(
                 read_at(&message, &berlin),
-                Some(RateLimit::At {
+                Some(RateLimit::Around {
                     unix_ms: at(zone, expected)
                 }),
                 "{message}"
             );
         }
-        // Not a time.
+        // Not a time (and never a panic).
         for message in [
             "rate limited; resets soon",
             "rate limited; resets 3 (UTC)",
             "rate limited; try again at 13pm",
+            "rate limited; try again at 25:00",
+            "rate limited; retry at 24:00",
+            "rate limited; resets 3:75pm",
+            "rate limited; resets -3:00",
+            "rate limited; resets 3:7:5",
+            "rate limited; resets Feb 30, 3am (UTC)",
+            "rate limited; resets Nov 0, 3am",
+            "rate limited; resets Jan 45th 3am",
+            "rate limited; resets Nov 3, 3am (Not/AZone)",
+            "rate limited; resets Nov 3 99999 3am",
         ] {
             assert_eq!(read_utc(message), Some(RateLimit::Unknown), "{message}");
         }
@@ -470,6 +556,64 @@ mod tests {
             None
         );
         assert_eq!(h(serde_json::Value::Null), None);
+    }
+
+    #[test]
+    fn numbers_beyond_belief_are_no_reset_and_no_panic() {
+        let now = 1_795_318_687_500;
+        for message in [
+            "429 Too Many Requests; retry in 99999999999999999999999s",
+            "rate limited; retry in 1e400s",
+            "rate limited; retry in 18446744073709552 s",
+            "rate limited; retry in 100000000000000000 s",
+            "rate limited; retry in 30 days",
+        ] {
+            let r = read_utc(message);
+            assert!(r.is_some(), "{message}");
+            assert_eq!(r.unwrap().lifts_at(now), None, "{message}: {r:?}");
+        }
+        for headers in [
+            serde_json::json!({"retry-after-ms": "99999999999999999999999999"}),
+            serde_json::json!({"retry-after": "1".repeat(400)}),
+            serde_json::json!({"x-codex-primary-reset-at": "1795318940000"}),
+        ] {
+            let r = from_headers(&headers);
+            assert_eq!(r.and_then(|r| r.lifts_at(now)), None, "{headers}: {r:?}");
+        }
+        // A date or a time after "retry after" is not a number of seconds.
+        assert_eq!(
+            read_utc("Rate limit exceeded, retry after 2026-11-22T04:00:00Z"),
+            Some(RateLimit::At {
+                unix_ms: at("UTC", "2026-11-22 04:00")
+            })
+        );
+        assert_eq!(
+            read_utc("rate limited; resets at 2026-11-22T05:00:00+01:00"),
+            Some(RateLimit::At {
+                unix_ms: at("UTC", "2026-11-22 04:00")
+            })
+        );
+    }
+
+    #[test]
+    fn ordinary_errors_are_not_rate_limits() {
+        for message in [
+            "error at line 1429: syntax error; retry in 5m",
+            "TypeError at chunk.js:307429: retry in 5s",
+            "request id req_4291: failed",
+            "disk quota exceeded; will retry in 10 minutes",
+        ] {
+            assert_eq!(read_utc(message), None, "{message}");
+        }
+        for message in [
+            "HTTP 429: slow down",
+            "last status: 429 Too Many Requests",
+            "(429) rate",
+            "You exceeded your current quota, please check your plan",
+            "You have exhausted your daily quota on this model.",
+        ] {
+            assert!(read_utc(message).is_some(), "{message}");
+        }
     }
 
     #[test]

@@ -239,7 +239,11 @@ fn rate_limits_are_recognised_with_their_reset_where_the_cli_gives_one() {
     );
     // Codex prints a wall-clock time ("try again at 3:38 AM"): the next
     // 3:38 local time, plus a minute.
-    let codex = at(AgentKind::Codex, "usage-limit").expect("codex gives a reset");
+    let codex = first(AgentKind::Codex, "usage-limit", |r| match r {
+        RateLimit::Around { unix_ms } => Some(unix_ms),
+        _ => None,
+    })
+    .expect("codex gives a reset");
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
