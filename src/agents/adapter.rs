@@ -4,10 +4,12 @@ use std::path::{Path, PathBuf};
 
 use crate::events::Event;
 use crate::pipeline::{Agent, Phase};
-use crate::toolset::{InternalTool, ToolSet};
+use crate::toolset::{InternalTool, Permission, ToolSet};
 
 use super::AgentKind;
-use super::invocation::{Enforcement, EnvValue, EnvVar, Invocation, InvocationFile, Stdin};
+use super::invocation::{
+    Enforced, Enforcement, EnvValue, EnvVar, Invocation, InvocationFile, Stdin,
+};
 
 /// An MCP server one invocation gets: the pipeline's servers the ToolSet
 /// names, and orch's own.
@@ -37,6 +39,31 @@ impl McpServerSpec {
             "args": self.args(),
             "env": super::env::config_env(&self.env, super::env::EnvRef::Dollar),
         })
+    }
+}
+
+/// What a CLI says it does at each permission level, for
+/// [`shell_bound_permission`].
+pub struct PermissionReasons {
+    pub read_only: &'static str,
+    /// Why an unrestricted shell escapes the workspace under this CLI.
+    pub shell_escapes: &'static str,
+    pub workspace_write: &'static str,
+    pub full_access: &'static str,
+}
+
+/// The permission level's enforcement for a CLI whose shell has no sandbox
+/// (all but Codex): `workspace-write` with unrestricted `Bash` is `none`,
+/// since the shell can write anywhere (agent-clis.md maps workspace-write to
+/// shell patterns); every other case the CLI enforces.
+pub fn shell_bound_permission(ts: &ToolSet, reasons: PermissionReasons) -> Enforced {
+    match ts.permission {
+        Permission::ReadOnly => Enforced::cli(reasons.read_only),
+        Permission::WorkspaceWrite if ts.internal.contains(&InternalTool::Bash) => {
+            Enforced::none(reasons.shell_escapes)
+        }
+        Permission::WorkspaceWrite => Enforced::cli(reasons.workspace_write),
+        Permission::FullAccess => Enforced::cli(reasons.full_access),
     }
 }
 

@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use super::adapter::{Adapter, Probe, Request, unique};
+use super::adapter::{Adapter, PermissionReasons, Probe, Request, shell_bound_permission, unique};
 use super::invocation::{Enforced, Enforcement, Invocation, InvocationFile, Stdin};
 use super::{AgentKind, env};
 use crate::events::{Event, RateLimit, looks_rate_limited};
@@ -43,21 +43,15 @@ impl Adapter for Claude {
     }
 
     fn enforcement(&self, ts: &ToolSet) -> Enforcement {
-        let unrestricted_bash = ts.internal.contains(&InternalTool::Bash);
-        let permission = match ts.permission {
-            Permission::ReadOnly => {
-                Enforced::cli("dontAsk refuses every tool not allowed; no writing tool is offered")
-            }
-            Permission::WorkspaceWrite if unrestricted_bash => Enforced::none(
-                "writes are allowed inside the workspace only (Write(./**)), but unrestricted Bash can write anywhere; use Bash(<pattern>) rules",
-            ),
-            Permission::WorkspaceWrite => Enforced::cli(
-                "dontAsk with Write(./**) and Edit(./**): writes only inside the workspace; Bash runs only the allowed patterns",
-            ),
-            Permission::FullAccess => {
-                Enforced::cli("dontAsk with every granted tool allowed, anywhere")
-            }
-        };
+        let permission = shell_bound_permission(
+            ts,
+            PermissionReasons {
+                read_only: "dontAsk refuses every tool not allowed; no writing tool is offered",
+                shell_escapes: "writes are allowed inside the workspace only (Write(./**)), but unrestricted Bash can write anywhere; use Bash(<pattern>) rules",
+                workspace_write: "dontAsk with Write(./**) and Edit(./**): writes only inside the workspace; Bash runs only the allowed patterns",
+                full_access: "dontAsk with every granted tool allowed, anywhere",
+            },
+        );
         Enforcement {
             internal: Enforced::cli(
                 "--tools sets the built-in tools the model sees; --disallowedTools removes the writing ones not granted",
@@ -167,10 +161,7 @@ impl Adapter for Claude {
         args.extend(req.flags.iter().cloned());
 
         let mut environment = env::base(req);
-        environment.push(env::plain(
-            "CLAUDE_CONFIG_DIR",
-            req.path_in_dir("claude").display().to_string(),
-        ));
+        environment.extend(env::own_dirs(req, &[("CLAUDE_CONFIG_DIR", "claude")]));
         environment.push(env::plain("DISABLE_AUTOUPDATER", "1"));
         environment.push(env::plain("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"));
 

@@ -196,19 +196,17 @@ impl Adapter for Codex {
         args.push("-".into());
 
         let mut environment = env::base(req);
-        environment.push(env::plain(
-            "CODEX_HOME",
-            req.path_in_dir("codex").display().to_string(),
-        ));
+        environment.extend(env::own_dirs(req, &[("CODEX_HOME", "codex")]));
         // MCP servers get their variables from codex's environment by name.
         for s in &req.mcp_servers {
             for (name, value) in &s.env {
-                if !environment.iter().any(|e| e.name == *name) {
-                    environment.push(super::invocation::EnvVar {
+                env::add_missing(
+                    &mut environment,
+                    super::invocation::EnvVar {
                         name: name.clone(),
                         value: value.clone(),
-                    });
-                }
+                    },
+                );
             }
         }
 

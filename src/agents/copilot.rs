@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::adapter::{Adapter, Probe, Request, unique};
+use super::adapter::{Adapter, PermissionReasons, Probe, Request, shell_bound_permission, unique};
 use super::claude::pretty;
 use super::invocation::{Enforced, Enforcement, EnvVar, Invocation, InvocationFile, Stdin};
 use super::{AgentKind, env};
@@ -51,19 +51,15 @@ impl Adapter for Copilot {
     }
 
     fn enforcement(&self, ts: &ToolSet) -> Enforcement {
-        let unrestricted_bash = ts.internal.contains(&InternalTool::Bash);
-        let permission = match ts.permission {
-            Permission::ReadOnly => Enforced::cli(
-                "no --allow-tool for writes or the shell, and `write` is denied: such calls are refused",
-            ),
-            Permission::WorkspaceWrite if unrestricted_bash => Enforced::none(
-                "an allowed shell can write outside the workspace; use Bash(<pattern>) rules",
-            ),
-            Permission::WorkspaceWrite => Enforced::cli(
-                "writes are allowed inside the working directory only (no --allow-all-paths)",
-            ),
-            Permission::FullAccess => Enforced::cli("--allow-all: nothing is withheld"),
-        };
+        let permission = shell_bound_permission(
+            ts,
+            PermissionReasons {
+                read_only: "no --allow-tool for writes or the shell, and `write` is denied: such calls are refused",
+                shell_escapes: "an allowed shell can write outside the workspace; use Bash(<pattern>) rules",
+                workspace_write: "writes are allowed inside the working directory only (no --allow-all-paths)",
+                full_access: "--allow-all: nothing is withheld",
+            },
+        );
         Enforcement {
             internal: Enforced::cli("--available-tools is the set of tools the model sees"),
             mcp: Enforced::cli(
@@ -168,21 +164,14 @@ impl Adapter for Copilot {
         args.extend(["-p".into(), prompt]);
 
         let mut environment = env::base(req);
-        environment.push(env::plain(
-            "COPILOT_HOME",
-            req.path_in_dir("copilot").display().to_string(),
-        ));
+        environment.extend(env::own_dirs(req, &[("COPILOT_HOME", "copilot")]));
         // Never swap in a newer cached copilot than the one installed.
         environment.push(env::plain("COPILOT_AUTO_UPDATE", "false"));
         // Copilot unpacks ~235 MB into its cache on first run; share it.
         environment.push(EnvVar::pass_through("COPILOT_CACHE_HOME"));
-        environment.push(env::plain(
-            "XDG_CONFIG_HOME",
-            req.path_in_dir("config").display().to_string(),
-        ));
-        environment.push(env::plain(
-            "XDG_STATE_HOME",
-            req.path_in_dir("state").display().to_string(),
+        environment.extend(env::own_dirs(
+            req,
+            &[("XDG_CONFIG_HOME", "config"), ("XDG_STATE_HOME", "state")],
         ));
 
         req.cli_invocation(args, environment, Stdin::Null, files, self.enforcement(ts))

@@ -13,14 +13,29 @@ pub fn plain(name: &str, value: impl Into<String>) -> EnvVar {
     EnvVar::plain(name, value)
 }
 
+/// Variables naming directories of the invocation's own (`(variable,
+/// subdirectory)`): the CLI's home and config dirs, created before it starts.
+pub fn own_dirs<'a>(
+    req: &'a Request<'_>,
+    vars: &'a [(&str, &str)],
+) -> impl Iterator<Item = EnvVar> + 'a {
+    vars.iter()
+        .map(|(name, dir)| plain(name, req.path_in_dir(dir).display().to_string()))
+}
+
+/// Add `var` unless the environment already names it.
+pub fn add_missing(env: &mut Vec<EnvVar>, var: EnvVar) {
+    if !env.iter().any(|e| e.name == var.name) {
+        env.push(var);
+    }
+}
+
 /// The environment every adapter starts from.
 pub fn base(req: &Request<'_>) -> Vec<EnvVar> {
     let mut env: Vec<EnvVar> = BASICS.iter().map(|n| EnvVar::pass_through(*n)).collect();
-    env.push(plain("HOME", req.path_in_dir("home").display().to_string()));
+    env.extend(own_dirs(req, &[("HOME", "home")]));
     for name in &req.pass_env {
-        if !env.iter().any(|e| e.name == *name) {
-            env.push(EnvVar::pass_through(name.clone()));
-        }
+        add_missing(&mut env, EnvVar::pass_through(name.clone()));
     }
     for (name, value) in &req.agent.env {
         env.retain(|e| e.name != *name);
@@ -32,17 +47,16 @@ pub fn base(req: &Request<'_>) -> Vec<EnvVar> {
     for server in &req.mcp_servers {
         for (name, value) in &server.env {
             for var in referenced(value) {
-                if !env.iter().any(|e| e.name == var) {
-                    env.push(EnvVar::pass_through(var));
-                }
+                add_missing(&mut env, EnvVar::pass_through(var));
             }
-            if let EnvValue::Secret(_) = value
-                && !env.iter().any(|e| e.name == *name)
-            {
-                env.push(EnvVar {
-                    name: name.clone(),
-                    value: value.clone(),
-                });
+            if let EnvValue::Secret(_) = value {
+                add_missing(
+                    &mut env,
+                    EnvVar {
+                        name: name.clone(),
+                        value: value.clone(),
+                    },
+                );
             }
         }
     }

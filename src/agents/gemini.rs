@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use super::adapter::{Adapter, Probe, Request, unique};
+use super::adapter::{Adapter, PermissionReasons, Probe, Request, shell_bound_permission, unique};
 use super::claude::pretty;
 use super::invocation::{Enforced, Enforcement, Invocation, InvocationFile, Stdin};
 use super::{AgentKind, env};
@@ -53,19 +53,15 @@ impl Adapter for Gemini {
     }
 
     fn enforcement(&self, ts: &ToolSet) -> Enforcement {
-        let unrestricted_shell = ts.internal.contains(&InternalTool::Bash);
-        let permission = match ts.permission {
-            Permission::ReadOnly => Enforced::cli(
-                "headless default approval offers no writing tool; the policy denies write_file, replace and the shell",
-            ),
-            Permission::WorkspaceWrite if unrestricted_shell => Enforced::none(
-                "auto_edit keeps edits in the workspace, but an allowed shell can write anywhere; use Bash(<pattern>) rules",
-            ),
-            Permission::WorkspaceWrite => Enforced::cli(
-                "auto_edit allows edits inside the workspace only; the shell runs only allowed prefixes",
-            ),
-            Permission::FullAccess => Enforced::cli("yolo: nothing is withheld"),
-        };
+        let permission = shell_bound_permission(
+            ts,
+            PermissionReasons {
+                read_only: "headless default approval offers no writing tool; the policy denies write_file, replace and the shell",
+                shell_escapes: "auto_edit keeps edits in the workspace, but an allowed shell can write anywhere; use Bash(<pattern>) rules",
+                workspace_write: "auto_edit allows edits inside the workspace only; the shell runs only allowed prefixes",
+                full_access: "yolo: nothing is withheld",
+            },
+        );
         Enforcement {
             internal: Enforced::cli("settings tools.core is the allow-list of built-in tools"),
             mcp: Enforced::cli(

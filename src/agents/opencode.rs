@@ -10,7 +10,7 @@
 use serde_json::{Map, Value, json};
 
 use super::AgentKind;
-use super::adapter::{Adapter, Probe, Request};
+use super::adapter::{Adapter, PermissionReasons, Probe, Request, shell_bound_permission};
 use super::env::{self, EnvRef};
 use super::invocation::{Enforced, Enforcement, EnvValue, EnvVar, Invocation, Stdin};
 use crate::events::{Event, rate_limit};
@@ -46,19 +46,15 @@ impl Adapter for Opencode {
     }
 
     fn enforcement(&self, ts: &ToolSet) -> Enforcement {
-        let unrestricted_bash = ts.internal.contains(&InternalTool::Bash);
-        let permission_enf = match ts.permission {
-            Permission::ReadOnly => {
-                Enforced::cli("edit and bash are denied, which removes them from the model")
-            }
-            Permission::WorkspaceWrite if unrestricted_bash => Enforced::none(
-                "opencode never sandboxes bash, so an allowed shell can write anywhere; use Bash(<pattern>) rules",
-            ),
-            Permission::WorkspaceWrite => Enforced::cli(
-                "edits are allowed, external_directory is denied; bash runs only allowed patterns",
-            ),
-            Permission::FullAccess => Enforced::cli("everything granted is allowed"),
-        };
+        let permission_enf = shell_bound_permission(
+            ts,
+            PermissionReasons {
+                read_only: "edit and bash are denied, which removes them from the model",
+                shell_escapes: "opencode never sandboxes bash, so an allowed shell can write anywhere; use Bash(<pattern>) rules",
+                workspace_write: "edits are allowed, external_directory is denied; bash runs only allowed patterns",
+                full_access: "everything granted is allowed",
+            },
+        );
         Enforcement {
             internal: Enforced::cli(
                 "tools not granted are denied in the permission map, which hides them",
@@ -205,21 +201,14 @@ impl Adapter for Opencode {
         ] {
             environment.push(env::plain(switch, "1"));
         }
-        environment.push(env::plain(
-            "XDG_CONFIG_HOME",
-            req.path_in_dir("config").display().to_string(),
-        ));
-        environment.push(env::plain(
-            "XDG_DATA_HOME",
-            req.path_in_dir("data").display().to_string(),
-        ));
-        environment.push(env::plain(
-            "XDG_CACHE_HOME",
-            req.path_in_dir("cache").display().to_string(),
-        ));
-        environment.push(env::plain(
-            "XDG_STATE_HOME",
-            req.path_in_dir("state").display().to_string(),
+        environment.extend(env::own_dirs(
+            req,
+            &[
+                ("XDG_CONFIG_HOME", "config"),
+                ("XDG_DATA_HOME", "data"),
+                ("XDG_CACHE_HOME", "cache"),
+                ("XDG_STATE_HOME", "state"),
+            ],
         ));
 
         req.cli_invocation(
