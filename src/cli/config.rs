@@ -2,19 +2,12 @@
 
 use std::io::Write;
 
-use clap::ValueEnum;
 use serde::Serialize;
 
 use super::GlobalArgs;
-use super::output::{CmdResult, Exit, stdout, usage_error, write_json};
+use super::output::{CmdResult, Exit, Format, stdout, usage_error, write_json};
 use crate::agents::AgentKind;
 use crate::settings::{self, BinaryOverride, Overrides, Sources};
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum Format {
-    Text,
-    Json,
-}
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -7,20 +7,13 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use clap::ValueEnum;
 use serde::Serialize;
 
 use super::GlobalArgs;
-use super::output::{CmdResult, Exit, load_valid, stdout, write_json};
+use super::output::{CmdResult, Exit, Format, load_valid, stdout, write_json};
 use crate::agents::AgentKind;
 use crate::agents::build;
 use crate::agents::probe::{self, Installed, ProbeResult};
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum Format {
-    Text,
-    Json,
-}
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

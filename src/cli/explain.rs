@@ -4,24 +4,19 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use clap::ValueEnum;
 use serde::Serialize;
 
 use std::collections::BTreeMap;
 
 use super::GlobalArgs;
-use super::output::{CmdResult, Exit, load_valid, phase_index, stdout, usage_error, write_json};
+use super::output::{
+    CmdResult, Exit, Format, load_valid, phase_index, stdout, usage_error, write_json,
+};
 use crate::agents::build;
 use crate::agents::invocation::InvocationFile;
 use crate::agents::{By, Enforcement};
 use crate::pipeline::diagnostic::suggest;
 use crate::toolset::{Origin, Resolved};
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum Format {
-    Text,
-    Json,
-}
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

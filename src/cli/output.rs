@@ -193,6 +193,14 @@ pub fn select_phases(
     Ok(v)
 }
 
+/// `--format` of the commands that print text or JSON.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    #[default]
+    Text,
+    Json,
+}
+
 /// A Unix-millisecond time as an RFC 3339 date and time (UTC).
 pub fn date_time(ms: u64) -> String {
     i64::try_from(ms)

@@ -8,12 +8,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::ValueEnum;
 use tokio::sync::watch;
 
 use super::GlobalArgs;
 use super::output::{
-    CmdResult, Exit, clock, date_time, load_valid, select_phases, stdout, usage_error, write_json,
+    CmdResult, Exit, Format, clock, date_time, load_valid, select_phases, stdout, usage_error,
+    write_json,
 };
 use crate::agents::build;
 use crate::engine::identity::{self, changes};
@@ -22,12 +22,6 @@ use crate::engine::supervisor::now_ms;
 use crate::engine::{Cancel, Sink};
 use crate::graph::PhaseGraph;
 use crate::store::{Outcome, Record, RunStatus, Store};
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum Format {
-    Text,
-    Json,
-}
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -6,18 +6,11 @@ use std::io::{self, Write};
 use std::path::Path;
 use std::time::{Duration, UNIX_EPOCH};
 
-use clap::{Subcommand, ValueEnum};
+use clap::Subcommand;
 
 use super::GlobalArgs;
-use super::output::{CmdResult, Exit, clock, stdout, usage_error, write_json};
+use super::output::{CmdResult, Exit, Format, clock, stdout, usage_error, write_json};
 use crate::store::{EventRow, Reader, RunDetail, RunSummary, StoreError};
-
-#[derive(Debug, Clone, Copy, Default, ValueEnum)]
-pub enum Format {
-    #[default]
-    Text,
-    Json,
-}
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -3,17 +3,10 @@
 use std::io::{self, Write};
 use std::path::PathBuf;
 
-use clap::ValueEnum;
 use serde::Serialize;
 
-use super::output::{CmdResult, Exit, print_diagnostics, summary, write_json};
+use super::output::{CmdResult, Exit, Format, print_diagnostics, summary, write_json};
 use crate::pipeline::diagnostic::DiagnosticJson;
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum Format {
-    Text,
-    Json,
-}
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
