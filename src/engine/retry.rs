@@ -48,18 +48,9 @@ mod tests {
 
     fn failed(rate_limited: Option<Option<u64>>, permanent: bool) -> AttemptResult {
         AttemptResult {
-            outcome: Outcome::Failed,
-            exit_code: Some(1),
-            reason: None,
-            session_id: None,
-            turns: 0,
-            tokens_in: 0,
-            tokens_out: 0,
-            cost_usd: None,
             rate_limited,
             permanent,
-            started_ms: 1,
-            ended_ms: 2,
+            ..AttemptResult::new(1)
         }
     }
 

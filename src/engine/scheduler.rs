@@ -16,7 +16,7 @@ use tokio::task::JoinSet;
 use super::identity::sha256_file;
 use super::retry;
 use super::sink::Sink;
-use super::supervisor::{AttemptSpec, Cancel, now_ms, run_attempt};
+use super::supervisor::{AttemptResult, AttemptSpec, Cancel, now_ms, run_attempt};
 use crate::agents::build::{self, Context};
 use crate::agents::invocation::By;
 use crate::graph::PhaseGraph;
@@ -100,6 +100,24 @@ impl AgentReport {
             session_id: None,
             reason: None,
         }
+    }
+
+    /// Fold in attempt `n`: the last attempt says how the agent ended;
+    /// tokens and cost add up over all of them.
+    fn add_attempt(&mut self, n: u32, result: &AttemptResult) {
+        self.attempts = n;
+        self.status = result.outcome;
+        self.exit_code = result.exit_code;
+        self.started_ms.get_or_insert(result.started_ms);
+        self.ended_ms = Some(result.ended_ms);
+        self.turns = result.turns;
+        self.tokens_in += result.tokens_in;
+        self.tokens_out += result.tokens_out;
+        if let Some(c) = result.cost_usd {
+            self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + c);
+        }
+        self.session_id = result.session_id.clone().or(self.session_id.take());
+        self.reason = result.reason.clone();
     }
 }
 
@@ -511,19 +529,7 @@ async fn run_agent(
             cost_usd: result.cost_usd,
             ended_ms: result.ended_ms,
         });
-        report.attempts = n;
-        report.status = result.outcome;
-        report.exit_code = result.exit_code;
-        report.started_ms.get_or_insert(result.started_ms);
-        report.ended_ms = Some(result.ended_ms);
-        report.turns = result.turns;
-        report.tokens_in += result.tokens_in;
-        report.tokens_out += result.tokens_out;
-        if let Some(c) = result.cost_usd {
-            report.cost_usd = Some(report.cost_usd.unwrap_or(0.0) + c);
-        }
-        report.session_id = result.session_id.clone().or(report.session_id.take());
-        report.reason = result.reason.clone();
+        report.add_attempt(n, &result);
         (shared.progress)(Progress::AttemptFinished {
             phase: phase.name.clone(),
             agent: name.to_string(),

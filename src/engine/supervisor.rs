@@ -84,6 +84,26 @@ pub struct AttemptResult {
     pub ended_ms: u64,
 }
 
+impl AttemptResult {
+    /// An attempt started at `started_ms` that has not succeeded (yet).
+    pub fn new(started_ms: u64) -> Self {
+        AttemptResult {
+            outcome: Outcome::Failed,
+            exit_code: None,
+            reason: None,
+            session_id: None,
+            turns: 0,
+            tokens_in: 0,
+            tokens_out: 0,
+            cost_usd: None,
+            rate_limited: None,
+            permanent: false,
+            started_ms,
+            ended_ms: started_ms,
+        }
+    }
+}
+
 /// The rate limits an attempt saw. The latest reset counts (a CLI that
 /// retries on its own reports one per try; the last is current), except
 /// that a wall-clock time, given to the minute, does not replace an exact
@@ -193,20 +213,7 @@ pub async fn run_attempt(
 ) -> AttemptResult {
     let started_ms = now_ms();
     let inv = &spec.invocation;
-    let mut result = AttemptResult {
-        outcome: Outcome::Failed,
-        exit_code: None,
-        reason: None,
-        session_id: None,
-        turns: 0,
-        tokens_in: 0,
-        tokens_out: 0,
-        cost_usd: None,
-        rate_limited: None,
-        permanent: false,
-        started_ms,
-        ended_ms: started_ms,
-    };
+    let mut result = AttemptResult::new(started_ms);
     let finish = |mut r: AttemptResult| {
         r.ended_ms = now_ms();
         r
