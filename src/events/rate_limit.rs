@@ -101,16 +101,17 @@ fn has_number(text: &str, number: &str) -> bool {
 /// The rate limit an error message reports, with its reset when the message
 /// gives one; `None` when the message is not a rate limit.
 pub fn read(message: &str) -> Option<RateLimit> {
-    read_at(message, &jiff::Zoned::now())
+    // Every stderr line comes here: the clock only for rate limits.
+    read_at(message, jiff::Zoned::now)
 }
 
-/// [`read`] as of `now` (whose zone is the one the CLI printed clock times
+/// [`read`] as of `now()` (whose zone is the one the CLI printed clock times
 /// in: orch hands its agents its own `TZ`).
-fn read_at(message: &str, now: &jiff::Zoned) -> Option<RateLimit> {
+fn read_at(message: &str, now: impl FnOnce() -> jiff::Zoned) -> Option<RateLimit> {
     if !looks_rate_limited(message) {
         return None;
     }
-    Some(reset(message, now).unwrap_or(RateLimit::Unknown))
+    Some(reset(message, &now()).unwrap_or(RateLimit::Unknown))
 }
 
 /// The reset a message names, in any of the forms the CLIs print.
@@ -391,7 +392,7 @@ mod tests {
     }
 
     fn read_utc(m: &str) -> Option<RateLimit> {
-        read_at(m, &now("UTC"))
+        read_at(m, || now("UTC"))
     }
 
     fn after_ms(m: &str) -> Option<u64> {
@@ -501,7 +502,7 @@ mod tests {
         ];
         for (message, zone, expected) in cases {
             assert_eq!(
-                read_at(&message, &berlin),
+                read_at(&message, || berlin.clone()),
                 Some(RateLimit::Around {
                     unix_ms: at(zone, expected)
                 }),
