@@ -30,6 +30,9 @@ impl Exit {
     }
 }
 
+/// Errors here are stdout's: what goes to stderr (diagnostics, progress,
+/// summaries) is written best effort, so a closed stderr never changes the
+/// exit code a command decided.
 pub type CmdResult = io::Result<Exit>;
 
 pub fn finish(result: CmdResult) -> ExitCode {
@@ -57,8 +60,12 @@ pub fn use_color(c: Color) -> bool {
 /// Most diagnostics printed for one file; the rest are counted.
 const MAX_SHOWN: usize = 200;
 
-/// Render diagnostics to stderr.
-pub fn print_diagnostics(diags: &[Diagnostic], color: bool) -> io::Result<()> {
+/// Render diagnostics to stderr (best effort: see [`CmdResult`]).
+pub fn print_diagnostics(diags: &[Diagnostic], color: bool) {
+    let _ = write_diagnostics(diags, color);
+}
+
+fn write_diagnostics(diags: &[Diagnostic], color: bool) -> io::Result<()> {
     let stderr = io::stderr();
     let mut err = io::BufWriter::new(stderr.lock());
     let width = terminal_width();
@@ -112,16 +119,16 @@ pub fn summary(file: &str, diags: &[Diagnostic]) -> String {
 pub fn load_valid(path: &std::path::Path, color: bool) -> io::Result<Result<Loaded, Exit>> {
     match crate::pipeline::load(path) {
         Ok(loaded) => {
-            print_diagnostics(&loaded.warnings, color)?;
+            print_diagnostics(&loaded.warnings, color);
             Ok(Ok(loaded))
         }
         Err(Invalid { diagnostics }) => {
-            print_diagnostics(&diagnostics, color)?;
-            writeln!(
+            print_diagnostics(&diagnostics, color);
+            let _ = writeln!(
                 io::stderr(),
                 "error: {}",
                 summary(&path.display().to_string(), &diagnostics)
-            )?;
+            );
             Ok(Err(Exit::Invalid))
         }
     }
@@ -130,9 +137,9 @@ pub fn load_valid(path: &std::path::Path, color: bool) -> io::Result<Result<Load
 /// A usage error about a value (unknown phase name and the like).
 pub fn usage_error(message: &str, hint: Option<String>) -> io::Result<Exit> {
     let mut err = io::stderr().lock();
-    writeln!(err, "error: {message}")?;
+    let _ = writeln!(err, "error: {message}");
     if let Some(h) = hint {
-        writeln!(err, "  help: {h}")?;
+        let _ = writeln!(err, "  help: {h}");
     }
     Ok(Exit::Invalid)
 }

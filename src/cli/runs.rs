@@ -82,7 +82,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> CmdResult {
         && let Err(e) = r.mark_interrupted()
     {
         // Reading still works; say why statuses may be stale.
-        writeln!(io::stderr(), "warning: cannot mark interrupted runs: {e}")?;
+        let _ = writeln!(io::stderr(), "warning: cannot mark interrupted runs: {e}");
     }
     match &args.command {
         RunsCommand::List(a) => list(reader.as_ref(), &state_dir, a),
@@ -92,7 +92,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> CmdResult {
 }
 
 fn store_error(e: StoreError) -> CmdResult {
-    writeln!(io::stderr(), "{:?}", miette::Report::new(e))?;
+    let _ = writeln!(io::stderr(), "{:?}", miette::Report::new(e));
     Ok(Exit::Invalid)
 }
 
@@ -121,11 +121,11 @@ fn list(reader: Option<&Reader>, state_dir: &Path, args: &ListArgs) -> CmdResult
     match args.format {
         Format::Json => write_json(&runs)?,
         Format::Text if runs.is_empty() => {
-            writeln!(
+            let _ = writeln!(
                 io::stderr(),
                 "no runs recorded in `{}`",
                 state_dir.display()
-            )?;
+            );
         }
         Format::Text => {
             let rows: Vec<Vec<String>> = runs.iter().map(list_row).collect();

@@ -66,7 +66,7 @@ pub fn run(args: &Args, color: bool) -> CmdResult {
         let errors = diags.iter().filter(|d| d.is_error()).count();
         match args.format {
             Format::Text => {
-                print_diagnostics(&diags, color)?;
+                print_diagnostics(&diags, color);
                 if valid {
                     let warn = if diags.is_empty() {
                         String::new()
@@ -78,7 +78,7 @@ pub fn run(args: &Args, color: bool) -> CmdResult {
                     };
                     writeln!(io::stdout(), "ok: `{name}` ({detail}{warn})")?;
                 } else {
-                    writeln!(io::stderr(), "error: {}", summary(&name, &diags))?;
+                    let _ = writeln!(io::stderr(), "error: {}", summary(&name, &diags));
                 }
             }
             Format::Json => report.diagnostics.extend(diags.iter().map(|d| d.to_json())),
