@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
+use orch::store::fixture::{attempt, phase_started, run_started};
 use orch::store::{AttemptKey, Record, Store};
 use tempfile::TempDir;
 
@@ -26,30 +27,9 @@ fn fresh() -> (TempDir, Store) {
     let store = Store::open(dir.path()).expect("store opens");
     let w = store.writer();
     for r in [
-        Record::RunStarted {
-            run_id: RUN.into(),
-            pipeline_name: "bench".into(),
-            pipeline_path: "bench.toml".into(),
-            digest: "0".repeat(64),
-            digests_json: "{}".into(),
-            selection: "all".into(),
-            pid: std::process::id(),
-            started_ms: 0,
-        },
-        Record::PhaseStarted {
-            run_id: RUN.into(),
-            phase: "stream".into(),
-            started_ms: 0,
-        },
-        Record::AttemptStarted {
-            run_id: RUN.into(),
-            phase: "stream".into(),
-            agent: "firehose".into(),
-            attempt: 1,
-            argv_json: "[]".into(),
-            env_json: "{}".into(),
-            started_ms: 0,
-        },
+        run_started(RUN, std::process::id(), 0),
+        phase_started(RUN, "stream", 0),
+        attempt(RUN, "stream", "firehose", 1).start(0),
     ] {
         w.send(r).expect("send");
     }

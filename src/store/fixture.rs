@@ -5,6 +5,8 @@
 use std::sync::Arc;
 
 use super::record::{AttemptKey, Outcome, Record, RunStatus};
+#[cfg(test)]
+use super::writer::{Store, Writer};
 
 /// A run of the pipeline `demo` (`pipelines/demo.toml`), all phases
 /// selected; its digest is [`digest_of`] the run id.
@@ -200,4 +202,23 @@ pub fn whole_run(
         v.push(run_finished(run_id, s, t + 1));
     }
     v
+}
+
+/// Queue every record, in order (nothing waits for the commit).
+#[cfg(test)]
+pub fn send_all(w: &Writer, records: impl IntoIterator<Item = Record>) {
+    for r in records {
+        w.send(r).unwrap();
+    }
+}
+
+/// A store in a fresh directory with these records committed.
+#[cfg(test)]
+pub fn store_with(records: impl IntoIterator<Item = Record>) -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let w = store.writer();
+    send_all(&w, records);
+    w.flush().unwrap();
+    (dir, store)
 }

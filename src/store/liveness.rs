@@ -35,10 +35,7 @@ mod tests {
 
     #[test]
     fn a_reaped_child_is_not() {
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let pid = child.id();
-        child.wait().unwrap();
-        assert!(!pid_alive(pid));
+        assert!(!pid_alive(crate::store::fixture::dead_pid()));
     }
 
     #[test]

@@ -317,21 +317,6 @@ impl Reader {
             return Ok(None);
         };
 
-        let mut counts: HashMap<(String, String, u32), u64> = HashMap::new();
-        {
-            let mut st = conn.prepare_cached(
-                "SELECT phase, agent, attempt, count(*) FROM events WHERE run_id = ?1
-                 GROUP BY phase, agent, attempt",
-            )?;
-            let rows = st.query_map([run_id], |r| {
-                Ok(((r.get(0)?, r.get(1)?, r.get(2)?), r.get(3)?))
-            })?;
-            for row in rows {
-                let (k, n) = row?;
-                counts.insert(k, n);
-            }
-        }
-
         let mut st = conn.prepare_cached(
             "SELECT phase, status, attempts, started_ms, ended_ms FROM phases
              WHERE run_id = ?1 ORDER BY rowid",
@@ -349,24 +334,21 @@ impl Reader {
             })?
             .collect::<Result<_, _>>()?;
 
+        // The event count is a seek in the events' key per attempt.
         let mut st = conn.prepare_cached(
             "SELECT phase, agent, attempt, outcome, exit_code, reason, session_id, turns,
-                    tokens_in, tokens_out, cost_usd, started_ms, ended_ms, argv_json, env_json
-             FROM attempts WHERE run_id = ?1 ORDER BY rowid",
+                    tokens_in, tokens_out, cost_usd, started_ms, ended_ms, argv_json, env_json,
+                    (SELECT count(*) FROM events e
+                      WHERE e.run_id = a.run_id AND e.phase = a.phase
+                        AND e.agent = a.agent AND e.attempt = a.attempt)
+             FROM attempts a WHERE run_id = ?1 ORDER BY rowid",
         )?;
         let rows = st.query_map([run_id], |r| {
-            let phase: String = r.get(0)?;
-            let agent: String = r.get(1)?;
-            let attempt: u32 = r.get(2)?;
-            let events = counts
-                .get(&(phase.clone(), agent.clone(), attempt))
-                .copied()
-                .unwrap_or(0);
             Ok((
-                phase,
+                r.get::<_, String>(0)?,
                 AttemptDetail {
-                    agent,
-                    attempt,
+                    agent: r.get(1)?,
+                    attempt: r.get(2)?,
                     status: r.get(3)?,
                     exit_code: r.get(4)?,
                     reason: r.get(5)?,
@@ -379,7 +361,7 @@ impl Reader {
                     ended_ms: r.get(12)?,
                     argv: json(&r.get::<_, String>(13)?),
                     env: json(&r.get::<_, String>(14)?),
-                    events,
+                    events: r.get(15)?,
                 },
             ))
         })?;
@@ -423,19 +405,20 @@ impl Reader {
         // One snapshot for the newest id, the spans and the rows: a later
         // commit only adds ids above the newest, so `next` can move there.
         let tx = conn.transaction()?;
-        let newest: i64 = tx
-            .prepare_cached("SELECT coalesce(max(rowid), 0) FROM events")?
-            .query_row([], |r| r.get(0))?;
+        // `covered`: the highest id in a span. Rows above it were written by
+        // a writer that keeps no spans (an older orch still running when
+        // this one migrated the database): normally none. Finding out reads
+        // every span, a row per stretch a run wrote alone: few.
+        let (newest, covered): (i64, i64) = tx
+            .prepare_cached(
+                "SELECT (SELECT coalesce(max(rowid), 0) FROM events),
+                        (SELECT coalesce(max(last_id), 0) FROM event_spans)",
+            )?
+            .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
         let mut spans: Vec<(i64, i64)> = tx
             .prepare_cached(EVENT_SPANS)?
             .query_map(params![run_id, after], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<Result<_, _>>()?;
-        // Rows above every span: written by a writer that keeps no spans (an
-        // older orch still running when this one migrated the database).
-        // Normally none, and a seek to find out.
-        let covered: i64 = tx
-            .prepare_cached("SELECT coalesce(max(last_id), 0) FROM event_spans")?
-            .query_row([], |r| r.get(0))?;
         if newest > covered {
             spans.push((covered + 1, newest));
         }
@@ -641,20 +624,8 @@ fn json(text: &str) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Store;
     use crate::store::fixture::*;
     use crate::store::record::Record;
-
-    fn store_with(records: Vec<Record>) -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let w = store.writer();
-        for r in records {
-            w.send(r).unwrap();
-        }
-        w.flush().unwrap();
-        (dir, store)
-    }
 
     fn three_runs() -> Vec<Record> {
         let me = std::process::id();
@@ -901,18 +872,14 @@ mod tests {
 
     #[test]
     fn polling_from_the_cursor_reads_only_what_is_new() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let w = store.writer();
         let me = std::process::id();
+        let (a, b) = (attempt("r1", "p", "a", 1), attempt("r1", "q", "b", 1));
+        let (_dir, store) = store_with(whole_run("r1", me, 0, &[], 0, None));
+        let w = store.writer();
         let send = |records: Vec<Record>| {
-            for r in records {
-                w.send(r).unwrap();
-            }
+            send_all(&w, records);
             w.flush().unwrap();
         };
-        let (a, b) = (attempt("r1", "p", "a", 1), attempt("r1", "q", "b", 1));
-        send(whole_run("r1", me, 0, &[], 0, None));
         send(vec![
             phase_started("r1", "p", 1),
             phase_started("r1", "q", 1),

@@ -164,6 +164,4 @@ pub enum Record {
         path: String,
         sha256: String,
     },
-    /// Reply once everything sent before has been committed.
-    Flush(std::sync::mpsc::Sender<()>),
 }

@@ -18,13 +18,13 @@
 //! `AttemptFinished`) before that attempt's events. Sending from one task
 //! in program order gives exactly that.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, Statement, TransactionBehavior, params};
 
 use super::error::StoreError;
 use super::query::Reader;
@@ -45,7 +45,6 @@ const COMMIT_TRIES: usize = 3;
 /// connection. Dropping it closes the writer like [`Store::close`], without
 /// the report.
 pub struct Store {
-    state_dir: PathBuf,
     writer: Writer,
     reader: Reader,
 }
@@ -62,11 +61,7 @@ impl Store {
         let write_conn = schema::open(&path, true)?;
         let reader = Reader::new(schema::open(&path, false)?, path);
         let writer = Writer::spawn(write_conn)?;
-        Ok(Store {
-            state_dir: state_dir.to_path_buf(),
-            writer,
-            reader,
-        })
+        Ok(Store { writer, reader })
     }
 
     /// A handle to send records with (clone it freely).
@@ -77,10 +72,6 @@ impl Store {
     /// The queries, on their own connection.
     pub fn reader(&self) -> &Reader {
         &self.reader
-    }
-
-    pub fn state_dir(&self) -> &Path {
-        &self.state_dir
     }
 
     /// `<state_dir>/state.db`.
@@ -113,14 +104,16 @@ impl Drop for Store {
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store")
-            .field("state_dir", &self.state_dir)
+            .field("path", &self.db_path())
             .finish_non_exhaustive()
     }
 }
 
-/// What travels on the channel: records, and the order to stop.
+/// What travels on the channel: records, flushes and the order to stop.
 enum Message {
     Record(Record),
+    /// Reply once everything sent before has been committed.
+    Flush(mpsc::Sender<()>),
     Close,
 }
 
@@ -139,9 +132,6 @@ struct Shared {
 
 impl Shared {
     fn record_error(&self, message: String, count: u64) {
-        if count == 0 {
-            return;
-        }
         self.errors.fetch_add(count, Ordering::Relaxed);
         let mut first = self.first_error.lock().unwrap_or_else(|e| e.into_inner());
         if first.is_none() {
@@ -218,7 +208,9 @@ impl Writer {
     /// thread.
     pub fn flush(&self) -> Result<(), StoreError> {
         let (tx, rx) = mpsc::channel();
-        self.send(Record::Flush(tx))?;
+        self.tx
+            .send(Message::Flush(tx))
+            .map_err(|_| StoreError::Closed)?;
         rx.recv().map_err(|_| StoreError::Closed)?;
         self.shared.status()
     }
@@ -296,8 +288,8 @@ fn write_loop(mut conn: Connection, rx: Receiver<Message>, shared: &Shared) {
 /// Put a message where it belongs; whether it is the order to stop.
 fn sort(m: Message, batch: &mut Vec<Record>, flushes: &mut Vec<mpsc::Sender<()>>) -> bool {
     match m {
-        Message::Record(Record::Flush(reply)) => flushes.push(reply),
         Message::Record(r) => batch.push(r),
+        Message::Flush(reply) => flushes.push(reply),
         Message::Close => return true,
     }
     false
@@ -369,12 +361,7 @@ fn write_batch(conn: &mut Connection, batch: &[Record]) -> rusqlite::Result<Skip
         // once per batch, not once per event.
         let mut insert_event = tx.prepare_cached(INSERT_EVENT)?;
         for record in batch {
-            let result = match record {
-                Record::Event { key, .. } => insert_event_with(&mut insert_event, record)
-                    .map(|()| spans.add(&key.run_id, tx.last_insert_rowid())),
-                other => apply(&tx, other),
-            };
-            match result {
+            match apply(&tx, &mut insert_event, &mut spans, record) {
                 Ok(()) => {}
                 Err(Failure::Sql(e)) if tx.is_autocommit() => return Err(e),
                 Err(f) => {
@@ -402,8 +389,10 @@ const EXTEND_SPAN: &str = "UPDATE event_spans SET last_id = ?3
                              AND first_id = (SELECT max(first_id) FROM event_spans
                                              WHERE run_id = ?1)";
 
-/// Where a batch's events went, for `event_spans` (schema step 2): the
-/// rowids of consecutive events of one run make one span.
+/// Where a batch's events went, for `event_spans` (schema step 2). A
+/// batch's events take consecutive rowids (one transaction, holding the
+/// write lock; an insert that fails takes none), so consecutive events of
+/// one run make one span.
 #[derive(Default)]
 struct EventSpans<'a> {
     /// (run, first rowid, last rowid), in order.
@@ -413,7 +402,7 @@ struct EventSpans<'a> {
 impl<'a> EventSpans<'a> {
     fn add(&mut self, run_id: &'a str, id: i64) {
         match self.spans.last_mut() {
-            Some((run, _, last)) if *run == run_id && id == *last + 1 => *last = id,
+            Some((run, _, last)) if *run == run_id => *last = id,
             _ => self.spans.push((run_id, id, id)),
         }
     }
@@ -440,31 +429,6 @@ impl<'a> EventSpans<'a> {
 const INSERT_EVENT: &str = "INSERT INTO events (run_id, phase, agent, attempt, seq, ts_ms, kind,
                                                 data_json, raw)
                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
-
-fn insert_event_with(st: &mut rusqlite::Statement<'_>, record: &Record) -> Result<(), Failure> {
-    if let Record::Event {
-        key,
-        seq,
-        ts_ms,
-        kind,
-        data_json,
-        raw,
-    } = record
-    {
-        st.execute(params![
-            key.run_id,
-            key.phase,
-            key.agent,
-            key.attempt,
-            seq,
-            ts_ms,
-            kind,
-            data_json,
-            raw
-        ])?;
-    }
-    Ok(())
-}
 
 /// What a record is about, for error messages.
 fn describe(record: &Record) -> String {
@@ -501,7 +465,6 @@ fn describe(record: &Record) -> String {
             path,
             ..
         } => format!("artifact `{path}` of phase `{phase}` in run `{run_id}`"),
-        Record::Flush(_) => "flush".into(),
     }
 }
 
@@ -514,9 +477,36 @@ fn require_row(changed: usize, what: &str) -> Result<(), Failure> {
     }
 }
 
-/// Write one record other than an event.
-fn apply(tx: &Connection, record: &Record) -> Result<(), Failure> {
+/// Write one record. An event goes in with the batch's [`INSERT_EVENT`]
+/// statement, and its rowid into the batch's spans.
+fn apply<'r>(
+    tx: &Connection,
+    insert_event: &mut Statement<'_>,
+    spans: &mut EventSpans<'r>,
+    record: &'r Record,
+) -> Result<(), Failure> {
     match record {
+        Record::Event {
+            key,
+            seq,
+            ts_ms,
+            kind,
+            data_json,
+            raw,
+        } => {
+            let id = insert_event.insert(params![
+                key.run_id,
+                key.phase,
+                key.agent,
+                key.attempt,
+                seq,
+                ts_ms,
+                kind,
+                data_json,
+                raw
+            ])?;
+            spans.add(&key.run_id, id);
+        }
         Record::RunStarted {
             run_id,
             pipeline_name,
@@ -677,9 +667,6 @@ fn apply(tx: &Connection, record: &Record) -> Result<(), Failure> {
             )?
             .execute(params![run_id, phase, path, sha256])?;
         }
-        // Events go in with their spans (`write_batch`); flushes are
-        // answered by `write_loop`.
-        Record::Event { .. } | Record::Flush(_) => {}
     }
     Ok(())
 }
@@ -704,18 +691,6 @@ mod tests {
     use super::*;
     use crate::store::fixture::*;
     use crate::store::record::{Outcome, RunStatus};
-
-    fn send_all(w: &Writer, records: Vec<Record>) {
-        for r in records {
-            w.send(r).unwrap();
-        }
-    }
-
-    fn count(store: &Store, table: &str) -> i64 {
-        let conn = Connection::open(store.db_path()).unwrap();
-        conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
-            .unwrap()
-    }
 
     /// Hold the write lock on `path` from another connection for `hold`.
     fn lock_for(path: &Path, hold: Duration) -> std::thread::JoinHandle<()> {
@@ -766,14 +741,13 @@ mod tests {
 
     #[test]
     fn queued_records_are_committed_in_few_transactions() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let w = store.writer();
         let a = attempt("r1", "p", "a", 1);
-        w.send(run_started("r1", 1, 0)).unwrap();
-        w.send(phase_started("r1", "p", 0)).unwrap();
-        w.send(a.start(0)).unwrap();
-        w.flush().unwrap();
+        let (_dir, store) = store_with([
+            run_started("r1", 1, 0),
+            phase_started("r1", "p", 0),
+            a.start(0),
+        ]);
+        let w = store.writer();
         let before = w.stats().batches;
         // The writer waits for the lock while 5,000 events queue up.
         let holder = lock_for(store.db_path(), Duration::from_millis(300));
@@ -843,11 +817,8 @@ mod tests {
 
     #[test]
     fn a_bad_record_is_reported_and_the_rest_of_its_batch_kept() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        let (_dir, store) = store_with([run_started("r1", 1, 0)]);
         let w = store.writer();
-        w.send(run_started("r1", 1, 0)).unwrap();
-        w.flush().unwrap();
         w.send(phase_started("r1", "before", 1)).unwrap();
         // No such attempt: the foreign key refuses it.
         w.send(attempt("r1", "nowhere", "ghost", 1).event(0, 2))
@@ -904,20 +875,15 @@ mod tests {
 
     #[test]
     fn resuming_a_run_updates_its_rows() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        let (_dir, store) = store_with(whole_run(
+            "r1",
+            1,
+            1_000,
+            &[("a", Outcome::Succeeded), ("b", Outcome::Failed)],
+            2,
+            Some(RunStatus::Failed),
+        ));
         let w = store.writer();
-        send_all(
-            &w,
-            whole_run(
-                "r1",
-                1,
-                1_000,
-                &[("a", Outcome::Succeeded), ("b", Outcome::Failed)],
-                2,
-                Some(RunStatus::Failed),
-            ),
-        );
         // The resume: same run id, a new orch process, phase b again with a
         // fresh attempt number.
         w.send(run_started("r1", 2, 9_000)).unwrap();
@@ -960,8 +926,8 @@ mod tests {
 
     #[test]
     fn event_spans_cover_each_run_in_as_few_rows_as_it_allows() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        let (_dir, store) =
+            store_with(whole_run("r1", 1, 0, &[("p", Outcome::Succeeded)], 3, None));
         let w = store.writer();
         let db = store.db_path().to_path_buf();
         let spans = || -> Vec<(String, i64, i64)> {
@@ -975,10 +941,6 @@ mod tests {
                 .unwrap()
         };
         let (a, b) = (attempt("r1", "p", "a", 1), attempt("r2", "p", "a", 1));
-        send_all(
-            &w,
-            whole_run("r1", 1, 0, &[("p", Outcome::Succeeded)], 3, None),
-        );
         // One event a transaction, as from a slow agent: still one span.
         for seq in 3..6 {
             w.send(a.event(seq, seq)).unwrap();
@@ -1039,21 +1001,14 @@ mod tests {
 
     #[test]
     fn skipped_phases_and_unspawned_attempts_need_no_start() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let w = store.writer();
-        send_all(
-            &w,
-            vec![
-                run_started("r1", 1, 0),
-                phase_finished("r1", "later", Outcome::Skipped, 0, 5),
-                phase_started("r1", "p", 1),
-                attempt("r1", "p", "missing", 1).finish(Outcome::Failed, 2),
-                artifact("r1", "p", "out.txt", "00"),
-                artifact("r1", "p", "out.txt", "ff"),
-            ],
-        );
-        w.flush().unwrap();
+        let (_dir, store) = store_with([
+            run_started("r1", 1, 0),
+            phase_finished("r1", "later", Outcome::Skipped, 0, 5),
+            phase_started("r1", "p", 1),
+            attempt("r1", "p", "missing", 1).finish(Outcome::Failed, 2),
+            artifact("r1", "p", "out.txt", "00"),
+            artifact("r1", "p", "out.txt", "ff"),
+        ]);
         let d = store.run("r1").unwrap().unwrap();
         assert_eq!(d.phases[0].name, "later");
         assert_eq!(d.phases[0].status, "skipped");
@@ -1063,7 +1018,6 @@ mod tests {
         assert_eq!(a.argv, serde_json::json!([]));
         assert_eq!(d.artifacts.len(), 1);
         assert_eq!(d.artifacts[0].sha256, "ff");
-        assert_eq!(count(&store, "artifacts"), 1);
     }
 
     #[test]
@@ -1109,14 +1063,9 @@ mod tests {
     #[test]
     fn two_hundred_thousand_events_are_all_stored() {
         const N: u64 = 200_000;
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        let (_dir, store) =
+            store_with(whole_run("r1", 1, 0, &[("p", Outcome::Succeeded)], 0, None));
         let w = store.writer();
-        send_all(
-            &w,
-            whole_run("r1", 1, 0, &[("p", Outcome::Succeeded)], 0, None),
-        );
-        w.flush().unwrap();
         let a = attempt("r1", "p", "a", 1);
         let t = Instant::now();
         for seq in 0..N {
