@@ -32,7 +32,7 @@
 #    every run is checked to have stored every line);
 # 6. peak RSS of orch over RSS_RUNS runs of events and of wide, under
 #    `/usr/bin/time -v` ("Maximum resident set size"; see
-#    scripts/measure-validate.sh for why not ru_maxrss from Python).
+#    scripts/measure_common.py for why not ru_maxrss from Python).
 #
 # Every timed `orch run` gets a fresh `--state-dir` under STATE_ROOT
 # (default: the temporary directory). The spawn runs' state directories are
@@ -83,14 +83,14 @@ trap 'rm -rf "$tmp" "$state_root"' EXIT
 
 echo "== $(uname -srm), $(nproc) CPU(s), $("$orch" --version 2>/dev/null || echo orch)"
 
-# The harness (stdlib only). Arguments: temp dir, state root, orch binary,
-# then the settings above in order.
-python3 - "$tmp" "$state_root" "$orch" "$RUNS" "$RSS_RUNS" "$PHASES" "$LAYER" "$EVENTS" "$WIDE" \
+# The harness (stdlib only, with scripts/measure_common.py). Arguments: temp
+# dir, state root, orch binary, then the settings above in order.
+PYTHONPATH="$root/scripts" PYTHONDONTWRITEBYTECODE=1 \
+    python3 - "$tmp" "$state_root" "$orch" "$RUNS" "$RSS_RUNS" "$PHASES" "$LAYER" "$EVENTS" "$WIDE" \
     "$OVERHEAD_TARGET_MS" "$EVENTS_TARGET" "$EVENTS_RSS_TARGET_MIB" "$WIDE_RSS_TARGET_MIB" <<'PY'
 import heapq
 import json
 import os
-import re
 import shutil
 import sqlite3
 import statistics
@@ -98,13 +98,14 @@ import subprocess
 import sys
 import time
 
+from measure_common import DEVNULL, Load, once, peak_rss, stats, verdict
+
 (tmp, state_root, orch, runs, rss_runs, phases, layer, events, wide,
  overhead_target, events_target, events_rss_target, wide_rss_target) = sys.argv[1:]
 runs, rss_runs, phases, layer, events, wide = map(int, (runs, rss_runs, phases, layer, events, wide))
 overhead_target, events_target = float(overhead_target), float(events_target)
 events_rss_target, wide_rss_target = float(events_rss_target), float(wide_rss_target)
 PARALLEL = 8
-devnull = os.open(os.devnull, os.O_RDWR)
 status = 0
 os.chdir(tmp)  # the agents' working directory: nothing lands in the repo
 
@@ -241,86 +242,6 @@ def orch_run(path, sdir):
     return [orch, "--state-dir", sdir, "run", path]
 
 
-def once(argv):
-    """Spawn, wait; wall seconds, exit status, CPU seconds (user + sys of the
-    process and of the children it reaped)."""
-    t0 = time.perf_counter()
-    pid = os.posix_spawn(argv[0], argv, os.environ,
-                         file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0),
-                                       (os.POSIX_SPAWN_DUP2, devnull, 1),
-                                       (os.POSIX_SPAWN_DUP2, devnull, 2)])
-    _, wstatus, ru = os.wait4(pid, 0)
-    wall = time.perf_counter() - t0
-    return wall, os.waitstatus_to_exitcode(wstatus), ru.ru_utime + ru.ru_stime
-
-
-HAVE_TIME = os.access("/usr/bin/time", os.X_OK)
-
-
-def peak_rss(argv):
-    """Exit status, peak RSS (KiB), how it was measured, wall seconds."""
-    t0 = time.perf_counter()
-    if HAVE_TIME:
-        out = os.path.join(tmp, "time-v.out")
-        p = subprocess.run(["/usr/bin/time", "-v", "-o", out, *argv],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wall = time.perf_counter() - t0
-        with open(out) as f:
-            m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", f.read())
-        if m:
-            return p.returncode, int(m.group(1)), "/usr/bin/time -v", wall
-    pid = os.posix_spawn(argv[0], argv, os.environ,
-                         file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 1),
-                                       (os.POSIX_SPAWN_DUP2, devnull, 2)])
-    _, wstatus, ru = os.wait4(pid, 0)
-    return (os.waitstatus_to_exitcode(wstatus), ru.ru_maxrss,
-            "wait4 ru_maxrss, upper bound", time.perf_counter() - t0)
-
-
-def busy_seconds():
-    """CPU seconds the whole machine has spent busy (Linux /proc/stat)."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    busy = sum(fields[:8]) - idle
-    return busy / os.sysconf("SC_CLK_TCK")
-
-
-class Load:
-    """CPUs kept busy by anything but this script and what it started."""
-
-    def __enter__(self):
-        t = os.times()
-        self.busy, self.own, self.t = busy_seconds(), t[0] + t[1] + t[2] + t[3], time.perf_counter()
-        return self
-
-    def __exit__(self, *exc):
-        t = os.times()
-        busy, own, now = busy_seconds(), t[0] + t[1] + t[2] + t[3], time.perf_counter()
-        self.other = None
-        if self.busy is not None and busy is not None:
-            self.other = max(0.0, (busy - self.busy) - (own - self.own)) / (now - self.t)
-
-    def line(self, what):
-        if self.other is None:
-            return
-        busy = self.other > 0.2
-        print(f"     other load during {what}: {self.other:.2f} of {os.cpu_count()} CPU(s)"
-              + ("; it slows these runs too: compare min, or rerun on a quiet machine"
-                 if busy else ""))
-
-
-def stats(xs):
-    return f"min {min(xs):8.2f}  median {statistics.median(xs):8.2f}  max {max(xs):8.2f}"
-
-
-def verdict(ok, target):
-    return f"target {target}  {'OK' if ok else 'MISSED'}"
-
-
 def check_run(path, tag):
     """One run with its output; the JSON report, or None after a failure."""
     sdir = state_dir(tag)
@@ -340,6 +261,23 @@ def check_run(path, tag):
         fail(f"{tag}: run {report['status']}; not succeeded: {', '.join(bad[:10])}", p)
         return None, sdir
     return report, sdir
+
+
+def rss_runs_of(path, tag):
+    """RSS_RUNS runs under `peak_rss`, each in a fresh state dir: peak RSS
+    (MiB) and wall (ms) of each, and how RSS was measured; None after a
+    failure."""
+    rsss, walls = [], []
+    for _ in range(rss_runs):
+        sdir = state_dir(tag)
+        code, rss, how, wall = peak_rss(orch_run(path, sdir), tmp)
+        shutil.rmtree(sdir, ignore_errors=True)
+        if code != 0:
+            fail(f"{tag}: a run for RSS exited {code}")
+            return None
+        rsss.append(rss / 1024)
+        walls.append(wall * 1e3)
+    return rsss, walls, how
 
 
 def stored_events(sdir, run_id=None):
@@ -365,8 +303,8 @@ def floor():
             down[x].append(i)
     ready = [i for i in range(phases) if need[i] == 0]
     heapq.heapify(ready)  # declaration order among ready phases, as orch
-    fa = [(os.POSIX_SPAWN_DUP2, devnull, 0), (os.POSIX_SPAWN_DUP2, devnull, 1),
-          (os.POSIX_SPAWN_DUP2, devnull, 2)]
+    fa = [(os.POSIX_SPAWN_DUP2, DEVNULL, 0), (os.POSIX_SPAWN_DUP2, DEVNULL, 1),
+          (os.POSIX_SPAWN_DUP2, DEVNULL, 2)]
     env = os.environ
     running, done = {}, 0
     t0 = time.perf_counter()
@@ -403,7 +341,7 @@ def measure_spawn():
     with Load() as load:
         for _ in range(runs):
             fl.append(floor() * 1e3)
-            wall, code, cpu = once(orch_run(SPAWN, state_dir("spawn")))
+            wall, code, cpu, _ = once(orch_run(SPAWN, state_dir("spawn")))
             if code != 0:
                 fail(f"spawn: a timed run exited {code}")
                 return
@@ -459,7 +397,7 @@ def measure_events():
     with Load() as load:
         for _ in range(runs):
             sdir = state_dir("events")
-            wall, code, cpu = once(orch_run(EVENTS_TOML, sdir))
+            wall, code, cpu, _ = once(orch_run(EVENTS_TOML, sdir))
             if code != 0:
                 fail(f"events: a timed run exited {code}")
                 return
@@ -471,15 +409,10 @@ def measure_events():
             walls.append(wall * 1e3)
             cpus.append(cpu * 1e3)
             rates.append(events / wall)
-    rsss = []
-    for _ in range(rss_runs):
-        sdir = state_dir("events")
-        code, rss, how, _ = peak_rss(orch_run(EVENTS_TOML, sdir))
-        shutil.rmtree(sdir, ignore_errors=True)
-        if code != 0:
-            fail(f"events: a run for RSS exited {code}")
-            return
-        rsss.append(rss / 1024)
+    measured = rss_runs_of(EVENTS_TOML, "events")
+    if measured is None:
+        return
+    rsss, _, how = measured
     rate = statistics.median(rates)
     peak = max(rsss)
     print(f"   {runs} timed runs (every one checked: {events} events stored), {rss_runs} for RSS ({how})")
@@ -511,17 +444,11 @@ def measure_wide():
     print(f"   check: exit 0, {wide} agents succeeded, all running at once"
           f" (starts spread over {last_start - min(a['started_ms'] for a in agents)} ms)")
     shutil.rmtree(sdir, ignore_errors=True)
-    rsss, walls = [], []
     with Load() as load:
-        for _ in range(rss_runs):
-            sdir = state_dir("wide")
-            code, rss, how, wall = peak_rss(orch_run(WIDE_TOML, sdir))
-            shutil.rmtree(sdir, ignore_errors=True)
-            if code != 0:
-                fail(f"wide: a run exited {code}")
-                return
-            rsss.append(rss / 1024)
-            walls.append(wall * 1e3)
+        measured = rss_runs_of(WIDE_TOML, "wide")
+    if measured is None:
+        return
+    rsss, walls, how = measured
     peak = max(rsss)
     print(f"   {rss_runs} runs ({how})")
     print(f"     wall ms        {stats(walls)}   (for information)")

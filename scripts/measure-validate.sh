@@ -13,14 +13,11 @@
 #    invocation counts), then times RUNS runs of the 1,000-phase file and
 #    CHAIN_RUNS runs of the chain. Each timed run is one posix_spawn/wait4
 #    from Python, timed around spawn and reap (the child's user + sys CPU
-#    time is printed too: on a busy machine both rise). Peak RSS comes from RSS_RUNS
-#    further runs under `/usr/bin/time` ("Maximum resident set size"):
-#    ru_maxrss read by Python itself would be wrong, because Linux carries
-#    the pre-exec memory high-water mark of a child into its ru_maxrss, and a
-#    child of Python starts as a copy (or a vfork) of a ~10 MiB interpreter.
-#    Without /usr/bin/time the script falls back to wait4's ru_maxrss and
-#    prints it as an upper bound next to the floor (the same figure for
-#    /bin/true).
+#    time is printed too: on a busy machine both rise). Peak RSS comes from
+#    RSS_RUNS further runs under `/usr/bin/time` (scripts/measure_common.py
+#    says why not ru_maxrss from Python). Without /usr/bin/time the script
+#    falls back to wait4's ru_maxrss and prints it as an upper bound next to
+#    the floor (the same figure for /bin/true).
 #
 # Targets for 1,000 phases: median wall <= 15 ms, peak RSS <= 16 MiB.
 # The chain is for information only (it must exit 0 without crashing).
@@ -58,21 +55,21 @@ done
 
 echo "== $(uname -srm), $(nproc) CPU(s), $("$orch" --version 2>/dev/null || echo orch)"
 
-# The timing harness (stdlib only). Arguments: temp dir, orch binary, runs
-# for the 1,000-phase file, runs for the chain, RSS runs, wall target (ms),
-# RSS target (MiB).
-python3 - "$tmp" "$orch" "$RUNS" "$CHAIN_RUNS" "$RSS_RUNS" "$WALL_TARGET_MS" "$RSS_TARGET_MIB" <<'PY'
+# The timing harness (stdlib only, with scripts/measure_common.py).
+# Arguments: temp dir, orch binary, runs for the 1,000-phase file, runs for
+# the chain, RSS runs, wall target (ms), RSS target (MiB).
+PYTHONPATH="$root/scripts" PYTHONDONTWRITEBYTECODE=1 \
+    python3 - "$tmp" "$orch" "$RUNS" "$CHAIN_RUNS" "$RSS_RUNS" "$WALL_TARGET_MS" "$RSS_TARGET_MIB" <<'PY'
 import os
-import re
 import statistics
 import subprocess
 import sys
-import time
+
+from measure_common import HAVE_TIME, Load, once, peak_rss, stats, verdict
 
 tmp, orch, runs, chain_runs, rss_runs, wall_target, rss_target = sys.argv[1:]
 runs, chain_runs, rss_runs = int(runs), int(chain_runs), int(rss_runs)
 wall_target, rss_target = float(wall_target), float(rss_target)
-devnull = os.open(os.devnull, os.O_WRONLY)
 status = 0
 
 
@@ -100,55 +97,7 @@ def check(name):
     return True
 
 
-def once(argv):
-    """Spawn, wait; wall seconds, exit status, ru_maxrss (KiB), CPU seconds."""
-    t0 = time.perf_counter()
-    pid = os.posix_spawn(
-        argv[0], argv, os.environ,
-        file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 1),
-                      (os.POSIX_SPAWN_DUP2, devnull, 2)],
-    )
-    _, wstatus, ru = os.wait4(pid, 0)
-    wall = time.perf_counter() - t0
-    return wall, os.waitstatus_to_exitcode(wstatus), ru.ru_maxrss, ru.ru_utime + ru.ru_stime
-
-
-HAVE_TIME = os.access("/usr/bin/time", os.X_OK)
-
-
-def time_v(argv):
-    """Exit status and peak RSS (KiB) as `/usr/bin/time -v` reports them."""
-    out = os.path.join(tmp, "time-v.out")
-    p = subprocess.run(["/usr/bin/time", "-v", "-o", out, *argv],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    with open(out) as f:
-        m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", f.read())
-    return p.returncode, int(m.group(1)) if m else None
-
-
-def peak_rss(argv):
-    """Exit status, peak RSS (KiB), and how it was measured."""
-    if HAVE_TIME:
-        code, rss = time_v(argv)
-        if rss is not None:
-            return code, rss, "/usr/bin/time -v"
-    _, code, rss, _ = once(argv)
-    return code, rss, "wait4 ru_maxrss, upper bound"
-
-
-FLOOR_KIB = None if HAVE_TIME else once(["/bin/true"])[2]
-
-
-def busy_seconds():
-    """CPU seconds the whole machine has spent busy (Linux /proc/stat)."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    busy = sum(fields[:8]) - idle  # user nice system idle iowait irq softirq steal
-    return busy / os.sysconf("SC_CLK_TCK")
+FLOOR_KIB = None if HAVE_TIME else once(["/bin/true"])[3]
 
 
 def measure(name, n, warmup, wall_target_ms, rss_target_mib):
@@ -158,23 +107,18 @@ def measure(name, n, warmup, wall_target_ms, rss_target_mib):
     argv = [orch, "validate", os.path.join(tmp, name + ".toml")]
     for _ in range(warmup):
         once(argv)
-    busy0, self0, t0 = busy_seconds(), sum(os.times()[:2]), time.perf_counter()
     walls, cpus, rsss = [], [], []
-    for _ in range(n):
-        wall, code, _, cpu = once(argv)
-        if code != 0:
-            print(f"FAIL {name}: a timed run exited {code}")
-            status = 1
-            return
-        walls.append(wall * 1e3)
-        cpus.append(cpu * 1e3)
-    busy1, self1, t1 = busy_seconds(), sum(os.times()[:2]), time.perf_counter()
-    # CPUs kept busy by anything but these runs and this script.
-    other = None
-    if busy0 is not None and busy1 is not None:
-        other = max(0.0, (busy1 - busy0) - sum(cpus) / 1e3 - (self1 - self0)) / (t1 - t0)
+    with Load() as load:
+        for _ in range(n):
+            wall, code, cpu, _ = once(argv)
+            if code != 0:
+                print(f"FAIL {name}: a timed run exited {code}")
+                status = 1
+                return
+            walls.append(wall * 1e3)
+            cpus.append(cpu * 1e3)
     for _ in range(rss_runs):
-        code, rss, how = peak_rss(argv)
+        code, rss, how, _ = peak_rss(argv, tmp)
         if code != 0:
             print(f"FAIL {name}: a run for RSS exited {code}")
             status = 1
@@ -183,25 +127,18 @@ def measure(name, n, warmup, wall_target_ms, rss_target_mib):
     med = statistics.median(walls)
     peak = max(rsss)
 
-    def verdict(value, target):
+    def against(value, target):
         if not target:
             return "(for information)"
         if value > target and FLOOR_KIB is not None and value * 1024 <= FLOOR_KIB * 1.02:
             return f"target <= {target:g}  INCONCLUSIVE (at the wait4 floor)"
-        return f"target <= {target:g}  {'OK' if value <= target else 'MISSED'}"
+        return verdict(value <= target, f"<= {target:g}")
 
     print(f"   {name}: wall over {n} runs, peak RSS over {rss_runs} runs ({how})")
-    print(f"     wall ms   min {min(walls):8.2f}  median {med:8.2f}  max {max(walls):8.2f}"
-          f"   {verdict(med, wall_target_ms)}")
-    print(f"     CPU ms    min {min(cpus):8.2f}  median {statistics.median(cpus):8.2f}"
-          f"  max {max(cpus):8.2f}   (user + sys, for reference)")
-    print(f"     RSS MiB   min {min(rsss):8.2f}  median {statistics.median(rsss):8.2f}"
-          f"  max {peak:8.2f}   {verdict(peak, rss_target_mib)}")
-    if other is not None:
-        busy = other > 0.2
-        print(f"     other load during the timed runs: {other:.2f} of {os.cpu_count()} CPU(s)"
-              + ("; it slows these runs too (shared caches, memory bandwidth):"
-                 " compare min, or rerun on a quiet machine" if busy else ""))
+    print(f"     wall ms   {stats(walls)}   {against(med, wall_target_ms)}")
+    print(f"     CPU ms    {stats(cpus)}   (user + sys, for reference)")
+    print(f"     RSS MiB   {stats(rsss)}   {against(peak, rss_target_mib)}")
+    load.line("the timed runs")
     if FLOOR_KIB is not None:
         print(f"     (wait4 floor: /bin/true reads {FLOOR_KIB / 1024:.2f} MiB the same way)")
     if (wall_target_ms and med > wall_target_ms) or (rss_target_mib and peak > rss_target_mib):

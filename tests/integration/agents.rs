@@ -8,20 +8,14 @@ use std::process::Output;
 
 use serde_json::Value;
 
-use crate::support::{clis_dir, orch, stderr};
+use crate::support::{clis_dir, example_pipelines, json_of, orch, path_with_clis, stderr, write};
 
 /// `orch` with the pinned CLIs first on PATH.
 fn orch_with_clis(args: &[&str]) -> Output {
-    let dir = clis_dir();
-    let path = format!(
-        "{}:{}",
-        dir.join("node_modules/.bin").display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
     let state = tempfile::tempdir().unwrap();
     orch()
-        .env("PATH", path)
-        .env("COPILOT_CACHE_HOME", dir.join("copilot-cache"))
+        .env("PATH", path_with_clis())
+        .env("COPILOT_CACHE_HOME", clis_dir().join("copilot-cache"))
         .env("ORCH_STATE_DIR", state.path())
         .args(args)
         .output()
@@ -32,7 +26,7 @@ fn orch_with_clis(args: &[&str]) -> Output {
 fn doctor_finds_every_pinned_cli() {
     let out = orch_with_clis(&["doctor", "--format", "json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = rows_of(&out);
     let kinds: Vec<&str> = rows.iter().map(|r| r["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["claude", "codex", "gemini", "opencode", "copilot"]);
     for r in &rows {
@@ -49,7 +43,7 @@ fn doctor_reports_a_missing_cli() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
-    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = rows_of(&out);
     assert_eq!(rows.len(), 5, "every kind is reported");
     for r in &rows {
         assert_eq!(r["verified"], false);
@@ -60,26 +54,25 @@ fn doctor_reports_a_missing_cli() {
     }
 }
 
+/// The rows of `orch doctor --format json`.
+fn rows_of(out: &Output) -> Vec<Value> {
+    match json_of(out) {
+        Value::Array(rows) => rows,
+        other => panic!("not an array of rows: {other}"),
+    }
+}
+
 fn probe(file: &str) -> (Output, Vec<Value>) {
     let out = orch_with_clis(&["doctor", "--probe", file, "--format", "json"]);
-    let rows = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{e}: {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            stderr(&out)
-        )
-    });
+    let rows = rows_of(&out);
     (out, rows)
 }
 
 #[test]
 fn every_example_is_accepted_by_the_real_clis() {
     let mut kinds_seen = std::collections::BTreeSet::new();
-    for file in [
-        "pipelines/research-audit.toml",
-        "pipelines/audit-then-fix.toml",
-    ] {
-        let (out, rows) = probe(file);
+    for file in example_pipelines() {
+        let (out, rows) = probe(&file);
         for r in &rows {
             assert_eq!(r["accepted"], true, "{file}: {r}");
             kinds_seen.insert(r["kind"].as_str().unwrap().to_string());
@@ -96,9 +89,9 @@ fn every_example_is_accepted_by_the_real_clis() {
 #[test]
 fn a_bad_argv_is_rejected_with_the_clis_own_message() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("bad.toml");
-    std::fs::write(
-        &file,
+    let file = write(
+        dir.path(),
+        "bad.toml",
         r#"version = 1
 name = "rejected"
 
@@ -120,8 +113,7 @@ agents = ["claude", "codex", "gemini", "copilot"]
 mode = "audit"
 prompt = "Audit."
 "#,
-    )
-    .unwrap();
+    );
     let (out, rows) = probe(file.to_str().unwrap());
     assert_eq!(out.status.code(), Some(1));
     let message = |kind: &str| -> String {

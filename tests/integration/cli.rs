@@ -1,20 +1,26 @@
 //! The subcommands as a user sees them: plan, explain, validate, config.
 
-use std::path::Path;
-
 use serde_json::{Value, json};
 
-use crate::support::{orch, run, run_in, stderr, stdout};
+use crate::support::{json_of, orch, run, run_in, stderr, stdout, write};
 
-fn json_of(args: &[&str]) -> Value {
+/// `orch ARGS` that succeeds, its stdout as JSON.
+fn json_ok(args: &[&str]) -> Value {
     let out = run(args);
     assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
-    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+    json_of(&out)
+}
+
+/// `orch plan pipelines/demo.toml --format json EXTRA...`.
+fn demo_plan(extra: &[&str]) -> Value {
+    let mut args = vec!["plan", "pipelines/demo.toml", "--format", "json"];
+    args.extend_from_slice(extra);
+    json_ok(&args)
 }
 
 #[test]
 fn plan_json_has_stages_and_edges() {
-    let v = json_of(&["plan", "pipelines/demo.toml", "--format", "json"]);
+    let v = demo_plan(&[]);
     assert_eq!(v["pipeline"], "demo");
     assert_eq!(
         v["stages"],
@@ -81,24 +87,10 @@ fn plan_mermaid_and_dot() {
 
 #[test]
 fn plan_selection() {
-    let v = json_of(&[
-        "plan",
-        "pipelines/demo.toml",
-        "--format",
-        "json",
-        "--from",
-        "count",
-    ]);
+    let v = demo_plan(&["--from", "count"]);
     assert_eq!(v["stages"], json!([["count"], ["report"]]));
     assert_eq!(v["edges"], json!([{"from": "count", "to": "report"}]));
-    let v = json_of(&[
-        "plan",
-        "pipelines/demo.toml",
-        "--format",
-        "json",
-        "--phase",
-        "shout",
-    ]);
+    let v = demo_plan(&["--phase", "shout"]);
     assert_eq!(v["stages"], json!([["shout"]]));
 }
 
@@ -129,14 +121,10 @@ fn unknown_phase_is_a_usage_error_with_a_suggestion() {
     );
 }
 
-fn write(dir: &Path, name: &str, text: &str) {
-    std::fs::write(dir.join(name), text).unwrap();
-}
-
 #[test]
 fn mode_layer_applies_when_the_phase_sets_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    write(
+    let file = write(
         dir.path(),
         "p.toml",
         r#"version = 1
@@ -155,12 +143,7 @@ prompt = "Review."
 max_turns = 9
 "#,
     );
-    let v = json_of(&[
-        "explain",
-        dir.path().join("p.toml").to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
+    let v = json_ok(&["explain", file.to_str().unwrap(), "--format", "json"]);
     let claude = &v["invocations"][0];
     assert_eq!(claude["toolset"]["internal"], json!(["Read", "Grep"]));
     assert_eq!(claude["provenance"]["internal"]["layer"], "mode");
@@ -186,12 +169,11 @@ max_turns = 9
 #[test]
 fn validate_many_files_reports_each() {
     let dir = tempfile::tempdir().unwrap();
-    write(
+    let bad = write(
         dir.path(),
         "bad.toml",
         "version = 1\nname = \"x\"\n[[phases]]\nname = \"a\"\nagents = [\"claud\"]\nprompt = \"p\"\n",
     );
-    let bad = dir.path().join("bad.toml");
     let out = run(&["validate", "pipelines/demo.toml", bad.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stdout(&out).contains("ok: `pipelines/demo.toml`"));
@@ -202,17 +184,15 @@ fn validate_many_files_reports_each() {
     );
     assert!(err.contains("bad.toml:5:11"), "{err}");
 
-    let v: Value = serde_json::from_slice(
-        &run(&[
-            "validate",
-            "--format",
-            "json",
-            "pipelines/demo.toml",
-            bad.to_str().unwrap(),
-        ])
-        .stdout,
-    )
-    .unwrap();
+    let out = run(&[
+        "validate",
+        "--format",
+        "json",
+        "pipelines/demo.toml",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let v = json_of(&out);
     assert_eq!(v["valid"], false);
     assert_eq!(v["files"][0]["valid"], true);
     assert_eq!(v["files"][1]["errors"], 1);
@@ -342,42 +322,84 @@ fn config_rejects_bad_settings() {
 #[test]
 fn toolsets_for_plain_commands_are_refused_only_when_aimed_at_them() {
     let dir = tempfile::tempdir().unwrap();
-    let head =
-        "version = 1\nname = \"cmds\"\n[agents.tests]\nkind = \"command\"\ncommand = [\"true\"]\n";
+    // `orch validate` of a pipeline with one command agent, `tests`, and `rest`.
+    let validate = |name: &str, rest: &str| {
+        let head = "version = 1\nname = \"cmds\"\n[agents.tests]\nkind = \"command\"\ncommand = [\"true\"]\n";
+        let file = write(dir.path(), name, &format!("{head}{rest}"));
+        run(&["validate", file.to_str().unwrap()])
+    };
     // Phase tools in a phase of commands only: a restriction orch cannot honour.
-    write(
-        dir.path(),
+    let out = validate(
         "only.toml",
-        &format!(
-            "{head}[[phases]]\nname = \"t\"\nagents = [\"tests\"]\n[phases.tools]\npermission = \"read-only\"\n"
-        ),
+        "[[phases]]\nname = \"t\"\nagents = [\"tests\"]\n[phases.tools]\npermission = \"read-only\"\n",
     );
-    let out = run(&["validate", dir.path().join("only.toml").to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("a command agent cannot enforce `tools` for agent `tests`"),
         "{}",
         stderr(&out)
     );
-    // In a mixed phase, the phase's tools are for the LLM agent.
-    write(
-        dir.path(),
+    // In a mixed phase, the phase's tools are for the LLM agent: not even a
+    // warning.
+    let out = validate(
         "mixed.toml",
-        &format!(
-            "{head}[[phases]]\nname = \"t\"\nagents = [\"claude\", \"tests\"]\nmode = \"audit\"\nprompt = \"p\"\n[phases.tools]\npermission = \"read-only\"\n"
-        ),
+        "[[phases]]\nname = \"t\"\nagents = [\"claude\", \"tests\"]\nmode = \"audit\"\nprompt = \"p\"\n[phases.tools]\npermission = \"read-only\"\n",
     );
-    let out = run(&["validate", dir.path().join("mixed.toml").to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
     // Best-effort turns the refusal into a warning.
-    write(
-        dir.path(),
+    let out = validate(
         "soft.toml",
-        &format!(
-            "{head}[defaults]\nenforcement = \"best-effort\"\n[[phases]]\nname = \"t\"\nagents = [\"tests\"]\n[phases.agent_tools.tests]\nmax_turns = 3\n"
-        ),
+        "[defaults]\nenforcement = \"best-effort\"\n[[phases]]\nname = \"t\"\nagents = [\"tests\"]\n[phases.agent_tools.tests]\nmax_turns = 3\n",
     );
-    let out = run(&["validate", dir.path().join("soft.toml").to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(stderr(&out).contains("⚠"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("⚠ a command agent cannot enforce `tools` for agent `tests`"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// Exit code of `orch ARGS` with stderr closed before it writes anything.
+fn exit_with_stderr_closed(args: &[&str], dir: &std::path::Path) -> Option<i32> {
+    let mut child = orch()
+        .current_dir(dir)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    child.wait().unwrap().code()
+}
+
+#[test]
+fn a_closed_stderr_does_not_change_the_exit_code() {
+    // Diagnostics, progress and summaries go to stderr; the exit code is the
+    // command's verdict whether or not anyone reads them.
+    let dir = tempfile::tempdir().unwrap();
+    let invalid = crate::support::root().join("tests/fixtures/invalid/bad_name.toml");
+    assert_eq!(
+        exit_with_stderr_closed(&["validate", invalid.to_str().unwrap()], dir.path()),
+        Some(2)
+    );
+    let failing = write(
+        dir.path(),
+        "p.toml",
+        "version = 1\nname = \"t\"\n[agents.no]\nkind = \"command\"\ncommand = [\"false\"]\n\
+         [[phases]]\nname = \"a\"\nagents = [\"no\"]\n",
+    );
+    let state = dir.path().join("state");
+    assert_eq!(
+        exit_with_stderr_closed(
+            &[
+                "--state-dir",
+                state.to_str().unwrap(),
+                "run",
+                failing.to_str().unwrap()
+            ],
+            dir.path()
+        ),
+        Some(1)
+    );
 }

@@ -139,14 +139,7 @@ fn expectations(name: &str) -> &'static [Expected] {
 
 fn json(args: &[&str]) -> (std::process::Output, Value) {
     let out = support::run(args);
-    let value = serde_json::from_str(&support::stdout(&out)).unwrap_or_else(|e| {
-        panic!(
-            "`orch {}` printed invalid JSON ({e}):\n{}\nstderr:\n{}",
-            args.join(" "),
-            support::stdout(&out),
-            support::stderr(&out)
-        )
-    });
+    let value = support::json_of(&out);
     (out, value)
 }
 
@@ -369,14 +362,7 @@ fn a_missing_file_is_unreadable() {
 /// The example pipelines are valid, alone and together.
 #[test]
 fn example_pipelines_are_valid() {
-    let mut examples: Vec<String> = std::fs::read_dir(support::root().join("pipelines"))
-        .expect("pipelines/ is readable")
-        .map(|e| e.expect("directory entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
-        .map(|p| format!("pipelines/{}", p.file_name().unwrap().to_string_lossy()))
-        .collect();
-    examples.sort();
-    assert!(!examples.is_empty(), "no pipelines/*.toml");
+    let examples = support::example_pipelines();
     for path in &examples {
         let out = support::run(&["validate", path]);
         assert_eq!(

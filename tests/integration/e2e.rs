@@ -23,7 +23,7 @@ use orch::agents::probe::{self, run_bounded};
 use orch::agents::{AgentKind, adapter};
 use serde_json::{Value, json};
 
-use crate::support::{clis_dir, root};
+use crate::support::{clis_bin, clis_dir, path_with_clis, root, write};
 
 /// The scripted model endpoint, stopped when dropped.
 struct ModelServer {
@@ -142,6 +142,9 @@ const KEY: &str = "sk-test-local";
 
 /// The model Copilot is told to use (its tool names depend on the family).
 const COPILOT_MODEL: &str = "claude-sonnet-4.5";
+
+/// The cell pipeline's `max_turns`.
+const MAX_TURNS: usize = 10;
 
 fn clis() -> Vec<Cli> {
     vec![
@@ -346,12 +349,29 @@ prompt = "Follow the scripted model."
 internal = {internal}
 mcp = ["mcp__fixture__echo"]
 permission = "{level}"
-max_turns = 10
+max_turns = {MAX_TURNS}
 "#,
         fixture = root().join("tests/e2e/mcp_fixture.py").display(),
         mcp_log = dir.join("mcp-calls.jsonl").display(),
         level = level.as_str(),
     )
+}
+
+/// `pipeline` with `from` replaced by `to`; fails when `from` is not in it
+/// (the change would silently not happen).
+fn changed(pipeline: String, from: &str, to: &str) -> String {
+    assert!(
+        pipeline.contains(from),
+        "no `{from}` in the pipeline:\n{pipeline}"
+    );
+    pipeline.replace(from, to)
+}
+
+/// `work/given.txt` under `dir`, written with [`FIXTURE`] in it.
+fn given_file(dir: &Path) -> PathBuf {
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    write(&work, "given.txt", &format!("{FIXTURE}\n"))
 }
 
 /// What one run of the CLI showed.
@@ -381,6 +401,12 @@ impl Run {
 
     fn tool_results(&self) -> String {
         tool_results(&self.requests)
+    }
+
+    /// Whether the CLI answered a tool call (with its output or a refusal):
+    /// a forbidden call that left no trace was made, and turned down.
+    fn answered_a_call(&self) -> bool {
+        self.requests.iter().any(|r| r["has_tool_result"] == true)
     }
 
     fn context(&self) -> String {
@@ -434,15 +460,6 @@ fn endpoint_env(server: &ModelServer, dir: &Path) -> Vec<(&'static str, String)>
     ]
 }
 
-/// PATH with the pinned CLIs first.
-fn path_with_clis() -> String {
-    format!(
-        "{}:{}",
-        clis_dir().join("node_modules/.bin").display(),
-        std::env::var("PATH").unwrap_or_default()
-    )
-}
-
 /// Run the CLI for one cell with this script.
 fn run_cell(cli: &Cli, level: Level, dir: &Path, script: Value) -> Run {
     let work = dir.join("work");
@@ -465,7 +482,7 @@ fn run_cell(cli: &Cli, level: Level, dir: &Path, script: Value) -> Run {
         state_dir: dir.join("state"),
         ..Default::default()
     };
-    let bin = clis_dir().join("node_modules/.bin");
+    let bin = clis_bin();
     for a in settings.agents.values_mut() {
         a.binary = bin.join(&a.binary).display().to_string();
     }
@@ -573,7 +590,7 @@ fn cell(cli: &Cli, level: Level) -> Vec<Check> {
         )),
         _ => checks.push(check(
             "forbidden write",
-            !target.exists(),
+            !target.exists() && run.answered_a_call(),
             if level == Level::ReadOnly {
                 "a write in the workspace is refused"
             } else {
@@ -595,7 +612,7 @@ fn cell(cli: &Cli, level: Level) -> Vec<Check> {
     };
     let command = format!("touch {}", marker.display());
     let run = run_cell(cli, level, &d, json!([(cli.shell_call)(&command)]));
-    let ok = marker.exists() == expect;
+    let ok = marker.exists() == expect && (expect || run.answered_a_call());
     checks.push(check(
         if expect { "shell" } else { "forbidden shell" },
         ok,
@@ -616,8 +633,7 @@ fn cell(cli: &Cli, level: Level) -> Vec<Check> {
     let run;
     let ok = match level {
         Level::ReadOnly => {
-            let given = d.join("work/given.txt");
-            std::fs::write(&given, format!("{FIXTURE}\n")).unwrap();
+            let given = given_file(&d);
             run = run_cell(cli, level, &d, json!([(cli.read_call)(&given)]));
             run.tool_results().contains(FIXTURE)
         }
@@ -678,7 +694,7 @@ fn cell(cli: &Cli, level: Level) -> Vec<Check> {
 }
 
 fn versions() -> Vec<(AgentKind, String)> {
-    let bin = clis_dir().join("node_modules/.bin");
+    let bin = clis_bin();
     clis()
         .iter()
         .map(|c| {
@@ -810,11 +826,14 @@ impl OrchRun {
 
     /// Requests the script answered (side calls, and the follow-up lines
     /// the endpoint logs when a client hangs up mid-answer, left out).
-    fn answered(&self) -> usize {
+    fn answered_requests(&self) -> impl Iterator<Item = &Value> {
         self.requests
             .iter()
             .filter(|r| r["method"].is_string() && r["side"] == false)
-            .count()
+    }
+
+    fn answered(&self) -> usize {
+        self.answered_requests().count()
     }
 
     fn tool_results(&self) -> String {
@@ -881,7 +900,7 @@ fn orch_run_with(
     let file = dir.join("pipeline.toml");
     std::fs::write(&file, pipeline).unwrap();
     let state_dir = dir.join("state");
-    let bin = clis_dir().join("node_modules/.bin");
+    let bin = clis_bin();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_orch"));
     cmd.current_dir(&work)
         .env_clear()
@@ -926,6 +945,19 @@ fn orch_run_with(
     }
 }
 
+/// `orch run` of the read-only cell pipeline with `max_turns`, whose model
+/// reads [`given_file`], then answers.
+fn orch_run_reading(cli: &Cli, dir: &Path, max_turns: usize) -> OrchRun {
+    let given = given_file(dir);
+    let server = ModelServer::start(dir, &json!([(cli.read_call)(&given)]));
+    let text = changed(
+        pipeline(cli, Level::ReadOnly, &server, dir),
+        &format!("max_turns = {MAX_TURNS}"),
+        &format!("max_turns = {max_turns}"),
+    );
+    orch_run(cli, dir, &server, &text)
+}
+
 /// `orch run` with a real CLI whose model reads a file, then the run read
 /// back: the report holds what the CLI reported (session, tokens, turns,
 /// cost), and the stored events hold the session, the call and what the
@@ -933,12 +965,7 @@ fn orch_run_with(
 fn records_a_real_session(kind: AgentKind) {
     let cli = find_cli(kind);
     let dir = scratch(&format!("orch-e2e-{kind}-session-"));
-    let given = dir.path().join("work/given.txt");
-    std::fs::create_dir_all(dir.path().join("work")).unwrap();
-    std::fs::write(&given, format!("{FIXTURE}\n")).unwrap();
-    let server = ModelServer::start(dir.path(), &json!([(cli.read_call)(&given)]));
-    let text = pipeline(&cli, Level::ReadOnly, &server, dir.path());
-    let run = orch_run(&cli, dir.path(), &server, &text);
+    let run = orch_run_reading(&cli, dir.path(), MAX_TURNS);
     let ctx = run.context();
     assert_eq!(run.code, Some(0), "{ctx}");
     let agent = run.agent();
@@ -1043,8 +1070,11 @@ fn run_past_turn_limit(kind: AgentKind, dir: &Path, max_turns: usize) -> OrchRun
         })
         .collect();
     let server = ModelServer::start(dir, &json!(calls));
-    let text = pipeline(&cli, Level::ReadOnly, &server, dir)
-        .replace("max_turns = 10", &format!("max_turns = {max_turns}"));
+    let text = changed(
+        pipeline(&cli, Level::ReadOnly, &server, dir),
+        &format!("max_turns = {MAX_TURNS}"),
+        &format!("max_turns = {max_turns}"),
+    );
     let run = orch_run(&cli, dir, &server, &text);
     let ctx = run.context();
     assert_eq!(run.code, Some(1), "{ctx}");
@@ -1082,19 +1112,12 @@ fn orch_enforces_the_turn_limit(kind: AgentKind) {
     // the answer (a final answer is let through after the last turn; the
     // others count it as a turn of its own, Codex counts tool calls).
     let budget = 1;
-    let cli = find_cli(kind);
     let dir = scratch(&format!("orch-e2e-{kind}-budget-"));
-    let given = dir.path().join("work/given.txt");
-    std::fs::create_dir_all(dir.path().join("work")).unwrap();
-    std::fs::write(&given, format!("{FIXTURE}\n")).unwrap();
-    let server = ModelServer::start(dir.path(), &json!([(cli.read_call)(&given)]));
-    let text = pipeline(&cli, Level::ReadOnly, &server, dir.path())
-        .replace("max_turns = 10", &format!("max_turns = {budget}"));
-    let run = orch_run(&cli, dir.path(), &server, &text);
+    let run = orch_run_reading(&find_cli(kind), dir.path(), budget);
     let ctx = run.context();
     assert_eq!(run.code, Some(0), "{ctx}");
     assert_eq!(run.agent()["status"], "succeeded", "{ctx}");
-    let turns = run.agent()["turns"].as_u64().unwrap_or(0);
+    let turns = run.agent()["turns"].as_u64().unwrap_or(0) as usize;
     assert!(turns == budget || turns == budget + 1, "{ctx}");
 }
 
@@ -1148,8 +1171,11 @@ fn orch_waits_for_a_real_claude_rate_limit_to_lift() {
         {"text": "hello"}
     ]);
     let server = ModelServer::start(dir.path(), &script);
-    let text =
-        pipeline(&cli, Level::ReadOnly, &server, dir.path()).replace("retries = 0", "retries = 1");
+    let text = changed(
+        pipeline(&cli, Level::ReadOnly, &server, dir.path()),
+        "retries = 0",
+        "retries = 1",
+    );
     let run = orch_run_with(
         &cli,
         dir.path(),
@@ -1169,9 +1195,7 @@ fn orch_waits_for_a_real_claude_rate_limit_to_lift() {
     );
     // The second attempt's request came after the reset.
     let times: Vec<(f64, bool)> = run
-        .requests
-        .iter()
-        .filter(|r| r["method"].is_string() && r["side"] == false)
+        .answered_requests()
         .map(|r| (r["time"].as_f64().unwrap(), r["status"] == 429))
         .collect();
     let limited = times.iter().find(|(_, l)| *l).expect("a 429 was sent").0;

@@ -3,22 +3,11 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{root, run, stderr, stdout};
-
-fn examples() -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(root().join("pipelines"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
-        .map(|p| format!("pipelines/{}", p.file_name().unwrap().to_string_lossy()))
-        .collect();
-    v.sort();
-    v
-}
+use crate::support::{example_pipelines, json_of, root, run, stderr, stdout, write};
 
 #[test]
 fn the_three_examples_exist() {
-    let e = examples();
+    let e = example_pipelines();
     for name in [
         "pipelines/demo.toml",
         "pipelines/research-audit.toml",
@@ -30,14 +19,14 @@ fn the_three_examples_exist() {
 
 #[test]
 fn every_example_validates() {
-    for file in examples() {
+    for file in example_pipelines() {
         let out = run(&["validate", &file]);
         assert_eq!(out.status.code(), Some(0), "{file}: {}", stderr(&out));
         assert!(stdout(&out).starts_with(&format!("ok: `{file}`")));
         for cmd in ["plan", "explain"] {
             let out = run(&[cmd, &file, "--format", "json"]);
             assert_eq!(out.status.code(), Some(0), "{cmd} {file}: {}", stderr(&out));
-            let _: Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+            json_of(&out);
         }
     }
 }
@@ -47,7 +36,7 @@ fn explain(file: &str, extra: &[&str]) -> Value {
     args.extend_from_slice(extra);
     let out = run(&args);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    serde_json::from_slice(&out.stdout).unwrap()
+    json_of(&out)
 }
 
 /// The acceptance case of the core issue, straight from pipeline-format.md.
@@ -161,9 +150,9 @@ fn explain_text_shows_fields_and_positions() {
 #[test]
 fn explain_shows_invocations_without_secrets() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("p.toml");
-    std::fs::write(
-        &file,
+    let file = write(
+        dir.path(),
+        "p.toml",
         r#"version = 1
 name = "secrets"
 
@@ -182,13 +171,16 @@ prompt = "Look."
 [phases.tools]
 mcp = ["mcp__search__*"]
 "#,
-    )
-    .unwrap();
+    );
     let f = file.to_str().unwrap();
     for format in ["text", "json"] {
         let out = run(&["explain", f, "--format", format]);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         let all = stdout(&out);
+        assert!(
+            all.contains("API_TOKEN") && all.contains("SEARCH_API_KEY"),
+            "{format}: the environment is shown: {all}"
+        );
         assert!(!all.contains("sk-live-123456"), "{format}: {all}");
         assert!(!all.contains("literal-secret-789"), "{format}: {all}");
     }

@@ -2,14 +2,12 @@
 //! (property test, in process) and hostile whole files (through the binary,
 //! each with a deadline).
 
-use std::io::Read;
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
 
 use proptest::prelude::*;
 
-use crate::support::{orch, root};
+use crate::support::{finish_within, orch, root, run, stderr};
 
 /// Valid pipelines to mutate.
 fn seeds() -> Vec<String> {
@@ -158,50 +156,30 @@ proptest! {
     }
 }
 
-/// Run `orch validate FILE` with a deadline; return (exit code, stderr).
-fn validate_with_deadline(file: &Path, deadline: Duration) -> (Option<i32>, String) {
-    let mut child: std::process::Child = orch()
+/// `orch validate` of a file holding `bytes`, with a deadline: (exit code,
+/// stderr). Fails the test on a crash, a signal or the deadline.
+fn hostile(name: &str, bytes: Vec<u8>) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(name);
+    std::fs::write(&file, bytes).unwrap();
+    let child = orch()
         .args(["validate", file.to_str().unwrap()])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        let _ = stderr.read_to_end(&mut s);
-        s
-    });
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let err = String::from_utf8_lossy(&reader.join().unwrap()).into_owned();
-            return (status.code(), err);
-        }
-        if start.elapsed() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "orch validate {} did not finish within {deadline:?}",
-                file.display()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn hostile(name: &str, bytes: Vec<u8>) -> (Option<i32>, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join(name);
-    std::fs::write(&file, bytes).unwrap();
-    let out = validate_with_deadline(&file, Duration::from_secs(120));
-    assert!(
-        matches!(out.0, Some(0) | Some(2)),
-        "{name}: exit {:?} (a crash or signal), stderr tail: {}",
-        out.0,
-        &out.1[out.1.len().saturating_sub(500)..]
+    let out = finish_within(
+        child,
+        Duration::from_secs(120),
+        &format!("orch validate {name}"),
     );
-    out
+    let (code, err) = (out.status.code(), stderr(&out));
+    assert!(
+        matches!(code, Some(0) | Some(2)),
+        "{name}: exit {code:?} (a crash or signal), stderr tail: {}",
+        &err[err.len().saturating_sub(500)..]
+    );
+    (code, err)
 }
 
 /// A tiny deterministic generator, so the garbage is the same every run.
@@ -329,11 +307,11 @@ fn empty_and_whitespace_files() {
 #[test]
 fn a_directory_is_not_a_pipeline() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_orch"))
-        .args(["validate", dir.path().to_str().unwrap()])
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
+    let out = run(&["validate", dir.path().to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("it is a directory"));
+    assert!(
+        stderr(&out).contains("it is a directory"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -4,12 +4,12 @@
 //! Agents here are plain commands, so these tests need no agent CLI.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{orch, root, stderr, stdout};
+use crate::support::{json_of, orch, root, stderr, stdout, write};
 
 /// A scratch workspace with its own state dir.
 struct Space {
@@ -27,10 +27,13 @@ impl Space {
         self.dir.path()
     }
 
-    fn write(&self, name: &str, text: &str) -> PathBuf {
-        let p = self.path().join(name);
-        std::fs::write(&p, text).unwrap();
-        p
+    /// Write `p.toml`: a pipeline named `t` with this body.
+    fn pipeline(&self, body: &str) -> PathBuf {
+        write(
+            self.path(),
+            "p.toml",
+            &format!("version = 1\nname = \"t\"\n{body}"),
+        )
     }
 
     fn cmd(&self, args: &[&str]) -> Command {
@@ -48,14 +51,21 @@ impl Space {
 
     fn json(&self, args: &[&str]) -> (Output, Value) {
         let out = self.run(args);
-        let v = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}\nstdout: {}\nstderr: {}", stdout(&out), stderr(&out)));
+        let v = json_of(&out);
         (out, v)
     }
-}
 
-fn pipeline(body: &str) -> String {
-    format!("version = 1\nname = \"t\"\n{body}")
+    /// `orch run FILE --format json EXTRA...`: how it ended, and its report.
+    fn report(&self, file: &Path, extra: &[&str]) -> (Output, Value) {
+        let mut args = vec!["run", file.to_str().unwrap(), "--format", "json"];
+        args.extend_from_slice(extra);
+        self.json(&args)
+    }
+
+    /// The recorded runs, newest first (`orch runs list --format json`).
+    fn runs(&self) -> Value {
+        self.json(&["runs", "list", "--format", "json"]).1
+    }
 }
 
 fn phase_of<'a>(report: &'a Value, name: &str) -> &'a Value {
@@ -75,7 +85,7 @@ fn phase_status<'a>(report: &'a Value, name: &str) -> &'a str {
 fn the_demo_runs() {
     let s = Space::new();
     let demo = root().join("pipelines/demo.toml");
-    let (out, report) = s.json(&["run", demo.to_str().unwrap(), "--format", "json"]);
+    let (out, report) = s.report(&demo, &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(report["status"], "succeeded");
     for p in ["prepare", "count", "shout", "report"] {
@@ -110,23 +120,13 @@ fn the_demo_runs() {
 #[test]
 fn phase_selection_runs_without_earlier_state() {
     let s = Space::new();
-    let p = s.write(
-        "p.toml",
-        &pipeline(
-            "[agents.a]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"echo a > a.txt\"]\n\
-             [agents.b]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"echo b > b.txt\"]\n\
-             [[phases]]\nname = \"first\"\nagents = [\"a\"]\n\
-             [[phases]]\nname = \"second\"\nagents = [\"b\"]\ndepends_on = [\"first\"]\n",
-        ),
+    let p = s.pipeline(
+        "[agents.a]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"echo a > a.txt\"]\n\
+         [agents.b]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"echo b > b.txt\"]\n\
+         [[phases]]\nname = \"first\"\nagents = [\"a\"]\n\
+         [[phases]]\nname = \"second\"\nagents = [\"b\"]\ndepends_on = [\"first\"]\n",
     );
-    let (out, report) = s.json(&[
-        "run",
-        p.to_str().unwrap(),
-        "--phase",
-        "second",
-        "--format",
-        "json",
-    ]);
+    let (out, report) = s.report(&p, &["--phase", "second"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(report["phases"].as_array().unwrap().len(), 1);
     assert!(s.path().join("b.txt").exists());
@@ -134,14 +134,7 @@ fn phase_selection_runs_without_earlier_state() {
         !s.path().join("a.txt").exists(),
         "--phase runs only that phase"
     );
-    let (out, report) = s.json(&[
-        "run",
-        p.to_str().unwrap(),
-        "--from",
-        "first",
-        "--format",
-        "json",
-    ]);
+    let (out, report) = s.report(&p, &["--from", "first"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(report["phases"].as_array().unwrap().len(), 2);
     assert_eq!(phase_status(&report, "first"), "succeeded");
@@ -155,12 +148,9 @@ fn phase_selection_runs_without_earlier_state() {
 #[test]
 fn dry_run_spawns_nothing() {
     let s = Space::new();
-    let p = s.write(
-        "p.toml",
-        &pipeline(
-            "[agents.a]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"touch spawned\"]\n\
-             [[phases]]\nname = \"one\"\nagents = [\"a\"]\n",
-        ),
+    let p = s.pipeline(
+        "[agents.a]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"touch spawned\"]\n\
+         [[phases]]\nname = \"one\"\nagents = [\"a\"]\n",
     );
     let out = s.run(&["run", p.to_str().unwrap(), "--dry-run"]);
     assert_eq!(out.status.code(), Some(0));
@@ -176,20 +166,17 @@ fn dry_run_spawns_nothing() {
 #[test]
 fn outcomes_follow_the_format() {
     let s = Space::new();
-    let p = s.write(
-        "p.toml",
-        &pipeline(
-            "[agents.ok]\nkind = \"command\"\ncommand = [\"true\"]\n\
-             [agents.bad]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"echo oops >&2; exit 3\"]\n\
-             [[phases]]\nname = \"optional-fails\"\nagents = [\"bad\"]\nrequired = false\n\
-             [[phases]]\nname = \"after-optional\"\nagents = [\"ok\"]\ndepends_on = [\"optional-fails\"]\n\
-             [[phases]]\nname = \"required-fails\"\nagents = [\"bad\"]\n\
-             [[phases]]\nname = \"after-required\"\nagents = [\"ok\"]\ndepends_on = [\"required-fails\"]\n\
-             [[phases]]\nname = \"independent\"\nagents = [\"ok\"]\n\
-             [[phases]]\nname = \"no-artifact\"\nagents = [\"ok\"]\nartifacts = [\"never.txt\"]\nrequired = false\n",
-        ),
+    let p = s.pipeline(
+        "[agents.ok]\nkind = \"command\"\ncommand = [\"true\"]\n\
+         [agents.bad]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"echo oops >&2; exit 3\"]\n\
+         [[phases]]\nname = \"optional-fails\"\nagents = [\"bad\"]\nrequired = false\n\
+         [[phases]]\nname = \"after-optional\"\nagents = [\"ok\"]\ndepends_on = [\"optional-fails\"]\n\
+         [[phases]]\nname = \"required-fails\"\nagents = [\"bad\"]\n\
+         [[phases]]\nname = \"after-required\"\nagents = [\"ok\"]\ndepends_on = [\"required-fails\"]\n\
+         [[phases]]\nname = \"independent\"\nagents = [\"ok\"]\n\
+         [[phases]]\nname = \"no-artifact\"\nagents = [\"ok\"]\nartifacts = [\"never.txt\"]\nrequired = false\n",
     );
-    let (out, report) = s.json(&["run", p.to_str().unwrap(), "--format", "json"]);
+    let (out, report) = s.report(&p, &[]);
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -210,15 +197,12 @@ fn outcomes_follow_the_format() {
 fn retries_then_success() {
     let s = Space::new();
     // Fails twice, then succeeds: a counter file outside the agent.
-    let p = s.write(
-        "p.toml",
-        &pipeline(
-            "[agents.flaky]\nkind = \"command\"\n\
-             command = [\"sh\", \"-c\", \"n=$(cat n 2>/dev/null || echo 0); n=$((n+1)); echo $n > n; [ $n -ge 3 ]\"]\n\
-             [[phases]]\nname = \"flaky\"\nagents = [\"flaky\"]\nretries = 2\n",
-        ),
+    let p = s.pipeline(
+        "[agents.flaky]\nkind = \"command\"\n\
+         command = [\"sh\", \"-c\", \"n=$(cat n 2>/dev/null || echo 0); n=$((n+1)); echo $n > n; [ $n -ge 3 ]\"]\n\
+         [[phases]]\nname = \"flaky\"\nagents = [\"flaky\"]\nretries = 2\n",
     );
-    let (out, report) = s.json(&["run", p.to_str().unwrap(), "--format", "json"]);
+    let (out, report) = s.report(&p, &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(report["phases"][0]["agents"][0]["attempts"], 3);
 }
@@ -229,16 +213,13 @@ fn a_rate_limit_waits_until_it_lifts() {
     // The first attempt is rate limited with a reset 4 s away (longer than
     // the at most 2.4 s backoff); the second succeeds. Each attempt notes
     // when it started.
-    let p = s.write(
-        "p.toml",
-        &pipeline(
-            "[agents.limited]\nkind = \"command\"\n\
-             command = [\"sh\", \"-c\", \"date +%s%N >> starts; [ -e seen ] && exit 0; touch seen; \
-             echo 'API Error: 429 Too Many Requests. Please retry in 4s.' >&2; exit 1\"]\n\
-             [[phases]]\nname = \"limited\"\nagents = [\"limited\"]\nretries = 1\n",
-        ),
+    let p = s.pipeline(
+        "[agents.limited]\nkind = \"command\"\n\
+         command = [\"sh\", \"-c\", \"date +%s%N >> starts; [ -e seen ] && exit 0; touch seen; \
+         echo 'API Error: 429 Too Many Requests. Please retry in 4s.' >&2; exit 1\"]\n\
+         [[phases]]\nname = \"limited\"\nagents = [\"limited\"]\nretries = 1\n",
     );
-    let (out, report) = s.json(&["run", p.to_str().unwrap(), "--format", "json"]);
+    let (out, report) = s.report(&p, &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(report["phases"][0]["agents"][0]["attempts"], 2);
     let starts: Vec<u128> = std::fs::read_to_string(s.path().join("starts"))
@@ -258,29 +239,19 @@ fn a_rate_limit_waits_until_it_lifts() {
 #[test]
 fn timeouts_stalls_crashes_floods() {
     let s = Space::new();
-    let p = s.write(
-        "p.toml",
-        &pipeline(
-            "[agents.slow]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"while true; do echo tick; sleep 0.1; done\"]\n\
-             [agents.stall]\nkind = \"command\"\ncommand = [\"sleep\", \"30\"]\n\
-             [agents.crash]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"kill -SEGV $$\"]\n\
-             [agents.flood]\nkind = \"command\"\n\
-             command = [\"python3\", \"-c\", \"import sys; sys.stdout.write('x' * 10_000_000 + '\\\\n'); sys.stdout.write('\\\\x00\\\\xff garbage \\\\x1b[2J\\\\n')\"]\n\
-             [[phases]]\nname = \"slow\"\nagents = [\"slow\"]\ntimeout = \"1s\"\nrequired = false\n\
-             [[phases]]\nname = \"stall\"\nagents = [\"stall\"]\nstall_timeout = \"1s\"\nrequired = false\n\
-             [[phases]]\nname = \"crash\"\nagents = [\"crash\"]\nrequired = false\n\
-             [[phases]]\nname = \"flood\"\nagents = [\"flood\"]\n",
-        ),
+    let p = s.pipeline(
+        "[agents.slow]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"while true; do echo tick; sleep 0.1; done\"]\n\
+         [agents.stall]\nkind = \"command\"\ncommand = [\"sleep\", \"30\"]\n\
+         [agents.crash]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"kill -SEGV $$\"]\n\
+         [agents.flood]\nkind = \"command\"\n\
+         command = [\"python3\", \"-c\", \"import sys; sys.stdout.write('x' * 10_000_000 + '\\\\n'); sys.stdout.write('\\\\x00\\\\xff garbage \\\\x1b[2J\\\\n')\"]\n\
+         [[phases]]\nname = \"slow\"\nagents = [\"slow\"]\ntimeout = \"1s\"\nrequired = false\n\
+         [[phases]]\nname = \"stall\"\nagents = [\"stall\"]\nstall_timeout = \"1s\"\nrequired = false\n\
+         [[phases]]\nname = \"crash\"\nagents = [\"crash\"]\nrequired = false\n\
+         [[phases]]\nname = \"flood\"\nagents = [\"flood\"]\n",
     );
     let start = Instant::now();
-    let (out, report) = s.json(&[
-        "run",
-        p.to_str().unwrap(),
-        "--format",
-        "json",
-        "--grace",
-        "1",
-    ]);
+    let (out, report) = s.report(&p, &["--grace", "1"]);
     assert!(
         start.elapsed() < Duration::from_secs(20),
         "limits were enforced"
@@ -314,14 +285,11 @@ fn survivors(marker: &str) -> Vec<String> {
 fn grandchildren_that_ignore_term_do_not_survive() {
     let s = Space::new();
     let marker = format!("orch-orphan-{}", std::process::id());
-    let p = s.write(
-        "p.toml",
-        &pipeline(&format!(
-            "[agents.parent]\nkind = \"command\"\n\
-             command = [\"bash\", \"-c\", \"(trap '' TERM; touch gc-up; exec -a {marker} sleep 60) & sleep 0.3; echo started; exit 0\"]\n\
-             [[phases]]\nname = \"p\"\nagents = [\"parent\"]\n"
-        )),
-    );
+    let p = s.pipeline(&format!(
+        "[agents.parent]\nkind = \"command\"\n\
+         command = [\"bash\", \"-c\", \"(trap '' TERM; touch gc-up; exec -a {marker} sleep 60) & sleep 0.3; echo started; exit 0\"]\n\
+         [[phases]]\nname = \"p\"\nagents = [\"parent\"]\n"
+    ));
     let out = s.run(&["run", p.to_str().unwrap(), "--grace", "1"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(s.path().join("gc-up").exists(), "the grandchild ran");
@@ -332,14 +300,11 @@ fn grandchildren_that_ignore_term_do_not_survive() {
 #[test]
 fn a_missing_binary_is_an_error_before_anything_starts() {
     let s = Space::new();
-    let p = s.write(
-        "p.toml",
-        &pipeline(
-            "[agents.ok]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"touch started\"]\n\
-             [agents.gone]\nkind = \"command\"\ncommand = [\"no-such-program-orch\"]\n\
-             [[phases]]\nname = \"a\"\nagents = [\"ok\"]\n\
-             [[phases]]\nname = \"b\"\nagents = [\"gone\"]\ndepends_on = [\"a\"]\n",
-        ),
+    let p = s.pipeline(
+        "[agents.ok]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"touch started\"]\n\
+         [agents.gone]\nkind = \"command\"\ncommand = [\"no-such-program-orch\"]\n\
+         [[phases]]\nname = \"a\"\nagents = [\"ok\"]\n\
+         [[phases]]\nname = \"b\"\nagents = [\"gone\"]\ndepends_on = [\"a\"]\n",
     );
     let out = s.run(&["run", p.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
@@ -351,7 +316,7 @@ fn a_missing_binary_is_an_error_before_anything_starts() {
     assert!(!s.path().join("started").exists(), "nothing was started");
 }
 
-fn spawn_run(s: &Space, file: &Path) -> std::process::Child {
+fn spawn_run(s: &Space, file: &Path) -> Child {
     s.cmd(&["run", file.to_str().unwrap(), "--grace", "1"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -359,49 +324,57 @@ fn spawn_run(s: &Space, file: &Path) -> std::process::Child {
         .unwrap()
 }
 
-fn wait_for(path: &Path) {
+/// Poll until `done` holds; after `limit`, fail saying `why()`.
+fn wait_until(limit: Duration, done: impl Fn() -> bool, why: impl Fn() -> String) {
     let start = Instant::now();
-    while !path.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "{} never appeared",
-            path.display()
-        );
+    while !done() {
+        assert!(start.elapsed() < limit, "{}", why());
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+fn wait_for(path: &Path) {
+    wait_until(
+        Duration::from_secs(20),
+        || path.exists(),
+        || format!("{} never appeared", path.display()),
+    );
+}
+
+/// Wait until both of the test's `marker` processes run.
+fn wait_for_two(marker: &str) {
+    wait_until(
+        Duration::from_secs(10),
+        || survivors(marker).len() >= 2,
+        || format!("{:?}", survivors(marker)),
+    );
+}
+
+/// Ctrl-C, as a terminal sends it.
+fn interrupt(child: &Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
 }
 
 #[test]
 fn ctrl_c_stops_every_agent_and_records_the_run_as_interrupted() {
     let s = Space::new();
     let marker = format!("orch-sigint-{}", std::process::id());
-    let p = s.write(
-        "p.toml",
-        &pipeline(&format!(
-            "[agents.a]\nkind = \"command\"\ncommand = [\"bash\", \"-c\", \"touch up-a; exec -a {marker} sleep 60\"]\n\
-             [agents.b]\nkind = \"command\"\ncommand = [\"bash\", \"-c\", \"trap '' TERM; touch up-b; (exec -a {marker} sleep 60); sleep 60\"]\n\
-             [[phases]]\nname = \"a\"\nagents = [\"a\"]\n\
-             [[phases]]\nname = \"b\"\nagents = [\"b\"]\n"
-        )),
-    );
+    let p = s.pipeline(&format!(
+        "[agents.a]\nkind = \"command\"\ncommand = [\"bash\", \"-c\", \"touch up-a; exec -a {marker} sleep 60\"]\n\
+         [agents.b]\nkind = \"command\"\ncommand = [\"bash\", \"-c\", \"trap '' TERM; touch up-b; (exec -a {marker} sleep 60); sleep 60\"]\n\
+         [[phases]]\nname = \"a\"\nagents = [\"a\"]\n\
+         [[phases]]\nname = \"b\"\nagents = [\"b\"]\n"
+    ));
     let mut child = spawn_run(&s, &p);
     wait_for(&s.path().join("up-a"));
     wait_for(&s.path().join("up-b"));
-    let start = Instant::now();
-    while survivors(&marker).len() < 2 {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "{:?}",
-            survivors(&marker)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_two(&marker);
     let sent = Instant::now();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    interrupt(&child);
     let status = child.wait().unwrap();
     // Grace period (1 s) plus one second.
     assert!(
@@ -411,7 +384,7 @@ fn ctrl_c_stops_every_agent_and_records_the_run_as_interrupted() {
     );
     assert_eq!(status.code(), Some(130));
     assert!(survivors(&marker).is_empty(), "{:?}", survivors(&marker));
-    let (_, runs) = s.json(&["runs", "list", "--format", "json"]);
+    let runs = s.runs();
     assert_eq!(runs[0]["status"], "interrupted", "{runs}");
 }
 
@@ -419,53 +392,45 @@ fn ctrl_c_stops_every_agent_and_records_the_run_as_interrupted() {
 fn sigkill_then_resume_continues_without_redoing_work() {
     let s = Space::new();
     let marker = format!("orch-sigkill-{}", std::process::id());
-    let p = s.write(
-        "p.toml",
-        &pipeline(&format!(
-            "[agents.first]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"echo x >> first-ran; echo '{{\\\"line\\\": 1}}'\"]\n\
-             [agents.second]\nkind = \"command\"\ncommand = [\"bash\", \"-c\", \"if [ -e go ]; then echo done > second-done; else (trap '' TERM; exec -a {marker} sleep 60) & touch second-up; exec -a {marker} sleep 60; fi\"]\n\
-             [[phases]]\nname = \"first\"\nagents = [\"first\"]\n\
-             [[phases]]\nname = \"second\"\nagents = [\"second\"]\ndepends_on = [\"first\"]\n",
-        )),
-    );
+    let p = s.pipeline(&format!(
+        "[agents.first]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"echo x >> first-ran; echo '{{\\\"line\\\": 1}}'\"]\n\
+         [agents.second]\nkind = \"command\"\ncommand = [\"bash\", \"-c\", \"if [ -e go ]; then echo done > second-done; else (trap '' TERM; exec -a {marker} sleep 60) & touch second-up; exec -a {marker} sleep 60; fi\"]\n\
+         [[phases]]\nname = \"first\"\nagents = [\"first\"]\n\
+         [[phases]]\nname = \"second\"\nagents = [\"second\"]\ndepends_on = [\"first\"]\n",
+    ));
     let mut child = spawn_run(&s, &p);
     wait_for(&s.path().join("second-up"));
-    let start = Instant::now();
-    while survivors(&marker).len() < 2 {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "{:?}",
-            survivors(&marker)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_two(&marker);
     child.kill().unwrap(); // SIGKILL: orch gets no chance to clean up
     child.wait().unwrap();
     // The keeper kills the agent's whole process group, the child that
     // ignores TERM included.
-    let start = Instant::now();
-    while !survivors(&marker).is_empty() {
-        assert!(
-            start.elapsed() < Duration::from_secs(2),
-            "outlived orch: {:?}",
-            survivors(&marker)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-
-    let (_, runs) = s.json(&["runs", "list", "--format", "json"]);
-    assert_eq!(runs[0]["status"], "interrupted", "{runs}");
-    let run_id = runs[0]["run_id"].as_str().unwrap().to_string();
-    let (_, events) = s.json(&[
-        "runs", "events", &run_id, "--phase", "first", "--format", "json",
-    ]);
-    assert!(
-        events.to_string().contains("line"),
-        "events of finished phases are kept: {events}"
+    wait_until(
+        Duration::from_secs(2),
+        || survivors(&marker).is_empty(),
+        || format!("outlived orch: {:?}", survivors(&marker)),
     );
 
+    let runs = s.runs();
+    assert_eq!(runs[0]["status"], "interrupted", "{runs}");
+    let run_id = runs[0]["run_id"].as_str().unwrap().to_string();
+    // The line the finished phase's agent printed, as recorded.
+    let first_printed = || {
+        let (_, events) = s.json(&[
+            "runs", "events", &run_id, "--phase", "first", "--format", "json",
+        ]);
+        let printed = events
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["raw"] == r#"{"line": 1}"#);
+        (printed, events)
+    };
+    let (printed, events) = first_printed();
+    assert!(printed, "events of finished phases are kept: {events}");
+
     std::fs::write(s.path().join("go"), "").unwrap();
-    let (out, report) = s.json(&["run", p.to_str().unwrap(), "--resume", "--format", "json"]);
+    let (out, report) = s.report(&p, &["--resume"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(report["run_id"], run_id.as_str(), "the same run continues");
     assert_eq!(
@@ -474,14 +439,9 @@ fn sigkill_then_resume_continues_without_redoing_work() {
         "first did not run again"
     );
     assert!(s.path().join("second-done").exists());
-    let (_, events) = s.json(&[
-        "runs", "events", &run_id, "--phase", "first", "--format", "json",
-    ]);
-    assert!(
-        events.to_string().contains("line"),
-        "still there after the resume"
-    );
-    let (_, runs) = s.json(&["runs", "list", "--format", "json"]);
+    let (printed, events) = first_printed();
+    assert!(printed, "still there after the resume: {events}");
+    let runs = s.runs();
     assert_eq!(runs[0]["status"], "succeeded");
 
     // A changed pipeline refuses to resume without --force.
@@ -497,12 +457,9 @@ fn sigkill_then_resume_continues_without_redoing_work() {
 #[test]
 fn a_second_run_on_a_busy_state_dir_is_refused() {
     let s = Space::new();
-    let p = s.write(
-        "p.toml",
-        &pipeline(
-            "[agents.wait]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"touch up; sleep 5\"]\n\
-             [[phases]]\nname = \"w\"\nagents = [\"wait\"]\n",
-        ),
+    let p = s.pipeline(
+        "[agents.wait]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"touch up; sleep 5\"]\n\
+         [[phases]]\nname = \"w\"\nagents = [\"wait\"]\n",
     );
     let mut first = spawn_run(&s, &p);
     wait_for(&s.path().join("up"));
@@ -513,13 +470,9 @@ fn a_second_run_on_a_busy_state_dir_is_refused() {
         "{}",
         stderr(&out)
     );
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(first.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    interrupt(&first);
     first.wait().unwrap();
-    let (_, runs) = s.json(&["runs", "list", "--format", "json"]);
+    let runs = s.runs();
     assert_eq!(
         runs.as_array().unwrap().len(),
         1,
@@ -544,7 +497,7 @@ fn max_parallel_caps_agent_processes() {
         "[[phases]]\nname = \"wide\"\nagents = [{}]\nparallel = true\n",
         names.join(", ")
     ));
-    let p = s.write("p.toml", &pipeline(&body));
+    let p = s.pipeline(&body);
     let out = s.run(&["run", p.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let log = std::fs::read_to_string(s.path().join("log")).unwrap();
@@ -560,12 +513,9 @@ fn max_parallel_caps_agent_processes() {
 #[test]
 fn a_terminal_gets_the_live_view_and_a_pipe_gets_plain_lines() {
     let s = Space::new();
-    let p = s.write(
-        "p.toml",
-        &pipeline(
-            "[agents.a]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"sleep 0.6\"]\n\
-             [[phases]]\nname = \"first\"\nagents = [\"a\"]\n",
-        ),
+    let p = s.pipeline(
+        "[agents.a]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"sleep 0.6\"]\n\
+         [[phases]]\nname = \"first\"\nagents = [\"a\"]\n",
     );
     // `script` gives orch a pseudo-terminal.
     let line = format!(

@@ -13,7 +13,7 @@ use orch::store::fixture::{
 };
 use orch::store::{Outcome, RunStatus, Store};
 
-use crate::support::{self, stderr, stdout};
+use crate::support::{self, finish_within, json_of, stderr, stdout};
 
 /// 2025-01-01T12:00:00Z.
 const T0: u64 = 1_735_732_800_000;
@@ -112,6 +112,16 @@ fn history(dir: &Path) {
     store.close().unwrap();
 }
 
+/// One run, `run_id`, whose orch died before anything else was recorded.
+fn dead_run(dir: &Path, run_id: &str) {
+    let store = Store::open(dir).unwrap();
+    store
+        .writer()
+        .send(run_started(run_id, dead_pid(), T0))
+        .unwrap();
+    store.close().unwrap();
+}
+
 #[test]
 fn list_shows_every_run_newest_first() {
     let dir = tempfile::tempdir().unwrap();
@@ -131,7 +141,7 @@ RUN                   PIPELINE  STATUS       STARTED               DURATION  PHA
 
     let o = runs(dir.path(), &["list", "--limit", "1", "--format", "json"]);
     assert_eq!(code(&o), 0);
-    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let v = json_of(&o);
     let v = v.as_array().unwrap();
     assert_eq!(v.len(), 1);
     assert_eq!(v[0]["run_id"], KILLED_RUN);
@@ -159,7 +169,7 @@ fn the_state_directory_comes_from_the_settings() {
     std::fs::write(dir.path().join("orch.toml"), "state_dir = \"custom\"\n").unwrap();
     let o = support::run_in(dir.path(), &["runs", "list", "--format", "json"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let v = json_of(&o);
     assert_eq!(v.as_array().unwrap().len(), 3);
 }
 
@@ -211,7 +221,7 @@ fn show_lists_artifacts_and_gives_json() {
 
     let o = runs(dir.path(), &["show", "latest", "--format", "json"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let v = json_of(&o);
     assert_eq!(v["run_id"], KILLED_RUN);
     assert_eq!(v["status"], "interrupted");
     assert_eq!(v["phases"][0]["status"], "cancelled");
@@ -279,7 +289,7 @@ fn events_in_order_by_phase_and_as_json() {
 
     let o = runs(dir.path(), &["events", FAILED_RUN, "--format", "json"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let v = json_of(&o);
     let v = v.as_array().unwrap();
     assert_eq!(v.len(), 3);
     assert_eq!(v[0]["phase"], "build");
@@ -301,12 +311,7 @@ fn events_in_order_by_phase_and_as_json() {
 #[test]
 fn an_empty_json_event_list_is_still_a_document() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
-    store
-        .writer()
-        .send(run_started("quiet", dead_pid(), T0))
-        .unwrap();
-    store.close().unwrap();
+    dead_run(dir.path(), "quiet");
     let o = runs(dir.path(), &["events", "quiet", "--format", "json"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert_eq!(stdout(&o), "[]\n");
@@ -376,7 +381,7 @@ impl Follower {
 
     /// How it ended, within `FOLLOW_WAIT`.
     fn end(mut self) -> Output {
-        wait_with_timeout(self.child.take().unwrap(), FOLLOW_WAIT)
+        finish_within(self.child.take().unwrap(), FOLLOW_WAIT, FOLLOW)
     }
 }
 
@@ -392,6 +397,8 @@ impl Drop for Follower {
 /// The longest wait for `--follow` to print a line or to end (it polls
 /// every 200 ms).
 const FOLLOW_WAIT: Duration = Duration::from_secs(10);
+
+const FOLLOW: &str = "`orch runs events --follow`";
 
 /// Lines come out while the run goes on: each event is written only once
 /// the one before it has been printed, and the follow ends with the run.
@@ -442,31 +449,20 @@ fn follow_prints_new_events_until_the_run_ends() {
 #[test]
 fn follow_ends_when_the_orch_running_the_run_died() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
-    store
-        .writer()
-        .send(run_started("orphan", dead_pid(), T0))
-        .unwrap();
-    store.close().unwrap();
+    dead_run(dir.path(), "orphan");
     let started_at = Instant::now();
     let child = support::orch()
-        .args([
-            "runs",
-            "events",
-            "orphan",
-            "--follow",
-            "--state-dir",
-            dir.path().to_str().unwrap(),
-        ])
+        .args(["runs", "events", "orphan", "--follow"])
+        .args(["--state-dir", dir.path().to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let o = wait_with_timeout(child, Duration::from_secs(10));
+    let o = finish_within(child, FOLLOW_WAIT, FOLLOW);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert!(started_at.elapsed() < Duration::from_secs(5));
     let o = runs(dir.path(), &["list", "--format", "json"]);
-    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let v = json_of(&o);
     assert_eq!(v[0]["status"], "interrupted");
 }
 
@@ -482,23 +478,4 @@ fn a_history_from_a_newer_orch_is_refused() {
     let err = flat_stderr(&o);
     assert!(err.contains("newer than this orch knows"), "{err}");
     assert!(err.contains("written by a newer orch"), "{err}");
-}
-
-fn wait_with_timeout(mut child: std::process::Child, limit: Duration) -> Output {
-    let start = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let o = child.wait_with_output().unwrap();
-            panic!(
-                "`orch runs events --follow` did not end within {limit:?}; stdout:\n{}\nstderr:\n{}",
-                stdout(&o),
-                stderr(&o)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }

@@ -1,6 +1,6 @@
 //! The checked-in JSON Schema and the `#:schema` links to it.
 
-use crate::support::{root, run, stdout};
+use crate::support::{example_pipelines, root, run, stdout};
 
 #[test]
 fn checked_in_schema_is_current() {
@@ -65,16 +65,12 @@ fn schema_describes_every_key_the_loader_accepts() {
 
 #[test]
 fn every_example_links_the_schema() {
-    for entry in std::fs::read_dir(root().join("pipelines")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "toml") {
-            let text = std::fs::read_to_string(&path).unwrap();
-            assert!(
-                text.starts_with("#:schema ../schemas/pipeline.schema.json\n"),
-                "{} must start with `#:schema ../schemas/pipeline.schema.json`",
-                path.display()
-            );
-        }
+    for path in example_pipelines() {
+        let text = std::fs::read_to_string(root().join(&path)).unwrap();
+        assert!(
+            text.starts_with("#:schema ../schemas/pipeline.schema.json\n"),
+            "{path} must start with `#:schema ../schemas/pipeline.schema.json`"
+        );
     }
 }
 

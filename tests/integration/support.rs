@@ -1,8 +1,13 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
 
 /// The repository root (where Cargo.toml is).
 pub fn root() -> PathBuf {
@@ -35,6 +40,74 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// stdout as JSON; fails the test, showing both streams, when it is not.
+#[track_caller]
+pub fn json_of(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+            stdout(o),
+            stderr(o)
+        )
+    })
+}
+
+/// Wait at most `limit` for `child` (`what` says which command it is),
+/// reading its piped stdout and stderr meanwhile (those not taken already);
+/// on the deadline, kill it and fail the test.
+#[track_caller]
+pub fn finish_within(mut child: Child, limit: Duration, what: &str) -> Output {
+    fn drain(pipe: Option<impl Read + Send + 'static>) -> JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut buf);
+            }
+            buf
+        })
+    }
+    let out = drain(child.stdout.take());
+    let err = drain(child.stderr.take());
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    }
+}
+
+/// Write `text` to `dir/name`; the path written.
+pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The example pipelines, `pipelines/*.toml` relative to the root, sorted;
+/// fails the test when there are none.
+pub fn example_pipelines() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(root().join("pipelines"))
+        .expect("pipelines/ is readable")
+        .map(|e| e.expect("directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .map(|p| format!("pipelines/{}", p.file_name().unwrap().to_string_lossy()))
+        .collect();
+    v.sort();
+    assert!(!v.is_empty(), "no pipelines/*.toml");
+    v
+}
+
 /// Run `orch` from `dir` (for settings tests).
 pub fn run_in(dir: &Path, args: &[&str]) -> Output {
     orch()
@@ -57,4 +130,18 @@ pub fn clis_dir() -> PathBuf {
         dir.display()
     );
     dir
+}
+
+/// The pinned CLIs' executables (`node_modules/.bin` of [`clis_dir`]).
+pub fn clis_bin() -> PathBuf {
+    clis_dir().join("node_modules/.bin")
+}
+
+/// PATH with the pinned CLIs first.
+pub fn path_with_clis() -> String {
+    format!(
+        "{}:{}",
+        clis_bin().display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
 }
