@@ -59,8 +59,13 @@ fn resolve_all(pipeline: &Pipeline) -> Summary {
     }
 }
 
+/// Confinement as this machine has it (validation asks).
+fn os() -> orch::confine::Availability {
+    orch::confine::Availability::detect(orch::settings::ConfinementMode::Auto)
+}
+
 fn load(g: &Generated) -> Pipeline {
-    match load_str("generated.toml", g.text.clone(), Path::new(".")) {
+    match load_str("generated.toml", g.text.clone(), Path::new("."), &os()) {
         Ok(l) => {
             assert!(
                 l.warnings.is_empty(),
@@ -109,8 +114,8 @@ fn benches(c: &mut Criterion) {
             b.iter_batched(
                 || g.text.clone(),
                 |text| {
-                    let loaded =
-                        load_str("generated.toml", text, Path::new(".")).expect("validated above");
+                    let loaded = load_str("generated.toml", text, Path::new("."), &os())
+                        .expect("validated above");
                     let s = resolve_all(&loaded.pipeline);
                     black_box((loaded, s.invocations))
                 },

@@ -9,6 +9,7 @@
 
 pub mod agents;
 pub mod cli;
+pub mod confine;
 pub mod engine;
 pub mod events;
 pub mod graph;

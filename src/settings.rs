@@ -26,7 +26,31 @@ pub struct Settings {
     /// Per-kind agent settings.
     #[serde(default)]
     pub agents: BTreeMap<AgentKind, AgentSettings>,
+    /// Whether orch confines agents at the operating-system level.
+    #[serde(default)]
+    pub confinement: ConfinementMode,
+    /// Folders in the home directory confined agents may read, besides the
+    /// built-in toolchain folders (`~/...` or absolute paths).
+    #[serde(default)]
+    pub allow_read: Vec<String>,
 }
+
+/// The `confinement` setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConfinementMode {
+    /// Confine wherever the OS can (Landlock on Linux).
+    #[default]
+    Auto,
+    /// Never confine: only what the CLIs enforce counts (tests use it).
+    Off,
+}
+
+/// Keys a project's `./orch.toml` may not set: which programs run, what
+/// they inherit and how they are confined are the user's choice, not the
+/// repository's (a pull request could otherwise swap an agent's binary).
+const USER_ONLY: &[&str] = &["confinement", "allow_read"];
+const USER_ONLY_AGENT_KEYS: &[&str] = &["binary", "pass_env"];
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -98,6 +122,8 @@ impl Default for Settings {
             state_dir: PathBuf::from(".orch"),
             max_parallel: default_max_parallel(),
             agents,
+            confinement: ConfinementMode::Auto,
+            allow_read: Vec::new(),
         }
     }
 }
@@ -161,7 +187,9 @@ pub struct Layered {
 #[error("invalid settings: {message}")]
 #[diagnostic(
     code(orch::settings::invalid),
-    help("see `orch config` for the keys: state_dir, max_parallel, agents.<kind>.binary")
+    help(
+        "see `orch config` for the keys: state_dir, max_parallel, agents.<kind>.binary, agents.<kind>.pass_env, confinement, allow_read"
+    )
 )]
 pub struct SettingsError {
     message: String,
@@ -174,14 +202,15 @@ pub fn load(sources: &Sources, overrides: &Overrides) -> Result<Layered, Setting
         figment = figment.merge(TomlFile::new(user, "user config"));
     }
     figment = figment
-        .merge(TomlFile::new(&sources.project, "project config"))
+        .merge(TomlFile::new(&sources.project, "project config").project())
         .merge(
             Env::prefixed("ORCH_")
                 .split("__")
                 .map(|k| k.as_str().to_ascii_lowercase().into())
                 .filter(|k| {
                     let k = k.as_str();
-                    k == "state_dir" || k == "max_parallel" || k.starts_with("agents")
+                    ["state_dir", "max_parallel", "confinement", "allow_read"].contains(&k)
+                        || k.starts_with("agents")
                 }),
         )
         .merge(Serialized::defaults(overrides).profile(Profile::Default));
@@ -263,6 +292,8 @@ fn flatten(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>)
 struct TomlFile {
     path: PathBuf,
     name: &'static str,
+    /// A repository's file: it may not set the user-only keys.
+    project: bool,
 }
 
 impl TomlFile {
@@ -270,8 +301,33 @@ impl TomlFile {
         Self {
             path: path.to_path_buf(),
             name,
+            project: false,
         }
     }
+
+    fn project(mut self) -> Self {
+        self.project = true;
+        self
+    }
+}
+
+/// The user-only keys a project settings table sets, dotted.
+fn user_only_keys(table: &toml::Table) -> Vec<String> {
+    let mut found: Vec<String> = USER_ONLY
+        .iter()
+        .filter(|k| table.contains_key(**k))
+        .map(|k| k.to_string())
+        .collect();
+    if let Some(toml::Value::Table(agents)) = table.get("agents") {
+        for (kind, v) in agents {
+            if let toml::Value::Table(t) = v {
+                for key in USER_ONLY_AGENT_KEYS.iter().filter(|k| t.contains_key(**k)) {
+                    found.push(format!("agents.{kind}.{key}"));
+                }
+            }
+        }
+    }
+    found
 }
 
 impl Provider for TomlFile {
@@ -293,6 +349,19 @@ impl Provider for TomlFile {
         let table: toml::Table = toml::from_str(&text).map_err(|e| {
             figment::Error::from(format!("{}: {}", self.path.display(), e.message().trim()))
         })?;
+        if self.project {
+            let keys = user_only_keys(&table);
+            if !keys.is_empty() {
+                return Err(figment::Error::from(format!(
+                    "{} may only be set in your user config (~/.config/orch/config.toml), \
+                     ORCH_* variables or flags, not in a repository's settings",
+                    keys.iter()
+                        .map(|k| format!("`{k}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        }
         Serialized::defaults(table).data()
     }
 }
@@ -306,12 +375,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let user = dir.path().join("user.toml");
         let project = dir.path().join("orch.toml");
-        std::fs::write(&user, "state_dir = \"/from/user\"\nmax_parallel = 3\n").unwrap();
         std::fs::write(
-            &project,
-            "max_parallel = 5\n[agents.claude]\nbinary = \"/opt/claude\"\n",
+            &user,
+            "state_dir = \"/from/user\"\nmax_parallel = 3\n[agents.claude]\nbinary = \"/opt/claude\"\n",
         )
         .unwrap();
+        std::fs::write(&project, "max_parallel = 5\n").unwrap();
         let sources = Sources {
             user: Some(user),
             project,
@@ -325,6 +394,8 @@ mod tests {
         let from = |key: &str| rows.iter().find(|r| r.0 == key).unwrap().2.clone();
         assert!(from("state_dir").starts_with("user config"), "{rows:?}");
         assert!(from("max_parallel").starts_with("project config"));
+        assert!(from("agents.claude.binary").starts_with("user config"));
+        assert_eq!(l.settings.confinement, ConfinementMode::Auto);
         assert_eq!(from("agents.codex.binary"), "default");
 
         let flags = Overrides {
@@ -333,6 +404,54 @@ mod tests {
         };
         let l = load(&sources, &flags).unwrap();
         assert_eq!(l.settings.max_parallel, 9);
+    }
+
+    #[test]
+    fn a_repository_cannot_choose_programs_inheritance_or_confinement() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("orch.toml");
+        let sources = Sources {
+            user: None,
+            project: project.clone(),
+        };
+        for (text, key) in [
+            (
+                "[agents.claude]\nbinary = \"/tmp/evil\"\n",
+                "agents.claude.binary",
+            ),
+            (
+                "[agents.codex]\npass_env = [\"AWS_SECRET_ACCESS_KEY\"]\n",
+                "agents.codex.pass_env",
+            ),
+            ("confinement = \"off\"\n", "confinement"),
+            ("allow_read = [\"~/.ssh\"]\n", "allow_read"),
+        ] {
+            std::fs::write(&project, text).unwrap();
+            let e = load(&sources, &Overrides::default()).unwrap_err();
+            assert!(
+                e.to_string().contains(&format!("`{key}`"))
+                    && e.to_string().contains("user config"),
+                "{e}"
+            );
+        }
+        // The user's own file may.
+        let user = dir.path().join("user.toml");
+        std::fs::write(
+            &user,
+            "confinement = \"off\"\nallow_read = [\"~/.config/gh\"]\n",
+        )
+        .unwrap();
+        std::fs::write(&project, "max_parallel = 2\n").unwrap();
+        let l = load(
+            &Sources {
+                user: Some(user),
+                project,
+            },
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(l.settings.confinement, ConfinementMode::Off);
+        assert_eq!(l.settings.allow_read, vec!["~/.config/gh".to_string()]);
     }
 
     #[test]

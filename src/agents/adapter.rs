@@ -1,6 +1,6 @@
 //! The Adapter trait: one implementation per agent CLI.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::events::Event;
 use crate::pipeline::{Agent, Phase};
@@ -20,6 +20,8 @@ pub struct McpServerSpec {
     pub env: Vec<(String, EnvValue)>,
     /// The tools the ToolSet allows on this server; `None` means all (`*`).
     pub tools: Option<Vec<String>>,
+    /// The pipeline vouches that the server's tools only read.
+    pub read_only: bool,
 }
 
 impl McpServerSpec {
@@ -96,6 +98,12 @@ pub struct Request<'a> {
     pub dir: PathBuf,
     /// Names of variables passed through from orch's environment.
     pub pass_env: Vec<String>,
+    /// The real user's home (toolchains that default to a folder in it,
+    /// like rustup, are pointed there).
+    pub user_home: Option<PathBuf>,
+    /// Whether orch confines the process tree at the OS level (a CLI's own
+    /// sandbox must then work inside it).
+    pub confined: bool,
     /// Extra raw flags from the agent's mode settings.
     pub flags: &'a [String],
 }
@@ -121,6 +129,7 @@ impl Request<'_> {
             files,
             enforcement,
             inherit_env: false,
+            confinement: None,
         }
     }
 
@@ -196,11 +205,6 @@ pub fn adapter(kind: AgentKind) -> &'static dyn Adapter {
         AgentKind::Copilot => &super::copilot::Copilot,
         AgentKind::Command => &super::command::Command,
     }
-}
-
-/// The directory for an invocation's files under a state directory.
-pub fn invocation_dir(state_dir: &Path, phase: &str, agent: &str) -> PathBuf {
-    state_dir.join("invocations").join(phase).join(agent)
 }
 
 /// The CLI's own message for a rejected argv: its first non-empty stderr

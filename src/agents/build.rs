@@ -5,12 +5,15 @@
 use std::path::{Path, PathBuf};
 
 use super::AgentKind;
-use super::adapter::{McpServerSpec, Request, adapter, invocation_dir};
+use super::adapter::{McpServerSpec, Request, adapter};
+use super::capability::{self, Reach};
 use super::env;
 use super::invocation::{EnvValue, Invocation};
+use crate::confine::{Availability, Confinement, Places, Policy, policy};
 use crate::pipeline::{Agent, Phase, Pipeline};
 use crate::settings::{Settings, default_pass_env};
-use crate::toolset::{ORCH_MCP_SERVER, ToolSet};
+use crate::store::DB_FILE;
+use crate::toolset::{Layer, ORCH_MCP_SERVER, Permission, Resolved, ToolSet};
 
 /// Where and how invocations are built.
 #[derive(Debug, Clone)]
@@ -20,6 +23,12 @@ pub struct Context {
     pub workdir: PathBuf,
     /// How orch itself is invoked, for its MCP server entry.
     pub orch_exe: String,
+    /// Whether the OS can confine agents here, as the settings allow.
+    pub confinement: Availability,
+    /// The real user's home, resolved: confined agents cannot read it.
+    pub home: Option<PathBuf>,
+    /// Other paths the home is mounted at (bind mounts).
+    pub home_aliases: Vec<PathBuf>,
 }
 
 impl Context {
@@ -27,11 +36,49 @@ impl Context {
         let orch_exe = std::env::current_exe()
             .map(|p| p.display().to_string())
             .unwrap_or_else(|_| "orch".into());
+        let home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .and_then(|h| std::fs::canonicalize(h).ok());
+        let home_aliases = match (&home, std::fs::read_to_string("/proc/self/mountinfo")) {
+            (Some(h), Ok(text)) => policy::home_aliases(h, &policy::parse_mountinfo(&text)),
+            _ => Vec::new(),
+        };
         Self {
+            confinement: Availability::detect(settings.confinement),
             settings,
             workdir,
             orch_exe,
+            home,
+            home_aliases,
         }
+    }
+
+    /// Where each attempt's own directory is made, outside any workspace:
+    /// `$XDG_CACHE_HOME/orch/attempts` (by default `~/.cache/orch/attempts`).
+    pub fn attempts_root(&self) -> PathBuf {
+        let cache = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| self.home.as_ref().map(|h| h.join(".cache")))
+            .unwrap_or_else(std::env::temp_dir);
+        cache.join("orch").join("attempts")
+    }
+
+    /// A fresh, empty, private directory for one attempt of `agent` in
+    /// `phase` (removed when dropped). Nothing from an earlier phase or
+    /// attempt can be in it: its name is new and orch alone fills it.
+    pub fn attempt_dir(&self, phase: &str, agent: &str) -> std::io::Result<tempfile::TempDir> {
+        let root = self.attempts_root();
+        std::fs::create_dir_all(&root)?;
+        tempfile::Builder::new()
+            .prefix(&format!("{phase}-{agent}-"))
+            .tempdir_in(root)
+    }
+
+    /// The directory previews show for an attempt (`explain`, `--dry-run`):
+    /// each real attempt gets a fresh one with a random suffix.
+    pub fn planned_dir(&self, phase: &str, agent: &str) -> PathBuf {
+        self.attempts_root().join(format!("{phase}-{agent}-XXXXXX"))
     }
 
     pub fn state_dir(&self) -> PathBuf {
@@ -99,6 +146,7 @@ pub fn mcp_servers(
                             EnvValue::Plain(ctx.state_dir().display().to_string()),
                         )],
                         tools: Some(Vec::new()),
+                        read_only: false,
                     }
                 } else {
                     let Some(server) = pipeline.mcp_servers.iter().find(|s| s.name == m.server)
@@ -114,6 +162,7 @@ pub fn mcp_servers(
                             .map(|(k, v)| (k.clone(), env::classify(k, v)))
                             .collect(),
                         tools: Some(Vec::new()),
+                        read_only: server.read_only,
                     }
                 };
                 out.push(spec);
@@ -147,9 +196,72 @@ pub fn prompt(phase: &Phase) -> String {
         .unwrap_or_default()
 }
 
-/// The Invocation for `agent` in `phase`.
-pub fn invocation(pipeline: &Pipeline, phase: &Phase, agent: &Agent, ctx: &Context) -> Invocation {
+/// The level the OS holds `agent` to, if it confines it: an LLM agent's
+/// permission, a command's only when a layer sets one; never full access.
+fn confined_level(agent: &Agent, resolved: &Resolved) -> Option<Permission> {
+    let level = resolved.toolset.permission;
+    let set = resolved.provenance.permission.layer != Layer::Default;
+    (level != Permission::FullAccess && (agent.kind.is_llm() || set)).then_some(level)
+}
+
+/// The confinement of an invocation whose own directory is `dir`.
+fn confinement(
+    ctx: &Context,
+    level: Permission,
+    toolset: &ToolSet,
+    program: &str,
+    dir: &Path,
+) -> Option<Confinement> {
+    let abi = ctx.confinement.abi()?;
+    let path_dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    let program = which::which(program)
+        .ok()
+        .and_then(|p| std::fs::canonicalize(p).ok());
+    let home_readable = match &ctx.home {
+        Some(home) => policy::home_readable(
+            home,
+            &ctx.settings.allow_read,
+            &path_dirs,
+            program.as_deref(),
+        ),
+        None => Vec::new(),
+    };
+    // orch's own MCP server records in the run database.
+    let also_writable = if toolset.mcp.iter().any(|m| m.server == ORCH_MCP_SERVER) {
+        let db = ctx.state_dir().join(DB_FILE);
+        ["", "-wal", "-shm"]
+            .iter()
+            .map(|suffix| PathBuf::from(format!("{}{suffix}", db.display())))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let places = Places {
+        workspace: ctx.workdir.clone(),
+        own_dir: dir.to_path_buf(),
+        home: ctx.home.clone(),
+        home_readable,
+        also_writable,
+    };
+    Policy::for_permission(level, &places, &ctx.home_aliases)
+        .map(|policy| Confinement { policy, abi })
+}
+
+/// The Invocation for `agent` in `phase`, whose own directory is `dir`
+/// (a fresh [`Context::attempt_dir`] to run it, [`Context::planned_dir`] to
+/// show it).
+pub fn invocation(
+    pipeline: &Pipeline,
+    phase: &Phase,
+    agent: &Agent,
+    ctx: &Context,
+    dir: &Path,
+) -> Invocation {
     let resolved = pipeline.resolve(phase, agent);
+    let reach = Reach::of(pipeline, &resolved);
+    let level = confined_level(agent, &resolved);
     let toolset = resolved.toolset;
     let pass_env = ctx
         .settings
@@ -176,12 +288,22 @@ pub fn invocation(pipeline: &Pipeline, phase: &Phase, agent: &Agent, ctx: &Conte
         system_prompt: system.as_deref(),
         mcp_servers: mcp_servers(pipeline, &toolset, phase, agent, ctx),
         workdir: ctx.workdir.clone(),
-        dir: invocation_dir(&ctx.state_dir(), &phase.name, &agent.name),
+        dir: dir.to_path_buf(),
         pass_env,
+        user_home: ctx.home.clone(),
+        confined: level.is_some() && ctx.confinement.is_available(),
         flags: agent
             .mode(phase.mode)
             .map(|m| &m.flags)
             .unwrap_or(&no_flags),
     };
-    adapter(agent.kind).invocation(&req)
+    let mut inv = adapter(agent.kind).invocation(&req);
+    inv.enforcement = capability::enforcement(agent.kind, &toolset, &reach, &ctx.confinement);
+    inv.confinement = level.and_then(|level| confinement(ctx, level, &toolset, &inv.program, dir));
+    if inv.confinement.is_some() && inv.inherit_env {
+        // A confined command writes its temporary files in its own folder.
+        inv.env
+            .push(env::plain("TMPDIR", dir.join("tmp").display().to_string()));
+    }
+    inv
 }

@@ -1,25 +1,142 @@
-//! The capability table rendered for people: for each CLI and permission
-//! level, who enforces each ToolSet field, from the same code validation
-//! consults. `docs/capabilities.md` is this output (a test keeps it current).
+//! The capability table: who enforces each ToolSet field for each CLI, the
+//! CLI's own report (from its adapter) combined with what the operating
+//! system holds when orch confines the agent. Validation, `explain` and
+//! `run` all read [`enforcement`]; [`markdown`] renders it for people
+//! (`docs/capabilities.md`, kept current by a test).
 
 use std::fmt::Write;
 
 use super::AgentKind;
 use super::adapter::adapter;
-use super::invocation::{By, Enforced};
-use crate::toolset::{InternalTool, Permission, ToolSet};
+use super::invocation::{By, Enforced, Enforcement};
+use crate::confine::Availability;
+use crate::pipeline::Pipeline;
+use crate::toolset::{InternalTool, Layer, McpTool, Permission, Resolved, ToolSet};
 
-/// A representative ToolSet for a level: what a careful pipeline asks.
-fn sample(permission: Permission, shell: InternalTool) -> ToolSet {
-    use InternalTool::*;
-    let internal = match permission {
-        Permission::ReadOnly => vec![Read, Glob, Grep],
-        _ => vec![Read, Write, Edit, Glob, Grep, shell],
+/// What besides the CLI's own tools acts for an agent.
+#[derive(Debug, Clone, Default)]
+pub struct Reach<'a> {
+    /// Granted MCP servers, other than orch's own, that the pipeline does
+    /// not vouch only read: they run with every right the agent has.
+    pub servers: Vec<&'a str>,
+    /// For a command agent: whether a layer sets its `permission` (without
+    /// one it runs unconfined, as written).
+    pub permission_set: bool,
+}
+
+impl<'a> Reach<'a> {
+    /// What acts for an agent with `resolved` tools in `pipeline`.
+    pub fn of(pipeline: &'a Pipeline, resolved: &Resolved) -> Self {
+        let mut servers: Vec<&'a str> = Vec::new();
+        for m in &resolved.toolset.mcp {
+            if let Some(s) = pipeline
+                .mcp_servers
+                .iter()
+                .find(|s| s.name == m.server && !s.read_only)
+                && !servers.contains(&s.name.as_str())
+            {
+                servers.push(&s.name);
+            }
+        }
+        Reach {
+            servers,
+            permission_set: resolved.provenance.permission.layer != Layer::Default,
+        }
+    }
+}
+
+/// How each field of `ts` is enforced for `kind` on a machine where
+/// confinement is `os`: the CLI's report, with `permission` held by the OS
+/// where orch confines the agent, and not enforced where a shell or an MCP
+/// server could write past the CLI's rules and nothing confines them.
+pub fn enforcement(
+    kind: AgentKind,
+    ts: &ToolSet,
+    reach: &Reach<'_>,
+    os: &Availability,
+) -> Enforcement {
+    let mut e = adapter(kind).enforcement(ts);
+    e.permission = permission(kind, ts, reach, os, e.permission);
+    e
+}
+
+/// What confinement holds a level to, for `explain`.
+fn confined(level: Permission, abi: u32) -> Enforced {
+    let writes = match level {
+        Permission::ReadOnly => "it writes nothing but its own directory",
+        _ => "it writes only in the workspace and its own directory",
     };
+    Enforced::os(format!(
+        "Landlock (ABI {abi}) holds the agent's whole process tree (shells, interpreters, MCP servers): {writes}; the home directory is not readable"
+    ))
+}
+
+fn permission(
+    kind: AgentKind,
+    ts: &ToolSet,
+    reach: &Reach<'_>,
+    os: &Availability,
+    cli: Enforced,
+) -> Enforced {
+    let level = ts.permission;
+    if kind == AgentKind::Command {
+        if !reach.permission_set {
+            return cli;
+        }
+        return match (level, os.abi()) {
+            (Permission::FullAccess, _) => Enforced::os("full-access: the command runs unconfined"),
+            (_, Some(abi)) => confined(level, abi),
+            (_, None) => Enforced::none(format!(
+                "a command can do anything its user can, and nothing confines it: OS confinement is {}",
+                os.describe()
+            )),
+        };
+    }
+    if level == Permission::FullAccess {
+        return cli;
+    }
+    if let Some(abi) = os.abi() {
+        return confined(level, abi);
+    }
+    // Nothing confines the process tree: the CLI's rules hold only as long
+    // as nothing the agent can start is able to write.
+    let why = os.describe();
+    if !kind.confines_writes(level)
+        && let Some(shell) = ts
+            .internal
+            .iter()
+            .find(|t| matches!(t, InternalTool::Bash | InternalTool::BashPattern(_)))
+    {
+        return Enforced::none(format!(
+            "`{shell}` starts programs, and a program (an interpreter, a build tool, a test runner) can write anywhere; nothing confines it: OS confinement is {why}"
+        ));
+    }
+    if let Some(server) = reach.servers.first() {
+        let outside = if kind == AgentKind::Codex {
+            " (outside codex's sandbox)"
+        } else {
+            ""
+        };
+        return Enforced::none(format!(
+            "MCP server `{server}` runs with every right of its user{outside}, and nothing confines it: OS confinement is {why}; set `read_only = true` in `[mcp_servers.{server}]` if its tools only read"
+        ));
+    }
+    cli
+}
+
+/// A representative ToolSet: `Read, Glob, Grep`, plus writing tools at the
+/// write levels, plus a shell when given.
+fn sample(permission: Permission, shell: Option<InternalTool>) -> ToolSet {
+    use InternalTool::*;
+    let mut internal = match permission {
+        Permission::ReadOnly => vec![Read, Glob, Grep],
+        _ => vec![Read, Write, Edit, Glob, Grep],
+    };
+    internal.extend(shell);
     ToolSet {
         internal,
-        mcp: vec![crate::toolset::McpTool {
-            server: "orch".into(),
+        mcp: vec![McpTool {
+            server: crate::toolset::ORCH_MCP_SERVER.into(),
             tool: None,
         }],
         permission,
@@ -31,6 +148,7 @@ fn cell(e: &Enforced, notes: &mut Vec<String>) -> String {
     let by = match e.by {
         By::Cli => "cli",
         By::Orch => "orch",
+        By::Os => "os",
         By::None => "**none**",
     };
     if let Some(i) = notes.iter().position(|n| *n == e.reason) {
@@ -41,56 +159,121 @@ fn cell(e: &Enforced, notes: &mut Vec<String>) -> String {
     }
 }
 
-/// The Markdown matrix.
+/// The Markdown table, for both cases: confinement available (Landlock ABI
+/// 7, as on the machine the docs were made on) and not.
 pub fn markdown() -> String {
     let mut out = String::new();
     let mut notes: Vec<String> = Vec::new();
     out.push_str(
         "# Enforcement capabilities\n\n\
-         Generated by `orch doctor --capabilities` from the adapters' code (the\n\
-         table validation consults); `tests/integration` fails when this file is\n\
-         stale. `cli`: the agent CLI enforces the field; `orch`: orch does (it\n\
-         counts turns in the event stream and stops the agent); **none**: nobody\n\
-         can, so `enforcement = \"strict\"` refuses it and `\"best-effort\"` warns.\n\
-         What the real CLIs were seen to do is in `enforcement.md`.\n\n\
-         Each row is a representative ToolSet: read-only is `Read, Glob, Grep`;\n\
-         the write levels add `Write, Edit` and a shell, either restricted\n\
-         (`Bash(<pattern>)`) or not (`Bash`).\n\n\
-         | CLI | level | shell | internal | mcp | permission | max_turns |\n\
-         |---|---|---|---|---|---|---|\n",
+         Generated by `orch doctor --capabilities` from the code validation\n\
+         consults; `tests/integration` fails when this file is stale. `cli`: the\n\
+         agent CLI enforces the field; `os`: the operating system does, because\n\
+         orch confines the agent's whole process tree (Landlock on Linux; see\n\
+         `confinement.md`); `orch`: orch does (it counts turns in the event\n\
+         stream and stops the agent); **none**: nobody can, so\n\
+         `enforcement = \"strict\"` refuses it and `\"best-effort\"` warns. What\n\
+         the real CLIs were seen to do is in `enforcement.md`.\n\n\
+         `permission` depends on the machine: the first column is what holds\n\
+         where orch can confine (`orch doctor` says whether it can), the second\n\
+         what holds where it cannot (an older kernel, not Linux, or\n\
+         `confinement = \"off\"`). The other fields do not depend on it.\n\n\
+         Each row is a representative ToolSet: read-only is `Read, Glob, Grep`,\n\
+         the write levels add `Write, Edit`; then a shell, restricted\n\
+         (`Bash(<pattern>)`) or not (`Bash`), or none; `mcp` is orch's own\n\
+         server (a pipeline's own servers are in the notes below the table).\n\n\
+         | CLI | level | shell | internal | mcp | permission, confined | permission, not confined | max_turns |\n\
+         |---|---|---|---|---|---|---|---|\n",
     );
-    let levels = [
+    let pattern = || Some(InternalTool::BashPattern("cargo test *".into()));
+    let rows = [
         (Permission::ReadOnly, None),
-        (
-            Permission::WorkspaceWrite,
-            Some(InternalTool::BashPattern("cargo test *".into())),
-        ),
+        (Permission::ReadOnly, pattern()),
+        (Permission::WorkspaceWrite, pattern()),
         (Permission::WorkspaceWrite, Some(InternalTool::Bash)),
-        (
-            Permission::FullAccess,
-            Some(InternalTool::BashPattern("cargo test *".into())),
-        ),
         (Permission::FullAccess, Some(InternalTool::Bash)),
     ];
+    let confined = Availability::Available { abi: 7 };
+    let not_confined = Availability::Unavailable {
+        reason: "not available here".into(),
+    };
+    let reach = Reach::default();
     for kind in AgentKind::ALL.into_iter().filter(|k| k.is_llm()) {
-        for (level, shell) in &levels {
-            let ts = sample(*level, shell.clone().unwrap_or(InternalTool::Read));
-            let e = adapter(kind).enforcement(&ts);
+        for (level, shell) in &rows {
+            let ts = sample(*level, shell.clone());
+            let on = enforcement(kind, &ts, &reach, &confined);
+            let off = enforcement(kind, &ts, &reach, &not_confined);
             let shell = match shell {
                 None => "none".to_string(),
-                Some(InternalTool::Bash) => "`Bash`".to_string(),
                 Some(s) => format!("`{s}`"),
             };
             let _ = writeln!(
                 out,
-                "| {kind} | {level} | {shell} | {} | {} | {} | {} |",
-                cell(&e.internal, &mut notes),
-                cell(&e.mcp, &mut notes),
-                cell(&e.permission, &mut notes),
-                cell(&e.max_turns, &mut notes),
+                "| {kind} | {level} | {shell} | {} | {} | {} | {} | {} |",
+                cell(&on.internal, &mut notes),
+                cell(&on.mcp, &mut notes),
+                cell(&on.permission, &mut notes),
+                cell(&off.permission, &mut notes),
+                cell(&on.max_turns, &mut notes),
             );
         }
     }
+    out.push_str("\n## A pipeline's own MCP servers\n\n");
+    let servers = Reach {
+        servers: vec!["fs"],
+        permission_set: false,
+    };
+    let ts = sample(Permission::ReadOnly, None);
+    for kind in [AgentKind::Claude, AgentKind::Codex] {
+        let off = enforcement(kind, &ts, &servers, &not_confined);
+        let _ = writeln!(
+            out,
+            "- {kind}, read-only, granting a tool of stdio server `fs`: confined {}; not confined {}.",
+            cell(
+                &enforcement(kind, &ts, &servers, &confined).permission,
+                &mut notes
+            ),
+            cell(&off.permission, &mut notes),
+        );
+    }
+    out.push_str(
+        "\nA server the pipeline marks `read_only = true` counts as reading only; \
+         orch takes the pipeline's word for it.\n",
+    );
+    out.push_str("\n## Plain commands\n\nToolSets do not apply to `kind = \"command\"` agents, except `permission`:\n\n");
+    let cmd = |level| sample(level, None);
+    let set = Reach {
+        servers: Vec::new(),
+        permission_set: true,
+    };
+    for level in [Permission::ReadOnly, Permission::WorkspaceWrite] {
+        let _ = writeln!(
+            out,
+            "- `permission = \"{level}\"`: confined {}; not confined {}.",
+            cell(
+                &enforcement(AgentKind::Command, &cmd(level), &set, &confined).permission,
+                &mut notes
+            ),
+            cell(
+                &enforcement(AgentKind::Command, &cmd(level), &set, &not_confined).permission,
+                &mut notes
+            ),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "- no `permission` set: {} (the command runs as written, unconfined).",
+        cell(
+            &enforcement(
+                AgentKind::Command,
+                &cmd(Permission::ReadOnly),
+                &Reach::default(),
+                &confined
+            )
+            .permission,
+            &mut notes
+        ),
+    );
     out.push_str("\n## Tools each CLI lacks\n\n");
     out.push_str("A ToolSet naming one of these for that CLI is a validation error.\n\n");
     let all = [
@@ -127,4 +310,158 @@ pub fn markdown() -> String {
         let _ = writeln!(out, "{}. {n}", i + 1);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(level: Permission, internal: Vec<InternalTool>) -> ToolSet {
+        ToolSet {
+            internal,
+            mcp: Vec::new(),
+            permission: level,
+            max_turns: 5,
+        }
+    }
+
+    #[test]
+    fn the_os_holds_permission_wherever_it_confines() {
+        let os = Availability::Available { abi: 7 };
+        let pattern = InternalTool::BashPattern("python3 *".into());
+        for kind in AgentKind::ALL.into_iter().filter(|k| k.is_llm()) {
+            for (level, tools) in [
+                (
+                    Permission::ReadOnly,
+                    vec![InternalTool::Read, pattern.clone()],
+                ),
+                (
+                    Permission::ReadOnly,
+                    vec![InternalTool::Read, InternalTool::Bash],
+                ),
+                (
+                    Permission::WorkspaceWrite,
+                    vec![InternalTool::Write, InternalTool::Edit, InternalTool::Bash],
+                ),
+            ] {
+                let e = enforcement(kind, &ts(level, tools), &Reach::default(), &os);
+                assert_eq!(
+                    e.permission.by,
+                    By::Os,
+                    "{kind} {level}: {}",
+                    e.permission.reason
+                );
+            }
+            // full-access is not confined: the CLI's word stands.
+            let e = enforcement(
+                kind,
+                &ts(Permission::FullAccess, vec![InternalTool::Bash]),
+                &Reach::default(),
+                &os,
+            );
+            assert_eq!(e.permission.by, By::Cli);
+        }
+    }
+
+    #[test]
+    fn without_confinement_a_command_pattern_is_no_write_boundary() {
+        let off = Availability::Off;
+        let pattern = InternalTool::BashPattern("python3 *".into());
+        for kind in [
+            AgentKind::Claude,
+            AgentKind::Gemini,
+            AgentKind::Opencode,
+            AgentKind::Copilot,
+        ] {
+            let e = enforcement(
+                kind,
+                &ts(
+                    Permission::ReadOnly,
+                    vec![InternalTool::Read, pattern.clone()],
+                ),
+                &Reach::default(),
+                &off,
+            );
+            assert_eq!(e.permission.by, By::None, "{kind}");
+            assert!(e.permission.reason.contains("Bash(python3 *)"));
+            assert!(
+                e.permission.reason.contains("confinement = \"off\""),
+                "{}",
+                e.permission.reason
+            );
+            // No shell: the CLI's rules are the whole story.
+            let e = enforcement(
+                kind,
+                &ts(Permission::ReadOnly, vec![InternalTool::Read]),
+                &Reach::default(),
+                &off,
+            );
+            assert_eq!(e.permission.by, By::Cli, "{kind}");
+        }
+        // Codex's own sandbox still holds its shell.
+        let e = enforcement(
+            AgentKind::Codex,
+            &ts(Permission::ReadOnly, vec![InternalTool::Read, pattern]),
+            &Reach::default(),
+            &off,
+        );
+        assert_eq!(e.permission.by, By::Cli);
+    }
+
+    #[test]
+    fn an_unconfined_mcp_server_is_a_way_around_the_permission() {
+        let off = Availability::Unavailable {
+            reason: "old kernel".into(),
+        };
+        let reach = Reach {
+            servers: vec!["sh"],
+            permission_set: false,
+        };
+        for kind in AgentKind::ALL.into_iter().filter(|k| k.is_llm()) {
+            let e = enforcement(
+                kind,
+                &ts(Permission::ReadOnly, vec![InternalTool::Read]),
+                &reach,
+                &off,
+            );
+            assert_eq!(e.permission.by, By::None, "{kind}");
+            assert!(e.permission.reason.contains("read_only = true"));
+            let e = enforcement(
+                kind,
+                &ts(Permission::ReadOnly, vec![InternalTool::Read]),
+                &reach,
+                &Availability::Available { abi: 4 },
+            );
+            assert_eq!(e.permission.by, By::Os, "{kind}");
+        }
+    }
+
+    #[test]
+    fn commands_are_confined_only_when_a_permission_is_set() {
+        let os = Availability::Available { abi: 7 };
+        let read_only = ts(Permission::ReadOnly, Vec::new());
+        let set = Reach {
+            servers: Vec::new(),
+            permission_set: true,
+        };
+        assert_eq!(
+            enforcement(AgentKind::Command, &read_only, &set, &os)
+                .permission
+                .by,
+            By::Os
+        );
+        assert_eq!(
+            enforcement(AgentKind::Command, &read_only, &set, &Availability::Off)
+                .permission
+                .by,
+            By::None
+        );
+        assert_eq!(
+            enforcement(AgentKind::Command, &read_only, &Reach::default(), &os)
+                .permission
+                .by,
+            By::None,
+            "without a permission the command is not confined (and says so)"
+        );
+    }
 }

@@ -118,7 +118,16 @@ impl Adapter for Codex {
     fn invocation(&self, req: &Request<'_>) -> Invocation {
         let ts = req.toolset;
         let shell = Tools::of(ts).shell;
-        let sandbox = sandbox(ts.permission);
+        // Inside orch's confinement codex's own sandbox cannot start: it is
+        // bubblewrap, which must write a new user namespace's uid map (a
+        // file in /proc that Landlock keeps read-only), and its Landlock
+        // fallback insists on bubblewrap too. orch's confinement holds the
+        // permission instead, for codex's shell and its MCP servers alike.
+        let sandbox = if req.confined {
+            sandbox(Permission::FullAccess)
+        } else {
+            sandbox(ts.permission)
+        };
         let mut args: Vec<String> = vec![
             "exec".into(),
             "--json".into(),
@@ -138,7 +147,7 @@ impl Adapter for Codex {
             args.push("-c".into());
             args.push(format!("{k}={v}"));
         };
-        if ts.permission == Permission::WorkspaceWrite {
+        if ts.permission == Permission::WorkspaceWrite && !req.confined {
             // By default the sandbox also lets /tmp and $TMPDIR be written:
             // workspace-write means the workspace.
             config("sandbox_workspace_write.exclude_slash_tmp", "true".into());

@@ -53,6 +53,7 @@ impl Adapter for Command {
             }],
             enforcement: self.enforcement(req.toolset),
             inherit_env: true,
+            confinement: None,
         }
     }
 

@@ -7,7 +7,12 @@ use super::invocation::{EnvValue, EnvVar};
 
 /// Variables every agent gets from orch's environment: enough to find
 /// programs and speak the user's locale, nothing that configures a CLI.
-pub const BASICS: &[&str] = &["PATH", "LANG", "LC_ALL", "TZ", "TMPDIR"];
+pub const BASICS: &[&str] = &["PATH", "LANG", "LC_ALL", "TZ"];
+
+/// Toolchain homes that default to a folder in the real home, which an
+/// agent's own HOME does not have: (variable, folder under the home).
+pub const TOOLCHAIN_HOMES: &[(&str, &str)] =
+    &[("CARGO_HOME", ".cargo"), ("RUSTUP_HOME", ".rustup")];
 
 pub fn plain(name: &str, value: impl Into<String>) -> EnvVar {
     EnvVar::plain(name, value)
@@ -33,7 +38,18 @@ pub fn add_missing(env: &mut Vec<EnvVar>, var: EnvVar) {
 /// The environment every adapter starts from.
 pub fn base(req: &Request<'_>) -> Vec<EnvVar> {
     let mut env: Vec<EnvVar> = BASICS.iter().map(|n| EnvVar::pass_through(*n)).collect();
-    env.extend(own_dirs(req, &[("HOME", "home")]));
+    // Its own home and temporary folder: nothing of the user's, and the
+    // only places a confined agent may write besides the workspace.
+    env.extend(own_dirs(req, &[("HOME", "home"), ("TMPDIR", "tmp")]));
+    for (var, folder) in TOOLCHAIN_HOMES {
+        if std::env::var_os(var).is_some() {
+            env.push(EnvVar::pass_through(*var));
+        } else if let Some(home) = &req.user_home
+            && home.join(folder).is_dir()
+        {
+            env.push(plain(var, home.join(folder).display().to_string()));
+        }
+    }
     for name in &req.pass_env {
         add_missing(&mut env, EnvVar::pass_through(name.clone()));
     }

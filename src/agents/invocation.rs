@@ -9,6 +9,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::confine::{ConfineError, Confinement};
+
 /// Who enforces a ToolSet field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -18,6 +20,9 @@ pub enum By {
     /// orch, from outside (for example by counting turns and stopping the
     /// process).
     Orch,
+    /// The operating system: orch confines the agent's whole process tree
+    /// (Landlock), whatever the CLI or anything it starts does.
+    Os,
     /// Nobody: the CLI cannot do what the field asks.
     None,
 }
@@ -27,6 +32,7 @@ impl fmt::Display for By {
         f.write_str(match self {
             By::Cli => "cli",
             By::Orch => "orch",
+            By::Os => "os",
             By::None => "none",
         })
     }
@@ -49,6 +55,12 @@ impl Enforced {
     pub fn orch(reason: impl Into<String>) -> Self {
         Self {
             by: By::Orch,
+            reason: reason.into(),
+        }
+    }
+    pub fn os(reason: impl Into<String>) -> Self {
+        Self {
+            by: By::Os,
             reason: reason.into(),
         }
     }
@@ -176,6 +188,8 @@ pub struct Invocation {
     /// Plain commands inherit orch's environment (they are the author's own
     /// programs); agent CLIs get only `env`.
     pub inherit_env: bool,
+    /// How the OS confines the process tree, when it does.
+    pub confinement: Option<Confinement>,
 }
 
 impl Invocation {
@@ -187,17 +201,26 @@ impl Invocation {
     }
 
     /// A process for `program` with `args`, run where the invocation runs
-    /// (its working directory, its own process group) with exactly the
-    /// invocation's environment, values looked up through `lookup`.
+    /// (its working directory, its own process group, its confinement) with
+    /// exactly the invocation's environment, values looked up through
+    /// `lookup`. A confined process gets a session of its own (its own
+    /// group too); when its confinement cannot be set up, there is no
+    /// process.
     pub fn command(
         &self,
         program: impl AsRef<std::ffi::OsStr>,
         args: &[String],
         lookup: impl Fn(&str) -> Option<String>,
-    ) -> std::process::Command {
+    ) -> Result<std::process::Command, ConfineError> {
         use std::os::unix::process::CommandExt;
         let mut cmd = std::process::Command::new(program);
-        cmd.args(args).current_dir(&self.cwd).process_group(0);
+        cmd.args(args).current_dir(&self.cwd);
+        match &self.confinement {
+            Some(c) => c.apply(&mut cmd)?,
+            None => {
+                cmd.process_group(0);
+            }
+        }
         if !self.inherit_env {
             cmd.env_clear();
         }
@@ -206,7 +229,7 @@ impl Invocation {
                 cmd.env(&var.name, v);
             }
         }
-        cmd
+        Ok(cmd)
     }
 
     /// The environment as shown (`${NAME}` for pass-through values,

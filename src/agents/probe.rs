@@ -206,7 +206,13 @@ pub fn probe(kind: AgentKind, inv: &Invocation) -> ProbeResult {
     if let Err(e) = write_files(inv) {
         return fail(format!("cannot write the invocation's files: {e}"));
     }
-    let mut cmd = inv.command(path, &p.args, |n| std::env::var(n).ok());
+    let mut cmd = match inv.command(path, &p.args, |n| std::env::var(n).ok()) {
+        Ok(c) => c,
+        Err(e) => {
+            remove_files(inv);
+            return fail(e.to_string());
+        }
+    };
     for (k, v) in &p.env {
         if v.is_empty() {
             cmd.env_remove(k);

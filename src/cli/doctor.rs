@@ -86,7 +86,7 @@ fn installed(args: &Args, ctx: &build::Context) -> CmdResult {
 }
 
 fn probes(args: &Args, file: &std::path::Path, ctx: &build::Context, color: bool) -> CmdResult {
-    let loaded = match load_valid(file, color)? {
+    let loaded = match load_valid(file, &ctx.confinement, color)? {
         Ok(l) => l,
         Err(exit) => return Ok(exit),
     };
@@ -96,12 +96,24 @@ fn probes(args: &Args, file: &std::path::Path, ctx: &build::Context, color: bool
         if !agent.kind.is_llm() {
             continue;
         }
-        let inv = build::invocation(p, phase, agent, ctx);
+        // Probed as it would run: in a fresh directory of its own, confined.
+        let result = match ctx.attempt_dir(&phase.name, &agent.name) {
+            Ok(dir) => {
+                let inv = build::invocation(p, phase, agent, ctx, dir.path());
+                probe::probe(agent.kind, &inv)
+            }
+            Err(e) => ProbeResult {
+                accepted: false,
+                message: Some(format!("cannot make a directory for the probe: {e}")),
+                exit_code: None,
+                elapsed_ms: 0,
+            },
+        };
         rows.push(ProbeRow {
             phase: phase.name.clone(),
             agent: agent.name.clone(),
             kind: agent.kind,
-            result: probe::probe(agent.kind, &inv),
+            result,
         });
     }
     let all = rows.iter().all(|r| r.result.accepted);

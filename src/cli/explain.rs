@@ -15,8 +15,9 @@ use super::output::{
 use crate::agents::build;
 use crate::agents::invocation::InvocationFile;
 use crate::agents::{By, Enforcement};
+use crate::confine::{Availability, Confinement};
 use crate::pipeline::diagnostic::suggest;
-use crate::toolset::{Origin, Resolved};
+use crate::toolset::{Layer, Origin, Permission, Resolved};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -36,6 +37,8 @@ pub struct Args {
 #[derive(Serialize)]
 struct ExplainJson<'a> {
     pipeline: &'a str,
+    /// Whether orch can confine agents on this machine.
+    confinement: &'a Availability,
     invocations: Vec<InvocationJson<'a>>,
 }
 
@@ -54,17 +57,21 @@ struct InvocationJson<'a> {
     inherit_env: bool,
     files: Vec<InvocationFile>,
     enforcement: Enforcement,
+    /// The OS confinement of the process tree (`null`: not confined).
+    confinement: Option<Confinement>,
     #[serde(skip)]
     shell: String,
+    #[serde(skip)]
+    unconfined_because: String,
 }
 
 pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
-    let loaded = match load_valid(&args.file, color)? {
-        Ok(l) => l,
-        Err(exit) => return Ok(exit),
-    };
     let ctx = match super::config::context(global) {
         Ok(c) => c,
+        Err(exit) => return Ok(exit),
+    };
+    let loaded = match load_valid(&args.file, &ctx.confinement, color)? {
+        Ok(l) => l,
         Err(exit) => return Ok(exit),
     };
     let p = &loaded.pipeline;
@@ -107,7 +114,7 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
                 && args.agent.as_ref().is_none_or(|n| *n == a.name)
         })
         .map(|(ph, a)| {
-            let inv = build::invocation(p, ph, a, &ctx);
+            let inv = build::invocation(p, ph, a, &ctx, &ctx.planned_dir(&ph.name, &a.name));
             InvocationJson {
                 phase: &ph.name,
                 agent: &a.name,
@@ -120,20 +127,33 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
                 shell: inv.shell_line(),
                 files: inv.files,
                 enforcement: inv.enforcement,
+                unconfined_because: if a.kind.is_llm()
+                    || p.resolve(ph, a).provenance.permission.layer != Layer::Default
+                {
+                    if p.resolve(ph, a).toolset.permission == Permission::FullAccess {
+                        "full-access".into()
+                    } else {
+                        ctx.confinement.describe()
+                    }
+                } else {
+                    "a plain command without a `permission` runs as written".into()
+                },
+                confinement: inv.confinement,
             }
         })
         .collect();
     match args.format {
         Format::Json => write_json(&ExplainJson {
             pipeline: &p.name,
+            confinement: &ctx.confinement,
             invocations,
         })?,
-        Format::Text => text(&invocations)?,
+        Format::Text => text(&invocations, ctx.home.as_deref())?,
     }
     Ok(Exit::Success)
 }
 
-fn text(invocations: &[InvocationJson]) -> std::io::Result<()> {
+fn text(invocations: &[InvocationJson], home: Option<&std::path::Path>) -> std::io::Result<()> {
     let mut out = stdout();
     for (n, inv) in invocations.iter().enumerate() {
         if n > 0 {
@@ -181,6 +201,11 @@ fn text(invocations: &[InvocationJson]) -> std::io::Result<()> {
             ),
         ];
         let command = inv.kind == "command";
+        // A command shows only its permission, and only when a layer sets it.
+        let rows: Vec<_> = rows
+            .into_iter()
+            .filter(|r| !command || (r.0 == "permission" && r.2.layer != Layer::Default))
+            .collect();
         let vw = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
         let ow = rows
             .iter()
@@ -188,27 +213,27 @@ fn text(invocations: &[InvocationJson]) -> std::io::Result<()> {
             .max()
             .unwrap_or(0);
         for (field, value, origin, e) in &rows {
-            let by = if command {
-                String::new()
-            } else {
-                format!("  enforced by {}", e.by)
-            };
             writeln!(
                 out,
-                "  {field:<10}  {value:<vw$}  {:<ow$}{by}",
-                origin_text(origin)
+                "  {field:<10}  {value:<vw$}  {:<ow$}  enforced by {}",
+                origin_text(origin),
+                e.by
             )?;
         }
-        if command {
+        if command && rows.is_empty() {
             writeln!(out, "  (a plain command: ToolSets do not apply)")?;
-        } else {
-            for (field, _, _, e) in &rows {
-                match e.by {
-                    By::Cli => {}
-                    By::Orch => writeln!(out, "  {field}: enforced by orch: {}", e.reason)?,
-                    By::None => writeln!(out, "  {field}: NOT ENFORCED: {}", e.reason)?,
-                }
+        }
+        for (field, _, _, e) in &rows {
+            match e.by {
+                By::Cli => {}
+                By::Orch => writeln!(out, "  {field}: enforced by orch: {}", e.reason)?,
+                By::Os => writeln!(out, "  {field}: enforced by os: {}", e.reason)?,
+                By::None => writeln!(out, "  {field}: NOT ENFORCED: {}", e.reason)?,
             }
+        }
+        match &inv.confinement {
+            Some(c) => confinement_text(&mut out, c, home)?,
+            None => writeln!(out, "  not confined: {}", inv.unconfined_because)?,
         }
         writeln!(out, "  $ {}", inv.shell)?;
         for f in &inv.files {
@@ -216,6 +241,41 @@ fn text(invocations: &[InvocationJson]) -> std::io::Result<()> {
         }
     }
     out.flush()
+}
+
+/// The paths a confined invocation may write and may not read.
+fn confinement_text(
+    out: &mut impl Write,
+    c: &Confinement,
+    home: Option<&std::path::Path>,
+) -> std::io::Result<()> {
+    let paths = |v: &[PathBuf]| {
+        v.iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    writeln!(out, "  confined (Landlock ABI {}):", c.abi)?;
+    writeln!(out, "    may write    {}", paths(&c.policy.writable))?;
+    writeln!(out, "    and devices  {}", paths(&c.policy.devices))?;
+    if !c.policy.hidden.is_empty() {
+        // The exceptions that exist here, relative to the home.
+        let except: Vec<String> = c
+            .policy
+            .readable
+            .iter()
+            .filter(|p| p.exists())
+            .map(|p| match home.and_then(|h| p.strip_prefix(h).ok()) {
+                Some(rel) => format!("~/{}", rel.display()),
+                None => p.display().to_string(),
+            })
+            .collect();
+        writeln!(out, "    cannot read  {}", paths(&c.policy.hidden))?;
+        if !except.is_empty() {
+            writeln!(out, "      except     {}", except.join(", "))?;
+        }
+    }
+    Ok(())
 }
 
 fn origin_text(o: &Origin) -> String {

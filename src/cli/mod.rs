@@ -84,9 +84,9 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let color = output::use_color(cli.global.color);
     let result = match &cli.command {
-        Command::Validate(args) => validate::run(args, color),
+        Command::Validate(args) => validate::run(args, &cli.global, color),
         Command::Run(args) => run::run(args, &cli.global, color),
-        Command::Plan(args) => plan::run(args, color),
+        Command::Plan(args) => plan::run(args, &cli.global, color),
         Command::Explain(args) => explain::run(args, &cli.global, color),
         Command::Schema(args) => schema::run(args),
         Command::Config(args) => config::run(args, &cli.global),

@@ -116,8 +116,12 @@ pub fn summary(file: &str, diags: &[Diagnostic]) -> String {
 
 /// Load a pipeline for a command that needs a valid one: on errors, print
 /// them and return `Err(Exit::Invalid)`; warnings are printed either way.
-pub fn load_valid(path: &std::path::Path, color: bool) -> io::Result<Result<Loaded, Exit>> {
-    match crate::pipeline::load(path) {
+pub fn load_valid(
+    path: &std::path::Path,
+    os: &crate::confine::Availability,
+    color: bool,
+) -> io::Result<Result<Loaded, Exit>> {
+    match crate::pipeline::load(path, os) {
         Ok(loaded) => {
             print_diagnostics(&loaded.warnings, color);
             Ok(Ok(loaded))

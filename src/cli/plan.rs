@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::ValueEnum;
 use serde::Serialize;
 
+use super::GlobalArgs;
 use super::output::{CmdResult, Exit, load_valid, select_phases, stdout, usage_error, write_json};
 use crate::graph::PhaseGraph;
 use crate::pipeline::Pipeline;
@@ -58,8 +59,12 @@ struct EdgeJson<'a> {
     to: &'a str,
 }
 
-pub fn run(args: &Args, color: bool) -> CmdResult {
-    let loaded = match load_valid(&args.file, color)? {
+pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
+    let ctx = match super::config::context(global) {
+        Ok(c) => c,
+        Err(exit) => return Ok(exit),
+    };
+    let loaded = match load_valid(&args.file, &ctx.confinement, color)? {
         Ok(l) => l,
         Err(exit) => return Ok(exit),
     };

@@ -53,7 +53,11 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
-    let loaded = match load_valid(&args.file, color)? {
+    let ctx = match super::config::context(global) {
+        Ok(c) => c,
+        Err(exit) => return Ok(exit),
+    };
+    let loaded = match load_valid(&args.file, &ctx.confinement, color)? {
         Ok(l) => l,
         Err(exit) => return Ok(exit),
     };
@@ -63,10 +67,6 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
     let graph = match PhaseGraph::build(&pipeline) {
         Ok(g) => g,
         Err(_) => return usage_error("the pipeline has a dependency cycle", None),
-    };
-    let ctx = match super::config::context(global) {
-        Ok(c) => c,
-        Err(exit) => return Ok(exit),
     };
 
     // Selection.
@@ -514,7 +514,13 @@ fn dry_run(
             let phase = &pipeline.phases[i];
             for name in &phase.agents {
                 let agent = pipeline.agent(name).expect("validated");
-                let inv = build::invocation(pipeline, phase, agent, ctx);
+                let inv = build::invocation(
+                    pipeline,
+                    phase,
+                    agent,
+                    ctx,
+                    &ctx.planned_dir(&phase.name, &agent.name),
+                );
                 writeln!(out, "# stage {} / {} / {}", s + 1, phase.name, name)?;
                 writeln!(out, "{}", inv.shell_line())?;
             }

@@ -32,7 +32,11 @@ struct FileReport {
     warnings: usize,
 }
 
-pub fn run(args: &Args, color: bool) -> CmdResult {
+pub fn run(args: &Args, global: &super::GlobalArgs, color: bool) -> CmdResult {
+    let ctx = match super::config::context(global) {
+        Ok(c) => c,
+        Err(exit) => return Ok(exit),
+    };
     let mut report = Report {
         valid: true,
         files: Vec::new(),
@@ -40,7 +44,7 @@ pub fn run(args: &Args, color: bool) -> CmdResult {
     };
     for file in &args.files {
         let name = file.display().to_string();
-        let (valid, diags, detail) = match crate::pipeline::load(file) {
+        let (valid, diags, detail) = match crate::pipeline::load(file, &ctx.confinement) {
             Ok(l) => {
                 let invocations = l.pipeline.invocations().count();
                 let detail = format!(

@@ -450,17 +450,6 @@ async fn run_agent(
         .get(&(phase.name.clone(), name.to_string()))
         .copied()
         .unwrap_or(0);
-    // The same invocation serves every attempt.
-    let inv = build::invocation(&shared.pipeline, phase, agent, &shared.ctx);
-    let max_turns = (agent.kind.is_llm() && inv.enforcement.max_turns.by == By::Orch)
-        .then(|| shared.pipeline.resolve(phase, agent).toolset.max_turns);
-    let argv_json = serde_json::to_string(&inv.argv()).unwrap_or_default();
-    let env_json = serde_json::to_string(
-        &inv.shown_env()
-            .into_iter()
-            .collect::<std::collections::BTreeMap<_, _>>(),
-    )
-    .unwrap_or_default();
     for n in 1..=max_attempts {
         let attempt = base + n;
         if *cancel.borrow() != Cancel::No {
@@ -478,13 +467,31 @@ async fn run_agent(
             break;
         };
         let started = now_ms();
+        // Each attempt starts in a fresh directory of its own, outside the
+        // workspace, that orch alone fills (and removes after).
+        let prepared = shared.ctx.attempt_dir(&phase.name, name).map(|dir| {
+            let inv = build::invocation(&shared.pipeline, phase, agent, &shared.ctx, dir.path());
+            (dir, inv)
+        });
+        let (argv_json, env_json) = match &prepared {
+            Ok((_, inv)) => (
+                serde_json::to_string(&inv.argv()).unwrap_or_default(),
+                serde_json::to_string(
+                    &inv.shown_env()
+                        .into_iter()
+                        .collect::<std::collections::BTreeMap<_, _>>(),
+                )
+                .unwrap_or_default(),
+            ),
+            Err(_) => ("[]".into(), "{}".into()),
+        };
         shared.sink.send(Record::AttemptStarted {
             run_id: shared.opts.run_id.clone(),
             phase: phase.name.clone(),
             agent: name.to_string(),
             attempt,
-            argv_json: argv_json.clone(),
-            env_json: env_json.clone(),
+            argv_json,
+            env_json,
             started_ms: started,
         });
         (shared.progress)(Progress::AttemptStarted {
@@ -492,27 +499,45 @@ async fn run_agent(
             agent: name.to_string(),
             attempt,
         });
-        let spec = AttemptSpec {
-            run_id: shared.opts.run_id.clone(),
-            phase: phase.name.clone(),
-            agent: name.to_string(),
-            attempt,
-            kind: agent.kind,
-            invocation: inv.clone(),
-            timeout: phase.timeout,
-            stall_timeout: phase.stall_timeout,
-            max_turns,
-            grace: shared.opts.grace,
-            progress: Some(Arc::clone(&shared.progress)),
-            keeper: shared.opts.keeper.clone(),
-            log_dir: log_dir(
-                &shared.ctx.state_dir(),
-                &shared.opts.run_id,
-                &phase.name,
-                name,
-            ),
+        let result = match prepared {
+            Ok((dir, inv)) => {
+                let max_turns = (agent.kind.is_llm() && inv.enforcement.max_turns.by == By::Orch)
+                    .then(|| shared.pipeline.resolve(phase, agent).toolset.max_turns);
+                let spec = AttemptSpec {
+                    run_id: shared.opts.run_id.clone(),
+                    phase: phase.name.clone(),
+                    agent: name.to_string(),
+                    attempt,
+                    kind: agent.kind,
+                    invocation: inv,
+                    timeout: phase.timeout,
+                    stall_timeout: phase.stall_timeout,
+                    max_turns,
+                    grace: shared.opts.grace,
+                    progress: Some(Arc::clone(&shared.progress)),
+                    keeper: shared.opts.keeper.clone(),
+                    log_dir: log_dir(
+                        &shared.ctx.state_dir(),
+                        &shared.opts.run_id,
+                        &phase.name,
+                        name,
+                    ),
+                };
+                let result = run_attempt(spec, shared.sink.clone(), cancel.clone()).await;
+                drop(dir);
+                result
+            }
+            Err(e) => {
+                let mut failed = AttemptResult::new(started);
+                failed.reason = Some(format!(
+                    "cannot make the attempt's own directory in `{}`: {e}",
+                    shared.ctx.attempts_root().display()
+                ));
+                failed.permanent = true;
+                failed.ended_ms = now_ms();
+                failed
+            }
         };
-        let result = run_attempt(spec, shared.sink.clone(), cancel.clone()).await;
         drop(permit);
         shared.sink.send(Record::AttemptFinished {
             run_id: shared.opts.run_id.clone(),

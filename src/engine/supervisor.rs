@@ -226,7 +226,17 @@ pub async fn run_attempt(
     }
     let _ = std::fs::create_dir_all(&spec.log_dir);
 
-    let mut cmd = Command::from(inv.command(&inv.program, &inv.args, |n| std::env::var(n).ok()));
+    let cmd = match inv.command(&inv.program, &inv.args, |n| std::env::var(n).ok()) {
+        Ok(c) => c,
+        Err(e) => {
+            // Confinement was expected: the CLI never runs without it.
+            probe::remove_files(inv);
+            result.reason = Some(format!("`{}` was not started: {e}", inv.program));
+            result.permanent = true;
+            return finish(result);
+        }
+    };
+    let mut cmd = Command::from(cmd);
     cmd.kill_on_drop(true)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -243,6 +253,10 @@ pub async fn run_attempt(
                     "`{}` was not found (is it installed and on PATH?)",
                     inv.program
                 )
+            } else if inv.confinement.is_some() {
+                // The child could not enter its confinement (or exec): it
+                // did not run.
+                format!("cannot start `{}` confined: {e}", inv.program)
             } else {
                 format!("cannot start `{}`: {e}", inv.program)
             });

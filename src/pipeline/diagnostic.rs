@@ -241,7 +241,7 @@ pub enum Problem {
         kind: String,
         field: &'static str,
     },
-    #[error("{kind} cannot enforce `{field}` for agent `{agent}` in phase `{phase}`: {reason}")]
+    #[error("`{field}` is not enforced for agent `{agent}` ({kind}) in phase `{phase}`: {reason}")]
     Unenforceable {
         field: &'static str,
         agent: String,

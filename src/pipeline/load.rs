@@ -9,6 +9,7 @@ use super::diagnostic::{Diagnostic, Problem, SourceFile};
 use super::model::Pipeline;
 use super::raw::{self, Decoder, RawToolSet};
 use super::validate::Validator;
+use crate::confine::Availability;
 
 /// A pipeline that validated, and the warnings found on the way.
 #[derive(Debug)]
@@ -23,8 +24,9 @@ pub struct Invalid {
     pub diagnostics: Vec<Diagnostic>,
 }
 
-/// Load and validate a pipeline file.
-pub fn load(path: &Path) -> Result<Loaded, Invalid> {
+/// Load and validate a pipeline file for a machine where confinement is
+/// `os` (what it can enforce depends on it).
+pub fn load(path: &Path, os: &Availability) -> Result<Loaded, Invalid> {
     let name = path.display().to_string();
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
@@ -64,7 +66,7 @@ pub fn load(path: &Path) -> Result<Loaded, Invalid> {
         }
     };
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    load_str(&name, text, &base).map(|mut l| {
+    load_str(&name, text, &base, os).map(|mut l| {
         l.pipeline.path = path.to_path_buf();
         l
     })
@@ -72,13 +74,18 @@ pub fn load(path: &Path) -> Result<Loaded, Invalid> {
 
 /// Load and validate pipeline text; `base` is the directory relative paths
 /// in the file are resolved against.
-pub fn load_str(name: &str, text: String, base: &Path) -> Result<Loaded, Invalid> {
+pub fn load_str(
+    name: &str,
+    text: String,
+    base: &Path,
+    os: &Availability,
+) -> Result<Loaded, Invalid> {
     let source = SourceFile::new(name, text);
     let (raw, mut diags) = raw::decode(&source);
     let Some(raw) = raw else {
         return Err(Invalid { diagnostics: diags });
     };
-    let mut v = Validator::new(&source, base);
+    let mut v = Validator::new(&source, base, os);
     let pipeline = v.pipeline(&raw);
     diags.extend(v.diags);
     diags.sort_by_key(|d| (d.source.name != source.name, d.span.start));

@@ -89,6 +89,8 @@ pub struct McpServer {
     pub name: String,
     pub command: Vec<String>,
     pub env: Vec<(String, String)>,
+    /// The pipeline vouches that the server's tools only read.
+    pub read_only: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -172,6 +172,11 @@ pub struct RawMcpServer {
     /// Environment for the server; `${VAR}` is taken from orch's environment.
     #[schemars(with = "Option<BTreeMap<String, String>>")]
     pub env: SpannedMap<SpStr>,
+    /// The pipeline's word that the server's tools only read. Needed to
+    /// grant them in a `read-only` phase where orch cannot confine the
+    /// server (see `orch explain`); not checked by orch.
+    #[schemars(with = "Option<bool>")]
+    pub read_only: Option<Spanned<bool>>,
     #[schemars(skip)]
     pub span: Range<usize>,
 }
@@ -266,7 +271,7 @@ pub mod keys {
     ];
     pub const AGENT: &[&str] = &["kind", "binary", "model", "env", "command", "modes"];
     pub const MODE_SETTINGS: &[&str] = &["internal", "mcp", "permission", "max_turns", "flags"];
-    pub const MCP_SERVER: &[&str] = &["command", "env"];
+    pub const MCP_SERVER: &[&str] = &["command", "env", "read_only"];
     pub const TOOLSET: &[&str] = &["internal", "mcp", "permission", "max_turns"];
     pub const PHASE: &[&str] = &[
         "name",
@@ -577,6 +582,7 @@ impl Decoder<'_> {
             match k.get_ref().as_ref() {
                 "command" => s.command = self.strings("command", v),
                 "env" => s.env = self.map("env", v, |d, key, v| d.string(key, v)),
+                "read_only" => s.read_only = self.boolean("read_only", v),
                 _ => self.unknown_key(k, keys::MCP_SERVER, &ctx),
             }
         }

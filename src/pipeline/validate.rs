@@ -12,6 +12,9 @@ use super::load;
 use super::model::*;
 use super::raw::{RawPipeline, RawToolSet, Spanned};
 use crate::agents::AgentKind;
+use crate::agents::capability::{self, Reach};
+use crate::agents::invocation::By;
+use crate::confine::Availability;
 use crate::graph::PhaseGraph;
 use crate::toolset::{
     Field, InternalTool, Layer, McpTool, Mode, ORCH_MCP_SERVER, Permission, Resolved, ToolSetLayer,
@@ -28,6 +31,8 @@ pub struct Validator<'s> {
     pub diags: Vec<Diagnostic>,
     /// Other files diagnostics may point into (profiles).
     extra_sources: Vec<Arc<SourceFile>>,
+    /// Whether orch can confine agents where this pipeline will run.
+    os: &'s Availability,
 }
 
 fn is_valid_name(s: &str) -> bool {
@@ -71,12 +76,13 @@ fn suggest_among<'a>(
 }
 
 impl<'s> Validator<'s> {
-    pub fn new(source: &'s Arc<SourceFile>, base: &'s Path) -> Self {
+    pub fn new(source: &'s Arc<SourceFile>, base: &'s Path, os: &'s Availability) -> Self {
         Self {
             source,
             base,
             diags: Vec::new(),
             extra_sources: Vec::new(),
+            os,
         }
     }
 
@@ -348,6 +354,7 @@ impl<'s> Validator<'s> {
                         .iter()
                         .map(|(k, v)| (k.value.clone(), v.value.clone()))
                         .collect(),
+                    read_only: s.read_only.as_ref().is_some_and(|r| r.value),
                 });
             }
         }
@@ -627,7 +634,7 @@ impl<'s> Validator<'s> {
                 match load::profile(self.base, &n.value) {
                     Ok((source, raw_profile, mut diags)) => {
                         let tools = raw_profile.tools.as_ref().map(|t| {
-                            let mut v = Validator::new(&source, self.base);
+                            let mut v = Validator::new(&source, self.base, self.os);
                             let layer = v.toolset(t, &server_names);
                             diags.extend(v.diags);
                             layer
@@ -830,7 +837,10 @@ impl<'s> Validator<'s> {
     /// at the operating-system level (pipeline-format.md, "Enforcement").
     fn read_only_writes(&mut self, phase: &Phase, agent: &Agent, r: &Resolved) {
         let level = r.toolset.permission;
-        if level != Permission::ReadOnly || agent.kind.confines_writes(level) {
+        if level != Permission::ReadOnly
+            || agent.kind.confines_writes(level)
+            || self.os.is_available()
+        {
             return;
         }
         let Some(tool) = r.toolset.internal.iter().find(|t| t.writes()) else {
@@ -902,10 +912,12 @@ impl<'s> Validator<'s> {
                     }
                 };
                 if !agent.kind.is_llm() {
-                    // ToolSets do not apply to plain commands. `agent_tools`
-                    // aimed at one, or phase `tools` in a phase of commands
-                    // only, asks for a restriction orch cannot honour; in a
-                    // mixed phase the phase's tools are for its LLM agents.
+                    // ToolSets do not apply to plain commands, except their
+                    // `permission` (orch confines them by it). Any other
+                    // field in `agent_tools` aimed at one, or in phase
+                    // `tools` in a phase of commands only, asks for a
+                    // restriction orch cannot honour; in a mixed phase the
+                    // phase's tools are for its LLM agents.
                     let only_commands = phase
                         .agents
                         .iter()
@@ -913,7 +925,6 @@ impl<'s> Validator<'s> {
                     let explicit = [
                         &r.provenance.internal,
                         &r.provenance.mcp,
-                        &r.provenance.permission,
                         &r.provenance.max_turns,
                     ]
                     .into_iter()
@@ -928,10 +939,37 @@ impl<'s> Validator<'s> {
                             phase: phase.name.clone(),
                             kind: "a command agent".into(),
                             // The command adapter says why, for every field alike.
-                            reason: crate::agents::adapter(agent.kind)
-                                .enforcement(&r.toolset)
-                                .internal
-                                .reason,
+                            reason: format!(
+                                "{}; only `permission` is, by confining the command",
+                                crate::agents::adapter(agent.kind)
+                                    .enforcement(&r.toolset)
+                                    .internal
+                                    .reason
+                            ),
+                            strict,
+                        };
+                        self.diags.push(if strict {
+                            Diagnostic::error(problem, &source, span)
+                        } else {
+                            Diagnostic::warning(problem, &source, span)
+                        });
+                    }
+                    let report = capability::enforcement(
+                        agent.kind,
+                        &r.toolset,
+                        &Reach::of(pipeline, &r),
+                        self.os,
+                    );
+                    if report.permission.by == By::None
+                        && r.provenance.permission.layer != Layer::Default
+                    {
+                        let (source, span) = at_or_agent(&r.provenance.permission.at);
+                        let problem = Problem::Unenforceable {
+                            field: "permission",
+                            agent: agent.name.clone(),
+                            phase: phase.name.clone(),
+                            kind: "a command agent".into(),
+                            reason: report.permission.reason,
                             strict,
                         };
                         self.diags.push(if strict {
@@ -958,7 +996,12 @@ impl<'s> Validator<'s> {
                         ));
                     }
                 }
-                let report = adapter.enforcement(&r.toolset);
+                let report = capability::enforcement(
+                    agent.kind,
+                    &r.toolset,
+                    &Reach::of(pipeline, &r),
+                    self.os,
+                );
                 for (field, reason) in report.gaps() {
                     let origin = match field {
                         "internal" => &r.provenance.internal,

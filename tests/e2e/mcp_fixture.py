@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """A tiny MCP server over stdio for orch's end-to-end tests.
 
-It offers two tools: `echo` (the tests allow it) and `danger` (the tests
-leave it out of the ToolSet). Every call it really receives is appended to
-the file named by MCP_FIXTURE_LOG, so a test can prove that a tool outside
-the phase's `mcp` list was never called, whatever the CLI printed.
+It offers three tools: `echo` (the tests allow it), `danger` (the tests
+leave it out of the ToolSet) and `write` (it writes a file: under a
+read-only phase the OS must refuse it). Every call it really receives, and
+what came of it, is reported to MCP_FIXTURE_LOG, so a test can prove that a
+tool outside the phase's `mcp` list was never called, whatever the CLI
+printed. MCP_FIXTURE_LOG is a file, or the scripted model server's
+`http://127.0.0.1:PORT/fixture/log` (the server confined with the agent may
+write no file, but it can reach loopback).
 
 Newline-delimited JSON-RPC 2.0 on stdin/stdout (the MCP stdio transport).
 Standard library only; it reads until stdin closes.
@@ -12,6 +16,7 @@ Standard library only; it reads until stdin closes.
 import json
 import os
 import sys
+import urllib.request
 
 LOG = os.environ.get("MCP_FIXTURE_LOG")
 
@@ -33,11 +38,28 @@ TOOLS = [
             "properties": {"text": {"type": "string"}},
         },
     },
+    {
+        "name": "write",
+        "description": "Write text to a file.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "text": {"type": "string"}},
+            "required": ["path"],
+        },
+    },
 ]
 
 
 def log(entry):
-    if LOG:
+    if not LOG:
+        return
+    if LOG.startswith("http://127.0.0.1:"):
+        request = urllib.request.Request(
+            LOG, data=json.dumps(entry).encode(), method="POST",
+            headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            answer.read()
+    else:
         with open(LOG, "a", encoding="utf-8") as f:
             f.write(json.dumps(entry) + "\n")
 
@@ -74,6 +96,15 @@ def handle(msg):
         if name in ("echo", "danger"):
             text = "%s: %s" % (name, args.get("text", ""))
             reply(msg_id, {"content": [{"type": "text", "text": text}], "isError": False})
+        elif name == "write":
+            try:
+                with open(args["path"], "w", encoding="utf-8") as f:
+                    f.write(args.get("text", "written by the MCP fixture"))
+                text, failed = "wrote %s" % args["path"], False
+            except OSError as e:
+                text, failed = "write failed: %s" % e, True
+            log({"tool": name, "result": text})
+            reply(msg_id, {"content": [{"type": "text", "text": text}], "isError": failed})
         else:
             reply(msg_id, error={"code": -32602, "message": "unknown tool %s" % name})
     elif method == "ping":

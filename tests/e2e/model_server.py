@@ -791,6 +791,13 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send_json({"embeddings": [{"values": [0.0] * 8}] * n}
                                       if action == "batchEmbedContents"
                                       else {"embedding": {"values": [0.0] * 8}})
+        if method == "POST" and bare == "/fixture/log":
+            # tests/e2e/mcp_fixture.py reports what it was asked here: it
+            # runs inside the agent's confinement, where it may write no
+            # file, but loopback is open.
+            record["api"] = "fixture"
+            record["fixture"] = body
+            return self.send_json({})
         if method == "GET" and re.match(r"^/models(/[^/]+)?$", bare):
             record["api"] = "models"
             return self.send_json(model_listing(path, bare))

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{json_of, orch, run, run_in, stderr, stdout, write};
+use crate::support::{flat_stderr, json_of, orch, root, run, run_in, stderr, stdout, write};
 
 /// `orch ARGS` that succeeds, its stdout as JSON.
 fn json_ok(args: &[&str]) -> Value {
@@ -234,11 +234,7 @@ fn config_layers_and_sources() {
         "config.toml",
         "state_dir = \"/from/user\"\nmax_parallel = 3\n[agents.codex]\nbinary = \"/user/codex\"\n",
     );
-    write(
-        project.path(),
-        "orch.toml",
-        "max_parallel = 5\n[agents.claude]\nbinary = \"/project/claude\"\n",
-    );
+    write(project.path(), "orch.toml", "max_parallel = 5\n");
     let rows = |extra_env: &[(&str, &str)], args: &[&str]| -> Vec<Value> {
         let mut c = orch();
         c.current_dir(project.path())
@@ -267,8 +263,8 @@ fn config_layers_and_sources() {
     assert!(get(&r, "state_dir").1.starts_with("user config"));
     assert_eq!(get(&r, "max_parallel").0, "5");
     assert!(get(&r, "max_parallel").1.starts_with("project config"));
-    assert_eq!(get(&r, "agents.claude.binary").0, "/project/claude");
     assert_eq!(get(&r, "agents.codex.binary").0, "/user/codex");
+    assert_eq!(get(&r, "confinement"), ("auto".into(), "default".into()));
     assert_eq!(
         get(&r, "agents.gemini.binary"),
         ("gemini".into(), "default".into())
@@ -309,6 +305,39 @@ fn config_layers_and_sources() {
 }
 
 #[test]
+fn a_repository_settings_file_cannot_choose_what_runs() {
+    // A pull request adding `./orch.toml` must not swap an agent's binary,
+    // widen what it inherits or turn confinement off.
+    let project = tempfile::tempdir().unwrap();
+    for (text, key) in [
+        (
+            "[agents.claude]\nbinary = \"./evil\"\n",
+            "agents.claude.binary",
+        ),
+        (
+            "[agents.claude]\npass_env = [\"AWS_SECRET_ACCESS_KEY\"]\n",
+            "agents.claude.pass_env",
+        ),
+        ("confinement = \"off\"\n", "confinement"),
+    ] {
+        write(project.path(), "orch.toml", text);
+        let out = run_in(
+            project.path(),
+            &[
+                "validate",
+                &root().join("pipelines/demo.toml").display().to_string(),
+            ],
+        );
+        assert_eq!(out.status.code(), Some(2), "{key}");
+        let err = flat_stderr(&out);
+        assert!(
+            err.contains(&format!("`{key}`")) && err.contains("your user config"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn config_rejects_bad_settings() {
     let project = tempfile::tempdir().unwrap();
     write(project.path(), "orch.toml", "max_paralel = 5\n");
@@ -328,14 +357,42 @@ fn toolsets_for_plain_commands_are_refused_only_when_aimed_at_them() {
         let file = write(dir.path(), name, &format!("{head}{rest}"));
         run(&["validate", file.to_str().unwrap()])
     };
-    // Phase tools in a phase of commands only: a restriction orch cannot honour.
+    // Phase tools in a phase of commands only: a tool list is a
+    // restriction orch cannot honour for a command...
     let out = validate(
         "only.toml",
-        "[[phases]]\nname = \"t\"\nagents = [\"tests\"]\n[phases.tools]\npermission = \"read-only\"\n",
+        "[[phases]]\nname = \"t\"\nagents = [\"tests\"]\n[phases.tools]\ninternal = [\"Read\"]\n",
     );
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains("a command agent cannot enforce `tools` for agent `tests`"),
+        stderr(&out).contains("`tools` is not enforced for agent `tests` (a command agent)")
+            && stderr(&out).contains("only `permission` is"),
+        "{}",
+        stderr(&out)
+    );
+    // ... but a permission is: orch confines the command by it.
+    let read_only = "[[phases]]\nname = \"t\"\nagents = [\"tests\"]\n[phases.tools]\npermission = \"read-only\"\n";
+    let out = validate("permission.toml", read_only);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
+    // Where nothing can confine it, that is refused, with the reason.
+    let file = write(
+        dir.path(),
+        "off.toml",
+        &format!(
+            "version = 1\nname = \"cmds\"\n[agents.tests]\nkind = \"command\"\ncommand = [\"true\"]\n{read_only}"
+        ),
+    );
+    let out = orch()
+        .env("ORCH_CONFINEMENT", "off")
+        .args(["validate", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        flat_stderr(&out)
+            .contains("`permission` is not enforced for agent `tests` (a command agent)")
+            && flat_stderr(&out).contains("confinement = \"off\""),
         "{}",
         stderr(&out)
     );
@@ -354,7 +411,7 @@ fn toolsets_for_plain_commands_are_refused_only_when_aimed_at_them() {
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("⚠ a command agent cannot enforce `tools` for agent `tests`"),
+        stderr(&out).contains("⚠ `tools` is not enforced for agent `tests` (a command agent)"),
         "{}",
         stderr(&out)
     );

@@ -326,6 +326,9 @@ fn pipeline(cli: &Cli, level: Level, server: &ModelServer, dir: &Path) -> String
         }
         _ => {}
     }
+    // The MCP fixture runs confined with the agent: it reports to the
+    // scripted server on loopback, not to a file.
+    let fixture_log = format!("{}/fixture/log", server.url());
     format!(
         r#"version = 1
 name = "e2e"
@@ -352,7 +355,7 @@ permission = "{level}"
 max_turns = {MAX_TURNS}
 "#,
         fixture = root().join("tests/e2e/mcp_fixture.py").display(),
-        mcp_log = dir.join("mcp-calls.jsonl").display(),
+        mcp_log = fixture_log,
         level = level.as_str(),
     )
 }
@@ -387,7 +390,7 @@ impl Run {
     fn offered(&self) -> Vec<String> {
         self.requests
             .iter()
-            .find(|r| !r["side"].as_bool().unwrap_or(false))
+            .find(|r| r["tools"].is_array() && !r["side"].as_bool().unwrap_or(false))
             .map(|r| {
                 r["tools"]
                     .as_array()
@@ -401,6 +404,11 @@ impl Run {
 
     fn tool_results(&self) -> String {
         tool_results(&self.requests)
+    }
+
+    /// What the MCP fixture reported (calls it received and their results).
+    fn fixture_calls(&self) -> Vec<Value> {
+        fixture_calls(&self.requests)
     }
 
     /// Whether the CLI answered a tool call (with its output or a refusal):
@@ -419,6 +427,15 @@ impl Run {
             tail(&self.stdout)
         )
     }
+}
+
+/// What the MCP fixture reported to the scripted server.
+fn fixture_calls(requests: &[Value]) -> Vec<Value> {
+    requests
+        .iter()
+        .filter(|r| r["api"] == "fixture")
+        .map(|r| r["fixture"].clone())
+        .collect()
 }
 
 /// Text of every tool result a CLI sent back to the model.
@@ -467,17 +484,6 @@ fn run_cell(cli: &Cli, level: Level, dir: &Path, script: Value) -> Run {
     let server = ModelServer::start(dir, &script);
     let file = dir.join("pipeline.toml");
     std::fs::write(&file, pipeline(cli, level, &server, dir)).unwrap();
-    let loaded = orch::pipeline::load(&file).unwrap_or_else(|e| {
-        panic!(
-            "{:#?}",
-            e.diagnostics
-                .iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-        )
-    });
-    let p = &loaded.pipeline;
-    let (phase, agent) = p.invocations().next().unwrap();
     let mut settings = orch::settings::Settings {
         state_dir: dir.join("state"),
         ..Default::default()
@@ -488,7 +494,20 @@ fn run_cell(cli: &Cli, level: Level, dir: &Path, script: Value) -> Run {
     }
     let mut ctx = Context::new(settings, work.clone());
     ctx.orch_exe = env!("CARGO_BIN_EXE_orch").to_string();
-    let inv = build::invocation(p, phase, agent, &ctx);
+    let loaded = orch::pipeline::load(&file, &ctx.confinement).unwrap_or_else(|e| {
+        panic!(
+            "{:#?}",
+            e.diagnostics
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+        )
+    });
+    let p = &loaded.pipeline;
+    let (phase, agent) = p.invocations().next().unwrap();
+    // As `orch run` does it: a fresh directory of its own, confined.
+    let own = ctx.attempt_dir(&phase.name, &agent.name).unwrap();
+    let inv = build::invocation(p, phase, agent, &ctx, own.path());
     probe::write_files(&inv).unwrap();
 
     let path = path_with_clis();
@@ -501,7 +520,7 @@ fn run_cell(cli: &Cli, level: Level, dir: &Path, script: Value) -> Run {
             .find(|(n, _)| *n == name)
             .map(|(_, v)| v.clone())
     };
-    let cmd = inv.command(&inv.program, &inv.args, lookup);
+    let cmd = inv.command(&inv.program, &inv.args, lookup).unwrap();
     let stdin = match &inv.stdin {
         Stdin::Null => None,
         Stdin::Text(t) => Some(t.as_str()),
@@ -671,8 +690,8 @@ fn cell(cli: &Cli, level: Level) -> Vec<Check> {
         json!([mcp_call("echo"), mcp_call("danger")])
     };
     let run = run_cell(cli, level, &d, script);
-    let calls = std::fs::read_to_string(d.join("mcp-calls.jsonl")).unwrap_or_default();
-    let called = |tool: &str| calls.contains(&format!("\"tool\": \"{tool}\""));
+    let calls = run.fixture_calls();
+    let called = |tool: &str| calls.iter().any(|c| c["tool"] == tool);
     let ok = called("echo") && !called("danger");
     checks.push(check(
         "mcp",
@@ -687,7 +706,7 @@ fn cell(cli: &Cli, level: Level) -> Vec<Check> {
         checks.push(check(
             "context",
             false,
-            format!("{}\nfixture log: {calls}", run.context()),
+            format!("{}\nfixture log: {calls:?}", run.context()),
         ));
     }
     checks

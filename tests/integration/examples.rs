@@ -192,11 +192,14 @@ mcp = ["mcp__search__*"]
     assert_eq!(env["DEPLOY_KEY"], "${DEPLOY_KEY}");
     assert_eq!(env["ANTHROPIC_API_KEY"], "${ANTHROPIC_API_KEY}");
     assert_eq!(env["SEARCH_API_KEY"], "<redacted>");
+    // Each attempt gets a fresh directory of its own outside the workspace;
+    // a preview shows where, with the random part as XXXXXX.
     assert!(
         env["HOME"]
             .as_str()
             .unwrap()
-            .ends_with("invocations/look/claude/home")
+            .ends_with("orch/attempts/look-claude-XXXXXX/home"),
+        "{env}"
     );
     assert!(
         env.get("USER").is_none(),
@@ -226,6 +229,26 @@ mcp = ["mcp__search__*"]
             .unwrap()
             .contains("\"SEARCH_API_KEY\": \"${SEARCH_API_KEY}\"")
     );
-    assert_eq!(inv["enforcement"]["permission"]["by"], "cli");
+    // The OS holds the permission (this machine confines), and explain
+    // says how: what the process tree may write and may not read.
+    assert_eq!(inv["enforcement"]["permission"]["by"], "os");
     assert_eq!(inv["enforcement"]["max_turns"]["by"], "cli");
+    let confinement = &inv["confinement"];
+    assert!(confinement["abi"].as_u64().unwrap() >= 3, "{confinement}");
+    assert_eq!(confinement["policy"]["permission"], "read-only");
+    let writable = confinement["policy"]["writable"].as_array().unwrap();
+    assert!(
+        writable[0]
+            .as_str()
+            .unwrap()
+            .ends_with("look-claude-XXXXXX"),
+        "{confinement}"
+    );
+    assert!(
+        !writable
+            .iter()
+            .any(|w| w.as_str() == crate::support::root().to_str()),
+        "read-only may not write the workspace: {confinement}"
+    );
+    assert_eq!(v["confinement"]["state"], "available", "{v}");
 }

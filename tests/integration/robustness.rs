@@ -133,7 +133,12 @@ proptest! {
         }
         let len = text.len();
         let base = root().join("pipelines");
-        match orch::pipeline::load_str("mutated.toml", text, &base) {
+        match orch::pipeline::load_str(
+            "mutated.toml",
+            text,
+            &base,
+            &orch::confine::Availability::Available { abi: 7 },
+        ) {
             Ok(loaded) => {
                 // A pipeline that loads also resolves and forms a DAG.
                 let p = &loaded.pipeline;

@@ -36,6 +36,17 @@ pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// stderr with miette's wrapping undone: the frame characters dropped and
+/// every run of white space one space, so a test can look for a phrase
+/// that was wrapped.
+pub fn flat_stderr(o: &Output) -> String {
+    stderr(o)
+        .replace(['│', '×', '╭', '╰', '─', '·'], " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }

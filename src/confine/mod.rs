@@ -1,0 +1,16 @@
+//! OS confinement: each agent's whole process tree is held to its phase's
+//! `permission` by the kernel (Landlock on Linux), whatever the CLI does.
+//!
+//! [`policy`] decides the paths per permission level (pure), [`availability`]
+//! says whether this machine can confine, and the Linux backend turns a
+//! policy into a ruleset a child process enters before it executes.
+
+pub mod availability;
+#[cfg(target_os = "linux")]
+pub mod landlock;
+pub mod policy;
+mod process;
+
+pub use availability::{Availability, MIN_ABI};
+pub use policy::{Places, Policy};
+pub use process::{ConfineError, Confinement};

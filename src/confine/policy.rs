@@ -1,0 +1,494 @@
+//! What a permission level lets a confined process tree touch, as paths.
+//!
+//! - `read-only`: no writes anywhere but the attempt's own directory (its
+//!   home, CLI config, temporary files) and the devices every process needs.
+//! - `workspace-write`: the same, plus the workspace.
+//! - `full-access`: not confined.
+//!
+//! Reads: everything but the real user's home directory, wherever it is
+//! mounted; inside it only the toolchain folders agents need
+//! ([`HOME_TOOLCHAINS`]), the folders a user adds (`allow_read`), the PATH
+//! folders and the agent's own program stay readable. The workspace and the
+//! attempt's directory are readable wherever they are.
+//!
+//! This module is pure: it decides paths. [`super::landlock`] turns a
+//! [`Policy`] into kernel rules.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::toolset::Permission;
+
+/// Folders (and files) under the real home that stay readable: toolchains
+/// and package caches, never credentials (`~/.cargo/credentials.toml`,
+/// `~/.npmrc`, `~/.local/share`, `~/.config` are not here).
+pub const HOME_TOOLCHAINS: &[&str] = &[
+    ".cargo/bin",
+    ".cargo/registry",
+    ".cargo/git",
+    ".cargo/env",
+    ".cargo/config.toml",
+    ".cargo/config",
+    ".rustup",
+    ".npm",
+    ".nvm",
+    ".volta",
+    ".fnm",
+    ".bun/bin",
+    ".bun/install/cache",
+    ".deno",
+    ".local/bin",
+    ".local/lib",
+    ".pyenv",
+    ".rbenv",
+    ".asdf",
+    ".sdkman",
+    ".ghcup",
+    "go/bin",
+    "go/pkg",
+    ".m2/repository",
+    ".gradle/caches",
+    ".gradle/wrapper",
+    ".gitconfig",
+    ".config/git/config",
+    ".config/git/ignore",
+    ".config/git/attributes",
+];
+
+/// Device files a confined process may read and write (never create).
+pub const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+];
+
+/// Where one attempt runs, for its policy.
+#[derive(Debug, Clone)]
+pub struct Places {
+    /// The workspace (the agent's working directory).
+    pub workspace: PathBuf,
+    /// The attempt's own directory: home, CLI config, temporary files.
+    pub own_dir: PathBuf,
+    /// The real user's home: not readable.
+    pub home: Option<PathBuf>,
+    /// Readable exceptions inside the home (toolchains, `allow_read`, PATH
+    /// folders, the program's folder), absolute.
+    pub home_readable: Vec<PathBuf>,
+    /// Files the process tree may write besides its own directory (the run
+    /// database orch's MCP server records in).
+    pub also_writable: Vec<PathBuf>,
+}
+
+/// What one confined process tree may do with the file system.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Policy {
+    pub permission: Permission,
+    /// Trees it may read and change.
+    pub writable: Vec<PathBuf>,
+    /// Device files it may read and write.
+    pub devices: Vec<PathBuf>,
+    /// Trees it may not read (the home, at every path it is mounted at).
+    pub hidden: Vec<PathBuf>,
+    /// Readable exceptions inside the hidden trees.
+    pub readable: Vec<PathBuf>,
+}
+
+impl Policy {
+    /// The policy for a permission level, or `None` when the level is not
+    /// confined (`full-access`). `aliases` are the other paths the home is
+    /// mounted at (see [`home_aliases`]).
+    pub fn for_permission(
+        permission: Permission,
+        places: &Places,
+        aliases: &[PathBuf],
+    ) -> Option<Policy> {
+        let mut writable = vec![places.own_dir.clone()];
+        match permission {
+            Permission::FullAccess => return None,
+            Permission::ReadOnly => {}
+            Permission::WorkspaceWrite => writable.push(places.workspace.clone()),
+        }
+        writable.extend(places.also_writable.iter().cloned());
+        let mut hidden: Vec<PathBuf> = Vec::new();
+        if let Some(home) = places.home.as_ref().filter(|h| h.parent().is_some()) {
+            hidden.push(home.clone());
+            hidden.extend(aliases.iter().filter(|a| *a != home).cloned());
+        }
+        // The workspace and the own directory are readable wherever they are;
+        // re-allowing a tree that is not hidden costs nothing.
+        let mut readable = vec![places.workspace.clone()];
+        readable.extend(places.home_readable.iter().cloned());
+        readable.retain(|r| hidden.iter().any(|h| r.starts_with(h)));
+        dedupe(&mut readable);
+        dedupe(&mut writable);
+        Some(Policy {
+            permission,
+            writable,
+            devices: DEVICES.iter().map(PathBuf::from).collect(),
+            hidden,
+            readable,
+        })
+    }
+}
+
+fn dedupe(v: &mut Vec<PathBuf>) {
+    let mut seen = std::collections::HashSet::new();
+    v.retain(|p| seen.insert(p.clone()));
+}
+
+/// The readable exceptions inside `home`: the toolchain folders, the
+/// user's `allow_read` (`~/x` or absolute), PATH folders under the home and
+/// the agent's program's folder.
+pub fn home_readable(
+    home: &Path,
+    allow_read: &[String],
+    path_dirs: &[PathBuf],
+    program: Option<&Path>,
+) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = HOME_TOOLCHAINS.iter().map(|t| home.join(t)).collect();
+    for a in allow_read {
+        if let Some(rest) = a.strip_prefix("~/") {
+            out.push(home.join(rest));
+        } else if a == "~" {
+            out.push(home.to_path_buf());
+        } else {
+            out.push(PathBuf::from(a));
+        }
+    }
+    out.extend(path_dirs.iter().filter(|d| d.starts_with(home)).cloned());
+    if let Some(p) = program.filter(|p| p.starts_with(home)) {
+        if let Some(dir) = p.parent() {
+            out.push(dir.to_path_buf());
+        }
+        // An npm package needs its whole node_modules tree.
+        if let Some(modules) = p
+            .ancestors()
+            .find(|a| a.file_name().is_some_and(|n| n == "node_modules"))
+        {
+            out.push(modules.to_path_buf());
+        }
+    }
+    out
+}
+
+/// One entry of a directory: its path, and where it really leads
+/// (symbolic links resolved).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub path: PathBuf,
+    pub resolved: PathBuf,
+}
+
+/// The trees to make readable so that everything except `hidden` (resolved
+/// paths) is: walk down from `/` along each hidden path and allow every
+/// entry beside the way. An entry that leads onto the way through a
+/// symbolic link is left out (its real path is walked instead), and so is
+/// one that leads into a hidden tree. Landlock cannot carve a subtree out of
+/// an allowed tree, hence the walk.
+pub fn readable_roots(hidden: &[PathBuf], list: &dyn Fn(&Path) -> Vec<Entry>) -> Vec<PathBuf> {
+    let root = Path::new("/");
+    if hidden.is_empty() {
+        return vec![root.to_path_buf()];
+    }
+    if hidden.iter().any(|h| h == root) {
+        return Vec::new();
+    }
+    let on_the_way = |p: &Path| hidden.iter().any(|h| h != p && h.starts_with(p));
+    let mut out = Vec::new();
+    let mut walk = vec![root.to_path_buf()];
+    let mut walked = std::collections::HashSet::new();
+    while let Some(dir) = walk.pop() {
+        if !walked.insert(dir.clone()) {
+            continue;
+        }
+        for e in list(&dir) {
+            let r = &e.resolved;
+            if hidden.iter().any(|h| r.starts_with(h)) {
+                continue;
+            }
+            if on_the_way(r) {
+                if e.path == *r {
+                    walk.push(r.clone());
+                }
+                continue;
+            }
+            out.push(e.path);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A mount, as `/proc/self/mountinfo` describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// `major:minor` of the file system.
+    pub device: String,
+    /// The mounted directory within its file system.
+    pub root: PathBuf,
+    /// Where it is mounted.
+    pub mount_point: PathBuf,
+}
+
+/// Parse `/proc/self/mountinfo`; lines it cannot read are skipped.
+pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
+    text.lines()
+        .filter_map(|line| {
+            let mut f = line.split(' ');
+            let (_id, _parent) = (f.next()?, f.next()?);
+            let device = f.next()?.to_string();
+            let root = unescape(f.next()?);
+            let mount_point = unescape(f.next()?);
+            Some(Mount {
+                device,
+                root: PathBuf::from(root),
+                mount_point: PathBuf::from(mount_point),
+            })
+        })
+        .collect()
+}
+
+/// mountinfo writes space, tab, newline and backslash as `\ooo`.
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
+            out.push(v);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Every other path `home` (resolved) is reachable at through the mounts:
+/// a bind mount of the home or of a directory above it shows it again
+/// elsewhere, and Landlock judges a path by the way it was reached.
+pub fn home_aliases(home: &Path, mounts: &[Mount]) -> Vec<PathBuf> {
+    // The mount the home is seen through: the longest mount point above it
+    // (the last one listed wins a tie: it is mounted over the others).
+    let Some(host) = mounts
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| home.starts_with(&m.mount_point))
+        .max_by_key(|(i, m)| (m.mount_point.components().count(), *i))
+        .map(|(_, m)| m)
+    else {
+        return Vec::new();
+    };
+    let Ok(rest) = home.strip_prefix(&host.mount_point) else {
+        return Vec::new();
+    };
+    let in_fs = host.root.join(rest);
+    let mut out = Vec::new();
+    for m in mounts.iter().filter(|m| m.device == host.device) {
+        if let Ok(below) = in_fs.strip_prefix(&m.root) {
+            let alias = m.mount_point.join(below);
+            if alias != home && !out.contains(&alias) {
+                out.push(alias);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn places() -> Places {
+        Places {
+            workspace: "/work/proj".into(),
+            own_dir: "/home/u/.cache/orch/attempts/a1".into(),
+            home: Some("/home/u".into()),
+            home_readable: vec!["/home/u/.cargo/bin".into(), "/opt/x".into()],
+            also_writable: vec!["/work/proj/.orch/state.db".into()],
+        }
+    }
+
+    #[test]
+    fn paths_per_permission() {
+        let p = places();
+        assert_eq!(
+            Policy::for_permission(Permission::FullAccess, &p, &[]),
+            None
+        );
+
+        let ro = Policy::for_permission(Permission::ReadOnly, &p, &[]).unwrap();
+        assert_eq!(
+            ro.writable,
+            vec![
+                PathBuf::from("/home/u/.cache/orch/attempts/a1"),
+                "/work/proj/.orch/state.db".into()
+            ]
+        );
+        assert!(!ro.writable.contains(&p.workspace));
+        assert_eq!(ro.hidden, vec![PathBuf::from("/home/u")]);
+        // Only exceptions inside the home are listed.
+        assert_eq!(ro.readable, vec![PathBuf::from("/home/u/.cargo/bin")]);
+        assert!(ro.devices.contains(&"/dev/null".into()));
+
+        let ww = Policy::for_permission(Permission::WorkspaceWrite, &p, &[]).unwrap();
+        assert!(ww.writable.contains(&p.workspace));
+        assert!(ww.writable.contains(&p.own_dir));
+    }
+
+    #[test]
+    fn a_workspace_in_the_home_stays_readable_and_a_root_home_hides_nothing() {
+        let mut p = places();
+        p.workspace = "/home/u/src/proj".into();
+        let ro = Policy::for_permission(Permission::ReadOnly, &p, &[]).unwrap();
+        assert!(ro.readable.contains(&"/home/u/src/proj".into()));
+        p.home = Some("/".into());
+        let ro = Policy::for_permission(Permission::ReadOnly, &p, &[]).unwrap();
+        assert!(ro.hidden.is_empty(), "HOME=/ cannot be hidden whole");
+        p.home = None;
+        assert!(
+            Policy::for_permission(Permission::ReadOnly, &p, &[])
+                .unwrap()
+                .hidden
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn home_exceptions() {
+        let home = Path::new("/home/u");
+        let r = home_readable(
+            home,
+            &["~/.config/gh".into(), "/srv/data".into()],
+            &["/home/u/bin".into(), "/usr/bin".into()],
+            Some(Path::new(
+                "/home/u/.npm-global/lib/node_modules/@x/cli/bin/x.js",
+            )),
+        );
+        assert!(r.contains(&"/home/u/.cargo/bin".into()));
+        assert!(r.contains(&"/home/u/.config/gh".into()));
+        assert!(r.contains(&"/srv/data".into()));
+        assert!(r.contains(&"/home/u/bin".into()));
+        assert!(!r.contains(&"/usr/bin".into()));
+        assert!(r.contains(&"/home/u/.npm-global/lib/node_modules".into()));
+        // Never a credential file.
+        for secret in [
+            ".ssh",
+            ".aws",
+            ".npmrc",
+            ".cargo/credentials.toml",
+            ".config",
+        ] {
+            assert!(!r.contains(&home.join(secret)), "{secret}");
+        }
+    }
+
+    /// A fake file system: each directory's entries as (name, resolved).
+    fn fs(dirs: &[(&str, &[(&str, &str)])]) -> impl Fn(&Path) -> Vec<Entry> {
+        let dirs: Vec<(PathBuf, Vec<Entry>)> = dirs
+            .iter()
+            .map(|(d, es)| {
+                (
+                    PathBuf::from(d),
+                    es.iter()
+                        .map(|(n, r)| Entry {
+                            path: Path::new(d).join(n),
+                            resolved: PathBuf::from(r),
+                        })
+                        .collect(),
+                )
+            })
+            .collect();
+        move |p: &Path| {
+            dirs.iter()
+                .find(|(d, _)| d == p)
+                .map(|(_, e)| e.clone())
+                .unwrap_or_default()
+        }
+    }
+
+    #[test]
+    fn everything_but_the_home_is_readable() {
+        let list = fs(&[
+            (
+                "/",
+                &[
+                    ("usr", "/usr"),
+                    ("bin", "/usr/bin"),
+                    ("home", "/home"),
+                    ("tmp", "/tmp"),
+                    ("sneaky", "/home/u/.ssh"),
+                ],
+            ),
+            ("/home", &[("u", "/home/u"), ("v", "/home/v")]),
+        ]);
+        let roots = readable_roots(&["/home/u".into()], &list);
+        let want: Vec<PathBuf> = ["/bin", "/home/v", "/tmp", "/usr"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        assert_eq!(roots, want);
+    }
+
+    #[test]
+    fn a_symbolic_link_onto_the_way_is_walked_by_its_real_path() {
+        // Fedora Silverblue: /home -> var/home.
+        let list = fs(&[
+            (
+                "/",
+                &[("home", "/var/home"), ("var", "/var"), ("etc", "/etc")],
+            ),
+            ("/var", &[("home", "/var/home"), ("log", "/var/log")]),
+            ("/var/home", &[("u", "/var/home/u"), ("v", "/var/home/v")]),
+        ]);
+        let roots = readable_roots(&["/var/home/u".into()], &list);
+        let want: Vec<PathBuf> = ["/etc", "/var/home/v", "/var/log"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        assert_eq!(roots, want, "/home itself would open /var/home whole");
+        assert_eq!(readable_roots(&[], &list), vec![PathBuf::from("/")]);
+        assert!(readable_roots(&["/".into()], &list).is_empty());
+    }
+
+    #[test]
+    fn the_home_is_found_under_every_mount_of_it() {
+        let mounts = parse_mountinfo(
+            "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n\
+             30 27 254:0 /home /mnt/old\\040homes rw - ext4 /dev/vda rw\n\
+             31 27 254:0 / /srv/rootfs rw - ext4 /dev/vda rw\n\
+             32 27 0:25 / /tmp rw - tmpfs tmpfs rw\n\
+             33 27 254:0 /etc /srv/etc rw - ext4 /dev/vda rw\n",
+        );
+        assert_eq!(mounts[1].mount_point, PathBuf::from("/mnt/old homes"));
+        let aliases = home_aliases(Path::new("/home/u"), &mounts);
+        assert_eq!(
+            aliases,
+            vec![
+                PathBuf::from("/mnt/old homes/u"),
+                PathBuf::from("/srv/rootfs/home/u")
+            ]
+        );
+        // A home on its own file system, bind-mounted once more.
+        let mounts = parse_mountinfo(
+            "27 1 254:0 / / rw - ext4 /dev/vda rw\n\
+             40 27 8:1 / /home rw - ext4 /dev/sdb rw\n\
+             41 27 8:1 /u /mnt/me rw - ext4 /dev/sdb rw\n",
+        );
+        assert_eq!(
+            home_aliases(Path::new("/home/u/"), &mounts),
+            vec![PathBuf::from("/mnt/me")]
+        );
+    }
+}
