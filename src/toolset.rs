@@ -150,6 +150,13 @@ impl InternalTool {
             _ => {
                 if let Some(inner) = s.strip_prefix("Bash(").and_then(|r| r.strip_suffix(')')) {
                     let pattern = inner.trim();
+                    // A pattern that matches every command is no restriction:
+                    // it is plain `Bash` (and must be treated as such: a `*`
+                    // rule would also override the CLIs' own deny-all rules).
+                    if !pattern.is_empty() && pattern.chars().all(|c| c == '*' || c.is_whitespace())
+                    {
+                        return Ok(InternalTool::Bash);
+                    }
                     if !pattern.is_empty() && !pattern.contains(['(', ')']) {
                         return Ok(InternalTool::BashPattern(pattern.to_string()));
                     }
@@ -476,6 +483,9 @@ mod tests {
             Some("Read")
         );
         assert!(InternalTool::parse("Bash()").is_err());
+        for star in ["Bash(*)", "Bash( * )", "Bash(**)", "Bash(* *)"] {
+            assert_eq!(InternalTool::parse(star), Ok(InternalTool::Bash), "{star}");
+        }
         assert!(
             InternalTool::parse("read").is_err(),
             "names are case-sensitive"

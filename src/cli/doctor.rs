@@ -28,6 +28,13 @@ pub struct Args {
 }
 
 #[derive(Serialize)]
+struct DoctorJson<'a> {
+    /// Whether orch can confine agents here (and the Landlock ABI).
+    confinement: &'a crate::confine::Availability,
+    clis: &'a [Installed],
+}
+
+#[derive(Serialize)]
 struct ProbeRow {
     phase: String,
     agent: String,
@@ -60,9 +67,23 @@ fn installed(args: &Args, ctx: &build::Context) -> CmdResult {
         .map(|k| probe::installed(k, &build::kind_program(k, &ctx.settings)))
         .collect();
     match args.format {
-        Format::Json => write_json(&rows)?,
+        Format::Json => write_json(&DoctorJson {
+            confinement: &ctx.confinement,
+            clis: &rows,
+        })?,
         Format::Text => {
             let mut out = stdout();
+            let consequence = if ctx.confinement.is_available() {
+                "every agent's permission is held by the OS"
+            } else {
+                "a permission only the OS could hold is refused under strict enforcement"
+            };
+            writeln!(
+                out,
+                "{:<12} {}: {consequence}",
+                "confinement",
+                ctx.confinement.describe()
+            )?;
             for r in &rows {
                 let status = match (&r.version, &r.problem) {
                     (Some(v), _) if r.verified => format!("{v} (verified)"),
@@ -77,7 +98,7 @@ fn installed(args: &Args, ctx: &build::Context) -> CmdResult {
                     .path
                     .as_ref()
                     .map_or(String::new(), |p| format!("  {}", p.display()));
-                writeln!(out, "{:<9} {status}{at}", r.kind.as_str())?;
+                writeln!(out, "{:<12} {status}{at}", r.kind.as_str())?;
             }
             out.flush()?;
         }

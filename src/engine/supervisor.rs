@@ -127,6 +127,60 @@ impl Resets {
     }
 }
 
+/// Tool results that say the OS refused an access, for a confined agent:
+/// each is recorded as a `permission_denied` event naming the tool (the
+/// agent itself sees its tool's normal error, "Permission denied").
+#[derive(Default)]
+struct OsRefusals {
+    /// The tool of each call whose result has not come yet.
+    calls: std::collections::HashMap<String, String>,
+}
+
+impl OsRefusals {
+    /// What the kernel says when Landlock refuses an access.
+    const SIGNS: [&'static str; 3] = [
+        "Permission denied",
+        "Operation not permitted",
+        "Read-only file system",
+    ];
+
+    /// Add a refusal after each result of `events` that shows one (unless
+    /// the CLI already reported it as refused).
+    fn note(&mut self, events: &mut Vec<Event>) {
+        let mut extra = Vec::new();
+        let reported = events
+            .iter()
+            .any(|e| matches!(e, Event::PermissionDenied { .. }));
+        for e in events.iter() {
+            match e {
+                Event::ToolCall {
+                    id: Some(id), name, ..
+                } => {
+                    self.calls.insert(id.clone(), name.clone());
+                }
+                Event::ToolResult { id, output, .. } => {
+                    let tool = id
+                        .as_ref()
+                        .and_then(|id| self.calls.remove(id))
+                        .unwrap_or_else(|| "unknown".into());
+                    let line = output
+                        .lines()
+                        .find(|l| Self::SIGNS.iter().any(|s| l.contains(s)));
+                    if let Some(line) = line.filter(|_| !reported) {
+                        let line: String = line.trim().chars().take(300).collect();
+                        extra.push(Event::PermissionDenied {
+                            tool,
+                            reason: Some(format!("refused by the operating system: {line}")),
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        events.extend(extra);
+    }
+}
+
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -317,6 +371,7 @@ pub async fn run_attempt(
     let mut stop: Option<(Outcome, String)> = None;
     let mut stop_at: Option<Instant> = None;
     let mut resets = Resets::default();
+    let mut refusals = OsRefusals::default();
     // The model called a tool in a turn past the budget orch enforces.
     let mut over_budget = false;
     let mut killed = false;
@@ -409,7 +464,10 @@ pub async fn run_attempt(
                             use std::io::Write;
                             let _ = writeln!(f, "{text}");
                         }
-                        let events = if cut { Vec::new() } else { adapter.parse_line(&text) };
+                        let mut events = if cut { Vec::new() } else { adapter.parse_line(&text) };
+                        if inv.confinement.is_some() {
+                            refusals.note(&mut events);
+                        }
                         let unparsed = events.is_empty();
                         for ev in events {
                             if let Some(p) = &spec.progress
@@ -479,7 +537,15 @@ pub async fn run_attempt(
                         if weakened.is_none()
                             && let Some(why) = adapter.weakened(&text)
                         {
+                            // The CLI runs with weaker rules than asked: stop
+                            // it now, before the model acts under them.
                             weakened = Some(format!("{why}: {}", text.trim()));
+                            if stop.is_none()
+                                && let Some(pg) = pgid
+                            {
+                                let _ = killpg(pg, Signal::SIGTERM);
+                                stop_at = Some(Instant::now());
+                            }
                         }
                         if let Some(limit) = rate_limit::read(&text) {
                             result.rate_limited = resets.saw(limit);
@@ -522,14 +588,14 @@ pub async fn run_attempt(
     result.exit_code = status.as_ref().ok().and_then(|s| s.code());
     let signal = status.as_ref().ok().and_then(|s| s.signal());
     match (stop, &weakened) {
-        (Some((outcome, reason)), _) => {
-            result.outcome = outcome;
-            result.reason = Some(reason);
-        }
-        (None, Some(w)) => {
+        (_, Some(w)) => {
             result.outcome = Outcome::Failed;
             result.reason = Some(format!("ran with weaker rules than asked: {w}"));
             result.permanent = true;
+        }
+        (Some((outcome, reason)), None) => {
+            result.outcome = outcome;
+            result.reason = Some(reason);
         }
         (None, None) => match (&status, cli_error) {
             (Ok(s), false) if s.success() => result.outcome = Outcome::Succeeded,
@@ -559,6 +625,143 @@ pub async fn run_attempt(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct Discard;
+    impl super::super::sink::RecordSink for Discard {
+        fn send(&self, _record: Record) {}
+    }
+
+    /// An attempt of `sh -c script` in `dir`, confined as `confinement` says.
+    fn spec(
+        dir: &std::path::Path,
+        script: &str,
+        confinement: Option<crate::confine::Confinement>,
+    ) -> AttemptSpec {
+        use crate::agents::invocation::{Enforced, Enforcement};
+        let na = || Enforced::none("test");
+        AttemptSpec {
+            run_id: "r".into(),
+            phase: "p".into(),
+            agent: "a".into(),
+            attempt: 1,
+            kind: AgentKind::Command,
+            invocation: Invocation {
+                program: "sh".into(),
+                args: vec!["-c".into(), script.into()],
+                env: Vec::new(),
+                stdin: Stdin::Null,
+                cwd: dir.to_path_buf(),
+                dir: dir.join("own"),
+                files: Vec::new(),
+                enforcement: Enforcement {
+                    internal: na(),
+                    mcp: na(),
+                    permission: na(),
+                    max_turns: na(),
+                },
+                inherit_env: true,
+                confinement,
+            },
+            timeout: Some(Duration::from_secs(30)),
+            stall_timeout: None,
+            max_turns: None,
+            grace: Duration::from_secs(1),
+            progress: None,
+            keeper: None,
+            log_dir: dir.join("logs"),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_agent_that_cannot_be_confined_never_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let places = crate::confine::Places {
+            workspace: dir.path().to_path_buf(),
+            own_dir: dir.path().join("own"),
+            home: None,
+            home_readable: Vec::new(),
+            also_writable: Vec::new(),
+        };
+        let policy = crate::confine::Policy::for_permission(
+            crate::toolset::Permission::WorkspaceWrite,
+            &places,
+            &[],
+        )
+        .unwrap();
+        // An ABI the kernel does not speak: the ruleset cannot be built.
+        let broken = crate::confine::Confinement { policy, abi: 999 };
+        let (_tx, rx) = watch::channel(Cancel::No);
+        let script = format!("touch {}", marker.display());
+        let r = run_attempt(
+            spec(dir.path(), &script, Some(broken)),
+            Sink::new(Discard),
+            rx,
+        )
+        .await;
+        assert_eq!(r.outcome, Outcome::Failed);
+        assert!(r.permanent, "retrying cannot help");
+        let reason = r.reason.unwrap_or_default();
+        assert!(
+            reason.contains("was not started: cannot confine"),
+            "{reason}"
+        );
+        assert!(!marker.exists(), "it ran unconfined");
+        // The same attempt unconfined runs (the test can fail).
+        let (_tx, rx) = watch::channel(Cancel::No);
+        let r = run_attempt(spec(dir.path(), &script, None), Sink::new(Discard), rx).await;
+        assert_eq!(r.outcome, Outcome::Succeeded, "{:?}", r.reason);
+        assert!(marker.exists());
+    }
+
+    #[test]
+    fn an_os_refusal_in_a_tool_result_is_recorded_with_its_tool() {
+        let mut r = OsRefusals::default();
+        let mut events = vec![Event::ToolCall {
+            id: Some("c1".into()),
+            name: "Bash".into(),
+            input: serde_json::Value::Null,
+        }];
+        r.note(&mut events);
+        assert_eq!(events.len(), 1);
+        let mut events = vec![Event::ToolResult {
+            id: Some("c1".into()),
+            is_error: true,
+            output: "x\n/bin/sh: 1: cannot create /w/out.txt: Permission denied\n".into(),
+        }];
+        r.note(&mut events);
+        assert_eq!(
+            events[1],
+            Event::PermissionDenied {
+                tool: "Bash".into(),
+                reason: Some(
+                    "refused by the operating system: /bin/sh: 1: cannot create /w/out.txt: Permission denied"
+                        .into()
+                )
+            }
+        );
+        // Nothing refused, or already reported by the CLI: nothing added.
+        let mut events = vec![Event::ToolResult {
+            id: None,
+            is_error: false,
+            output: "fine".into(),
+        }];
+        r.note(&mut events);
+        assert_eq!(events.len(), 1);
+        let mut events = vec![
+            Event::ToolResult {
+                id: None,
+                is_error: true,
+                output: "Permission denied".into(),
+            },
+            Event::PermissionDenied {
+                tool: "bash".into(),
+                reason: None,
+            },
+        ];
+        r.note(&mut events);
+        assert_eq!(events.len(), 2);
+    }
 
     #[test]
     fn the_latest_reset_counts_unless_it_is_only_to_the_minute() {

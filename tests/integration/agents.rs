@@ -26,7 +26,14 @@ fn orch_with_clis(args: &[&str]) -> Output {
 fn doctor_finds_every_pinned_cli() {
     let out = orch_with_clis(&["doctor", "--format", "json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let rows = rows_of(&out);
+    let report = json_of(&out);
+    // This machine confines (the suite needs Landlock), and says its ABI.
+    assert_eq!(report["confinement"]["state"], "available", "{report}");
+    assert!(
+        report["confinement"]["abi"].as_u64().unwrap() >= 3,
+        "{report}"
+    );
+    let rows = report["clis"].as_array().unwrap().clone();
     let kinds: Vec<&str> = rows.iter().map(|r| r["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["claude", "codex", "gemini", "opencode", "copilot"]);
     for r in &rows {
@@ -43,7 +50,7 @@ fn doctor_reports_a_missing_cli() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
-    let rows = rows_of(&out);
+    let rows = json_of(&out)["clis"].as_array().unwrap().clone();
     assert_eq!(rows.len(), 5, "every kind is reported");
     for r in &rows {
         assert_eq!(r["verified"], false);
@@ -60,6 +67,29 @@ fn rows_of(out: &Output) -> Vec<Value> {
         Value::Array(rows) => rows,
         other => panic!("not an array of rows: {other}"),
     }
+}
+
+#[test]
+fn doctor_says_whether_it_can_confine() {
+    let out = orch().args(["doctor"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.starts_with("confinement  Landlock ABI ")
+            && text.contains("every agent's permission is held by the OS"),
+        "{text}"
+    );
+    let out = orch()
+        .env("ORCH_CONFINEMENT", "off")
+        .args(["doctor"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.starts_with("confinement  off (`confinement = \"off\"` in the settings)")
+            && text.contains("refused under strict enforcement"),
+        "{text}"
+    );
 }
 
 fn probe(file: &str) -> (Output, Vec<Value>) {

@@ -25,6 +25,8 @@ use serde_json::{Value, json};
 
 use crate::support::{clis_bin, clis_dir, path_with_clis, root, write};
 
+mod confined;
+
 /// The scripted model endpoint, stopped when dropped.
 struct ModelServer {
     child: Child,
@@ -723,14 +725,27 @@ fn versions() -> Vec<(AgentKind, String)> {
         .collect()
 }
 
-fn matrix(results: &[(AgentKind, Level, Vec<Check>)]) -> String {
+/// "yes" or "**NO**" for the check named `column` (or "?" if missing).
+fn mark(checks: &[Check], column: &str) -> &'static str {
+    checks
+        .iter()
+        .find(|c| c.name != "context" && c.name.contains(column))
+        .map_or("?", |c| if c.ok { "yes" } else { "**NO**" })
+}
+
+fn matrix(
+    results: &[(AgentKind, Level, Vec<Check>)],
+    confinement: &[(AgentKind, Vec<Check>)],
+) -> String {
     let mut out = String::from(
         "# Enforcement, as the real CLIs do it\n\n\
          Written by the end-to-end suite (`tests/integration/e2e.rs`), which runs\n\
          each CLI with the command line orch generates against a scripted model on\n\
          127.0.0.1 and a small MCP server; a test fails when this file is stale\n\
          (`ORCH_UPDATE_DOCS=1 scripts/test e2e` rewrites it). What orch claims for\n\
-         each field is in `capabilities.md`.\n\n\
+         each field is in `capabilities.md`; how orch confines agents is in\n\
+         `confinement.md`. Every run here is confined as `orch run` confines it\n\
+         (Landlock), except at full-access.\n\n\
          Each cell: **sees**, the model is offered the granted tools (and, under\n\
          read-only, no writing or shell tool where the CLI hides what is not\n\
          granted); **write**, a forbidden write is refused and leaves no file\n\
@@ -742,26 +757,55 @@ fn matrix(results: &[(AgentKind, Level, Vec<Check>)]) -> String {
     );
     out.push_str("| CLI | version | level | sees | write | shell | permitted | mcp |\n|---|---|---|---|---|---|---|---|\n");
     let versions = versions();
-    for (kind, level, checks) in results {
-        let mark = |column: &str| {
-            checks
-                .iter()
-                .find(|c| c.name != "context" && c.name.contains(column))
-                .map_or("?", |c| if c.ok { "yes" } else { "**NO**" })
-        };
-        let version = versions
+    let version = |kind: &AgentKind| {
+        versions
             .iter()
             .find(|(k, _)| k == kind)
-            .map_or("?", |(_, v)| v.as_str());
+            .map_or("?".to_string(), |(_, v)| v.clone())
+    };
+    for (kind, level, checks) in results {
         let _ = writeln!(
             out,
-            "| {kind} | {version} | {} | {} | {} | {} | {} | {} |",
+            "| {kind} | {} | {} | {} | {} | {} | {} | {} |",
+            version(kind),
             level.as_str(),
-            mark("sees"),
-            mark("write"),
-            mark("shell"),
-            mark("permitted"),
-            mark("mcp"),
+            mark(checks, "sees"),
+            mark(checks, "write"),
+            mark(checks, "shell"),
+            mark(checks, "permitted"),
+            mark(checks, "mcp"),
+        );
+    }
+    out.push_str(
+        "\n## Confinement, through `orch run`\n\n\
+         Where the CLI's own rules let a command run, only the OS stands in its\n\
+         way. Each cell is one `orch run` of the whole binary with the real CLI\n\
+         (`tests/integration/e2e/confined.rs`): **pattern**, read-only with\n\
+         granted command patterns whose commands write (`python3 -c`,\n\
+         `sed -i`, `tee`, `cp`, `git log --output`): every write refused, no\n\
+         file, nothing changed; **inside**, workspace-write with unrestricted\n\
+         `Bash`: a shell write in the workspace works; **outside**, the same\n\
+         shell writing to another folder and into the real home is refused;\n\
+         **home**, read-only: a stand-in secret in the real home cannot be read\n\
+         by the shell or the read tool; **mcp write**, read-only granting a\n\
+         stdio MCP server's tool that writes a file: refused (the server runs\n\
+         confined with the agent); **off**, the same four pipelines with\n\
+         `confinement = \"off\"` fail validation, saying what nothing confines\n\
+         (for Codex, whose own sandbox holds its shell, only the MCP one).\n\n\
+         | CLI | version | pattern | inside | outside | home | mcp write | off |\n\
+         |---|---|---|---|---|---|---|---|\n",
+    );
+    for (kind, checks) in confinement {
+        let _ = writeln!(
+            out,
+            "| {kind} | {} | {} | {} | {} | {} | {} | {} |",
+            version(kind),
+            mark(checks, "pattern"),
+            mark(checks, "inside"),
+            mark(checks, "outside"),
+            mark(checks, "home"),
+            mark(checks, "mcp write"),
+            mark(checks, "off"),
         );
     }
     out
@@ -772,6 +816,7 @@ fn enforcement_matrix_on_the_real_clis() {
     let levels = [Level::ReadOnly, Level::WorkspaceWrite, Level::FullAccess];
     let only: Option<String> = std::env::var("ORCH_E2E_ONLY").ok();
     let mut results = Vec::new();
+    let mut confinement = Vec::new();
     for cli in clis() {
         if only.as_deref().is_some_and(|o| o != cli.kind.as_str()) {
             continue;
@@ -779,6 +824,7 @@ fn enforcement_matrix_on_the_real_clis() {
         for level in levels {
             results.push((cli.kind, level, cell(&cli, level)));
         }
+        confinement.push((cli.kind, confined::cells(&cli)));
     }
     let mut failures = String::new();
     for (kind, level, checks) in &results {
@@ -792,7 +838,17 @@ fn enforcement_matrix_on_the_real_clis() {
             );
         }
     }
-    let doc = matrix(&results);
+    for (kind, checks) in &confinement {
+        if std::env::var_os("ORCH_E2E_VERBOSE").is_some() {
+            for c in checks {
+                eprintln!("{kind} confined: {} {}: {}", c.name, c.ok, c.detail);
+            }
+        }
+        for c in checks.iter().filter(|c| !c.ok) {
+            let _ = writeln!(failures, "{kind} confined: {}: {}", c.name, c.detail);
+        }
+    }
+    let doc = matrix(&results, &confinement);
     if only.is_none() {
         let path = root().join("docs/enforcement.md");
         if std::env::var_os("ORCH_UPDATE_DOCS").is_some() {
@@ -853,6 +909,11 @@ impl OrchRun {
 
     fn answered(&self) -> usize {
         self.answered_requests().count()
+    }
+
+    /// What the MCP fixture reported (calls it received and their results).
+    fn fixture_calls(&self) -> Vec<Value> {
+        fixture_calls(&self.requests)
     }
 
     fn tool_results(&self) -> String {

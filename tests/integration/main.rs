@@ -3,6 +3,7 @@
 
 mod agents;
 mod cli;
+mod confinement;
 mod diagnostics;
 mod e2e;
 mod events;

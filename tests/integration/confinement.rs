@@ -1,0 +1,226 @@
+//! OS confinement through the built `orch`: what validates where orch can
+//! confine (this machine: the suite needs Landlock) and what fails closed
+//! where it cannot (`ORCH_CONFINEMENT=off`), and what a confined plain
+//! command can and cannot do. The real agent CLIs under confinement are in
+//! `e2e/confined.rs`.
+
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::Value;
+
+use crate::support::{flat_stderr, json_of, orch, stderr, write};
+
+/// `orch validate FILE` with confinement on (the machine's) or off.
+fn validate(file: &Path, confined: bool) -> Output {
+    let mut c = orch();
+    if !confined {
+        c.env("ORCH_CONFINEMENT", "off");
+    }
+    c.args(["validate", file.to_str().unwrap()])
+        .output()
+        .unwrap()
+}
+
+/// `orch explain --format json` of a file.
+fn explain(file: &Path) -> Value {
+    let out = orch()
+        .args(["explain", file.to_str().unwrap(), "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    json_of(&out)
+}
+
+/// The four pipelines of the issue that brought confinement: each valid
+/// where orch confines, each refused with its reason where it cannot.
+#[test]
+fn what_confinement_makes_enforceable_and_what_fails_closed_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, String, &str); 4] = [
+        (
+            // 1. A command pattern under read-only: a write boundary only
+            //    where the OS holds it.
+            "pattern",
+            "version = 1\nname = \"p\"\n[[phases]]\nname = \"audit\"\nagents = [\"claude\", \"gemini\", \"opencode\", \"copilot\"]\nmode = \"audit\"\nprompt = \"Audit.\"\n[phases.tools]\ninternal = [\"Read\", \"Grep\", \"Bash(python3 *)\"]\npermission = \"read-only\"\n".into(),
+            "`Bash(python3 *)` starts programs",
+        ),
+        (
+            // 2. The most common pipeline: the built-in `fix` defaults.
+            "fix-defaults",
+            ["claude", "codex", "gemini", "opencode", "copilot"]
+                .iter()
+                .map(|a| format!("[[phases]]\nname = \"fix-{a}\"\nagents = [\"{a}\"]\nprompt = \"Fix the bug.\"\n"))
+                .fold("version = 1\nname = \"d\"\n".to_string(), |acc, p| acc + &p),
+            "`Bash` starts programs",
+        ),
+        (
+            // 3. One phase-level ToolSet for Codex and the others.
+            "one-toolset",
+            "version = 1\nname = \"o\"\n[[phases]]\nname = \"fix\"\nagents = [\"claude\", \"codex\", \"gemini\", \"opencode\", \"copilot\"]\nmode = \"fix\"\nprompt = \"Fix.\"\n[phases.tools]\ninternal = [\"Read\", \"Write\", \"Edit\", \"Glob\", \"Grep\", \"Bash\"]\npermission = \"workspace-write\"\n".into(),
+            "`Bash` starts programs",
+        ),
+        (
+            // 4. A stdio MCP server's tool under read-only.
+            "mcp-server",
+            "version = 1\nname = \"m\"\n[mcp_servers.fs]\ncommand = [\"fs-mcp\"]\n[[phases]]\nname = \"audit\"\nagents = [\"claude\", \"codex\"]\nmode = \"audit\"\nprompt = \"Audit.\"\n[phases.tools]\nmcp = [\"mcp__fs__write_file\"]\n".into(),
+            "MCP server `fs` runs with every right of its user",
+        ),
+    ];
+    for (name, text, reason) in cases {
+        let file = write(dir.path(), &format!("{name}.toml"), &text);
+        let out = validate(&file, true);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
+        assert_eq!(stderr(&out), "", "{name}");
+        // Every agent's permission is held by the OS, and explain says so.
+        for inv in explain(&file)["invocations"].as_array().unwrap() {
+            assert_eq!(
+                inv["enforcement"]["permission"]["by"], "os",
+                "{name}: {inv:#}"
+            );
+            assert!(
+                inv["confinement"]["policy"]["writable"].is_array(),
+                "{name}"
+            );
+        }
+        let out = validate(&file, false);
+        assert_eq!(out.status.code(), Some(2), "{name}: {}", stderr(&out));
+        let err = flat_stderr(&out);
+        assert!(
+            err.contains(reason)
+                && err.contains("nothing confines it")
+                && err.contains("OS confinement is off"),
+            "{name}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_server_the_pipeline_vouches_for_is_taken_at_its_word_without_confinement() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "version = 1\nname = \"m\"\n[mcp_servers.docs]\ncommand = [\"docs-mcp\"]\nread_only = true\n[[phases]]\nname = \"audit\"\nagents = [\"claude\"]\nmode = \"audit\"\nprompt = \"Audit.\"\n[phases.tools]\nmcp = [\"mcp__docs__search\"]\n";
+    let file = write(dir.path(), "vouched.toml", text);
+    let out = validate(&file, false);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // `Bash(*)` is plain `Bash`: a pattern that matches everything is none.
+    let text = "version = 1\nname = \"s\"\n[[phases]]\nname = \"audit\"\nagents = [\"claude\"]\nmode = \"audit\"\nprompt = \"Audit.\"\n[phases.tools]\ninternal = [\"Read\", \"Bash(*)\"]\n";
+    let file = write(dir.path(), "star.toml", text);
+    let v = explain(&file);
+    assert_eq!(
+        v["invocations"][0]["toolset"]["internal"],
+        serde_json::json!(["Read", "Bash"]),
+        "{v:#}"
+    );
+}
+
+/// A pipeline of one command agent, run by `orch run` in `work` with
+/// `home` as the real home and attempts under `cache`.
+fn run_command(
+    work: &Path,
+    home: &Path,
+    cache: &Path,
+    command: &str,
+    permission: Option<&str>,
+) -> (Output, Value) {
+    let tools = permission.map_or(String::new(), |p| {
+        format!("[phases.tools]\npermission = \"{p}\"\n")
+    });
+    let text = format!(
+        "version = 1\nname = \"c\"\n[agents.sh]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", {}]\n[[phases]]\nname = \"run\"\nagents = [\"sh\"]\n{tools}",
+        serde_json::to_string(command).unwrap()
+    );
+    let file = write(work, "pipeline.toml", &text);
+    let out = orch()
+        .current_dir(work)
+        .env("HOME", home)
+        .env("XDG_CACHE_HOME", cache)
+        .args(["run", file.to_str().unwrap(), "--format", "json"])
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out, report)
+}
+
+#[test]
+fn a_read_only_command_cannot_change_the_sources_nor_read_the_home() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let (work, home, cache) = (root.join("work"), root.join("home"), root.join("cache"));
+    for d in [&work, &home.join(".ssh"), &cache] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(work.join("src.rs"), "fn main() {}\n").unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "stand-in secret\n").unwrap();
+
+    // A "linter" that rewrites the sources, in a read-only phase: refused.
+    let (out, report) = run_command(
+        &work,
+        &home,
+        &cache,
+        "echo changed > src.rs",
+        Some("read-only"),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(report["phases"][0]["status"], "failed", "{report:#}");
+    assert_eq!(
+        std::fs::read_to_string(work.join("src.rs")).unwrap(),
+        "fn main() {}\n"
+    );
+    // Its own directory and temporary folder are writable; the home is not readable.
+    let script = "echo x > \"$TMPDIR/t\" && test -f \"$ORCH_PROMPT_FILE\" && ! cat \"$HOME/.ssh/id_ed25519\"";
+    let (out, report) = run_command(&work, &home, &cache, script, Some("read-only"));
+    assert_eq!(out.status.code(), Some(0), "{}\n{report:#}", stderr(&out));
+    // Without a permission a command runs as written, unconfined.
+    let (out, _) = run_command(&work, &home, &cache, "echo changed > src.rs", None);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(work.join("src.rs")).unwrap(),
+        "changed\n"
+    );
+    // Each attempt's own directory is gone when it ends.
+    let left: Vec<_> = std::fs::read_dir(cache.join("orch/attempts"))
+        .unwrap()
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_workspace_write_command_writes_the_workspace_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let (work, home, cache) = (root.join("work"), root.join("home"), root.join("cache"));
+    let elsewhere = root.join("elsewhere");
+    for d in [&work, &home, &cache, &elsewhere] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let (out, _) = run_command(
+        &work,
+        &home,
+        &cache,
+        "mkdir -p target/debug && echo ok > target/debug/out",
+        Some("workspace-write"),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(work.join("target/debug/out").exists());
+    for outside in [
+        elsewhere.join("x"),
+        home.join("x"),
+        cache.join("orch/attempts/planted"),
+    ] {
+        let (out, _) = run_command(
+            &work,
+            &home,
+            &cache,
+            &format!("echo x > {}", outside.display()),
+            Some("workspace-write"),
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{}: {}",
+            outside.display(),
+            stderr(&out)
+        );
+        assert!(!outside.exists(), "{}", outside.display());
+    }
+}
