@@ -84,7 +84,7 @@ pub fn base(req: &Request<'_>) -> Vec<EnvVar> {
 pub fn classify(name: &str, value: &str) -> EnvValue {
     if value.contains("${") {
         EnvValue::Template(value.to_string())
-    } else if looks_secret(name) {
+    } else if looks_secret(name) || looks_secret_value(value) {
         EnvValue::Secret(value.to_string())
     } else {
         EnvValue::Plain(value.to_string())
@@ -112,6 +112,50 @@ pub fn looks_secret(name: &str) -> bool {
     name.to_ascii_uppercase()
         .split(['_', '-'])
         .any(|w| WORDS.contains(&w))
+}
+
+/// Whether a value looks like a credential whatever its name: a URL with a
+/// password in it (`postgres://user:pass@host/db`), or a token in one of
+/// the well-known formats (`sk-...`, `ghp_...`, `github_pat_...`,
+/// `xoxb-...`, `glpat-...`, `AKIA...`, `AIza...`, a JWT).
+pub fn looks_secret_value(value: &str) -> bool {
+    let v = value.trim();
+    // scheme://user:password@host
+    if let Some((_, rest)) = v.split_once("://") {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        if let Some((userinfo, _)) = authority.rsplit_once('@')
+            && userinfo
+                .split_once(':')
+                .is_some_and(|(_, pass)| !pass.is_empty())
+        {
+            return true;
+        }
+    }
+    const PREFIXES: &[&str] = &[
+        "sk-",
+        "sk_live_",
+        "rk_live_",
+        "ghp_",
+        "gho_",
+        "ghu_",
+        "ghs_",
+        "ghr_",
+        "github_pat_",
+        "xoxb-",
+        "xoxp-",
+        "xoxa-",
+        "xoxr-",
+        "glpat-",
+        "AKIA",
+        "ASIA",
+        "AIza",
+        "npm_",
+        "pypi-",
+        "hf_",
+        "eyJ",
+    ];
+    let token_like = v.len() >= 16 && !v.contains(char::is_whitespace);
+    token_like && PREFIXES.iter().any(|p| v.starts_with(p))
 }
 
 /// The variables a value refers to.
@@ -242,6 +286,33 @@ mod tests {
             EnvValue::Plain(_)
         ));
         assert!(matches!(classify("GITHUB_PAT", "x"), EnvValue::Secret(_)));
+        // Secrets under names that do not say so, by their value.
+        for secret in [
+            "postgres://user:hunter2@db.internal:5432/app",
+            "https://deploy:tok@example.com/repo.git",
+            "sk-proj-abcdefghijklmnop",
+            "ghp_0123456789abcdefghijABCDEFGHIJ012345",
+            "AKIAIOSFODNN7EXAMPLE",
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig",
+        ] {
+            assert!(
+                matches!(classify("DATABASE_URL", secret), EnvValue::Secret(_)),
+                "{secret}"
+            );
+        }
+        for plain in [
+            "postgres://db.internal:5432/app",
+            "https://example.com/a@b",
+            "https://user@example.com/",
+            "sk-",
+            "fast",
+            "64000",
+        ] {
+            assert!(
+                matches!(classify("DATABASE_URL", plain), EnvValue::Plain(_)),
+                "{plain}"
+            );
+        }
         assert_eq!(
             referenced(&EnvValue::Template("Bearer ${A}-${B}".into())),
             vec!["A", "B"]

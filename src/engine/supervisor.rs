@@ -341,13 +341,20 @@ pub async fn run_attempt(
     // Buffered, and flushed whenever no further line is waiting (see the
     // loop), so a fast agent costs one write per batch of lines, not one
     // per line, while a slow one's log stays current.
+    // Private, like the run database: agents print secrets too.
     let log = |stream: &str| {
-        std::fs::File::create(
-            spec.log_dir
-                .join(format!("attempt-{}.{stream}", spec.attempt)),
-        )
-        .ok()
-        .map(|f| std::io::BufWriter::with_capacity(64 * 1024, f))
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(
+                spec.log_dir
+                    .join(format!("attempt-{}.{stream}", spec.attempt)),
+            )
+            .ok()
+            .map(|f| std::io::BufWriter::with_capacity(64 * 1024, f))
     };
     let mut raw_out = log("stdout");
     let mut raw_err = log("stderr");

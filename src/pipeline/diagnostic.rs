@@ -362,7 +362,7 @@ impl Problem {
                 Some("add `prompt = \"...\"`, `prompt_file = \"...\"` or a `profile`".into())
             }
             Problem::PromptFile { .. } => {
-                Some("`prompt_file` is relative to the pipeline file".into())
+                Some("`prompt_file` is relative to the pipeline file and must stay inside its repository".into())
             }
             Problem::ProfileMissing { .. } => {
                 Some("create the profile file or fix the name".into())

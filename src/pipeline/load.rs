@@ -120,16 +120,53 @@ pub struct RawProfile {
     pub body: String,
 }
 
-/// Where profile `name` is looked for: `profiles/<name>.md` in the pipeline
-/// file's directory, then in each of its ancestors.
-pub fn profile_candidates(base: &Path, name: &str) -> Vec<PathBuf> {
+/// The directory a pipeline in `base` may take files from: its repository
+/// (the nearest directory up from `base` with a `.git`), else `base`
+/// itself. Prompt files and profiles outside it are refused: a pipeline
+/// (or a pull request changing one) must not hand an agent, and so its
+/// model provider, a file such as `~/.ssh/id_ed25519`.
+pub fn repository_root(base: &Path) -> PathBuf {
     let start = if base.as_os_str().is_empty() {
         Path::new(".")
     } else {
         base
     };
-    let abs = std::path::absolute(start).unwrap_or_else(|_| start.to_path_buf());
+    let abs = std::fs::canonicalize(start)
+        .or_else(|_| std::path::absolute(start))
+        .unwrap_or_else(|_| start.to_path_buf());
     abs.ancestors()
+        .find(|dir| dir.join(".git").exists())
+        .unwrap_or(&abs)
+        .to_path_buf()
+}
+
+/// Whether `path` (resolved, symbolic links followed) lies inside `root`;
+/// `Err` says where it really is.
+pub fn inside(path: &Path, root: &Path) -> Result<(), String> {
+    match std::fs::canonicalize(path) {
+        Ok(real) if real.starts_with(root) => Ok(()),
+        Ok(real) => Err(format!(
+            "it is outside the repository `{}` (it is `{}`)",
+            root.display(),
+            real.display()
+        )),
+        Err(e) => Err(io_reason(&e)),
+    }
+}
+
+/// Where profile `name` is looked for: `profiles/<name>.md` in the pipeline
+/// file's directory, then in each of its ancestors up to its repository's
+/// root.
+pub fn profile_candidates(base: &Path, name: &str) -> Vec<PathBuf> {
+    let root = repository_root(base);
+    let start = if base.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        base
+    };
+    let abs = std::fs::canonicalize(start).unwrap_or_else(|_| root.clone());
+    abs.ancestors()
+        .take_while(|dir| dir.starts_with(&root))
         .map(|dir| dir.join("profiles").join(format!("{name}.md")))
         .collect()
 }
@@ -142,8 +179,10 @@ pub fn profile(
     name: &str,
 ) -> Result<(Arc<SourceFile>, RawProfile, Vec<Diagnostic>), String> {
     let candidates = profile_candidates(base, name);
+    let root = repository_root(base);
     let Some((path, text)) = candidates
         .iter()
+        .filter(|p| inside(p, &root).is_ok())
         .find_map(|p| std::fs::read_to_string(p).ok().map(|t| (p.clone(), t)))
     else {
         let shown: Vec<String> = candidates

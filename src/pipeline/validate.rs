@@ -611,16 +611,21 @@ impl<'s> Validator<'s> {
                 (Some(t), None) => Some(Prompt::Inline(t.value.clone())),
                 (None, Some(f)) => {
                     let path = self.base.join(&f.value);
-                    match std::fs::read_to_string(&path) {
+                    let root = load::repository_root(self.base);
+                    match load::inside(&path, &root)
+                        .map_err(|reason| Problem::PromptFile {
+                            path: f.value.clone(),
+                            reason,
+                        })
+                        .and_then(|()| {
+                            std::fs::read_to_string(&path).map_err(|e| Problem::PromptFile {
+                                path: f.value.clone(),
+                                reason: load::io_reason(&e),
+                            })
+                        }) {
                         Ok(text) => Some(Prompt::File { path, text }),
-                        Err(e) => {
-                            self.error(
-                                Problem::PromptFile {
-                                    path: f.value.clone(),
-                                    reason: load::io_reason(&e),
-                                },
-                                f.span.clone(),
-                            );
+                        Err(problem) => {
+                            self.error(problem, f.span.clone());
                             None
                         }
                     }

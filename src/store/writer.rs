@@ -18,6 +18,7 @@
 //! `AttemptFinished`) before that attempt's events. Sending from one task
 //! in program order gives exactly that.
 
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
@@ -53,11 +54,31 @@ impl Store {
     /// Open (creating when missing) `<state_dir>/state.db`, bring its
     /// schema up to date and start the writer thread.
     pub fn open(state_dir: &Path) -> Result<Store, StoreError> {
-        std::fs::create_dir_all(state_dir).map_err(|source| StoreError::CreateDir {
+        let create_err = |source| StoreError::CreateDir {
             path: state_dir.to_path_buf(),
             source,
-        })?;
+        };
+        // The run history holds what agents printed (secrets included):
+        // only its owner may read it. A new state directory is private, and
+        // the database is created private before SQLite opens it, so its
+        // `-wal` and `-shm` files (which take the database's mode) are too;
+        // an older orch's world-readable database is made private.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(state_dir)
+            .map_err(create_err)?;
         let path = state_dir.join(DB_FILE);
+        make_private(&path).map_err(create_err)?;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(create_err)?;
+        for suffix in ["-wal", "-shm"] {
+            make_private(Path::new(&format!("{}{suffix}", path.display()))).map_err(create_err)?;
+        }
         let write_conn = schema::open(&path, true)?;
         let reader = Reader::new(schema::open(&path, false)?, path);
         let writer = Writer::spawn(write_conn)?;
@@ -83,6 +104,21 @@ impl Store {
     /// thread and wait for it; the first write error, if any.
     pub fn close(self) -> Result<(), StoreError> {
         self.writer.shutdown()
+    }
+}
+
+/// Take group and other permissions away from `path`, if it exists (a
+/// database an older orch made world-readable).
+fn make_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::metadata(path) {
+        Ok(m) if m.permissions().mode() & 0o077 != 0 => std::fs::set_permissions(
+            path,
+            std::fs::Permissions::from_mode(m.permissions().mode() & !0o077),
+        ),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
     }
 }
 

@@ -224,3 +224,51 @@ fn a_workspace_write_command_writes_the_workspace_only() {
         assert!(!outside.exists(), "{}", outside.display());
     }
 }
+
+#[test]
+fn a_pipeline_cannot_hand_an_agent_a_file_from_outside_its_repository() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    std::fs::create_dir_all(repo.join("ci")).unwrap();
+    std::fs::create_dir_all(dir.path().join("profiles")).unwrap();
+    write(dir.path(), "secret.md", "a secret outside the repository\n");
+    write(
+        &dir.path().join("profiles"),
+        "outside.md",
+        "You may read secrets.\n",
+    );
+    std::os::unix::fs::symlink(dir.path().join("secret.md"), repo.join("ci/link.md")).unwrap();
+    write(&repo.join("ci"), "inside.md", "Audit.\n");
+    let pipeline = |prompt: &str| {
+        format!(
+            "version = 1\nname = \"r\"\n[[phases]]\nname = \"a\"\nagents = [\"claude\"]\nmode = \"audit\"\n{prompt}\n"
+        )
+    };
+    for (name, line, says) in [
+        (
+            "up",
+            "prompt_file = \"../../secret.md\"",
+            "outside the repository",
+        ),
+        (
+            "link",
+            "prompt_file = \"link.md\"",
+            "outside the repository",
+        ),
+        ("profile", "profile = \"outside\"", "not found"),
+    ] {
+        let file = write(&repo.join("ci"), &format!("{name}.toml"), &pipeline(line));
+        let out = validate(&file, true);
+        assert_eq!(out.status.code(), Some(2), "{name}: {}", stderr(&out));
+        assert!(flat_stderr(&out).contains(says), "{name}: {}", stderr(&out));
+    }
+    // A file inside the repository, above the pipeline's folder, is fine.
+    let file = write(
+        &repo.join("ci"),
+        "ok.toml",
+        &pipeline("prompt_file = \"inside.md\""),
+    );
+    let out = validate(&file, true);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}

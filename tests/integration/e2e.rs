@@ -815,16 +815,43 @@ fn matrix(
 fn enforcement_matrix_on_the_real_clis() {
     let levels = [Level::ReadOnly, Level::WorkspaceWrite, Level::FullAccess];
     let only: Option<String> = std::env::var("ORCH_E2E_ONLY").ok();
+    let chosen: Vec<Cli> = clis()
+        .into_iter()
+        .filter(|c| only.as_deref().is_none_or(|o| o == c.kind.as_str()))
+        .collect();
+    // Two CLIs at a time (each cell has its own directories and endpoint);
+    // `ORCH_E2E_JOBS` changes that.
+    let jobs: usize = std::env::var("ORCH_E2E_JOBS")
+        .ok()
+        .and_then(|j| j.parse().ok())
+        .unwrap_or(2)
+        .max(1);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    type PerCli = (Vec<(AgentKind, Level, Vec<Check>)>, Vec<Check>);
+    let done: std::sync::Mutex<Vec<Option<PerCli>>> =
+        std::sync::Mutex::new((0..chosen.len()).map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some(cli) = chosen.get(i) else { break };
+                    let cells = levels
+                        .iter()
+                        .map(|&level| (cli.kind, level, cell(cli, level)))
+                        .collect();
+                    let confined = confined::cells(cli);
+                    done.lock().unwrap()[i] = Some((cells, confined));
+                }
+            });
+        }
+    });
     let mut results = Vec::new();
     let mut confinement = Vec::new();
-    for cli in clis() {
-        if only.as_deref().is_some_and(|o| o != cli.kind.as_str()) {
-            continue;
-        }
-        for level in levels {
-            results.push((cli.kind, level, cell(&cli, level)));
-        }
-        confinement.push((cli.kind, confined::cells(&cli)));
+    for (cli, per) in chosen.iter().zip(done.into_inner().unwrap()) {
+        let (cells, confined) = per.expect("every CLI was run");
+        results.extend(cells);
+        confinement.push((cli.kind, confined));
     }
     let mut failures = String::new();
     for (kind, level, checks) in &results {
