@@ -42,8 +42,16 @@
 # system's bookkeeping to whichever run came next. The script says when the
 # state root is on such a file system.
 #
+# 7. confinement (issue 8): the spawn pipeline again with every phase
+#    confined (`permission = "workspace-write"`: a Landlock ruleset built
+#    and entered per agent start), RUNS runs alternating floor / unconfined
+#    / confined; the cost of confinement per agent start = (confined wall -
+#    unconfined wall) / PHASES, from medians (and minimums). Skipped, and
+#    said so, where orch cannot confine (`orch doctor`).
+#
 # Targets: spawn overhead <= 0.5 ms per phase; events >= 300,000 per second
-# and peak RSS <= 40 MiB; wide peak RSS <= 64 MiB.
+# and peak RSS <= 40 MiB; wide peak RSS <= 64 MiB; confinement <= 1 ms per
+# agent start.
 #
 # Exit status: 0 all good; 1 a run failed (crash, non-zero exit, missing
 # events, wrong counts); 2 every run succeeded but a target was missed.
@@ -59,6 +67,7 @@ OVERHEAD_TARGET_MS=${OVERHEAD_TARGET_MS:-0.5}
 EVENTS_TARGET=${EVENTS_TARGET:-300000}
 EVENTS_RSS_TARGET_MIB=${EVENTS_RSS_TARGET_MIB:-40}
 WIDE_RSS_TARGET_MIB=${WIDE_RSS_TARGET_MIB:-64}
+CONFINE_TARGET_MS=${CONFINE_TARGET_MS:-1}
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -87,7 +96,8 @@ echo "== $(uname -srm), $(nproc) CPU(s), $("$orch" --version 2>/dev/null || echo
 # dir, state root, orch binary, then the settings above in order.
 PYTHONPATH="$root/scripts" PYTHONDONTWRITEBYTECODE=1 \
     python3 - "$tmp" "$state_root" "$orch" "$RUNS" "$RSS_RUNS" "$PHASES" "$LAYER" "$EVENTS" "$WIDE" \
-    "$OVERHEAD_TARGET_MS" "$EVENTS_TARGET" "$EVENTS_RSS_TARGET_MIB" "$WIDE_RSS_TARGET_MIB" <<'PY'
+    "$OVERHEAD_TARGET_MS" "$EVENTS_TARGET" "$EVENTS_RSS_TARGET_MIB" "$WIDE_RSS_TARGET_MIB" \
+    "$CONFINE_TARGET_MS" <<'PY'
 import heapq
 import json
 import os
@@ -101,7 +111,9 @@ import time
 from measure_common import DEVNULL, Load, once, peak_rss, stats, verdict
 
 (tmp, state_root, orch, runs, rss_runs, phases, layer, events, wide,
- overhead_target, events_target, events_rss_target, wide_rss_target) = sys.argv[1:]
+ overhead_target, events_target, events_rss_target, wide_rss_target,
+ confine_target) = sys.argv[1:]
+confine_target = float(confine_target)
 runs, rss_runs, phases, layer, events, wide = map(int, (runs, rss_runs, phases, layer, events, wide))
 overhead_target, events_target = float(overhead_target), float(events_target)
 events_rss_target, wide_rss_target = float(events_rss_target), float(wide_rss_target)
@@ -169,6 +181,16 @@ for i in range(phases):
         lines.append("depends_on = [" + ", ".join(f'"p{d}"' for d in DEPS[i]) + "]")
     lines.append("")
 SPAWN = write("spawn.toml", "\n".join(lines))
+# The same phases, each confined: its command gets a Landlock ruleset.
+confined_lines = ["version = 1", 'name = "measure-confined"', "", "[defaults]",
+                  f"max_parallel = {PARALLEL}", "", "[agents.t]", 'kind = "command"',
+                  f"command = [{toml_str(TRUE)}]", ""]
+for i in range(phases):
+    confined_lines += ["[[phases]]", f'name = "p{i}"', 'agents = ["t"]']
+    if DEPS[i]:
+        confined_lines.append("depends_on = [" + ", ".join(f'"p{d}"' for d in DEPS[i]) + "]")
+    confined_lines += ["[phases.tools]", 'permission = "workspace-write"', ""]
+CONFINED = write("confined.toml", "\n".join(confined_lines))
 
 EMIT = (
     "import sys\n"
@@ -197,6 +219,7 @@ print(f"   spawn.toml   {phases} phases of `{TRUE}`, layers of {layer}, {n_edges
 print(f"   events.toml  1 agent printing {events} JSON lines ({PYTHON})")
 print(f"   wide.toml    1 phase, {wide} agents `{SLEEP} 1` with parallel = true,"
       f" max_parallel = {wide}")
+print(f"   confined.toml  spawn.toml with every phase `permission = \"workspace-write\"`")
 
 
 def fs_note(path):
@@ -458,9 +481,58 @@ def measure_wide():
         status = max(status, 2)
 
 
+# ------------------------------------------------------------- confinement
+
+def measure_confined():
+    global status
+    print(f"== 4. confinement: {phases} confined phases of `true` against {phases} unconfined")
+    doctor = subprocess.run([orch, "doctor", "--format", "json"], capture_output=True, text=True)
+    try:
+        can = json.loads(doctor.stdout)["confinement"]
+    except (ValueError, KeyError):
+        can = {"state": "unknown"}
+    if can.get("state") != "available":
+        print(f"   skipped: orch cannot confine here ({can})")
+        return
+    report, sdir = check_run(CONFINED, "confined")
+    if report is None:
+        return
+    explained = subprocess.run([orch, "explain", CONFINED, "--phase", "p0", "--format", "json"],
+                               capture_output=True, text=True)
+    inv = json.loads(explained.stdout)["invocations"][0]
+    if inv["enforcement"]["permission"]["by"] != "os" or not inv["confinement"]:
+        fail(f"confined: phase p0 is not confined: {inv['enforcement']['permission']}")
+        return
+    print(f"   check: exit 0, {phases} phases succeeded, each confined (Landlock ABI {can['abi']})")
+    fl, un, co = [], [], []
+    with Load() as load:
+        for _ in range(runs):
+            fl.append(floor() * 1e3)
+            wall, code, _, _ = once(orch_run(SPAWN, state_dir("spawn")))
+            un.append(wall * 1e3)
+            wall2, code2, _, _ = once(orch_run(CONFINED, state_dir("confined")))
+            co.append(wall2 * 1e3)
+            if code or code2:
+                fail(f"confined: a timed run exited {code or code2}")
+                return
+    med = statistics.median
+    per_med = (med(co) - med(un)) / phases
+    per_min = (min(co) - min(un)) / phases
+    print(f"   {runs} runs each, alternating")
+    print(f"     floor wall ms       {stats(fl)}")
+    print(f"     unconfined wall ms  {stats(un)}   ({(med(un) - med(fl)) / phases:.3f} ms per phase over the floor)")
+    print(f"     confined wall ms    {stats(co)}   ({(med(co) - med(fl)) / phases:.3f} ms per phase over the floor)")
+    print(f"     confinement per agent start: {per_med:.3f} ms from medians, {per_min:.3f} ms from minimums"
+          f"   {verdict(per_med <= confine_target, f'<= {confine_target:g} ms')}")
+    load.line("the timed runs")
+    if per_med > confine_target:
+        status = max(status, 2)
+
+
 measure_spawn()
 measure_events()
 measure_wide()
+measure_confined()
 print(f"== {'all targets met' if status == 0 else 'a run failed' if status == 1 else 'a target was missed'}")
 sys.exit(status)
 PY

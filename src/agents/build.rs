@@ -64,21 +64,21 @@ impl Context {
         cache.join("orch").join("attempts")
     }
 
-    /// A fresh, empty, private directory for one attempt of `agent` in
-    /// `phase` (removed when dropped). Nothing from an earlier phase or
-    /// attempt can be in it: its name is new and orch alone fills it.
-    pub fn attempt_dir(&self, phase: &str, agent: &str) -> std::io::Result<tempfile::TempDir> {
-        let root = self.attempts_root();
-        std::fs::create_dir_all(&root)?;
-        tempfile::Builder::new()
-            .prefix(&format!("{phase}-{agent}-"))
-            .tempdir_in(root)
+    /// The own directory of one attempt of `agent` in `phase`: a new path
+    /// no one can guess, made when the attempt needs it (see [`OwnDir`]).
+    pub fn attempt_dir(&self, phase: &str, agent: &str) -> OwnDir {
+        OwnDir {
+            path: self
+                .attempts_root()
+                .join(format!("{phase}-{agent}-{}", unguessable())),
+        }
     }
 
     /// The directory previews show for an attempt (`explain`, `--dry-run`):
     /// each real attempt gets a fresh one with a random suffix.
     pub fn planned_dir(&self, phase: &str, agent: &str) -> PathBuf {
-        self.attempts_root().join(format!("{phase}-{agent}-XXXXXX"))
+        self.attempts_root()
+            .join(format!("{phase}-{agent}-XXXXXXXXXXXXXXXX"))
     }
 
     pub fn state_dir(&self) -> PathBuf {
@@ -89,6 +89,45 @@ impl Context {
             self.workdir.join(s)
         }
     }
+}
+
+/// One attempt's own directory (its home, CLI config, temporary files): a
+/// path under [`Context::attempts_root`] that no one can guess, created
+/// exclusively (so nothing from an earlier phase or attempt can be in it:
+/// orch alone fills it) by [`super::probe::write_files`] when the
+/// invocation needs it, and removed with everything in it when dropped.
+#[derive(Debug)]
+pub struct OwnDir {
+    path: PathBuf,
+}
+
+impl OwnDir {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for OwnDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// 16 hex digits no one can guess: a hash keyed with the process's random
+/// SipHash keys (a fresh key for every call) of the time and a counter.
+fn unguessable() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNT.fetch_add(1, Ordering::Relaxed));
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    format!("{:016x}", h.finish())
 }
 
 /// The program an agent runs: the pipeline's `binary`, else the settings'

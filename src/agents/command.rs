@@ -29,11 +29,17 @@ impl Adapter for Command {
 
     fn invocation(&self, req: &Request<'_>) -> Invocation {
         let argv = req.agent.command.clone().unwrap_or_default();
-        let prompt_path = req.path_in_dir("prompt.md");
-        let mut environment = vec![env::plain(
-            "ORCH_PROMPT_FILE",
-            prompt_path.display().to_string(),
-        )];
+        // The prompt, when there is one, in a file of the attempt's own.
+        let mut environment = Vec::new();
+        let mut files = Vec::new();
+        if !req.prompt.is_empty() {
+            let path = req.path_in_dir("prompt.md");
+            environment.push(env::plain("ORCH_PROMPT_FILE", path.display().to_string()));
+            files.push(InvocationFile {
+                path,
+                content: req.prompt.to_string(),
+            });
+        }
         for (name, value) in &req.agent.env {
             environment.push(super::invocation::EnvVar {
                 name: name.clone(),
@@ -47,10 +53,7 @@ impl Adapter for Command {
             stdin: Stdin::Null,
             cwd: req.workdir.clone(),
             dir: req.dir.clone(),
-            files: vec![InvocationFile {
-                path: prompt_path,
-                content: req.prompt.to_string(),
-            }],
+            files,
             enforcement: self.enforcement(req.toolset),
             inherit_env: true,
             confinement: None,

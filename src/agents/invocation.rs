@@ -201,26 +201,18 @@ impl Invocation {
     }
 
     /// A process for `program` with `args`, run where the invocation runs
-    /// (its working directory, its own process group, its confinement) with
-    /// exactly the invocation's environment, values looked up through
-    /// `lookup`. A confined process gets a session of its own (its own
-    /// group too); when its confinement cannot be set up, there is no
-    /// process.
+    /// (its working directory, its own process group) with exactly the
+    /// invocation's environment, values looked up through `lookup`. Start it
+    /// with [`Invocation::start`], which confines it.
     pub fn command(
         &self,
         program: impl AsRef<std::ffi::OsStr>,
         args: &[String],
         lookup: impl Fn(&str) -> Option<String>,
-    ) -> Result<std::process::Command, ConfineError> {
+    ) -> std::process::Command {
         use std::os::unix::process::CommandExt;
         let mut cmd = std::process::Command::new(program);
-        cmd.args(args).current_dir(&self.cwd);
-        match &self.confinement {
-            Some(c) => c.apply(&mut cmd)?,
-            None => {
-                cmd.process_group(0);
-            }
-        }
+        cmd.args(args).current_dir(&self.cwd).process_group(0);
         if !self.inherit_env {
             cmd.env_clear();
         }
@@ -229,7 +221,17 @@ impl Invocation {
                 cmd.env(&var.name, v);
             }
         }
-        Ok(cmd)
+        cmd
+    }
+
+    /// Run `spawn` (which starts this invocation's process) confined as the
+    /// invocation says; when the confinement cannot be set up, nothing is
+    /// started.
+    pub fn start<T: Send>(&self, spawn: impl FnOnce() -> T + Send) -> Result<T, ConfineError> {
+        match &self.confinement {
+            Some(c) => c.spawn_with(spawn),
+            None => Ok(spawn()),
+        }
     }
 
     /// The environment as shown (`${NAME}` for pass-through values,

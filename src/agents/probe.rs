@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use super::AgentKind;
 use super::adapter::adapter;
 use super::invocation::{Invocation, Stdin};
+use crate::confine::Confinement;
 
 /// The versions the adapters were verified against (by the end-to-end suite).
 pub const VERIFIED: &[(AgentKind, &str)] = &[
@@ -51,9 +52,19 @@ pub struct Bounded {
 /// Run a command in its own process group with a deadline; on the deadline
 /// the whole group is killed.
 pub fn run_bounded(
+    cmd: Command,
+    stdin: Option<&str>,
+    timeout: Duration,
+) -> std::io::Result<Bounded> {
+    run_bounded_in(cmd, stdin, timeout, None)
+}
+
+/// [`run_bounded`], the process confined as `confinement` says.
+pub fn run_bounded_in(
     mut cmd: Command,
     stdin: Option<&str>,
     timeout: Duration,
+    confinement: Option<&Confinement>,
 ) -> std::io::Result<Bounded> {
     cmd.process_group(0)
         .stdin(if stdin.is_some() {
@@ -64,7 +75,12 @@ pub fn run_bounded(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let start = Instant::now();
-    let mut child = cmd.spawn()?;
+    let mut child = match confinement {
+        Some(c) => c
+            .spawn_with(|| cmd.spawn())
+            .map_err(|e| std::io::Error::other(e.to_string()))??,
+        None => cmd.spawn()?,
+    };
     let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
     if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
         let text = text.to_string();
@@ -204,15 +220,9 @@ pub fn probe(kind: AgentKind, inv: &Invocation) -> ProbeResult {
         return fail(format!("`{}` is not on PATH", inv.program));
     };
     if let Err(e) = write_files(inv) {
-        return fail(format!("cannot write the invocation's files: {e}"));
+        return fail(format!("cannot prepare the attempt's own directory: {e}"));
     }
-    let mut cmd = match inv.command(path, &p.args, |n| std::env::var(n).ok()) {
-        Ok(c) => c,
-        Err(e) => {
-            remove_files(inv);
-            return fail(e.to_string());
-        }
-    };
+    let mut cmd = inv.command(path, &p.args, |n| std::env::var(n).ok());
     for (k, v) in &p.env {
         if v.is_empty() {
             cmd.env_remove(k);
@@ -224,7 +234,12 @@ pub fn probe(kind: AgentKind, inv: &Invocation) -> ProbeResult {
         Stdin::Null => None,
         Stdin::Text(t) => Some(t.as_str()),
     };
-    let result = run_bounded(cmd, stdin, Duration::from_secs(60));
+    let result = run_bounded_in(
+        cmd,
+        stdin,
+        Duration::from_secs(60),
+        inv.confinement.as_ref(),
+    );
     remove_files(inv);
     match result {
         Err(e) => fail(format!("cannot run `{}`: {e}", inv.program)),
@@ -246,19 +261,53 @@ pub fn probe(kind: AgentKind, inv: &Invocation) -> ProbeResult {
     }
 }
 
-/// Write an invocation's files (and its home directory).
+/// Make an invocation's own directory, when it needs one (files, its own
+/// home or temporary folder, or confinement), and write its files there.
+/// The directory must not exist yet: one that does was not made by orch
+/// for this attempt, so nothing is written and the attempt cannot start.
 pub fn write_files(inv: &Invocation) -> std::io::Result<()> {
-    std::fs::create_dir_all(inv.dir.join("home"))?;
-    // Every per-invocation directory the environment names (HOME,
+    use std::os::unix::fs::DirBuilderExt;
+    // Every per-invocation directory the environment names (HOME, TMPDIR,
     // CODEX_HOME, CLAUDE_CONFIG_DIR, XDG_*...) must exist: some CLIs refuse
     // to start otherwise.
-    for var in &inv.env {
-        if let super::invocation::EnvValue::Plain(v) = &var.value {
-            let p = std::path::Path::new(v);
-            if p.starts_with(&inv.dir) && p != inv.dir && !inv.files.iter().any(|f| f.path == p) {
-                std::fs::create_dir_all(p)?;
+    let dirs: Vec<&std::path::Path> = inv
+        .env
+        .iter()
+        .filter_map(|var| match &var.value {
+            super::invocation::EnvValue::Plain(v) => Some(std::path::Path::new(v.as_str())),
+            _ => None,
+        })
+        .filter(|p| {
+            p.starts_with(&inv.dir) && *p != inv.dir && !inv.files.iter().any(|f| f.path == *p)
+        })
+        .collect();
+    if inv.files.is_empty() && dirs.is_empty() && inv.confinement.is_none() {
+        return Ok(());
+    }
+    if let Some(root) = inv.dir.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(root)?;
+    }
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&inv.dir)
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "`{}` exists already; an attempt's own directory must be new",
+                        inv.dir.display()
+                    ),
+                )
+            } else {
+                e
             }
-        }
+        })?;
+    for d in dirs {
+        std::fs::create_dir_all(d)?;
     }
     for f in &inv.files {
         if let Some(parent) = f.path.parent() {

@@ -118,18 +118,9 @@ fn probes(args: &Args, file: &std::path::Path, ctx: &build::Context, color: bool
             continue;
         }
         // Probed as it would run: in a fresh directory of its own, confined.
-        let result = match ctx.attempt_dir(&phase.name, &agent.name) {
-            Ok(dir) => {
-                let inv = build::invocation(p, phase, agent, ctx, dir.path());
-                probe::probe(agent.kind, &inv)
-            }
-            Err(e) => ProbeResult {
-                accepted: false,
-                message: Some(format!("cannot make a directory for the probe: {e}")),
-                exit_code: None,
-                elapsed_ms: 0,
-            },
-        };
+        let dir = ctx.attempt_dir(&phase.name, &agent.name);
+        let inv = build::invocation(p, phase, agent, ctx, dir.path());
+        let result = probe::probe(agent.kind, &inv);
         rows.push(ProbeRow {
             phase: phase.name.clone(),
             agent: agent.name.clone(),

@@ -8,9 +8,11 @@
 //! Landlock is inherited across fork and exec and cannot be lifted, so the
 //! CLI, its shells, interpreters, sub-agents and MCP servers all stay inside.
 
+use std::collections::HashMap;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use landlock::{
     ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
@@ -60,31 +62,16 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// Confine the calling process for good. Called in the child after fork
-    /// and before exec: only async-signal-safe calls (no allocation, no
-    /// locks). The ruleset's descriptor is closed by exec (it is CLOEXEC).
+    /// Confine the calling thread for good: `PR_SET_NO_NEW_PRIVS`, then
+    /// `landlock_restrict_self`. Both hold for the thread alone (its
+    /// process's other threads are untouched) and for every process it
+    /// starts afterwards, which is what [`super::Confinement::spawn_with`]
+    /// uses: a thread of its own enters the ruleset, starts the agent, and
+    /// ends.
     pub fn enter(&self) -> io::Result<()> {
-        // SAFETY: plain system calls with integer arguments (and a static
-        // C string).
+        drop_capabilities()?;
+        // SAFETY: plain system calls with integer arguments.
         unsafe {
-            if libc::getpgrp() != libc::getpid() {
-                // A session of its own: no controlling terminal.
-                if libc::setsid() == -1 {
-                    return Err(io::Error::last_os_error());
-                }
-            } else {
-                // Already leading its own group (spawned with
-                // `process_group(0)`), it cannot start a session: it gives
-                // up the controlling terminal instead, if it has one.
-                let tty = libc::open(
-                    c"/dev/tty".as_ptr(),
-                    libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
-                );
-                if tty >= 0 {
-                    libc::ioctl(tty, libc::TIOCNOTTY);
-                    libc::close(tty);
-                }
-            }
             if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
                 return Err(io::Error::last_os_error());
             }
@@ -94,6 +81,42 @@ impl Prepared {
         }
         Ok(())
     }
+}
+
+/// Take every capability out of the calling thread's bounding set and its
+/// ambient set, so that no program it starts holds one, root's included
+/// (without this, a confined process running as root could load a kernel
+/// module, create a device node for the disk, or read kernel memory, and
+/// so step out of any confinement). A thread that may not drop them
+/// (without `CAP_SETPCAP`) has none to lose: a program started with
+/// `no_new_privs` gains none.
+fn drop_capabilities() -> io::Result<()> {
+    // SAFETY: plain system calls with integer arguments.
+    unsafe {
+        for cap in 0..64 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
+                match io::Error::last_os_error().raw_os_error() {
+                    // Past the last capability this kernel knows.
+                    Some(libc::EINVAL) => break,
+                    // Not allowed to: then not root, with nothing to drop.
+                    Some(libc::EPERM) => break,
+                    _ => return Err(io::Error::last_os_error()),
+                }
+            }
+        }
+        if libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        ) != 0
+            && io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL)
+        {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// The entries of a directory with their resolved paths (unreadable or
@@ -110,31 +133,24 @@ fn list_dir(dir: &Path) -> Vec<Entry> {
     .collect()
 }
 
-/// Build the ruleset for `policy` on a kernel speaking Landlock `abi`.
-/// Every access right the kernel knows is handled (so nothing is allowed
-/// by omission); on ABI 6 and later, signals to and abstract sockets of
-/// processes outside the sandbox are refused as well.
-pub fn prepare(policy: &Policy, abi: u32) -> Result<Prepared, PrepareError> {
-    let abi = ABI::from(abi as i32);
-    let all = AccessFs::from_all(abi);
-    let read = AccessFs::from_read(abi);
-    let device =
-        (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev) & all;
-    let mut ruleset = Ruleset::default()
-        .set_compatibility(CompatLevel::HardRequirement)
-        .handle_access(all)?;
-    if abi >= ABI::V6 {
-        ruleset = ruleset.scope(Scope::from_all(abi))?;
-    }
-    let mut rules: Vec<PathBeneath<PathFd>> = Vec::new();
-    let mut add = |path: &Path, access: BitFlags<AccessFs>| -> Result<(), PrepareError> {
-        let fd = match PathFd::new(path) {
+/// Rules to add: an opened path and the access it grants.
+type Rules = Vec<(PathFd, BitFlags<AccessFs>)>;
+
+/// Open each of `paths` with `access` (files get only the file rights);
+/// paths that do not exist need no rule.
+fn open_rules(
+    paths: impl IntoIterator<Item = PathBuf>,
+    access: BitFlags<AccessFs>,
+    abi: ABI,
+) -> Result<Rules, PrepareError> {
+    let mut rules = Vec::new();
+    for path in paths {
+        let fd = match PathFd::new(&path) {
             Ok(fd) => fd,
-            // A folder that does not exist here needs no rule.
-            Err(_) if !path.exists() => return Ok(()),
+            Err(_) if !path.exists() => continue,
             Err(e) => {
                 return Err(PrepareError::Open {
-                    path: path.to_path_buf(),
+                    path,
                     source: io::Error::other(e.to_string()),
                 });
             }
@@ -144,24 +160,60 @@ pub fn prepare(policy: &Policy, abi: u32) -> Result<Prepared, PrepareError> {
         } else {
             access & AccessFs::from_file(abi)
         };
-        rules.push(PathBeneath::new(fd, access));
-        Ok(())
-    };
-    for root in readable_roots(&policy.hidden, &list_dir) {
-        add(&root, read)?;
+        rules.push((fd, access));
     }
-    for path in &policy.readable {
-        add(path, read)?;
+    Ok(rules)
+}
+
+/// The read rules of a policy: everything but its hidden trees, plus the
+/// exceptions in them. The same for every agent of a run (they differ only
+/// when the program's own folder is in the home), and the costly part of a
+/// ruleset (a walk from `/` and dozens of opens): opened once per orch
+/// process and kept. A tree created after that, right under `/` or beside
+/// the home, is not readable to agents started later by the same orch.
+fn read_rules(policy: &Policy, abi: ABI) -> Result<Arc<Rules>, PrepareError> {
+    type Key = (Vec<PathBuf>, Vec<PathBuf>, i32);
+    static CACHE: Mutex<Option<HashMap<Key, Arc<Rules>>>> = Mutex::new(None);
+    let key: Key = (policy.hidden.clone(), policy.readable.clone(), abi as i32);
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let cache = cache.get_or_insert_with(HashMap::new);
+    if let Some(rules) = cache.get(&key) {
+        return Ok(Arc::clone(rules));
     }
-    for path in &policy.writable {
-        add(path, all)?;
+    let read = AccessFs::from_read(abi);
+    let mut rules = open_rules(readable_roots(&policy.hidden, &list_dir), read, abi)?;
+    rules.extend(open_rules(policy.readable.iter().cloned(), read, abi)?);
+    let rules = Arc::new(rules);
+    cache.insert(key, Arc::clone(&rules));
+    Ok(rules)
+}
+
+/// Build the ruleset for `policy` on a kernel speaking Landlock `abi`.
+/// Every access right the kernel knows is handled (so nothing is allowed
+/// by omission); on ABI 6 and later, signals to and abstract sockets of
+/// processes outside the sandbox are refused as well.
+pub fn prepare(policy: &Policy, abi: u32) -> Result<Prepared, PrepareError> {
+    let abi = ABI::from(abi as i32);
+    let all = AccessFs::from_all(abi);
+    // What a writable tree allows: everything but making device nodes (a
+    // node for the disk would read every file).
+    let writable = all & !(AccessFs::MakeChar | AccessFs::MakeBlock);
+    let device =
+        (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev) & all;
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(all)?;
+    if abi >= ABI::V6 {
+        ruleset = ruleset.scope(Scope::from_all(abi))?;
     }
-    for path in &policy.devices {
-        add(path, device)?;
-    }
-    let created = ruleset
-        .create()?
-        .add_rules(rules.into_iter().map(Ok::<_, landlock::RulesetError>))?;
+    let read = read_rules(policy, abi)?;
+    let mut own = open_rules(policy.writable.iter().cloned(), writable, abi)?;
+    own.extend(open_rules(policy.devices.iter().cloned(), device, abi)?);
+    let rules = read
+        .iter()
+        .chain(own.iter())
+        .map(|(fd, access)| Ok::<_, landlock::RulesetError>(PathBeneath::new(fd.as_fd(), *access)));
+    let created = ruleset.create()?.add_rules(rules)?;
     let fd: Option<OwnedFd> = created.into();
     let fd = fd.ok_or(PrepareError::NoDescriptor)?;
     Ok(Prepared { fd })
@@ -235,8 +287,12 @@ mod tests {
             .current_dir(&s.workspace)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
-        confinement.apply(&mut cmd).unwrap();
-        cmd.status().unwrap().code().unwrap_or(-1)
+        confinement
+            .spawn_with(|| cmd.status())
+            .unwrap()
+            .unwrap()
+            .code()
+            .unwrap_or(-1)
     }
 
     #[test]
@@ -347,10 +403,55 @@ mod tests {
     }
 
     #[test]
-    fn a_confined_process_has_no_controlling_terminal_and_cannot_signal_out() {
+    fn a_confined_process_has_no_terminal_and_cannot_signal_out() {
         let s = scene();
-        // setsid: /dev/tty has nothing behind it.
+        // No terminal to read keystrokes from or type into.
         assert_ne!(sh(&s, Permission::ReadOnly, "exec 3>/dev/tty"), 0);
+        assert_ne!(sh(&s, Permission::ReadOnly, "exec 3</dev/ptmx"), 0);
+        assert_ne!(sh(&s, Permission::ReadOnly, "exec 3</dev/pts/0"), 0);
+        // Nor a raw disk (which holds every file, for root): the test can
+        // read the disk, the agent cannot.
+        let disk = ["/dev/vda", "/dev/sda", "/dev/nvme0n1"]
+            .into_iter()
+            .find(|d| std::fs::File::open(d).is_ok());
+        if let Some(disk) = disk {
+            assert_ne!(
+                sh(&s, Permission::ReadOnly, &format!("head -c 1 {disk}")),
+                0
+            );
+        }
+        // No capabilities, even for root: no device node for the disk, no
+        // kernel module.
+        let own = s.own.display();
+        assert_ne!(
+            sh(
+                &s,
+                Permission::ReadOnly,
+                &format!("mknod {own}/disk b 254 0")
+            ),
+            0
+        );
+        assert!(!s.own.join("disk").exists());
+        assert_eq!(
+            sh(
+                &s,
+                Permission::ReadOnly,
+                "grep -q '^CapEff:\t0000000000000000$' /proc/self/status && grep -q '^CapBnd:\t0000000000000000$' /proc/self/status"
+            ),
+            0
+        );
+        // The devices a process needs work.
+        assert_eq!(
+            sh(
+                &s,
+                Permission::ReadOnly,
+                "head -c 1 /dev/urandom >/dev/null && : </dev/zero"
+            ),
+            0
+        );
+        // The thread that started it is gone; orch's other threads were
+        // never confined: this test's own process can still write anywhere.
+        std::fs::write(s.elsewhere.join("from-the-test"), "x").unwrap();
         if abi() >= 6 {
             // Signals to processes outside the sandbox are refused.
             let mut outside = Command::new("sleep").arg("30").spawn().unwrap();
@@ -361,5 +462,63 @@ mod tests {
             assert_ne!(code, 0);
             assert!(alive);
         }
+    }
+}
+#[cfg(test)]
+mod timing {
+    #[test]
+    #[ignore]
+    fn cost() {
+        use crate::confine::*;
+        use std::time::Instant;
+        let home = std::path::PathBuf::from("/root");
+        let own = tempfile::tempdir().unwrap();
+        let places = Places {
+            workspace: "/work/main".into(),
+            own_dir: own.path().into(),
+            home: Some(home.clone()),
+            home_readable: policy::home_readable(&home, &[], &[], None),
+            also_writable: vec![],
+        };
+        let p = Policy::for_permission(crate::toolset::Permission::WorkspaceWrite, &places, &[])
+            .unwrap();
+        let n = 200;
+        let t = Instant::now();
+        for _ in 0..n {
+            let _ = super::prepare(&p, 7).unwrap();
+        }
+        eprintln!("prepare: {:?} each", t.elapsed() / n);
+        let t = Instant::now();
+        for _ in 0..n {
+            let _ = super::readable_roots(&p.hidden, &super::list_dir);
+        }
+        eprintln!("readable_roots: {:?} each", t.elapsed() / n);
+        let t = Instant::now();
+        for _ in 0..n {
+            std::process::Command::new("/usr/bin/true")
+                .status()
+                .unwrap();
+        }
+        eprintln!("spawn plain: {:?} each", t.elapsed() / n);
+        let c = Confinement {
+            policy: p.clone(),
+            abi: 7,
+        };
+        let t = Instant::now();
+        for _ in 0..n {
+            let mut cmd = std::process::Command::new("/usr/bin/true");
+            c.spawn_with(|| cmd.status()).unwrap().unwrap();
+        }
+        eprintln!("spawn confined: {:?} each", t.elapsed() / n);
+        let t = Instant::now();
+        for _ in 0..n {
+            let mut cmd = std::process::Command::new("/usr/bin/true");
+            unsafe {
+                use std::os::unix::process::CommandExt;
+                cmd.pre_exec(|| Ok(()));
+            }
+            cmd.status().unwrap();
+        }
+        eprintln!("spawn with empty pre_exec: {:?} each", t.elapsed() / n);
     }
 }

@@ -6,7 +6,8 @@
 //! - `full-access`: not confined.
 //!
 //! Reads: everything but the real user's home directory, wherever it is
-//! mounted; inside it only the toolchain folders agents need
+//! mounted, and the devices (but `/dev/null` and the like); inside the home
+//! only the toolchain folders agents need
 //! ([`HOME_TOOLCHAINS`]), the folders a user adds (`allow_read`), the PATH
 //! folders and the agent's own program stay readable. The workspace and the
 //! attempt's directory are readable wherever they are.
@@ -56,16 +57,24 @@ pub const HOME_TOOLCHAINS: &[&str] = &[
     ".config/git/attributes",
 ];
 
-/// Device files a confined process may read and write (never create).
+/// Trees no confined process may read, besides the home: the devices (a
+/// raw disk such as `/dev/vda` holds every file, the home's included; a
+/// terminal holds the user's keystrokes). The few a process needs are
+/// [`DEVICES`]. (`/proc` stays readable whole: a rule on part of it would
+/// miss the processes started later. What needs a capability there, such
+/// as `/proc/kcore`, is out of reach anyway: confined processes have none.)
+pub const UNREADABLE: &[&str] = &["/dev"];
+
+/// Device files a confined process may read and write (never create). No
+/// terminal: not `/dev/tty` nor `/dev/pts/*`, which would let an agent read
+/// the user's keystrokes or type into the terminal orch runs in (none of the
+/// five CLIs needs one in headless mode: Gemini's shell falls back to pipes).
 pub const DEVICES: &[&str] = &[
     "/dev/null",
     "/dev/zero",
     "/dev/full",
     "/dev/random",
     "/dev/urandom",
-    "/dev/tty",
-    "/dev/ptmx",
-    "/dev/pts",
 ];
 
 /// Where one attempt runs, for its policy.
@@ -120,6 +129,7 @@ impl Policy {
             hidden.push(home.clone());
             hidden.extend(aliases.iter().filter(|a| *a != home).cloned());
         }
+        hidden.extend(UNREADABLE.iter().map(PathBuf::from));
         // The workspace and the own directory are readable wherever they are;
         // re-allowing a tree that is not hidden costs nothing.
         let mut readable = vec![places.workspace.clone()];
@@ -337,7 +347,7 @@ mod tests {
             ]
         );
         assert!(!ro.writable.contains(&p.workspace));
-        assert_eq!(ro.hidden, vec![PathBuf::from("/home/u")]);
+        assert_eq!(ro.hidden, vec![PathBuf::from("/home/u"), "/dev".into()]);
         // Only exceptions inside the home are listed.
         assert_eq!(ro.readable, vec![PathBuf::from("/home/u/.cargo/bin")]);
         assert!(ro.devices.contains(&"/dev/null".into()));
@@ -355,13 +365,18 @@ mod tests {
         assert!(ro.readable.contains(&"/home/u/src/proj".into()));
         p.home = Some("/".into());
         let ro = Policy::for_permission(Permission::ReadOnly, &p, &[]).unwrap();
-        assert!(ro.hidden.is_empty(), "HOME=/ cannot be hidden whole");
+        assert_eq!(
+            ro.hidden.len(),
+            UNREADABLE.len(),
+            "HOME=/ cannot be hidden whole"
+        );
         p.home = None;
-        assert!(
+        assert_eq!(
             Policy::for_permission(Permission::ReadOnly, &p, &[])
                 .unwrap()
                 .hidden
-                .is_empty()
+                .len(),
+            UNREADABLE.len()
         );
     }
 

@@ -19,23 +19,32 @@ pub struct Confinement {
 pub struct ConfineError(pub String);
 
 impl Confinement {
-    /// Build the ruleset now and have `cmd`'s child enter it (and a new
-    /// session) right before it executes. A child that cannot enter it does
-    /// not execute: spawning fails with the system's error.
+    /// Run `spawn`, which starts a process, on a thread of its own that
+    /// enters the confinement first: the process it starts, and everything
+    /// that process starts, are confined; orch's other threads are not.
+    /// When the confinement cannot be set up, `spawn` never runs.
     #[cfg(target_os = "linux")]
-    pub fn apply(&self, cmd: &mut std::process::Command) -> Result<(), ConfineError> {
-        use std::os::unix::process::CommandExt;
+    pub fn spawn_with<T: Send>(&self, spawn: impl FnOnce() -> T + Send) -> Result<T, ConfineError> {
         let prepared = super::landlock::prepare(&self.policy, self.abi)
             .map_err(|e| ConfineError(e.to_string()))?;
-        // SAFETY: `enter` makes only async-signal-safe system calls.
-        unsafe {
-            cmd.pre_exec(move || prepared.enter());
-        }
-        Ok(())
+        std::thread::scope(|scope| {
+            scope
+                .spawn(move || {
+                    prepared.enter().map_err(|e| {
+                        ConfineError(format!("cannot enter the Landlock ruleset: {e}"))
+                    })?;
+                    Ok(spawn())
+                })
+                .join()
+                .unwrap_or_else(|_| Err(ConfineError("the starting thread panicked".into())))
+        })
     }
 
     #[cfg(not(target_os = "linux"))]
-    pub fn apply(&self, _cmd: &mut std::process::Command) -> Result<(), ConfineError> {
+    pub fn spawn_with<T: Send>(
+        &self,
+        _spawn: impl FnOnce() -> T + Send,
+    ) -> Result<T, ConfineError> {
         Err(ConfineError("confinement needs Linux (Landlock)".into()))
     }
 }

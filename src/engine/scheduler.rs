@@ -469,22 +469,15 @@ async fn run_agent(
         let started = now_ms();
         // Each attempt starts in a fresh directory of its own, outside the
         // workspace, that orch alone fills (and removes after).
-        let prepared = shared.ctx.attempt_dir(&phase.name, name).map(|dir| {
-            let inv = build::invocation(&shared.pipeline, phase, agent, &shared.ctx, dir.path());
-            (dir, inv)
-        });
-        let (argv_json, env_json) = match &prepared {
-            Ok((_, inv)) => (
-                serde_json::to_string(&inv.argv()).unwrap_or_default(),
-                serde_json::to_string(
-                    &inv.shown_env()
-                        .into_iter()
-                        .collect::<std::collections::BTreeMap<_, _>>(),
-                )
-                .unwrap_or_default(),
-            ),
-            Err(_) => ("[]".into(), "{}".into()),
-        };
+        let dir = shared.ctx.attempt_dir(&phase.name, name);
+        let inv = build::invocation(&shared.pipeline, phase, agent, &shared.ctx, dir.path());
+        let argv_json = serde_json::to_string(&inv.argv()).unwrap_or_default();
+        let env_json = serde_json::to_string(
+            &inv.shown_env()
+                .into_iter()
+                .collect::<std::collections::BTreeMap<_, _>>(),
+        )
+        .unwrap_or_default();
         shared.sink.send(Record::AttemptStarted {
             run_id: shared.opts.run_id.clone(),
             phase: phase.name.clone(),
@@ -499,45 +492,31 @@ async fn run_agent(
             agent: name.to_string(),
             attempt,
         });
-        let result = match prepared {
-            Ok((dir, inv)) => {
-                let max_turns = (agent.kind.is_llm() && inv.enforcement.max_turns.by == By::Orch)
-                    .then(|| shared.pipeline.resolve(phase, agent).toolset.max_turns);
-                let spec = AttemptSpec {
-                    run_id: shared.opts.run_id.clone(),
-                    phase: phase.name.clone(),
-                    agent: name.to_string(),
-                    attempt,
-                    kind: agent.kind,
-                    invocation: inv,
-                    timeout: phase.timeout,
-                    stall_timeout: phase.stall_timeout,
-                    max_turns,
-                    grace: shared.opts.grace,
-                    progress: Some(Arc::clone(&shared.progress)),
-                    keeper: shared.opts.keeper.clone(),
-                    log_dir: log_dir(
-                        &shared.ctx.state_dir(),
-                        &shared.opts.run_id,
-                        &phase.name,
-                        name,
-                    ),
-                };
-                let result = run_attempt(spec, shared.sink.clone(), cancel.clone()).await;
-                drop(dir);
-                result
-            }
-            Err(e) => {
-                let mut failed = AttemptResult::new(started);
-                failed.reason = Some(format!(
-                    "cannot make the attempt's own directory in `{}`: {e}",
-                    shared.ctx.attempts_root().display()
-                ));
-                failed.permanent = true;
-                failed.ended_ms = now_ms();
-                failed
-            }
+        let max_turns = (agent.kind.is_llm() && inv.enforcement.max_turns.by == By::Orch)
+            .then(|| shared.pipeline.resolve(phase, agent).toolset.max_turns);
+        let spec = AttemptSpec {
+            run_id: shared.opts.run_id.clone(),
+            phase: phase.name.clone(),
+            agent: name.to_string(),
+            attempt,
+            kind: agent.kind,
+            invocation: inv,
+            timeout: phase.timeout,
+            stall_timeout: phase.stall_timeout,
+            max_turns,
+            grace: shared.opts.grace,
+            progress: Some(Arc::clone(&shared.progress)),
+            keeper: shared.opts.keeper.clone(),
+            log_dir: log_dir(
+                &shared.ctx.state_dir(),
+                &shared.opts.run_id,
+                &phase.name,
+                name,
+            ),
         };
+        let result = run_attempt(spec, shared.sink.clone(), cancel.clone()).await;
+        // The attempt's own directory goes with it.
+        drop(dir);
         drop(permit);
         shared.sink.send(Record::AttemptFinished {
             run_id: shared.opts.run_id.clone(),

@@ -274,14 +274,28 @@ pub async fn run_attempt(
     };
 
     if let Err(e) = probe::write_files(inv) {
-        result.reason = Some(format!("cannot write the invocation's files: {e}"));
+        result.reason = Some(format!("cannot prepare the attempt's own directory: {e}"));
         result.permanent = true;
         return finish(result);
     }
     let _ = std::fs::create_dir_all(&spec.log_dir);
 
-    let cmd = match inv.command(&inv.program, &inv.args, |n| std::env::var(n).ok()) {
-        Ok(c) => c,
+    let mut cmd = Command::from(inv.command(&inv.program, &inv.args, |n| std::env::var(n).ok()));
+    cmd.kill_on_drop(true)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(match inv.stdin {
+            Stdin::Null => Stdio::null(),
+            Stdin::Text(_) => Stdio::piped(),
+        });
+    // Confined, it is started by a thread of its own, in this runtime.
+    let runtime = tokio::runtime::Handle::current();
+    let spawned = inv.start(|| {
+        let _in_runtime = runtime.enter();
+        cmd.spawn()
+    });
+    let spawned = match spawned {
+        Ok(s) => s,
         Err(e) => {
             // Confinement was expected: the CLI never runs without it.
             probe::remove_files(inv);
@@ -290,15 +304,7 @@ pub async fn run_attempt(
             return finish(result);
         }
     };
-    let mut cmd = Command::from(cmd);
-    cmd.kill_on_drop(true)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdin(match inv.stdin {
-            Stdin::Null => Stdio::null(),
-            Stdin::Text(_) => Stdio::piped(),
-        });
-    let mut child = match cmd.spawn() {
+    let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
             probe::remove_files(inv);
@@ -307,10 +313,6 @@ pub async fn run_attempt(
                     "`{}` was not found (is it installed and on PATH?)",
                     inv.program
                 )
-            } else if inv.confinement.is_some() {
-                // The child could not enter its confinement (or exec): it
-                // did not run.
-                format!("cannot start `{}` confined: {e}", inv.program)
             } else {
                 format!("cannot start `{}`: {e}", inv.program)
             });

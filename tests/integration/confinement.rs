@@ -167,8 +167,11 @@ fn a_read_only_command_cannot_change_the_sources_nor_read_the_home() {
         "fn main() {}\n"
     );
     // Its own directory and temporary folder are writable; the home is not readable.
-    let script = "echo x > \"$TMPDIR/t\" && test -f \"$ORCH_PROMPT_FILE\" && ! cat \"$HOME/.ssh/id_ed25519\"";
-    let (out, report) = run_command(&work, &home, &cache, script, Some("read-only"));
+    let script = format!(
+        "case \"$TMPDIR\" in {}/orch/attempts/run-sh-*/tmp) ;; *) exit 9 ;; esac; echo x > \"$TMPDIR/t\" && ! cat \"$HOME/.ssh/id_ed25519\"",
+        cache.display()
+    );
+    let (out, report) = run_command(&work, &home, &cache, &script, Some("read-only"));
     assert_eq!(out.status.code(), Some(0), "{}\n{report:#}", stderr(&out));
     // Without a permission a command runs as written, unconfined.
     let (out, _) = run_command(&work, &home, &cache, "echo changed > src.rs", None);

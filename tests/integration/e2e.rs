@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use orch::agents::build::{self, Context};
 use orch::agents::invocation::Stdin;
-use orch::agents::probe::{self, run_bounded};
+use orch::agents::probe::{self, run_bounded, run_bounded_in};
 use orch::agents::{AgentKind, adapter};
 use serde_json::{Value, json};
 
@@ -508,7 +508,7 @@ fn run_cell(cli: &Cli, level: Level, dir: &Path, script: Value) -> Run {
     let p = &loaded.pipeline;
     let (phase, agent) = p.invocations().next().unwrap();
     // As `orch run` does it: a fresh directory of its own, confined.
-    let own = ctx.attempt_dir(&phase.name, &agent.name).unwrap();
+    let own = ctx.attempt_dir(&phase.name, &agent.name);
     let inv = build::invocation(p, phase, agent, &ctx, own.path());
     probe::write_files(&inv).unwrap();
 
@@ -522,12 +522,18 @@ fn run_cell(cli: &Cli, level: Level, dir: &Path, script: Value) -> Run {
             .find(|(n, _)| *n == name)
             .map(|(_, v)| v.clone())
     };
-    let cmd = inv.command(&inv.program, &inv.args, lookup).unwrap();
+    let cmd = inv.command(&inv.program, &inv.args, lookup);
     let stdin = match &inv.stdin {
         Stdin::Null => None,
         Stdin::Text(t) => Some(t.as_str()),
     };
-    let out = run_bounded(cmd, stdin, Duration::from_secs(120)).unwrap();
+    let out = run_bounded_in(
+        cmd,
+        stdin,
+        Duration::from_secs(120),
+        inv.confinement.as_ref(),
+    )
+    .unwrap();
     assert!(
         !out.timed_out,
         "{} {} timed out:\n{}",

@@ -198,7 +198,7 @@ mcp = ["mcp__search__*"]
         env["HOME"]
             .as_str()
             .unwrap()
-            .ends_with("orch/attempts/look-claude-XXXXXX/home"),
+            .ends_with("orch/attempts/look-claude-XXXXXXXXXXXXXXXX/home"),
         "{env}"
     );
     assert!(
@@ -241,7 +241,7 @@ mcp = ["mcp__search__*"]
         writable[0]
             .as_str()
             .unwrap()
-            .ends_with("look-claude-XXXXXX"),
+            .ends_with("look-claude-XXXXXXXXXXXXXXXX"),
         "{confinement}"
     );
     assert!(

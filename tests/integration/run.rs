@@ -155,7 +155,7 @@ fn dry_run_spawns_nothing() {
     let out = s.run(&["run", p.to_str().unwrap(), "--dry-run"]);
     assert_eq!(out.status.code(), Some(0));
     assert!(
-        stdout(&out).contains("# stage 1 / one / a\nenv ORCH_PROMPT_FILE="),
+        stdout(&out).contains("# stage 1 / one / a\nenv sh -c 'touch spawned'"),
         "{}",
         stdout(&out)
     );
