@@ -288,6 +288,21 @@ fn confinement(
         .map(|policy| Confinement { policy, abi })
 }
 
+/// One variable per name, the last one set: what the process gets (its
+/// environment is set in order), so that what is shown and stored is what
+/// runs.
+fn last_of_each_name(env: &mut Vec<super::invocation::EnvVar>) {
+    let mut seen = std::collections::HashSet::new();
+    let mut keep: Vec<bool> = env
+        .iter()
+        .rev()
+        .map(|v| seen.insert(v.name.clone()))
+        .collect();
+    keep.reverse();
+    let mut k = keep.into_iter();
+    env.retain(|_| k.next().unwrap_or(true));
+}
+
 /// The Invocation for `agent` in `phase`, whose own directory is `dir`
 /// (a fresh [`Context::attempt_dir`] to run it, [`Context::planned_dir`] to
 /// show it).
@@ -344,5 +359,43 @@ pub fn invocation(
         inv.env
             .push(env::plain("TMPDIR", dir.join("tmp").display().to_string()));
     }
+    last_of_each_name(&mut inv.env);
     inv
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agents::invocation::EnvVar;
+
+    #[test]
+    fn the_last_value_of_a_name_is_the_one_kept() {
+        let mut env = vec![
+            EnvVar::plain("A", "1"),
+            EnvVar::plain("B", "x"),
+            EnvVar::plain("A", "2"),
+        ];
+        last_of_each_name(&mut env);
+        assert_eq!(env, vec![EnvVar::plain("B", "x"), EnvVar::plain("A", "2")]);
+    }
+
+    #[test]
+    fn every_invocation_sets_each_variable_once() {
+        let text = ["claude", "codex", "gemini", "opencode", "copilot"]
+            .iter()
+            .map(|a| format!("[[phases]]\nname = \"p-{a}\"\nagents = [\"{a}\"]\nprompt = \"x\"\n[phases.tools]\nmcp = [\"mcp__orch__*\"]\n"))
+            .fold("version = 1\nname = \"e\"\n".to_string(), |a, p| a + &p);
+        let os = Availability::Available { abi: 7 };
+        let loaded = crate::pipeline::load_str("e.toml", text, Path::new("."), &os).unwrap();
+        let p = &loaded.pipeline;
+        let ctx = Context::new(Settings::default(), PathBuf::from("/w"));
+        for (phase, agent) in p.invocations() {
+            let inv = invocation(p, phase, agent, &ctx, Path::new("/own"));
+            let mut names: Vec<&str> = inv.env.iter().map(|v| v.name.as_str()).collect();
+            let n = names.len();
+            names.sort();
+            names.dedup();
+            assert_eq!(names.len(), n, "{}: {:?}", agent.name, inv.env);
+        }
+    }
 }

@@ -182,6 +182,77 @@ impl AgentKind {
         }
     }
 
+    /// Environment variables an agent's `env` may not set, with why: orch
+    /// sets them itself (its own home, temporary folder and the CLI's config
+    /// directory, so nothing of the user's is read), or they change what the
+    /// CLI allows or which configuration it loads.
+    pub fn controlled_env(self) -> &'static [(&'static str, &'static str)] {
+        const ORCH: &str = "orch sets it for each attempt";
+        const WIDENS: &str = "it changes what the CLI allows or which configuration it loads";
+        match self {
+            AgentKind::Claude => &[
+                ("HOME", ORCH),
+                ("TMPDIR", ORCH),
+                ("CLAUDE_CONFIG_DIR", ORCH),
+                ("DISABLE_AUTOUPDATER", ORCH),
+                ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", ORCH),
+                ("CLAUDE_CODE_MANAGED_SETTINGS_PATH", WIDENS),
+                ("IS_SANDBOX", WIDENS),
+                ("XDG_CONFIG_HOME", WIDENS),
+            ],
+            AgentKind::Codex => &[
+                ("HOME", ORCH),
+                ("TMPDIR", ORCH),
+                ("CODEX_HOME", ORCH),
+                ("CODEX_SANDBOX", WIDENS),
+                ("CODEX_SANDBOX_NETWORK_DISABLED", WIDENS),
+                ("XDG_CONFIG_HOME", WIDENS),
+            ],
+            AgentKind::Gemini => &[
+                ("HOME", ORCH),
+                ("TMPDIR", ORCH),
+                ("GEMINI_CLI_HOME", ORCH),
+                ("GEMINI_CLI_NO_RELAUNCH", ORCH),
+                ("GEMINI_CLI_TRUST_WORKSPACE", WIDENS),
+                ("GEMINI_CLI_SYSTEM_SETTINGS_PATH", WIDENS),
+                ("GEMINI_CLI_SYSTEM_DEFAULTS_PATH", WIDENS),
+                ("GEMINI_SANDBOX", WIDENS),
+                ("GEMINI_YOLO_MODE", WIDENS),
+                ("XDG_CONFIG_HOME", WIDENS),
+            ],
+            AgentKind::Opencode => &[
+                ("HOME", ORCH),
+                ("TMPDIR", ORCH),
+                ("OPENCODE_CONFIG_CONTENT", ORCH),
+                ("OPENCODE_DISABLE_PROJECT_CONFIG", ORCH),
+                ("OPENCODE_DISABLE_AUTOUPDATE", ORCH),
+                ("OPENCODE_DISABLE_MODELS_FETCH", ORCH),
+                ("OPENCODE_DISABLE_LSP_DOWNLOAD", ORCH),
+                ("OPENCODE_DISABLE_SHARE", ORCH),
+                ("OPENCODE_DISABLE_DEFAULT_PLUGINS", ORCH),
+                ("OPENCODE_DISABLE_CLAUDE_CODE", ORCH),
+                ("XDG_CONFIG_HOME", ORCH),
+                ("XDG_DATA_HOME", ORCH),
+                ("XDG_CACHE_HOME", ORCH),
+                ("XDG_STATE_HOME", ORCH),
+                ("OPENCODE_PERMISSION", WIDENS),
+                ("OPENCODE_CONFIG_DIR", WIDENS),
+                ("OPENCODE_DANGEROUSLY_SKIP_PERMISSIONS", WIDENS),
+            ],
+            AgentKind::Copilot => &[
+                ("HOME", ORCH),
+                ("TMPDIR", ORCH),
+                ("COPILOT_HOME", ORCH),
+                ("COPILOT_AUTO_UPDATE", ORCH),
+                ("COPILOT_CACHE_HOME", ORCH),
+                ("XDG_CONFIG_HOME", ORCH),
+                ("XDG_STATE_HOME", ORCH),
+                ("COPILOT_ALLOW_ALL", WIDENS),
+            ],
+            AgentKind::Command => &[("ORCH_PROMPT_FILE", ORCH)],
+        }
+    }
+
     /// For `-c key=value` style config overrides (Codex), the config keys the
     /// ToolSet translation owns.
     pub fn controlled_config_prefixes(self) -> &'static [(&'static str, FieldName)] {

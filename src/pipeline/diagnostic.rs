@@ -241,6 +241,12 @@ pub enum Problem {
         kind: String,
         field: &'static str,
     },
+    #[error("`{name}` in the environment of a {kind} agent is controlled by orch: {why}")]
+    ControlledEnv {
+        name: String,
+        kind: String,
+        why: &'static str,
+    },
     #[error("`{field}` is not enforced for agent `{agent}` ({kind}) in phase `{phase}`: {reason}")]
     Unenforceable {
         field: &'static str,
@@ -303,6 +309,7 @@ impl Problem {
             Problem::BadDuration { .. } => "orch::pipeline::duration",
             Problem::ReadOnlyWrites { .. } => "orch::pipeline::read_only_writes",
             Problem::ControlledFlag { .. } => "orch::pipeline::controlled_flag",
+            Problem::ControlledEnv { .. } => "orch::pipeline::controlled_env",
             Problem::ProfileFrontMatter { .. } => "orch::pipeline::profile_front_matter",
             Problem::Unenforceable { .. } => "orch::pipeline::unenforceable",
             Problem::UnsupportedTool { .. } => "orch::pipeline::unsupported_tool",
@@ -403,6 +410,9 @@ impl Problem {
             }),
             Problem::ProfileFrontMatter { .. } => Some(
                 "front matter is TOML between `+++` lines, with a `[tools]` table".into(),
+            ),
+            Problem::ControlledEnv { .. } => Some(
+                "remove it: what it would change is set by the ToolSet (or the agent's `binary` and `model`)".into(),
             ),
             Problem::Unenforceable { strict: true, .. } => Some(
                 "change the ToolSet, use another agent, or set `enforcement = \"best-effort\"` in `[defaults]` to run with a warning".into(),

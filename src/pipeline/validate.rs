@@ -442,6 +442,18 @@ impl<'s> Validator<'s> {
                 }
                 modes.push((mode, ModeSettings { tools, flags }));
             }
+            for (k, _) in &a.env.0 {
+                if let Some((_, why)) = kind.controlled_env().iter().find(|(n, _)| *n == k.value) {
+                    self.error(
+                        Problem::ControlledEnv {
+                            name: k.value.clone(),
+                            kind: kind.to_string(),
+                            why,
+                        },
+                        k.span.clone(),
+                    );
+                }
+            }
             let binary = a.binary.as_ref().map(|b| b.value.clone());
             if let Some(m) = &a.model
                 && let Err(reason) = crate::agents::adapter(kind).check_model(&m.value)

@@ -111,6 +111,7 @@ fixtures! {
     duration => [at("duration", 9, 11)],
     read_only_writes => [at("read_only_writes", 11, 12)],
     controlled_flag => [at("controlled_flag", 6, 30)],
+    controlled_env => [at("controlled_env", 6, 46)],
     profile_front_matter => [in_file(
         "tests/fixtures/invalid/profiles/broken-front-matter.md",
         "profile_front_matter",
