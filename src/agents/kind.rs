@@ -173,6 +173,8 @@ impl AgentKind {
                 ("--disable-builtin-mcps", "mcp"),
                 ("--agent", "permission"),
                 ("--allow-all-urls", "permission"),
+                // Trusting the folder loads the repository's hooks and MCP servers.
+                ("--trust-folder", "permission"),
                 ("--output-format", "output"),
                 ("-p", "output"),
                 ("--prompt", "output"),
@@ -265,37 +267,116 @@ impl AgentKind {
                 ("tools", "internal"),
                 ("web_search", "internal"),
                 ("shell_environment_policy", "permission"),
+                // A profile can hold any of the above; a trusted project
+                // loads its own .codex/config.toml; notify and hooks run
+                // commands.
+                ("profile", "permission"),
+                ("profiles", "permission"),
+                ("projects", "permission"),
+                ("notify", "permission"),
+                ("hooks", "permission"),
             ],
             _ => &[],
         }
     }
 
+    /// Whether the CLI parses its command line with yargs, which also
+    /// accepts each `--kebab-case` option as `--camelCase` and a boolean
+    /// one as `--no-option`.
+    fn yargs(self) -> bool {
+        matches!(self, AgentKind::Gemini | AgentKind::Opencode)
+    }
+
     /// If a raw flag touches something the ToolSet controls, the field it
-    /// belongs to. Handles `--flag value`, `--flag=value` and Codex `-c k=v`.
+    /// belongs to. Flags are matched the way the CLI's parser reads them:
+    /// `--flag value` and `--flag=value`; for yargs CLIs also `--camelCase`
+    /// and `--no-flag`; short options alone, run together (`-ab`) or with
+    /// their value attached (`-sVALUE`, `-s=VALUE`); and for Codex every
+    /// spelling of `-c key=value` (`-c=k=v`, `-ck=v`, `--config=k=v`),
+    /// checked by key. A bare `--` is refused too: it would turn orch's own
+    /// arguments after it into plain words.
     pub fn controlled_field(self, flag: &str, next: Option<&str>) -> Option<FieldName> {
-        let head = flag.split_once('=').map_or(flag, |(h, _)| h);
-        if let Some((_, field)) = self.controlled_flags().iter().find(|(f, _)| *f == head) {
-            return Some(field);
-        }
-        if self == AgentKind::Codex && (head == "-c" || head == "--config") {
-            let kv = flag
-                .split_once('=')
-                .filter(|_| head == "--config")
-                .map(|(_, v)| v)
-                .or(next)?;
-            let key = kv.split('=').next().unwrap_or("").trim();
-            return self
-                .controlled_config_prefixes()
+        let find = |name: &str| {
+            self.controlled_flags()
                 .iter()
-                .find(|(p, _)| {
-                    key == *p
-                        || key.starts_with(&format!("{p}."))
-                        || key.starts_with(&format!("{p}_"))
-                })
-                .map(|(_, f)| *f);
+                .find(|(f, _)| *f == name)
+                .map(|(_, field)| *field)
+        };
+        if self == AgentKind::Command {
+            return None;
+        }
+        if flag == "--" {
+            return Some("output");
+        }
+        if let Some(long) = flag.strip_prefix("--") {
+            let (name, value) = match long.split_once('=') {
+                Some((n, v)) => (n, Some(v)),
+                None => (long, None),
+            };
+            let mut spellings = vec![name.to_string()];
+            if self.yargs() {
+                let kebab = kebab_case(name);
+                spellings.push(kebab.clone());
+                if let Some(positive) = kebab.strip_prefix("no-") {
+                    spellings.push(positive.to_string());
+                }
+            }
+            if let Some(field) = spellings.iter().find_map(|s| find(&format!("--{s}"))) {
+                return Some(field);
+            }
+            if self == AgentKind::Codex && name == "config" {
+                return self.config_field(value.or(next)?);
+            }
+            return None;
+        }
+        let short = flag.strip_prefix('-').filter(|s| !s.is_empty())?;
+        for (i, c) in short.char_indices() {
+            if !c.is_ascii_alphanumeric() {
+                break;
+            }
+            if self == AgentKind::Codex && c == 'c' {
+                let rest = &short[i + c.len_utf8()..];
+                let value = rest.strip_prefix('=').unwrap_or(rest);
+                return self.config_field(if value.is_empty() { next? } else { value });
+            }
+            if let Some(field) = find(&format!("-{c}")) {
+                return Some(field);
+            }
         }
         None
     }
+
+    /// For a Codex `key=value` config override, the field its key belongs
+    /// to (keys compared without quotes and spaces).
+    fn config_field(self, kv: &str) -> Option<FieldName> {
+        let key: String = kv
+            .split('=')
+            .next()
+            .unwrap_or("")
+            .chars()
+            .filter(|c| !c.is_whitespace() && *c != '"' && *c != '\'')
+            .collect();
+        self.controlled_config_prefixes()
+            .iter()
+            .find(|(p, _)| {
+                key == *p || key.starts_with(&format!("{p}.")) || key.starts_with(&format!("{p}_"))
+            })
+            .map(|(_, f)| *f)
+    }
+}
+
+/// `approvalMode` as `approval-mode` (yargs accepts both).
+fn kebab_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    for c in name.chars() {
+        if c.is_ascii_uppercase() {
+            out.push('-');
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 impl fmt::Display for AgentKind {
@@ -326,6 +407,66 @@ mod tests {
         assert_eq!(
             x.controlled_field("--config=mcp_servers.x.command=\"y\"", None),
             Some("mcp")
+        );
+    }
+
+    #[test]
+    fn flags_spelled_around_are_found_as_each_parser_reads_them() {
+        let x = AgentKind::Codex;
+        for (flag, next) in [
+            ("-c=sandbox_mode=danger-full-access", None),
+            ("-csandbox_mode=danger-full-access", None),
+            ("-c", Some("'sandbox_mode'=x")),
+            ("-c", Some(" sandbox_mode =x")),
+            ("--config", Some("profile=evil")),
+            (
+                "-c",
+                Some("profiles.evil.sandbox_mode=\"danger-full-access\""),
+            ),
+            ("-sdanger-full-access", None),
+            ("-s=danger-full-access", None),
+            ("--sandbox=danger-full-access", None),
+        ] {
+            assert_eq!(
+                x.controlled_field(flag, next),
+                Some("permission"),
+                "{flag} {next:?}"
+            );
+        }
+        assert_eq!(
+            x.controlled_field("-c", Some("model_reasoning_effort=high")),
+            None
+        );
+        let g = AgentKind::Gemini;
+        assert_eq!(
+            g.controlled_field("--adminPolicy", Some("p.toml")),
+            Some("internal")
+        );
+        assert_eq!(
+            g.controlled_field("--approvalMode=yolo", None),
+            Some("permission")
+        );
+        assert_eq!(g.controlled_field("--no-sandbox", None), Some("permission"));
+        assert_eq!(g.controlled_field("-y", None), Some("permission"));
+        assert_eq!(
+            g.controlled_field("-dy", None),
+            Some("permission"),
+            "run together"
+        );
+        assert_eq!(
+            AgentKind::Opencode.controlled_field("--dangerouslySkipPermissions", None),
+            Some("permission")
+        );
+        assert_eq!(
+            AgentKind::Copilot.controlled_field("--trust-folder", Some(".")),
+            Some("permission")
+        );
+        for kind in [AgentKind::Claude, AgentKind::Gemini, AgentKind::Copilot] {
+            assert_eq!(kind.controlled_field("--", None), Some("output"), "{kind}");
+        }
+        assert_eq!(
+            AgentKind::Claude.controlled_field("--effort", Some("high")),
+            None
         );
     }
 
