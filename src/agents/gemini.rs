@@ -128,7 +128,12 @@ impl Adapter for Gemini {
         }
         for s in &req.mcp_servers {
             match &s.tools {
-                None => rule(format!("mcpName = \"{}\"\ndecision = \"allow\"\n", s.name)),
+                // Every tool of the server. `toolName` is required: a rule
+                // without it makes gemini 0.61 drop the whole policy file.
+                None => rule(format!(
+                    "mcpName = \"{}\"\ntoolName = \"*\"\ndecision = \"allow\"\n",
+                    s.name
+                )),
                 Some(tools) => {
                     for tool in tools {
                         rule(format!(

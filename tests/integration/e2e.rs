@@ -1332,3 +1332,26 @@ fn orch_waits_for_a_real_claude_rate_limit_to_lift() {
         serde_json::to_string_pretty(&events).unwrap()
     );
 }
+
+#[test]
+fn gemini_keeps_its_policy_when_a_phase_grants_every_tool_of_a_server() {
+    // `mcp__<server>__*` (the built-in `mcp__orch__*` is one) once made
+    // gemini 0.61 throw orch's whole policy file away ("Policy file error")
+    // and go on without it.
+    let cli = find_cli(AgentKind::Gemini);
+    let dir = scratch("orch-e2e-gemini-wildcard-");
+    let server = ModelServer::start(dir.path(), &json!([mcp_call("echo")]));
+    let text = changed(
+        pipeline(&cli, Level::ReadOnly, &server, dir.path()),
+        r#"mcp = ["mcp__fixture__echo"]"#,
+        r#"mcp = ["mcp__fixture__*"]"#,
+    );
+    let run = orch_run(&cli, dir.path(), &server, &text);
+    let ctx = run.context();
+    assert_eq!(run.code, Some(0), "{ctx}");
+    assert_eq!(run.agent()["status"], "succeeded", "{ctx}");
+    assert!(
+        run.fixture_calls().iter().any(|c| c["tool"] == "echo"),
+        "the granted server's tool ran: {ctx}"
+    );
+}
