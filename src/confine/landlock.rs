@@ -1,12 +1,13 @@
 //! The Linux backend: a [`Policy`] as a Landlock ruleset.
 //!
-//! The ruleset is built in orch (which is multi-threaded: allocation and
-//! path lookups are fine there) and only entered in the child between fork
-//! and exec, where [`Prepared::enter`] makes three system calls and nothing
-//! else (async-signal-safe): `setsid` (no controlling terminal to inject
-//! keystrokes into), `PR_SET_NO_NEW_PRIVS` and `landlock_restrict_self`.
-//! Landlock is inherited across fork and exec and cannot be lifted, so the
-//! CLI, its shells, interpreters, sub-agents and MCP servers all stay inside.
+//! The ruleset is built in orch and entered by a short-lived thread of its
+//! own, which then starts the agent (see [`super::Confinement::spawn_with`]).
+//! Landlock holds per thread and is inherited by every process the thread
+//! starts, across fork and exec, and it cannot be lifted: the CLI, its
+//! shells, interpreters, sub-agents and MCP servers all stay inside. Doing
+//! it from a thread rather than in the child between fork and exec keeps
+//! the cheap `posix_spawn` start (forking orch, with its threads and memory,
+//! cost about a millisecond per agent).
 
 use std::collections::HashMap;
 use std::io;
@@ -55,7 +56,7 @@ pub enum PrepareError {
     },
 }
 
-/// A ruleset ready to be entered by a child process.
+/// A ruleset ready to be entered.
 #[derive(Debug)]
 pub struct Prepared {
     fd: OwnedFd,
