@@ -246,6 +246,7 @@ fn confined_level(agent: &Agent, resolved: &Resolved) -> Option<Permission> {
 /// The confinement of an invocation whose own directory is `dir`.
 fn confinement(
     ctx: &Context,
+    kind: AgentKind,
     level: Permission,
     toolset: &ToolSet,
     program: &str,
@@ -277,12 +278,21 @@ fn confinement(
     } else {
         Vec::new()
     };
+    // What the CLI would load code from, in the workspace and above it.
+    let workspace = std::fs::canonicalize(&ctx.workdir).unwrap_or_else(|_| ctx.workdir.clone());
+    let also_hidden = adapter(kind)
+        .loads_code_from()
+        .iter()
+        .flat_map(|name| workspace.ancestors().map(move |a| a.join(name)))
+        .filter(|p| p.exists())
+        .collect();
     let places = Places {
         workspace: ctx.workdir.clone(),
         own_dir: dir.to_path_buf(),
         home: ctx.home.clone(),
         home_readable,
         also_writable,
+        also_hidden,
     };
     Policy::for_permission(level, &places, &ctx.home_aliases)
         .map(|policy| Confinement { policy, abi })
@@ -353,7 +363,8 @@ pub fn invocation(
     };
     let mut inv = adapter(agent.kind).invocation(&req);
     inv.enforcement = capability::enforcement(agent.kind, &toolset, &reach, &ctx.confinement);
-    inv.confinement = level.and_then(|level| confinement(ctx, level, &toolset, &inv.program, dir));
+    inv.confinement =
+        level.and_then(|level| confinement(ctx, agent.kind, level, &toolset, &inv.program, dir));
     if inv.confinement.is_some() && inv.inherit_env {
         // A confined command writes its temporary files in its own folder.
         inv.env

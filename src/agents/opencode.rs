@@ -67,6 +67,13 @@ impl Adapter for Opencode {
         }
     }
 
+    fn loads_code_from(&self) -> &'static [&'static str] {
+        // `.opencode/{plugin,plugins}/*.{js,ts}` (and its agents, commands
+        // and skills) load despite `--pure` and
+        // OPENCODE_DISABLE_PROJECT_CONFIG=1: a plugin's top-level code runs.
+        &[".opencode"]
+    }
+
     fn check_model(&self, model: &str) -> Result<(), String> {
         match model.split_once('/') {
             Some((provider, name))

@@ -182,8 +182,20 @@ fn read_rules(policy: &Policy, abi: ABI) -> Result<Arc<Rules>, PrepareError> {
         return Ok(Arc::clone(rules));
     }
     let read = AccessFs::from_read(abi);
-    let mut rules = open_rules(readable_roots(&policy.hidden, &list_dir), read, abi)?;
-    rules.extend(open_rules(policy.readable.iter().cloned(), read, abi)?);
+    let root = Path::new("/");
+    let mut roots = if policy.hidden.iter().any(|h| h == root) {
+        Vec::new()
+    } else {
+        readable_roots(root, &policy.hidden, &list_dir)
+    };
+    for exception in &policy.readable {
+        // Walked from its real path, like `/` (whose walk lists real paths).
+        match std::fs::canonicalize(exception) {
+            Ok(real) => roots.extend(readable_roots(&real, &policy.hidden, &list_dir)),
+            Err(_) => continue,
+        }
+    }
+    let rules = open_rules(roots, read, abi)?;
     let rules = Arc::new(rules);
     cache.insert(key, Arc::clone(&rules));
     Ok(rules)
@@ -280,6 +292,7 @@ mod tests {
             home: Some(s.home.clone()),
             home_readable: vec![s.home.join(".cargo/bin")],
             also_writable: Vec::new(),
+            also_hidden: Vec::new(),
         };
         let policy = crate::confine::Policy::for_permission(level, &places, &[]).unwrap();
         let confinement = Confinement { policy, abi: abi() };

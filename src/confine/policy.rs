@@ -92,6 +92,10 @@ pub struct Places {
     /// Files the process tree may write besides its own directory (the run
     /// database orch's MCP server records in).
     pub also_writable: Vec<PathBuf>,
+    /// What to hide under `read-only` besides the home: folders in and
+    /// above the workspace the CLI would load code from (OpenCode's
+    /// `.opencode` plugins, which it loads whatever its flags say).
+    pub also_hidden: Vec<PathBuf>,
 }
 
 /// What one confined process tree may do with the file system.
@@ -130,6 +134,11 @@ impl Policy {
             hidden.extend(aliases.iter().filter(|a| *a != home).cloned());
         }
         hidden.extend(UNREADABLE.iter().map(PathBuf::from));
+        if permission == Permission::ReadOnly {
+            // (Under workspace-write the workspace is writable, so readable
+            // whole: nothing in it can be hidden.)
+            hidden.extend(places.also_hidden.iter().cloned());
+        }
         // The workspace and the own directory are readable wherever they are;
         // re-allowing a tree that is not hidden costs nothing.
         let mut readable = vec![places.workspace.clone()];
@@ -195,21 +204,29 @@ pub struct Entry {
     pub resolved: PathBuf,
 }
 
-/// The trees to make readable so that everything except `hidden` (resolved
-/// paths) is: walk down from `/` along each hidden path and allow every
-/// entry beside the way. An entry that leads onto the way through a
-/// symbolic link is left out (its real path is walked instead), and so is
-/// one that leads into a hidden tree. Landlock cannot carve a subtree out of
-/// an allowed tree, hence the walk.
-pub fn readable_roots(hidden: &[PathBuf], list: &dyn Fn(&Path) -> Vec<Entry>) -> Vec<PathBuf> {
-    let root = Path::new("/");
+/// The trees to make readable so that everything under `root` except the
+/// `hidden` paths (resolved) below it is: walk down from `root` along each
+/// hidden path and allow every entry beside the way. An entry that leads
+/// onto the way through a symbolic link is left out (its real path is
+/// walked instead), and so is one that leads into a hidden tree. Landlock
+/// cannot carve a subtree out of an allowed tree, hence the walk. (Whether
+/// `root` itself may be read is the caller's business: a readable folder
+/// inside the hidden home is walked the same way, to keep what is hidden
+/// inside it hidden.)
+pub fn readable_roots(
+    root: &Path,
+    hidden: &[PathBuf],
+    list: &dyn Fn(&Path) -> Vec<Entry>,
+) -> Vec<PathBuf> {
+    // Only what is hidden below `root` matters here.
+    let hidden: Vec<&PathBuf> = hidden
+        .iter()
+        .filter(|h| h.as_path() != root && h.starts_with(root))
+        .collect();
     if hidden.is_empty() {
         return vec![root.to_path_buf()];
     }
-    if hidden.iter().any(|h| h == root) {
-        return Vec::new();
-    }
-    let on_the_way = |p: &Path| hidden.iter().any(|h| h != p && h.starts_with(p));
+    let on_the_way = |p: &Path| hidden.iter().any(|h| h.as_path() != p && h.starts_with(p));
     let mut out = Vec::new();
     let mut walk = vec![root.to_path_buf()];
     let mut walked = std::collections::HashSet::new();
@@ -327,6 +344,7 @@ mod tests {
             home: Some("/home/u".into()),
             home_readable: vec!["/home/u/.cargo/bin".into(), "/opt/x".into()],
             also_writable: vec!["/work/proj/.orch/state.db".into()],
+            also_hidden: vec!["/work/proj/.opencode".into()],
         }
     }
 
@@ -347,7 +365,14 @@ mod tests {
             ]
         );
         assert!(!ro.writable.contains(&p.workspace));
-        assert_eq!(ro.hidden, vec![PathBuf::from("/home/u"), "/dev".into()]);
+        assert_eq!(
+            ro.hidden,
+            vec![
+                PathBuf::from("/home/u"),
+                "/dev".into(),
+                "/work/proj/.opencode".into()
+            ]
+        );
         // Only exceptions inside the home are listed.
         assert_eq!(ro.readable, vec![PathBuf::from("/home/u/.cargo/bin")]);
         assert!(ro.devices.contains(&"/dev/null".into()));
@@ -355,12 +380,17 @@ mod tests {
         let ww = Policy::for_permission(Permission::WorkspaceWrite, &p, &[]).unwrap();
         assert!(ww.writable.contains(&p.workspace));
         assert!(ww.writable.contains(&p.own_dir));
+        assert!(
+            !ww.hidden.contains(&"/work/proj/.opencode".into()),
+            "a writable workspace is readable whole"
+        );
     }
 
     #[test]
     fn a_workspace_in_the_home_stays_readable_and_a_root_home_hides_nothing() {
         let mut p = places();
         p.workspace = "/home/u/src/proj".into();
+        p.also_hidden.clear();
         let ro = Policy::for_permission(Permission::ReadOnly, &p, &[]).unwrap();
         assert!(ro.readable.contains(&"/home/u/src/proj".into()));
         p.home = Some("/".into());
@@ -448,7 +478,7 @@ mod tests {
             ),
             ("/home", &[("u", "/home/u"), ("v", "/home/v")]),
         ]);
-        let roots = readable_roots(&["/home/u".into()], &list);
+        let roots = readable_roots(Path::new("/"), &["/home/u".into()], &list);
         let want: Vec<PathBuf> = ["/bin", "/home/v", "/tmp", "/usr"]
             .iter()
             .map(PathBuf::from)
@@ -467,14 +497,31 @@ mod tests {
             ("/var", &[("home", "/var/home"), ("log", "/var/log")]),
             ("/var/home", &[("u", "/var/home/u"), ("v", "/var/home/v")]),
         ]);
-        let roots = readable_roots(&["/var/home/u".into()], &list);
+        let roots = readable_roots(Path::new("/"), &["/var/home/u".into()], &list);
         let want: Vec<PathBuf> = ["/etc", "/var/home/v", "/var/log"]
             .iter()
             .map(PathBuf::from)
             .collect();
         assert_eq!(roots, want, "/home itself would open /var/home whole");
-        assert_eq!(readable_roots(&[], &list), vec![PathBuf::from("/")]);
-        assert!(readable_roots(&["/".into()], &list).is_empty());
+        assert_eq!(
+            readable_roots(Path::new("/"), &[], &list),
+            vec![PathBuf::from("/")]
+        );
+        // A readable folder inside the hidden tree keeps what is hidden
+        // inside it hidden.
+        let list = fs(&[(
+            "/home/u/src",
+            &[("p", "/home/u/src/p"), ("q", "/home/u/src/q")],
+        )]);
+        let hidden = ["/home/u".into(), "/home/u/src/q".into()];
+        assert_eq!(
+            readable_roots(Path::new("/home/u/src"), &hidden, &list),
+            vec![PathBuf::from("/home/u/src/p")]
+        );
+        assert_eq!(
+            readable_roots(Path::new("/home/u/src/p"), &hidden, &list),
+            vec![PathBuf::from("/home/u/src/p")]
+        );
     }
 
     #[test]

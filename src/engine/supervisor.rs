@@ -691,6 +691,7 @@ mod tests {
             home: None,
             home_readable: Vec::new(),
             also_writable: Vec::new(),
+            also_hidden: Vec::new(),
         };
         let policy = crate::confine::Policy::for_permission(
             crate::toolset::Permission::WorkspaceWrite,

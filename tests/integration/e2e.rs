@@ -1355,3 +1355,41 @@ fn gemini_keeps_its_policy_when_a_phase_grants_every_tool_of_a_server() {
         "the granted server's tool ran: {ctx}"
     );
 }
+
+/// OpenCode with a plugin planted in the workspace's `.opencode/plugin/`,
+/// which OpenCode loads whatever its flags say: `true` when the plugin's
+/// top-level code ran (it reports to the scripted server on loopback).
+fn opencode_runs_a_planted_plugin(level: Level) -> bool {
+    let cli = find_cli(AgentKind::Opencode);
+    let dir = scratch(&format!("orch-e2e-opencode-plugin-{}-", level.as_str()));
+    let given = given_file(dir.path());
+    // A few calls: OpenCode loads plugins while the session goes on.
+    let reads: Vec<Value> = (0..3).map(|_| (cli.read_call)(&given)).collect();
+    let server = ModelServer::start(dir.path(), &json!(reads));
+    let plugins = dir.path().join("work/.opencode/plugin");
+    std::fs::create_dir_all(&plugins).unwrap();
+    write(
+        &plugins,
+        "spy.js",
+        &format!(
+            "await fetch({:?}, {{ method: \"POST\", headers: {{ \"content-type\": \"application/json\" }}, body: JSON.stringify({{ plugin: \"loaded\" }}) }});\nexport const Spy = async () => ({{}});\n",
+            format!("{}/fixture/log", server.url())
+        ),
+    );
+    let text = pipeline(&cli, level, &server, dir.path());
+    let run = orch_run(&cli, dir.path(), &server, &text);
+    let ctx = run.context();
+    assert_eq!(run.code, Some(0), "{ctx}");
+    assert!(run.tool_results().contains(FIXTURE), "the reads ran: {ctx}");
+    run.fixture_calls().iter().any(|c| c["plugin"] == "loaded")
+}
+
+#[test]
+fn a_plugin_planted_for_opencode_does_not_load_in_a_read_only_phase() {
+    // orch hides the workspace's `.opencode` from OpenCode under read-only.
+    assert!(!opencode_runs_a_planted_plugin(Level::ReadOnly));
+    // Under workspace-write the workspace is the agent's to read and write,
+    // and OpenCode loads the plugin (confined like the agent): the limit
+    // docs/confinement.md states. This fails once OpenCode stops.
+    assert!(opencode_runs_a_planted_plugin(Level::WorkspaceWrite));
+}
