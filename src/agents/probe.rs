@@ -350,6 +350,44 @@ mod tests {
     }
 
     #[test]
+    fn an_own_directory_that_exists_already_is_refused() {
+        use super::super::invocation::{Enforced, Enforcement, InvocationFile};
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("p-a-0123456789abcdef");
+        let na = || Enforced::none("test");
+        let inv = Invocation {
+            program: "true".into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            stdin: Stdin::Null,
+            cwd: root.path().into(),
+            dir: dir.clone(),
+            files: vec![InvocationFile {
+                path: dir.join("claude/settings.json"),
+                content: "{}".into(),
+            }],
+            enforcement: Enforcement {
+                internal: na(),
+                mcp: na(),
+                permission: na(),
+                max_turns: na(),
+            },
+            inherit_env: false,
+            confinement: None,
+        };
+        write_files(&inv).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("claude/settings.json")).unwrap(),
+            "{}"
+        );
+        // Planted before the attempt: nothing is written, the attempt cannot start.
+        std::fs::remove_file(dir.join("claude/settings.json")).unwrap();
+        let e = write_files(&inv).unwrap_err();
+        assert!(e.to_string().contains("exists already"), "{e}");
+        assert!(!dir.join("claude/settings.json").exists());
+    }
+
+    #[test]
     fn deadline_kills_the_group() {
         let mut cmd = Command::new("sh");
         cmd.args(["-c", "sleep 30 & sleep 30"]);
