@@ -180,6 +180,13 @@ pub trait Adapter: Sync {
         }
     }
 
+    /// Whether an agent `env` variable is one the CLI may be given as
+    /// written (beyond [`AgentKind::controlled_env`], which no kind may
+    /// set): `Err` says why not.
+    fn check_env(&self, _name: &str, _value: &str) -> Result<(), String> {
+        Ok(())
+    }
+
     /// The ToolSet as a command line, environment and files, with how each
     /// field is enforced.
     fn invocation(&self, req: &Request<'_>) -> Invocation;

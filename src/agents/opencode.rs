@@ -18,6 +18,52 @@ use crate::toolset::{InternalTool, Permission, ToolSet};
 
 pub struct Opencode;
 
+/// The keys of a user's `OPENCODE_CONFIG` file orch passes on: where models
+/// come from. Anything else there could load code (`plugin`), add MCP
+/// servers, agents or commands, or change permissions, so a file with more
+/// is refused, and at run time only these keys are taken from it (into
+/// orch's own `OPENCODE_CONFIG_CONTENT`; `OPENCODE_CONFIG` itself is not
+/// passed on).
+const PROVIDER_KEYS: &[&str] = &[
+    "$schema",
+    "provider",
+    "model",
+    "small_model",
+    "enabled_providers",
+    "disabled_providers",
+];
+
+/// The provider settings of an `OPENCODE_CONFIG` file, or why they cannot
+/// be used.
+fn provider_settings(path: &str) -> Result<Map<String, Value>, String> {
+    if path.contains("${") {
+        return Err("`OPENCODE_CONFIG` must name a file, not a `${VAR}` reference".into());
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{path}`: {e}"))?;
+    let Value::Object(map) =
+        serde_json::from_str::<Value>(&text).map_err(|e| format!("`{path}` is not JSON: {e}"))?
+    else {
+        return Err(format!("`{path}` is not a JSON object"));
+    };
+    let other: Vec<&str> = map
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !PROVIDER_KEYS.contains(k))
+        .collect();
+    if !other.is_empty() {
+        return Err(format!(
+            "`{path}` may only hold provider settings ({}), not {}",
+            PROVIDER_KEYS.join(", "),
+            other
+                .iter()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Ok(map)
+}
+
 /// The agent orch defines for each invocation.
 const AGENT: &str = "orch";
 
@@ -72,6 +118,13 @@ impl Adapter for Opencode {
         // and skills) load despite `--pure` and
         // OPENCODE_DISABLE_PROJECT_CONFIG=1: a plugin's top-level code runs.
         &[".opencode"]
+    }
+
+    fn check_env(&self, name: &str, value: &str) -> Result<(), String> {
+        if name == "OPENCODE_CONFIG" {
+            provider_settings(value)?;
+        }
+        Ok(())
     }
 
     fn check_model(&self, model: &str) -> Result<(), String> {
@@ -169,7 +222,14 @@ impl Adapter for Opencode {
         if let Some(system) = req.system_prompt {
             agent["prompt"] = system.into();
         }
-        let config = json!({
+        // A user's provider settings first; orch's keys after, so they win.
+        let mut config = Map::new();
+        if let Some((_, path)) = req.agent.env.iter().find(|(k, _)| k == "OPENCODE_CONFIG")
+            && let Ok(providers) = provider_settings(path)
+        {
+            config.extend(providers);
+        }
+        let ours = json!({
             "$schema": "https://opencode.ai/config.json",
             "autoupdate": false,
             "share": "disabled",
@@ -177,6 +237,10 @@ impl Adapter for Opencode {
             "mcp": mcp,
             "agent": { AGENT: agent },
         });
+        if let Value::Object(ours) = ours {
+            config.extend(ours);
+        }
+        let config = Value::Object(config);
 
         let mut args: Vec<String> = vec![
             "run".into(),
@@ -193,6 +257,9 @@ impl Adapter for Opencode {
         args.extend(req.flags.iter().cloned());
 
         let mut environment = env::base(req);
+        // Its provider settings are in the content above; the file itself
+        // could hold anything by the time opencode reads it.
+        environment.retain(|v| v.name != "OPENCODE_CONFIG");
         environment.push(EnvVar {
             name: "OPENCODE_CONFIG_CONTENT".into(),
             value: EnvValue::Plain(config.to_string()),
@@ -354,5 +421,29 @@ impl Adapter for Opencode {
                 }
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_provider_settings_are_taken_from_a_users_config_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = dir.path().join("ok.json");
+        std::fs::write(&ok, r#"{"model": "m/x", "provider": {"m": {"npm": "p"}}}"#).unwrap();
+        let map = provider_settings(ok.to_str().unwrap()).unwrap();
+        assert!(map.contains_key("provider"));
+        let bad = dir.path().join("bad.json");
+        std::fs::write(
+            &bad,
+            r#"{"provider": {}, "plugin": ["./x.js"], "mcp": {"s": {"type": "local"}}}"#,
+        )
+        .unwrap();
+        let e = provider_settings(bad.to_str().unwrap()).unwrap_err();
+        assert!(e.contains("`plugin`") && e.contains("`mcp`"), "{e}");
+        assert!(provider_settings("${CFG}").is_err());
+        assert!(provider_settings("/no/such/file.json").is_err());
     }
 }

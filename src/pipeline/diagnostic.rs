@@ -245,7 +245,7 @@ pub enum Problem {
     ControlledEnv {
         name: String,
         kind: String,
-        why: &'static str,
+        why: String,
     },
     #[error("`{field}` is not enforced for agent `{agent}` ({kind}) in phase `{phase}`: {reason}")]
     Unenforceable {

@@ -442,8 +442,14 @@ impl<'s> Validator<'s> {
                 }
                 modes.push((mode, ModeSettings { tools, flags }));
             }
-            for (k, _) in &a.env.0 {
-                if let Some((_, why)) = kind.controlled_env().iter().find(|(n, _)| *n == k.value) {
+            for (k, v) in &a.env.0 {
+                let why = match kind.controlled_env().iter().find(|(n, _)| *n == k.value) {
+                    Some((_, why)) => Some(why.to_string()),
+                    None => crate::agents::adapter(kind)
+                        .check_env(&k.value, &v.value)
+                        .err(),
+                };
+                if let Some(why) = why {
                     self.error(
                         Problem::ControlledEnv {
                             name: k.value.clone(),

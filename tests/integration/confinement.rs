@@ -275,3 +275,56 @@ fn a_pipeline_cannot_hand_an_agent_a_file_from_outside_its_repository() {
     let out = validate(&file, true);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
+
+#[test]
+fn an_agents_environment_cannot_widen_its_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = |env: &str| {
+        format!(
+            "version = 1\nname = \"e\"\n[agents.opencode]\nmodel = \"m/x\"\nenv = {{ {env} }}\n[[phases]]\nname = \"a\"\nagents = [\"opencode\"]\nmode = \"audit\"\nprompt = \"Audit.\"\n"
+        )
+    };
+    let plugin = write(
+        dir.path(),
+        "plugin.json",
+        r#"{"provider": {}, "plugin": ["./evil.js"]}"#,
+    );
+    let providers = write(
+        dir.path(),
+        "providers.json",
+        r#"{"model": "m/x", "provider": {"m": {"npm": "@ai-sdk/openai-compatible"}}}"#,
+    );
+    for (env, says) in [
+        (
+            "OPENCODE_PERMISSION = \"{\\\"bash\\\": \\\"allow\\\"}\"",
+            "changes what the CLI allows",
+        ),
+        ("HOME = \"/root\"", "orch sets it"),
+        (
+            &format!("OPENCODE_CONFIG = {:?}", plugin.display().to_string()),
+            "may only hold provider settings",
+        ),
+    ] {
+        let file = write(dir.path(), "p.toml", &pipeline(env));
+        let out = validate(&file, true);
+        assert_eq!(out.status.code(), Some(2), "{env}");
+        assert!(flat_stderr(&out).contains(says), "{env}: {}", stderr(&out));
+    }
+    // Provider settings are taken into orch's own configuration; the file
+    // itself is not handed to opencode.
+    let file = write(
+        dir.path(),
+        "p.toml",
+        &pipeline(&format!(
+            "OPENCODE_CONFIG = {:?}",
+            providers.display().to_string()
+        )),
+    );
+    let v = explain(&file);
+    let env = &v["invocations"][0]["env"];
+    assert!(env.get("OPENCODE_CONFIG").is_none(), "{env}");
+    let content: Value =
+        serde_json::from_str(env["OPENCODE_CONFIG_CONTENT"].as_str().unwrap()).unwrap();
+    assert!(content["provider"]["m"].is_object(), "{content}");
+    assert!(content.get("plugin").is_none());
+}
