@@ -253,10 +253,13 @@ impl AgentKind {
     /// Environment variables an agent's `env` may not set, with why: orch
     /// sets them itself (its own home, temporary folder and the CLI's config
     /// directory, so nothing of the user's is read), or they change what the
-    /// CLI allows or which configuration it loads.
+    /// CLI allows, which configuration, plugins, hooks or MCP servers it
+    /// loads, which tools it offers, or where it runs commands (read from
+    /// each pinned CLI's own code). A name ending in `*` stands for every
+    /// name it starts.
     pub fn controlled_env(self) -> &'static [(&'static str, &'static str)] {
         const ORCH: &str = "orch sets it for each attempt";
-        const WIDENS: &str = "it changes what the CLI allows or which configuration it loads";
+        const WIDENS: &str = "it changes what the CLI allows, which tools it offers or which configuration, plugins, hooks or MCP servers it loads";
         match self {
             AgentKind::Claude => &[
                 ("HOME", ORCH),
@@ -264,47 +267,84 @@ impl AgentKind {
                 ("CLAUDE_CONFIG_DIR", ORCH),
                 ("DISABLE_AUTOUPDATER", ORCH),
                 ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", ORCH),
-                ("CLAUDE_CODE_MANAGED_SETTINGS_PATH", WIDENS),
-                ("IS_SANDBOX", WIDENS),
                 ("XDG_CONFIG_HOME", WIDENS),
+                ("IS_SANDBOX", WIDENS),
+                ("ANTHROPIC_CONFIG_DIR", WIDENS),
+                ("CLAUDE_CODE_MANAGED_SETTINGS_PATH", WIDENS),
+                ("CLAUDE_CODE_REMOTE_SETTINGS*", WIDENS),
+                ("CLAUDE_CODE_MOCK_REMOTE_SETTINGS", WIDENS),
+                ("CLAUDE_BG_SESSION_PERMISSION_RULES*", WIDENS),
+                ("CLAUDE_CODE_AUTO_MODE_EXTERNAL_PERMISSIONS", WIDENS),
+                ("CLAUDE_CHROME_PERMISSION_MODE", WIDENS),
+                ("CLAUDE_CODE_PLUGIN_*", WIDENS),
+                ("CLAUDE_CODE_SYNC_PLUGIN*", WIDENS),
+                ("CLAUDE_CODE_USE_COWORK_PLUGINS", WIDENS),
+                ("CLAUDE_CODE_ENABLE_BACKGROUND_PLUGIN_REFRESH", WIDENS),
+                ("CLAUDE_PLUGIN_*", WIDENS),
+                ("CLAUDE_CODE_SHELL", WIDENS),
+                ("CLAUDE_CODE_SHELL_PREFIX", WIDENS),
+                ("CLAUDE_CODE_GIT_BASH_PATH", WIDENS),
+                ("CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD", WIDENS),
+                ("CLAUDE_CODE_MCP_*", WIDENS),
+                ("CLAUDE_CODE_ENABLE_DESIGN_MCP", WIDENS),
+                ("CLAUDE_CODE_TERMINAL_MCP_TOOLS", WIDENS),
+                ("CLAUDE_IN_CHROME_MCP_SERVER_NAME", WIDENS),
+                ("CLAUDE_CODE_USE_POWERSHELL_TOOL", WIDENS),
+                ("CLAUDE_CODE_EXPERIMENTAL_*", WIDENS),
+                ("CLAUDE_SECURESTORAGE_CONFIG_DIR", WIDENS),
+                ("CLAUDE_CODE_SANDBOXED", WIDENS),
+                ("CLAUDE_CODE_FORCE_SANDBOX", WIDENS),
+                ("CLAUDE_AGENT*", WIDENS),
+                ("CLAUDE_CODE_AGENT*", WIDENS),
+                ("CLAUDE_PROJECT_DIR", WIDENS),
             ],
             AgentKind::Codex => &[
                 ("HOME", ORCH),
                 ("TMPDIR", ORCH),
                 ("CODEX_HOME", ORCH),
-                ("CODEX_SANDBOX", WIDENS),
-                ("CODEX_SANDBOX_NETWORK_DISABLED", WIDENS),
                 ("XDG_CONFIG_HOME", WIDENS),
+                ("CODEX_SANDBOX*", WIDENS),
+                ("CODEX_EXEC_SERVER_URL", WIDENS),
+                ("CODEX_MANAGED_PACKAGE_ROOT", WIDENS),
+                ("CODEX_SQLITE_HOME", WIDENS),
+                ("CODEX_BWRAP_SHA256", WIDENS),
             ],
             AgentKind::Gemini => &[
                 ("HOME", ORCH),
                 ("TMPDIR", ORCH),
                 ("GEMINI_CLI_HOME", ORCH),
                 ("GEMINI_CLI_NO_RELAUNCH", ORCH),
-                ("GEMINI_CLI_TRUST_WORKSPACE", WIDENS),
-                ("GEMINI_CLI_SYSTEM_SETTINGS_PATH", WIDENS),
-                ("GEMINI_CLI_SYSTEM_DEFAULTS_PATH", WIDENS),
-                ("GEMINI_SANDBOX", WIDENS),
-                ("GEMINI_YOLO_MODE", WIDENS),
                 ("XDG_CONFIG_HOME", WIDENS),
+                ("GEMINI_CLI_TRUST*", WIDENS),
+                ("GEMINI_CLI_SYSTEM_*", WIDENS),
+                ("GEMINI_CLI_USER_SETTINGS", WIDENS),
+                ("GEMINI_CLI_IDE_*", WIDENS),
+                ("GEMINI_CLI_APPROVAL_MODE", WIDENS),
+                ("GEMINI_CLI_ACTIVE_APPROVAL_MODE", WIDENS),
+                ("GEMINI_YOLO_MODE", WIDENS),
+                ("GEMINI_SANDBOX*", WIDENS),
+                ("GEMINI_RESTRICTED_MODE", WIDENS),
+                ("SANDBOX*", WIDENS),
+                ("SEATBELT_PROFILE", WIDENS),
             ],
             AgentKind::Opencode => &[
                 ("HOME", ORCH),
                 ("TMPDIR", ORCH),
                 ("OPENCODE_CONFIG_CONTENT", ORCH),
-                ("OPENCODE_DISABLE_PROJECT_CONFIG", ORCH),
-                ("OPENCODE_DISABLE_AUTOUPDATE", ORCH),
-                ("OPENCODE_DISABLE_MODELS_FETCH", ORCH),
-                ("OPENCODE_DISABLE_LSP_DOWNLOAD", ORCH),
-                ("OPENCODE_DISABLE_SHARE", ORCH),
-                ("OPENCODE_DISABLE_DEFAULT_PLUGINS", ORCH),
-                ("OPENCODE_DISABLE_CLAUDE_CODE", ORCH),
+                ("OPENCODE_DISABLE_*", ORCH),
                 ("XDG_CONFIG_HOME", ORCH),
                 ("XDG_DATA_HOME", ORCH),
                 ("XDG_CACHE_HOME", ORCH),
                 ("XDG_STATE_HOME", ORCH),
                 ("OPENCODE_PERMISSION", WIDENS),
                 ("OPENCODE_CONFIG_DIR", WIDENS),
+                ("OPENCODE_TUI_CONFIG", WIDENS),
+                ("OPENCODE_PLUGIN_META_FILE", WIDENS),
+                ("OPENCODE_TEST_*", WIDENS),
+                ("OPENCODE_DB", WIDENS),
+                ("OPENCODE_EXPERIMENTAL*", WIDENS),
+                ("OPENCODE_ENABLE_*", WIDENS),
+                ("OPENCODE_FAKE_VCS", WIDENS),
                 ("OPENCODE_DANGEROUSLY_SKIP_PERMISSIONS", WIDENS),
             ],
             AgentKind::Copilot => &[
@@ -316,9 +356,35 @@ impl AgentKind {
                 ("XDG_CONFIG_HOME", ORCH),
                 ("XDG_STATE_HOME", ORCH),
                 ("COPILOT_ALLOW_ALL", WIDENS),
+                ("COPILOT_ASSISTED_APPROVAL", WIDENS),
+                ("COPILOT_PLAN_THEN_AUTOPILOT", WIDENS),
+                ("COPILOT_CUSTOM_INSTRUCTIONS_DIRS", WIDENS),
+                ("COPILOT_ENABLE_BUILTIN_GITHUB_MCP", WIDENS),
+                ("COPILOT_DYNAMIC_RETRIEVAL_*", WIDENS),
+                ("COPILOT_MCP_*", WIDENS),
+                ("COPILOT_HOOK_*", WIDENS),
+                ("COPILOT_PLUGIN_*", WIDENS),
+                ("COPILOT_BROWSER_*", WIDENS),
+                ("COPILOT_PROVIDERS_CONFIG", WIDENS),
+                ("COPILOT_CLI_*", WIDENS),
+                ("COPILOT_EXP_*", WIDENS),
+                ("COPILOT_E2E_*", WIDENS),
+                ("COPILOT_DETACHED_*", WIDENS),
             ],
             AgentKind::Command => &[("ORCH_PROMPT_FILE", ORCH)],
         }
+    }
+
+    /// Why an agent's `env` may not set `name`, if it may not (see
+    /// [`AgentKind::controlled_env`]).
+    pub fn controlled_env_reason(self, name: &str) -> Option<&'static str> {
+        self.controlled_env()
+            .iter()
+            .find(|(pattern, _)| match pattern.strip_suffix('*') {
+                Some(prefix) => name.starts_with(prefix),
+                None => name == *pattern,
+            })
+            .map(|(_, why)| *why)
     }
 
     /// For `-c key=value` style config overrides (Codex), the config keys the
@@ -534,6 +600,41 @@ mod tests {
             AgentKind::Claude.controlled_field("--effort", Some("high")),
             None
         );
+    }
+
+    #[test]
+    fn controlled_env_names_and_prefixes() {
+        assert!(
+            AgentKind::Copilot
+                .controlled_env_reason("COPILOT_ALLOW_ALL")
+                .is_some()
+        );
+        assert!(
+            AgentKind::Claude
+                .controlled_env_reason("CLAUDE_CODE_PLUGIN_SEED_DIR")
+                .is_some()
+        );
+        assert!(
+            AgentKind::Opencode
+                .controlled_env_reason("OPENCODE_EXPERIMENTAL_LSP_TOOL")
+                .is_some()
+        );
+        assert!(
+            AgentKind::Gemini
+                .controlled_env_reason("GEMINI_CLI_IDE_SERVER_STDIO_COMMAND")
+                .is_some()
+        );
+        // What a pipeline legitimately sets stays allowed.
+        for (kind, name) in [
+            (AgentKind::Claude, "CLAUDE_CODE_MAX_OUTPUT_TOKENS"),
+            (AgentKind::Claude, "CLAUDE_CODE_MAX_RETRIES"),
+            (AgentKind::Claude, "DISABLE_TELEMETRY"),
+            (AgentKind::Codex, "MOCK_API_KEY"),
+            (AgentKind::Opencode, "OPENCODE_CONFIG"),
+            (AgentKind::Copilot, "COPILOT_MODEL"),
+        ] {
+            assert_eq!(kind.controlled_env_reason(name), None, "{kind} {name}");
+        }
     }
 
     #[test]

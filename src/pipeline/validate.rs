@@ -443,8 +443,8 @@ impl<'s> Validator<'s> {
                 modes.push((mode, ModeSettings { tools, flags }));
             }
             for (k, v) in &a.env.0 {
-                let why = match kind.controlled_env().iter().find(|(n, _)| *n == k.value) {
-                    Some((_, why)) => Some(why.to_string()),
+                let why = match kind.controlled_env_reason(&k.value) {
+                    Some(why) => Some(why.to_string()),
                     None => crate::agents::adapter(kind)
                         .check_env(&k.value, &v.value)
                         .err(),
