@@ -268,8 +268,9 @@ fn confinement(
         ),
         None => Vec::new(),
     };
-    // orch's own MCP server records in the run database.
-    let also_writable = if toolset.mcp.iter().any(|m| m.server == ORCH_MCP_SERVER) {
+    // orch's own MCP server (an LLM agent's) records in the run database.
+    let also_writable = if kind.is_llm() && toolset.mcp.iter().any(|m| m.server == ORCH_MCP_SERVER)
+    {
         let db = ctx.state_dir().join(DB_FILE);
         ["", "-wal", "-shm"]
             .iter()
@@ -388,6 +389,30 @@ mod tests {
         ];
         last_of_each_name(&mut env);
         assert_eq!(env, vec![EnvVar::plain("B", "x"), EnvVar::plain("A", "2")]);
+    }
+
+    #[test]
+    fn only_an_agent_with_orchs_server_may_write_the_run_database() {
+        let text = "version = 1\nname = \"d\"\n[agents.lint]\nkind = \"command\"\ncommand = [\"true\"]\n[[phases]]\nname = \"a\"\nagents = [\"claude\", \"lint\"]\nmode = \"audit\"\nprompt = \"x\"\n[phases.tools]\npermission = \"read-only\"\n[[phases]]\nname = \"b\"\nagents = [\"claude\"]\nmode = \"audit\"\nprompt = \"x\"\n[phases.tools]\nmcp = []\n".to_string();
+        let os = Availability::Available { abi: 7 };
+        let loaded = crate::pipeline::load_str("d.toml", text, Path::new("."), &os).unwrap();
+        let p = &loaded.pipeline;
+        let ctx = Context {
+            confinement: os,
+            ..Context::new(Settings::default(), PathBuf::from("/w"))
+        };
+        let writes_db = |phase: &str, agent: &str| {
+            let (ph, a) = p
+                .invocations()
+                .find(|(ph, a)| ph.name == phase && a.name == agent)
+                .unwrap();
+            let inv = invocation(p, ph, a, &ctx, Path::new("/own"));
+            let c = inv.confinement.expect("confined");
+            c.policy.writable.iter().any(|w| w.ends_with(DB_FILE))
+        };
+        assert!(writes_db("a", "claude"), "mcp__orch__* by default");
+        assert!(!writes_db("a", "lint"), "a command has no MCP server");
+        assert!(!writes_db("b", "claude"), "no orch server granted");
     }
 
     #[test]

@@ -236,6 +236,12 @@ fn text(invocations: &[InvocationJson], home: Option<&std::path::Path>) -> std::
             None => writeln!(out, "  not confined: {}", inv.unconfined_because)?,
         }
         writeln!(out, "  $ {}", inv.shell)?;
+        if inv.confinement.is_some() {
+            writeln!(
+                out,
+                "    (as a shell line it runs unconfined; orch confines the process it starts)"
+            )?;
+        }
         for f in &inv.files {
             writeln!(out, "  writes {} first", f.path.display())?;
         }
