@@ -11,6 +11,10 @@ use super::invocation::{
     Enforced, Enforcement, EnvValue, EnvVar, Invocation, InvocationFile, Stdin,
 };
 
+/// The folder of an invocation's directory that holds the files orch
+/// writes for the CLI.
+pub const ORCH_FILES: &str = "orch";
+
 /// An MCP server one invocation gets: the pipeline's servers the ToolSet
 /// names, and orch's own.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,8 +137,17 @@ impl Request<'_> {
         }
     }
 
+    /// A folder of the CLI's own in the invocation's directory (its home,
+    /// config directory, temporary files): the CLI may write there.
     pub fn path_in_dir(&self, name: &str) -> PathBuf {
         self.dir.join(name)
+    }
+
+    /// A file orch writes for the CLI (MCP configuration, policy, system
+    /// prompt): in `orch/` of the invocation's directory, which a confined
+    /// CLI may read but not change.
+    pub fn file_in_dir(&self, name: &str) -> PathBuf {
+        self.dir.join(ORCH_FILES).join(name)
     }
 }
 

@@ -249,10 +249,11 @@ fn confinement(
     kind: AgentKind,
     level: Permission,
     toolset: &ToolSet,
-    program: &str,
+    inv: &Invocation,
     dir: &Path,
 ) -> Option<Confinement> {
     let abi = ctx.confinement.abi()?;
+    let program = inv.program.as_str();
     let path_dirs: Vec<PathBuf> = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect())
         .unwrap_or_default();
@@ -287,9 +288,23 @@ fn confinement(
         .flat_map(|name| workspace.ancestors().map(move |a| a.join(name)))
         .filter(|p| p.exists())
         .collect();
+    // The CLI's own folders (those its environment names): writable; the
+    // rest of its directory (orch's files for it) is not.
+    let own_writable = inv
+        .env
+        .iter()
+        .filter_map(|v| match &v.value {
+            EnvValue::Plain(p) => Some(PathBuf::from(p)),
+            _ => None,
+        })
+        .filter(|p| {
+            p.starts_with(dir) && p != dir && !p.starts_with(dir.join(super::adapter::ORCH_FILES))
+        })
+        .collect();
     let places = Places {
         workspace: ctx.workdir.clone(),
         own_dir: dir.to_path_buf(),
+        own_writable,
         home: ctx.home.clone(),
         home_readable,
         also_writable,
@@ -364,13 +379,13 @@ pub fn invocation(
     };
     let mut inv = adapter(agent.kind).invocation(&req);
     inv.enforcement = capability::enforcement(agent.kind, &toolset, &reach, &ctx.confinement);
-    inv.confinement =
-        level.and_then(|level| confinement(ctx, agent.kind, level, &toolset, &inv.program, dir));
-    if inv.confinement.is_some() && inv.inherit_env {
+    if level.is_some() && ctx.confinement.is_available() && inv.inherit_env {
         // A confined command writes its temporary files in its own folder.
         inv.env
             .push(env::plain("TMPDIR", dir.join("tmp").display().to_string()));
     }
+    inv.confinement =
+        level.and_then(|level| confinement(ctx, agent.kind, level, &toolset, &inv, dir));
     last_of_each_name(&mut inv.env);
     inv
 }

@@ -108,7 +108,7 @@ impl Adapter for Claude {
         // let every MCP tool through).
         let mode = "dontAsk";
 
-        let mcp_path = req.path_in_dir("mcp.json");
+        let mcp_path = req.file_in_dir("mcp.json");
         let mut servers = serde_json::Map::new();
         for s in &req.mcp_servers {
             let mut entry = s.json_entry();
@@ -148,7 +148,7 @@ impl Adapter for Claude {
             "--strict-mcp-config".into(),
         ]);
         if let Some(system) = req.system_prompt {
-            let path = req.path_in_dir("system-prompt.md");
+            let path = req.file_in_dir("system-prompt.md");
             args.extend([
                 "--append-system-prompt-file".into(),
                 path.display().to_string(),

@@ -33,7 +33,7 @@ impl Adapter for Command {
         let mut environment = Vec::new();
         let mut files = Vec::new();
         if !req.prompt.is_empty() {
-            let path = req.path_in_dir("prompt.md");
+            let path = req.file_in_dir("prompt.md");
             environment.push(env::plain("ORCH_PROMPT_FILE", path.display().to_string()));
             files.push(InvocationFile {
                 path,

@@ -148,7 +148,7 @@ impl Adapter for Copilot {
                 entry["tools"] = json!(s.tools.clone().unwrap_or_else(|| vec!["*".into()]));
                 servers.insert(s.name.clone(), entry);
             }
-            let path = req.path_in_dir("mcp.json");
+            let path = req.file_in_dir("mcp.json");
             args.push("--additional-mcp-config".into());
             args.push(format!("@{}", path.display()));
             files.push(InvocationFile {

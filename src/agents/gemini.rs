@@ -165,7 +165,7 @@ impl Adapter for Gemini {
             "telemetry": { "enabled": false },
         });
         let settings_path = home.join(".gemini").join("settings.json");
-        let policy_path = req.path_in_dir("policy.toml");
+        let policy_path = req.file_in_dir("policy.toml");
         let files = vec![
             InvocationFile {
                 path: settings_path,

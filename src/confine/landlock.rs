@@ -264,6 +264,8 @@ mod tests {
         let own = home.join(".cache/orch/attempts/a1");
         let elsewhere = root.join("elsewhere");
         for d in [
+            &own.join("home"),
+            &own.join("orch"),
             &home.join(".ssh"),
             &home.join(".cargo/bin"),
             &workspace,
@@ -289,6 +291,7 @@ mod tests {
         let places = Places {
             workspace: s.workspace.clone(),
             own_dir: s.own.clone(),
+            own_writable: vec![s.own.join("home")],
             home: Some(s.home.clone()),
             home_readable: vec![s.home.join(".cargo/bin")],
             also_writable: Vec::new(),
@@ -362,10 +365,29 @@ mod tests {
             sh(&s, Permission::ReadOnly, &format!("echo x > {out}/new.txt")),
             0
         );
+        // Its own folders, yes; orch's files for it (and its directory
+        // itself), no.
         assert_eq!(
+            sh(
+                &s,
+                Permission::ReadOnly,
+                &format!("echo x > {own}/home/new.txt")
+            ),
+            0
+        );
+        assert_ne!(
+            sh(
+                &s,
+                Permission::ReadOnly,
+                &format!("echo x > {own}/orch/mcp.json")
+            ),
+            0
+        );
+        assert_ne!(
             sh(&s, Permission::ReadOnly, &format!("echo x > {own}/new.txt")),
             0
         );
+        assert_eq!(sh(&s, Permission::ReadOnly, &format!("ls {own}/orch")), 0);
         assert_eq!(sh(&s, Permission::ReadOnly, "echo x > /dev/null"), 0);
         assert_eq!(
             std::fs::read_to_string(s.workspace.join("src.txt")).unwrap(),
@@ -441,11 +463,11 @@ mod tests {
             sh(
                 &s,
                 Permission::ReadOnly,
-                &format!("mknod {own}/disk b 254 0")
+                &format!("mknod {own}/home/disk b 254 0")
             ),
             0
         );
-        assert!(!s.own.join("disk").exists());
+        assert!(!s.own.join("home/disk").exists());
         assert_eq!(
             sh(
                 &s,

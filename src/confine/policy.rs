@@ -82,8 +82,13 @@ pub const DEVICES: &[&str] = &[
 pub struct Places {
     /// The workspace (the agent's working directory).
     pub workspace: PathBuf,
-    /// The attempt's own directory: home, CLI config, temporary files.
+    /// The attempt's own directory: readable. The files orch writes there
+    /// for the CLI (its MCP configuration, policy, prompt) are not
+    /// writable...
     pub own_dir: PathBuf,
+    /// ...only the CLI's own folders in it are: its home, config directory
+    /// and temporary files.
+    pub own_writable: Vec<PathBuf>,
     /// The real user's home: not readable.
     pub home: Option<PathBuf>,
     /// Readable exceptions inside the home (toolchains, `allow_read`, PATH
@@ -121,7 +126,7 @@ impl Policy {
         places: &Places,
         aliases: &[PathBuf],
     ) -> Option<Policy> {
-        let mut writable = vec![places.own_dir.clone()];
+        let mut writable = places.own_writable.clone();
         match permission {
             Permission::FullAccess => return None,
             Permission::ReadOnly => {}
@@ -141,7 +146,7 @@ impl Policy {
         }
         // The workspace and the own directory are readable wherever they are;
         // re-allowing a tree that is not hidden costs nothing.
-        let mut readable = vec![places.workspace.clone()];
+        let mut readable = vec![places.workspace.clone(), places.own_dir.clone()];
         readable.extend(places.home_readable.iter().cloned());
         readable.retain(|r| hidden.iter().any(|h| r.starts_with(h)));
         dedupe(&mut readable);
@@ -341,6 +346,10 @@ mod tests {
         Places {
             workspace: "/work/proj".into(),
             own_dir: "/home/u/.cache/orch/attempts/a1".into(),
+            own_writable: vec![
+                "/home/u/.cache/orch/attempts/a1/home".into(),
+                "/home/u/.cache/orch/attempts/a1/tmp".into(),
+            ],
             home: Some("/home/u".into()),
             home_readable: vec!["/home/u/.cargo/bin".into(), "/opt/x".into()],
             also_writable: vec!["/work/proj/.orch/state.db".into()],
@@ -360,10 +369,15 @@ mod tests {
         assert_eq!(
             ro.writable,
             vec![
-                PathBuf::from("/home/u/.cache/orch/attempts/a1"),
+                PathBuf::from("/home/u/.cache/orch/attempts/a1/home"),
+                "/home/u/.cache/orch/attempts/a1/tmp".into(),
                 "/work/proj/.orch/state.db".into()
             ]
         );
+        // The own directory is readable, but only the CLI's folders in it
+        // are writable (not orch's files for it).
+        assert!(ro.readable.contains(&p.own_dir));
+        assert!(!ro.writable.contains(&p.own_dir));
         assert!(!ro.writable.contains(&p.workspace));
         assert_eq!(
             ro.hidden,
@@ -373,13 +387,23 @@ mod tests {
                 "/work/proj/.opencode".into()
             ]
         );
-        // Only exceptions inside the home are listed.
-        assert_eq!(ro.readable, vec![PathBuf::from("/home/u/.cargo/bin")]);
+        // Only exceptions inside the home are listed (the own directory is
+        // one).
+        assert_eq!(
+            ro.readable,
+            vec![
+                PathBuf::from("/home/u/.cache/orch/attempts/a1"),
+                "/home/u/.cargo/bin".into()
+            ]
+        );
         assert!(ro.devices.contains(&"/dev/null".into()));
 
         let ww = Policy::for_permission(Permission::WorkspaceWrite, &p, &[]).unwrap();
         assert!(ww.writable.contains(&p.workspace));
-        assert!(ww.writable.contains(&p.own_dir));
+        assert!(
+            ww.writable
+                .contains(&"/home/u/.cache/orch/attempts/a1/tmp".into())
+        );
         assert!(
             !ww.hidden.contains(&"/work/proj/.opencode".into()),
             "a writable workspace is readable whole"

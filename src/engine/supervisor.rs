@@ -688,6 +688,7 @@ mod tests {
         let places = crate::confine::Places {
             workspace: dir.path().to_path_buf(),
             own_dir: dir.path().join("own"),
+            own_writable: vec![dir.path().join("own")],
             home: None,
             home_readable: Vec::new(),
             also_writable: Vec::new(),

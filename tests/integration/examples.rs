@@ -236,18 +236,32 @@ mcp = ["mcp__search__*"]
     let confinement = &inv["confinement"];
     assert!(confinement["abi"].as_u64().unwrap() >= 3, "{confinement}");
     assert_eq!(confinement["policy"]["permission"], "read-only");
-    let writable = confinement["policy"]["writable"].as_array().unwrap();
+    let writable: Vec<&str> = confinement["policy"]["writable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    // The CLI's own folders in its directory are writable; the files orch
+    // writes for it (its MCP configuration among them) are not.
+    let own = "look-claude-XXXXXXXXXXXXXXXX";
     assert!(
-        writable[0]
-            .as_str()
-            .unwrap()
-            .ends_with("look-claude-XXXXXXXXXXXXXXXX"),
+        writable.iter().any(|w| w.ends_with(&format!("{own}/home")))
+            && writable
+                .iter()
+                .any(|w| w.ends_with(&format!("{own}/claude"))),
         "{confinement}"
+    );
+    let mcp_path = mcp["path"].as_str().unwrap();
+    assert!(mcp_path.contains(&format!("{own}/orch/")), "{mcp}");
+    assert!(
+        !writable.iter().any(|w| mcp_path.starts_with(w)),
+        "orch's files are not writable: {confinement}"
     );
     assert!(
         !writable
             .iter()
-            .any(|w| w.as_str() == crate::support::root().to_str()),
+            .any(|w| Some(*w) == crate::support::root().to_str()),
         "read-only may not write the workspace: {confinement}"
     );
     assert_eq!(v["confinement"]["state"], "available", "{v}");
