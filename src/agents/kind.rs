@@ -127,6 +127,24 @@ impl AgentKind {
                 ("--computer-use-mcp", "mcp"),
                 ("--ide", "mcp"),
                 ("--sdk-url", "output"),
+                ("--maintenance", "internal"),
+                ("--rc", "permission"),
+                ("--cloud", "permission"),
+                ("--handle-uri", "permission"),
+                ("--safe-mode", "mcp"),
+                ("--enable-auto-mode", "permission"),
+                ("--plan-mode-required", "permission"),
+                ("--teammate-mode", "permission"),
+                ("--agent-type", "internal"),
+                ("--agent-id", "internal"),
+                ("--agent-name", "internal"),
+                ("--team-name", "internal"),
+                ("--rewind-files", "permission"),
+                ("--include-partial-messages", "output"),
+                ("--include-hook-events", "output"),
+                ("--replay-user-messages", "output"),
+                ("--session-mirror", "output"),
+                ("--json-schema", "output"),
                 ("-p", "output"),
                 ("--print", "output"),
                 ("--output-format", "output"),
@@ -151,6 +169,14 @@ impl AgentKind {
                 ("--trust", "permission"),
                 ("--approve-for-me", "permission"),
                 ("--dangerously-bypass-hook-trust", "permission"),
+                ("--not-so-yolo", "permission"),
+                // Files the codex process itself (outside its sandbox) reads
+                // or writes.
+                ("-o", "permission"),
+                ("--output-last-message", "permission"),
+                ("-i", "permission"),
+                ("--image", "permission"),
+                ("--output-schema", "output"),
                 ("--worktree", "permission"),
                 ("--json", "output"),
                 ("-m", "model"),
@@ -175,6 +201,14 @@ impl AgentKind {
                 ("--worktree", "permission"),
                 ("--acp", "output"),
                 ("--experimental-acp", "output"),
+                ("--skip-trust", "permission"),
+                // The model replaced by (or recorded to) a file.
+                ("--fake-responses", "model"),
+                ("--fake-responses-non-strict", "model"),
+                ("--record-responses", "output"),
+                ("-r", "permission"),
+                ("--resume", "permission"),
+                ("--session-file", "permission"),
                 ("-o", "output"),
                 ("--output-format", "output"),
                 ("--raw-output", "output"),
@@ -194,6 +228,23 @@ impl AgentKind {
                 ("--share", "permission"),
                 ("-i", "output"),
                 ("--interactive", "output"),
+                // `--yolo` is a hidden alias of `--auto`; `--file` reads any
+                // file into the prompt with no permission check.
+                ("--yolo", "permission"),
+                ("-f", "permission"),
+                ("--file", "permission"),
+                ("--pure", "internal"),
+                ("--command", "internal"),
+                ("--port", "permission"),
+                ("-p", "permission"),
+                ("--password", "permission"),
+                ("-u", "permission"),
+                ("--username", "permission"),
+                ("-c", "permission"),
+                ("--continue", "permission"),
+                ("-s", "permission"),
+                ("--session", "permission"),
+                ("--fork", "permission"),
                 ("--format", "output"),
                 ("-m", "model"),
                 ("--model", "model"),
@@ -240,6 +291,34 @@ impl AgentKind {
                 ("--connect", "permission"),
                 ("--share", "permission"),
                 ("--share-gist", "permission"),
+                // Hidden options: another config directory or package
+                // version, its own sandbox, worktrees and remote or server
+                // modes (`--ahp-*` included), resumed sessions.
+                ("--config-dir", "permission"),
+                ("--prefer-version", "permission"),
+                ("--sandbox", "permission"),
+                ("--no-sandbox", "permission"),
+                ("--worktree", "permission"),
+                ("--cloud", "permission"),
+                ("-r", "permission"),
+                ("--resume", "permission"),
+                ("--continue", "permission"),
+                ("--session-id", "permission"),
+                ("--new-session-id", "permission"),
+                ("--server", "output"),
+                ("--ui-server", "output"),
+                ("--stdio", "output"),
+                ("--port", "output"),
+                ("--managed-server", "output"),
+                ("--embedded-host", "output"),
+                ("--ahp*", "output"),
+                ("--relay", "output"),
+                ("--environment-id", "permission"),
+                ("--disable-mcp-server", "mcp"),
+                ("--auth-token-env", "permission"),
+                ("--additional-content-exclusion-policies", "permission"),
+                ("--attachment", "permission"),
+                ("--stream", "output"),
                 ("--acp", "output"),
                 ("--output-format", "output"),
                 ("-p", "output"),
@@ -297,6 +376,11 @@ impl AgentKind {
                 ("CLAUDE_AGENT*", WIDENS),
                 ("CLAUDE_CODE_AGENT*", WIDENS),
                 ("CLAUDE_PROJECT_DIR", WIDENS),
+                ("CLAUDE_CODE_BUBBLEWRAP", WIDENS),
+                ("CLAUDE_CODE_SIMPLE", WIDENS),
+                ("CLAUDE_CODE_SAFE_MODE", WIDENS),
+                ("CLAUDE_CODE_SESSION_KIND", WIDENS),
+                ("CLAUDE_ENV_FILE", WIDENS),
             ],
             AgentKind::Codex => &[
                 ("HOME", ORCH),
@@ -326,6 +410,11 @@ impl AgentKind {
                 ("GEMINI_RESTRICTED_MODE", WIDENS),
                 ("SANDBOX*", WIDENS),
                 ("SEATBELT_PROFILE", WIDENS),
+                ("GEMINI_EXP", WIDENS),
+                ("GEMINI_CLI_EXP_AGENT", WIDENS),
+                ("GEMINI_CLI_INTEGRATION_TEST", WIDENS),
+                ("VITEST", WIDENS),
+                ("GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES", WIDENS),
             ],
             AgentKind::Opencode => &[
                 ("HOME", ORCH),
@@ -345,6 +434,7 @@ impl AgentKind {
                 ("OPENCODE_EXPERIMENTAL*", WIDENS),
                 ("OPENCODE_ENABLE_*", WIDENS),
                 ("OPENCODE_FAKE_VCS", WIDENS),
+                ("OPENCODE_AUTH_CONTENT", WIDENS),
                 ("OPENCODE_DANGEROUSLY_SKIP_PERMISSIONS", WIDENS),
             ],
             AgentKind::Copilot => &[
@@ -370,16 +460,35 @@ impl AgentKind {
                 ("COPILOT_EXP_*", WIDENS),
                 ("COPILOT_E2E_*", WIDENS),
                 ("COPILOT_DETACHED_*", WIDENS),
+                ("GITHUB_COPILOT_PROMPT_MODE_*", WIDENS),
+                ("COPILOT_PKG_CACHE_HOME", WIDENS),
+                ("COPILOT_SKILLS_DIRS", WIDENS),
+                ("COPILOT_PROVIDER_API_KEY_COMMAND", WIDENS),
             ],
             AgentKind::Command => &[("ORCH_PROMPT_FILE", ORCH)],
         }
     }
 
     /// Why an agent's `env` may not set `name`, if it may not (see
-    /// [`AgentKind::controlled_env`]).
+    /// [`AgentKind::controlled_env`]). Besides each CLI's own list, no LLM
+    /// agent may be given variables that load code into it or into the
+    /// programs it starts at startup (`NODE_OPTIONS`, `LD_PRELOAD`, git's
+    /// configuration by environment).
     pub fn controlled_env_reason(self, name: &str) -> Option<&'static str> {
+        const INJECTS: &str = "it loads code into the CLI or the programs it starts";
+        const EVERY_LLM: &[(&str, &str)] = &[
+            ("NODE_OPTIONS", INJECTS),
+            ("BUN_OPTIONS", INJECTS),
+            ("LD_PRELOAD", INJECTS),
+            ("LD_AUDIT", INJECTS),
+            ("LD_LIBRARY_PATH", INJECTS),
+            ("GIT_CONFIG*", INJECTS),
+            ("GIT_EXEC_PATH", INJECTS),
+        ];
+        let shared: &[(&str, &str)] = if self.is_llm() { EVERY_LLM } else { &[] };
         self.controlled_env()
             .iter()
+            .chain(shared)
             .find(|(pattern, _)| match pattern.strip_suffix('*') {
                 Some(prefix) => name.starts_with(prefix),
                 None => name == *pattern,
@@ -407,6 +516,24 @@ impl AgentKind {
                 ("projects", "permission"),
                 ("notify", "permission"),
                 ("hooks", "permission"),
+                ("approvals_reviewer", "permission"),
+                ("auto_review", "permission"),
+                ("permissions", "permission"),
+                ("default_permissions", "permission"),
+                ("agents", "internal"),
+                ("apps", "internal"),
+                ("plugins", "internal"),
+                ("marketplaces", "internal"),
+                ("skills", "internal"),
+                ("memories", "internal"),
+                ("orchestrator", "internal"),
+                ("allow_login_shell", "permission"),
+                ("js_repl_node_path", "permission"),
+                ("mcp_oauth", "mcp"),
+                ("mcp_enterprise_managed_auth", "mcp"),
+                ("mcp_optional_startup_grace_ms", "mcp"),
+                ("developer_instructions", "output"),
+                ("model_instructions_file", "output"),
             ],
             _ => &[],
         }
@@ -431,7 +558,10 @@ impl AgentKind {
         let find = |name: &str| {
             self.controlled_flags()
                 .iter()
-                .find(|(f, _)| *f == name)
+                .find(|(f, _)| match f.strip_suffix('*') {
+                    Some(prefix) => name.starts_with(prefix),
+                    None => *f == name,
+                })
                 .map(|(_, field)| *field)
         };
         if self == AgentKind::Command {
@@ -440,21 +570,29 @@ impl AgentKind {
         if flag == "--" {
             return Some("output");
         }
+        if !flag.starts_with('-') {
+            return self.controlled_word(flag);
+        }
         if let Some(long) = flag.strip_prefix("--") {
             let (name, value) = match long.split_once('=') {
                 Some((n, v)) => (n, Some(v)),
                 None => (long, None),
             };
-            let mut spellings = vec![name.to_string()];
-            if self.yargs() {
-                let kebab = kebab_case(name);
-                spellings.push(kebab.clone());
-                if let Some(positive) = kebab.strip_prefix("no-") {
-                    spellings.push(positive.to_string());
-                }
-            }
-            if let Some(field) = spellings.iter().find_map(|s| find(&format!("--{s}"))) {
+            if let Some(field) = find(&format!("--{name}")) {
                 return Some(field);
+            }
+            if self.yargs() {
+                // yargs reads any spelling whose camelCase is an option's
+                // (`--ADMIN-POLICY`, `--admin--policy`, `--adminPolicy`), and
+                // `--no-x` for every option x.
+                let name = name.strip_prefix("no-").unwrap_or(name);
+                let camel = yargs_camel_case(name);
+                if let Some((_, field)) = self.controlled_flags().iter().find(|(f, _)| {
+                    f.strip_prefix("--")
+                        .is_some_and(|long| yargs_camel_case(long) == camel)
+                }) {
+                    return Some(field);
+                }
             }
             if self == AgentKind::Codex && name == "config" {
                 return self.config_field(value.or(next)?);
@@ -478,6 +616,23 @@ impl AgentKind {
         None
     }
 
+    /// A bare word in raw flags that the CLI reads as more than a prompt
+    /// word: a Codex subcommand (`review`, `resume`, `fork`, `help`), or a
+    /// `cc://` address that makes Claude dispatch its subcommands.
+    fn controlled_word(self, word: &str) -> Option<FieldName> {
+        match self {
+            AgentKind::Codex
+                if ["review", "resume", "fork", "help", "apply", "mcp"].contains(&word) =>
+            {
+                Some("output")
+            }
+            AgentKind::Claude if word.starts_with("cc://") || word.starts_with("cc+unix://") => {
+                Some("output")
+            }
+            _ => None,
+        }
+    }
+
     /// For a Codex `key=value` config override, the field its key belongs
     /// to (keys compared without quotes and spaces).
     fn config_field(self, kv: &str) -> Option<FieldName> {
@@ -497,14 +652,36 @@ impl AgentKind {
     }
 }
 
-/// `approvalMode` as `approval-mode` (yargs accepts both).
-fn kebab_case(name: &str) -> String {
-    let mut out = String::with_capacity(name.len() + 4);
-    for c in name.chars() {
-        if c.is_ascii_uppercase() {
-            out.push('-');
-            out.push(c.to_ascii_lowercase());
-        } else {
+/// An option name as yargs-parser's `camelCase` turns it: a name in one
+/// case throughout is lower-cased first; then every `-` and `_` is dropped
+/// and the letter after it upper-cased (`approval-mode`, `APPROVAL-MODE`,
+/// `approval--mode` and `approvalMode` all give `approvalMode`).
+fn yargs_camel_case(name: &str) -> String {
+    let mixed = name != name.to_lowercase() && name != name.to_uppercase();
+    let name = if mixed {
+        name.to_string()
+    } else {
+        name.to_lowercase()
+    };
+    if !name.contains(['-', '_']) {
+        return name;
+    }
+    let mut out = String::with_capacity(name.len());
+    let mut upper = false;
+    for (i, c) in name.chars().enumerate() {
+        if upper {
+            upper = false;
+            let c = c.to_ascii_uppercase();
+            if i != 0 && (c == '-' || c == '_') {
+                upper = true;
+            } else if c != '-' && c != '_' {
+                out.push(c);
+            }
+            continue;
+        }
+        if i != 0 && (c == '-' || c == '_') {
+            upper = true;
+        } else if c != '-' && c != '_' {
             out.push(c);
         }
     }
@@ -635,6 +812,82 @@ mod tests {
         ] {
             assert_eq!(kind.controlled_env_reason(name), None, "{kind} {name}");
         }
+    }
+
+    #[test]
+    fn the_bypasses_found_in_the_pinned_clis_are_refused() {
+        let g = AgentKind::Gemini;
+        for flag in [
+            "--ADMIN-POLICY",
+            "--admin-Policy",
+            "--admin--policy",
+            "--admin-policy-",
+            "--admin-_policy",
+            "--APPROVAL-MODE",
+            "--INCLUDE-DIRECTORIES",
+            "--no-skip-trust",
+            "--fake-responses",
+        ] {
+            assert!(g.controlled_field(flag, Some("x")).is_some(), "{flag}");
+        }
+        // Spellings yargs does not read as an option are not options.
+        assert_eq!(g.controlled_field("--Admin-policy", Some("x")), None);
+        let o = AgentKind::Opencode;
+        for flag in [
+            "--yolo",
+            "-f",
+            "--file=/etc/hostname",
+            "--no-pure",
+            "--port",
+        ] {
+            assert!(o.controlled_field(flag, Some("x")).is_some(), "{flag}");
+        }
+        let x = AgentKind::Codex;
+        assert!(
+            x.controlled_field("-c", Some("approvals_reviewer=\"auto_review\""))
+                .is_some()
+        );
+        assert!(x.controlled_field("--not-so-yolo", None).is_some());
+        assert!(x.controlled_field("review", None).is_some(), "a subcommand");
+        assert!(x.controlled_field("-o/tmp/f", None).is_some());
+        let c = AgentKind::Copilot;
+        for flag in [
+            "--config-dir",
+            "--prefer-version",
+            "--ahp-host",
+            "--server",
+            "--no-sandbox",
+        ] {
+            assert!(c.controlled_field(flag, Some("x")).is_some(), "{flag}");
+        }
+        let cl = AgentKind::Claude;
+        for flag in [
+            "--safe-mode",
+            "--rc",
+            "--cloud",
+            "--handle-uri",
+            "cc://127.0.0.1:1",
+        ] {
+            assert!(cl.controlled_field(flag, Some("x")).is_some(), "{flag}");
+        }
+        assert_eq!(cl.controlled_field("hello", None), None, "a prompt word");
+        for (kind, name) in [
+            (AgentKind::Claude, "CLAUDE_CODE_SAFE_MODE"),
+            (AgentKind::Claude, "CLAUDE_CODE_BUBBLEWRAP"),
+            (AgentKind::Claude, "BUN_OPTIONS"),
+            (AgentKind::Gemini, "NODE_OPTIONS"),
+            (AgentKind::Codex, "GIT_CONFIG_PARAMETERS"),
+            (AgentKind::Copilot, "GITHUB_COPILOT_PROMPT_MODE_REPO_HOOKS"),
+            (AgentKind::Copilot, "COPILOT_PKG_CACHE_HOME"),
+            (AgentKind::Opencode, "OPENCODE_AUTH_CONTENT"),
+        ] {
+            assert!(kind.controlled_env_reason(name).is_some(), "{kind} {name}");
+        }
+        // A plain command is the author's own program: its env is its own.
+        assert_eq!(
+            AgentKind::Command.controlled_env_reason("NODE_OPTIONS"),
+            None
+        );
     }
 
     #[test]

@@ -135,7 +135,7 @@ flags = ["--color", "purple"]
 flags = ["--no-such-flag"]
 
 [agents.copilot.modes.audit]
-flags = ["--stream", "sideways"]
+flags = ["--reasoning-effort", "sideways"]
 
 [[phases]]
 name = "audit"
