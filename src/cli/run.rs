@@ -53,6 +53,7 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
+    crate::confine::keep_orch_private();
     let ctx = match super::config::context(global) {
         Ok(c) => c,
         Err(exit) => return Ok(exit),

@@ -48,6 +48,8 @@ pub enum PrepareError {
     Ruleset(#[from] landlock::RulesetError),
     #[error("landlock gave no ruleset descriptor")]
     NoDescriptor,
+    #[error("cannot build the system-call filter: {0}")]
+    Syscalls(String),
     #[error("cannot open `{path}` for a rule: {source}")]
     Open {
         path: PathBuf,
@@ -56,15 +58,18 @@ pub enum PrepareError {
     },
 }
 
-/// A ruleset ready to be entered.
+/// A ruleset (and the system-call filter that goes with it) ready to be
+/// entered.
 #[derive(Debug)]
 pub struct Prepared {
     fd: OwnedFd,
+    syscalls: seccompiler::BpfProgram,
 }
 
 impl Prepared {
     /// Confine the calling thread for good: `PR_SET_NO_NEW_PRIVS`, then
-    /// `landlock_restrict_self`. Both hold for the thread alone (its
+    /// `landlock_restrict_self` and the system-call filter
+    /// ([`super::syscalls`]). They hold for the thread alone (its
     /// process's other threads are untouched) and for every process it
     /// starts afterwards, which is what [`super::Confinement::spawn_with`]
     /// uses: a thread of its own enters the ruleset, starts the agent, and
@@ -80,6 +85,8 @@ impl Prepared {
                 return Err(io::Error::last_os_error());
             }
         }
+        // This thread only (not all of orch's), like Landlock.
+        seccompiler::apply_filter(&self.syscalls).map_err(io::Error::other)?;
         Ok(())
     }
 }
@@ -229,7 +236,8 @@ pub fn prepare(policy: &Policy, abi: u32) -> Result<Prepared, PrepareError> {
     let created = ruleset.create()?.add_rules(rules)?;
     let fd: Option<OwnedFd> = created.into();
     let fd = fd.ok_or(PrepareError::NoDescriptor)?;
-    Ok(Prepared { fd })
+    let syscalls = super::syscalls::filter().map_err(|e| PrepareError::Syscalls(e.to_string()))?;
+    Ok(Prepared { fd, syscalls })
 }
 
 #[cfg(test)]
@@ -475,6 +483,48 @@ mod tests {
                 "grep -q '^CapEff:\t0000000000000000$' /proc/self/status && grep -q '^CapBnd:\t0000000000000000$' /proc/self/status"
             ),
             0
+        );
+        // No limits or priorities of processes outside (orch's, say); its
+        // own, yes. No kernel keyrings.
+        let mut outside = Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = outside.id();
+        let limited = sh(
+            &s,
+            Permission::ReadOnly,
+            &format!("prlimit --pid {pid} --fsize=1000:1000"),
+        );
+        let reniced = sh(
+            &s,
+            Permission::ReadOnly,
+            &format!("renice -n 5 -p {pid} >/dev/null"),
+        );
+        let fsize = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+        let _ = outside.kill();
+        let _ = outside.wait();
+        assert_ne!(limited, 0);
+        assert_ne!(reniced, 0);
+        assert!(
+            !fsize
+                .lines()
+                .any(|l| l.starts_with("Max file size") && l.contains("1000")),
+            "{fsize}"
+        );
+        assert_eq!(
+            sh(
+                &s,
+                Permission::ReadOnly,
+                "ulimit -n 256 && ulimit -f 100000 && nice -n 3 true && prlimit --nofile=128 true"
+            ),
+            0
+        );
+        assert_ne!(
+            sh(
+                &s,
+                Permission::ReadOnly,
+                "python3 -c \"import ctypes,sys; sys.exit(0 if ctypes.CDLL(None).syscall(250, 0, -3, 0) >= 0 else 1)\""
+            ),
+            0,
+            "keyctl(KEYCTL_GET_KEYRING_ID, session)"
         );
         // The devices a process needs work.
         assert_eq!(

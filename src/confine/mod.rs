@@ -10,7 +10,9 @@ pub mod availability;
 pub mod landlock;
 pub mod policy;
 mod process;
+#[cfg(target_os = "linux")]
+mod syscalls;
 
 pub use availability::{Availability, MIN_ABI};
 pub use policy::{Places, Policy};
-pub use process::{ConfineError, Confinement};
+pub use process::{ConfineError, Confinement, keep_orch_private};

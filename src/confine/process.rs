@@ -48,3 +48,17 @@ impl Confinement {
         Err(ConfineError("confinement needs Linux (Landlock)".into()))
     }
 }
+
+/// Keep orch's own memory to itself: no core dump of it (the API keys in
+/// its environment would be in one, written wherever it runs), and its
+/// `/proc` entries not readable by other processes of the user. Confined
+/// agents cannot reach it anyway (Landlock refuses tracing it and the
+/// system-call filter changing its limits); this also covers agents orch
+/// does not confine.
+pub fn keep_orch_private() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: a plain prctl with integer arguments.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+}
