@@ -318,8 +318,15 @@ pub fn write_files(inv: &Invocation) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Remove the files an invocation wrote outside its own directory.
+///
+/// Files inside the attempt's own directory are left alone: the directory
+/// goes as a whole when the attempt ends (removed without following
+/// links). Removing them one by one would follow whatever the agent put in
+/// their place: a CLI folder swapped for a link to another directory would
+/// have orch delete a file there that the agent itself may not touch.
 pub fn remove_files(inv: &Invocation) {
-    for f in &inv.files {
+    for f in inv.files.iter().filter(|f| !f.path.starts_with(&inv.dir)) {
         let _ = std::fs::remove_file(&f.path);
     }
 }
@@ -385,6 +392,46 @@ mod tests {
         let e = write_files(&inv).unwrap_err();
         assert!(e.to_string().contains("exists already"), "{e}");
         assert!(!dir.join("claude/settings.json").exists());
+    }
+
+    #[test]
+    fn files_behind_a_link_the_agent_planted_are_not_removed() {
+        use super::super::invocation::{Enforced, Enforcement, InvocationFile};
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("p-a-0123456789abcdef");
+        let elsewhere = root.path().join("elsewhere");
+        let na = || Enforced::none("test");
+        let inv = Invocation {
+            program: "true".into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            stdin: Stdin::Null,
+            cwd: root.path().into(),
+            dir: dir.clone(),
+            files: vec![InvocationFile {
+                path: dir.join("gemini/.gemini/settings.json"),
+                content: "{}".into(),
+            }],
+            enforcement: Enforcement {
+                internal: na(),
+                mcp: na(),
+                permission: na(),
+                max_turns: na(),
+            },
+            inherit_env: false,
+            confinement: None,
+        };
+        write_files(&inv).unwrap();
+        // The agent swaps its (writable) CLI folder for a link elsewhere.
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::fs::write(elsewhere.join("settings.json"), "theirs").unwrap();
+        std::fs::remove_dir_all(dir.join("gemini/.gemini")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, dir.join("gemini/.gemini")).unwrap();
+        remove_files(&inv);
+        assert_eq!(
+            std::fs::read_to_string(elsewhere.join("settings.json")).unwrap(),
+            "theirs"
+        );
     }
 
     #[test]
