@@ -124,6 +124,48 @@ fn drop_capabilities() -> io::Result<()> {
             return Err(io::Error::last_os_error());
         }
     }
+    clear_inheritable()
+}
+
+/// Empty the thread's inheritable set. The bounding set does not limit it:
+/// a program run as root gets its inheritable capabilities back as
+/// permitted ones, so one orch inherited (some container runtimes start
+/// processes with a full inheritable set) would reach the agent.
+fn clear_inheritable() -> io::Result<()> {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    let mut header = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let mut data = [Data::default(); 2];
+    // SAFETY: capget/capset with a version-3 header and the two data
+    // words that version reads and writes.
+    unsafe {
+        if libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if data.iter().all(|d| d.inheritable == 0) {
+            return Ok(());
+        }
+        for d in &mut data {
+            d.inheritable = 0;
+        }
+        if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
     Ok(())
 }
 
@@ -295,6 +337,25 @@ mod tests {
     }
 
     /// Run `sh -c script` confined at `level`; its exit code.
+    /// Make the calling thread's permitted capabilities inheritable too, as
+    /// a container runtime may; false when it has none (not root).
+    fn raise_inheritable() -> bool {
+        let mut header = [0x2008_0522u32, 0];
+        let mut data = [0u32; 6];
+        // SAFETY: capget/capset with a version-3 header and two data words.
+        unsafe {
+            if libc::syscall(libc::SYS_capget, header.as_mut_ptr(), data.as_mut_ptr()) != 0 {
+                return false;
+            }
+            if data[1] == 0 {
+                return false;
+            }
+            data[2] = data[1];
+            data[5] = data[4];
+            libc::syscall(libc::SYS_capset, header.as_ptr(), data.as_ptr()) == 0
+        }
+    }
+
     fn sh(s: &Scene, level: Permission, script: &str) -> i32 {
         let places = Places {
             workspace: s.workspace.clone(),
@@ -484,6 +545,26 @@ mod tests {
             ),
             0
         );
+        // Not even with capabilities orch inherited as inheritable ones
+        // (root gets those back at exec, whatever the bounding set says).
+        let inherited = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    if !raise_inheritable() {
+                        return None;
+                    }
+                    Some(sh(
+                        &s,
+                        Permission::ReadOnly,
+                        "grep -q '^CapInh:\t0000000000000000$' /proc/self/status && grep -q '^CapEff:\t0000000000000000$' /proc/self/status",
+                    ))
+                })
+                .join()
+                .unwrap()
+        });
+        if let Some(code) = inherited {
+            assert_eq!(code, 0, "capabilities came back through the inheritable set");
+        }
         // No limits or priorities of processes outside (orch's, say); its
         // own, yes. No kernel keyrings.
         let mut outside = Command::new("sleep").arg("30").spawn().unwrap();
