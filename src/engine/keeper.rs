@@ -29,13 +29,17 @@ impl Keeper {
     /// Start `orch keep-groups` (the hidden subcommand that runs [`serve`]).
     pub fn start(orch_exe: &Path) -> std::io::Result<Keeper> {
         use std::os::unix::process::CommandExt;
-        let mut child = Command::new(orch_exe)
-            .arg("keep-groups")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()?;
+        let mut child = super::reaper::start_own(|| {
+            let child = Command::new(orch_exe)
+                .arg("keep-groups")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .process_group(0)
+                .spawn();
+            let pid = child.as_ref().ok().map(|c| c.id());
+            (child, pid)
+        })?;
         let pipe = child.stdin.take().expect("piped stdin");
         Ok(Keeper {
             pipe: Mutex::new(Some(pipe)),

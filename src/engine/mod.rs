@@ -4,6 +4,7 @@
 pub mod identity;
 pub mod keeper;
 pub mod progress;
+pub mod reaper;
 pub mod retry;
 pub mod scheduler;
 pub mod sink;

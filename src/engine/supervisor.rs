@@ -23,6 +23,7 @@ use crate::agents::{AgentKind, adapter, probe};
 use crate::events::{Event, RateLimit, rate_limit};
 use crate::store::{AttemptKey, Outcome, Record};
 
+use super::reaper;
 use super::sink::Sink;
 
 /// Longest line kept from an agent's output; the rest of a longer line is
@@ -290,9 +291,16 @@ pub async fn run_attempt(
         });
     // Confined, it is started by a thread of its own, in this runtime.
     let runtime = tokio::runtime::Handle::current();
-    let spawned = inv.start(|| {
-        let _in_runtime = runtime.enter();
-        cmd.spawn()
+    let spawned = reaper::start_own(|| {
+        let spawned = inv.start(|| {
+            let _in_runtime = runtime.enter();
+            cmd.spawn()
+        });
+        let pid = match &spawned {
+            Ok(Ok(child)) => child.id(),
+            _ => None,
+        };
+        (spawned, pid)
     });
     let spawned = match spawned {
         Ok(s) => s,
@@ -320,7 +328,8 @@ pub async fn run_attempt(
             return finish(result);
         }
     };
-    let pgid = child.id().map(|p| Pid::from_raw(p as i32));
+    let leader = child.id();
+    let pgid = leader.map(|p| Pid::from_raw(p as i32));
     if let (Some(k), Some(pg)) = (&spec.keeper, pgid) {
         k.watch(pg.as_raw());
     }
@@ -445,6 +454,11 @@ pub async fn run_attempt(
                 if let Some(pg) = pgid {
                     let _ = killpg(pg, Signal::SIGKILL);
                 }
+                // And those that left the group.
+                if let Some(pid) = leader {
+                    reaper::forget(pid);
+                }
+                reaper::sweep();
             }
         }
         if !killed
@@ -583,13 +597,18 @@ pub async fn run_attempt(
             }
         }
     };
-    // The leader is gone; take the rest of its group with it.
+    // The leader is gone; take the rest of its group with it, and every
+    // process that left the group.
     if let Some(pg) = pgid {
         let _ = killpg(pg, Signal::SIGKILL);
         if let Some(k) = &spec.keeper {
             k.release(pg.as_raw());
         }
     }
+    if let Some(pid) = leader {
+        reaper::forget(pid);
+    }
+    reaper::sweep();
     let _ = out.await;
     let _ = err.await;
     probe::remove_files(inv);
