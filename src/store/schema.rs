@@ -140,7 +140,34 @@ pub fn open(path: &Path, create: bool) -> Result<Connection, StoreError> {
     let mut conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
     configure(&conn).map_err(open_err)?;
     migrate(&mut conn, path)?;
+    if create {
+        for (kind, name) in drop_foreign_objects(&conn).map_err(open_err)? {
+            eprintln!(
+                "warning: removed {kind} `{name}` from {}: orch defines none, so something else that could write the database (an agent granted orch's server, or one whose workspace holds it) planted it",
+                path.display()
+            );
+        }
+    }
     Ok(conn)
+}
+
+/// Drop every trigger and view in the database: orch's schema has none,
+/// and one planted by another writer would act on every later run (a
+/// trigger that deletes each event as it is recorded). The dropped ones,
+/// as (kind, name).
+fn drop_foreign_objects(conn: &Connection) -> rusqlite::Result<Vec<(String, String)>> {
+    let found: Vec<(String, String)> = conn
+        .prepare("SELECT type, name FROM sqlite_schema WHERE type IN ('trigger', 'view')")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    for (kind, name) in &found {
+        let quoted = name.replace('"', "\"\"");
+        conn.execute_batch(&format!(
+            "DROP {} IF EXISTS \"{quoted}\"",
+            kind.to_uppercase()
+        ))?;
+    }
+    Ok(found)
 }
 
 /// The per-connection settings.

@@ -750,6 +750,32 @@ mod tests {
         Store::open(&state).unwrap().close().unwrap();
     }
 
+    /// A trigger planted by another writer of the database (one that
+    /// deletes every event as it is recorded) does not survive the next
+    /// orch that opens it.
+    #[test]
+    fn a_planted_trigger_is_removed_when_orch_opens_the_database() {
+        let dir = tempfile::tempdir().unwrap();
+        Store::open(dir.path()).unwrap().close().unwrap();
+        let planted = Connection::open(dir.path().join(DB_FILE)).unwrap();
+        planted
+            .execute_batch(
+                "CREATE TRIGGER wipe AFTER INSERT ON events BEGIN DELETE FROM events; END;
+                 CREATE VIEW v AS SELECT 1;",
+            )
+            .unwrap();
+        drop(planted);
+        let store = Store::open(dir.path()).unwrap();
+        let w = store.writer();
+        send_all(
+            &w,
+            whole_run("r1", 1, 1_000, &[("build", Outcome::Succeeded)], 10, None),
+        );
+        w.flush().unwrap();
+        assert_eq!(store.event_count("r1").unwrap(), 10);
+        store.close().unwrap();
+    }
+
     #[test]
     fn flush_makes_everything_before_it_visible() {
         let dir = tempfile::tempdir().unwrap();
