@@ -54,6 +54,8 @@ pub struct Args {
 
 pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
     crate::confine::keep_orch_private();
+    // Processes agents leave behind come to orch, which stops them.
+    crate::engine::reaper::adopt_orphans();
     let ctx = match super::config::context(global) {
         Ok(c) => c,
         Err(exit) => return Ok(exit),
@@ -254,6 +256,7 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         .await
     });
     runtime.shutdown_timeout(Duration::from_secs(1));
+    crate::engine::reaper::sweep();
     if let Some(live) = live {
         let _ = live.clear();
     }
@@ -264,8 +267,14 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
     });
     drop(sink);
     drop(writer);
-    if let Err(e) = store.close() {
-        let _ = writeln!(std::io::stderr(), "error: recording the run failed: {e}");
+    // A run whose record is incomplete (a write refused, a lock another
+    // process held) does not pass: what it did cannot be shown.
+    let recorded = store.close();
+    if let Err(e) = &recorded {
+        let _ = writeln!(
+            std::io::stderr(),
+            "error: recording the run failed: {e}\n  = the run fails: its record is incomplete"
+        );
     }
 
     match args.format {
@@ -275,6 +284,7 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         }
     }
     Ok(match report.status {
+        RunStatus::Succeeded if recorded.is_err() => Exit::Failed,
         RunStatus::Succeeded => Exit::Success,
         RunStatus::Interrupted => Exit::Interrupted,
         RunStatus::Failed | RunStatus::Running => Exit::Failed,
