@@ -216,27 +216,36 @@ fn open_rules(
 }
 
 /// The read rules of a policy: everything but its hidden trees, plus the
-/// exceptions in them. The same for every agent of a run (they differ only
-/// when the program's own folder is in the home), and the costly part of a
-/// ruleset (a walk from `/` and dozens of opens): opened once per orch
-/// process and kept. A tree created after that, right under `/` or beside
-/// the home, is not readable to agents started later by the same orch.
-fn read_rules(policy: &Policy, abi: ABI) -> Result<Arc<Rules>, PrepareError> {
-    type Key = (Vec<PathBuf>, Vec<PathBuf>, i32);
+/// exceptions in them. The first part is the costly one (a walk from `/`
+/// and dozens of opens) and the same for every agent of a run: it is
+/// opened once per orch process and kept, so a tree created after that,
+/// right under `/` or beside the home, is not readable to agents started
+/// later by the same orch. The exceptions (a few folders, and the
+/// attempt's own directory, new each time) are opened for every process.
+fn read_rules(policy: &Policy, abi: ABI) -> Result<(Arc<Rules>, Rules), PrepareError> {
+    type Key = (Vec<PathBuf>, i32);
     static CACHE: Mutex<Option<HashMap<Key, Arc<Rules>>>> = Mutex::new(None);
-    let key: Key = (policy.hidden.clone(), policy.readable.clone(), abi as i32);
-    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    let cache = cache.get_or_insert_with(HashMap::new);
-    if let Some(rules) = cache.get(&key) {
-        return Ok(Arc::clone(rules));
-    }
     let read = AccessFs::from_read(abi);
-    let root = Path::new("/");
-    let mut roots = if policy.hidden.iter().any(|h| h == root) {
-        Vec::new()
-    } else {
-        readable_roots(root, &policy.hidden, &list_dir)
+    let everything_else = {
+        let key: Key = (policy.hidden.clone(), abi as i32);
+        let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        let cache = cache.get_or_insert_with(HashMap::new);
+        match cache.get(&key) {
+            Some(rules) => Arc::clone(rules),
+            None => {
+                let root = Path::new("/");
+                let roots = if policy.hidden.iter().any(|h| h == root) {
+                    Vec::new()
+                } else {
+                    readable_roots(root, &policy.hidden, &list_dir)
+                };
+                let rules = Arc::new(open_rules(roots, read, abi)?);
+                cache.insert(key, Arc::clone(&rules));
+                rules
+            }
+        }
     };
+    let mut roots = Vec::new();
     for exception in &policy.readable {
         // Walked from its real path, like `/` (whose walk lists real paths).
         match std::fs::canonicalize(exception) {
@@ -244,10 +253,7 @@ fn read_rules(policy: &Policy, abi: ABI) -> Result<Arc<Rules>, PrepareError> {
             Err(_) => continue,
         }
     }
-    let rules = open_rules(roots, read, abi)?;
-    let rules = Arc::new(rules);
-    cache.insert(key, Arc::clone(&rules));
-    Ok(rules)
+    Ok((everything_else, open_rules(roots, read, abi)?))
 }
 
 /// Build the ruleset for `policy` on a kernel speaking Landlock `abi`.
@@ -268,17 +274,19 @@ pub fn prepare(policy: &Policy, abi: u32) -> Result<Prepared, PrepareError> {
     if abi >= ABI::V6 {
         ruleset = ruleset.scope(Scope::from_all(abi))?;
     }
-    let read = read_rules(policy, abi)?;
+    let (read, exceptions) = read_rules(policy, abi)?;
     let mut own = open_rules(policy.writable.iter().cloned(), writable, abi)?;
     own.extend(open_rules(policy.devices.iter().cloned(), device, abi)?);
     let rules = read
         .iter()
+        .chain(exceptions.iter())
         .chain(own.iter())
         .map(|(fd, access)| Ok::<_, landlock::RulesetError>(PathBeneath::new(fd.as_fd(), *access)));
     let created = ruleset.create()?.add_rules(rules)?;
     let fd: Option<OwnedFd> = created.into();
     let fd = fd.ok_or(PrepareError::NoDescriptor)?;
-    let syscalls = super::syscalls::filter().map_err(|e| PrepareError::Syscalls(e.to_string()))?;
+    let syscalls = super::syscalls::filter(policy.permission)
+        .map_err(|e| PrepareError::Syscalls(e.to_string()))?;
     Ok(Prepared { fd, syscalls })
 }
 
@@ -475,6 +483,114 @@ mod tests {
         assert!(!s.workspace.join("py.txt").exists());
     }
 
+    /// Run Python's `code` confined at `level`; its exit code.
+    fn py(s: &Scene, level: Permission, code: &str) -> i32 {
+        sh(s, level, &format!("python3 -c {}", shell_quote(code)))
+    }
+
+    fn shell_quote(text: &str) -> String {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+
+    /// What Landlock leaves to the owner (modes, owners, extended
+    /// attributes, inode flags) and what is shared outside the file trees
+    /// (System V and POSIX IPC, the terminal's input) are refused by the
+    /// system-call filter.
+    #[test]
+    fn metadata_shared_memory_and_terminal_input_are_refused() {
+        let s = scene();
+        let file = s.workspace.join("src.rs");
+        std::fs::write(&file, "x").unwrap();
+        let tmp = s.own.join("home/t");
+        std::fs::write(&tmp, "x").unwrap();
+        let refused = |call: &str, path: &Path| {
+            format!(
+                "import errno, os\ntry:\n    {call}\nexcept OSError as e:\n    raise SystemExit(0 if e.errno == errno.EPERM else 2)\nraise SystemExit(1)",
+                call = call.replace("PATH", &format!("{:?}", path.display().to_string()))
+            )
+        };
+        for call in [
+            "os.chmod(PATH, 0o777)",
+            "os.chown(PATH, os.getuid(), os.getgid())",
+            "os.setxattr(PATH, \"user.orch\", b\"x\")",
+        ] {
+            // Read-only: nowhere, not in its own directory either.
+            for path in [&file, &tmp] {
+                assert_eq!(
+                    py(&s, Permission::ReadOnly, &refused(call, path)),
+                    0,
+                    "{call} on {}",
+                    path.display()
+                );
+            }
+        }
+        let mode = |p: &Path| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+        };
+        let before = mode(&file);
+        // Workspace-write: modes and times, but no setuid or setgid bit.
+        assert_eq!(
+            py(
+                &s,
+                Permission::WorkspaceWrite,
+                &format!(
+                    "import os; os.chmod({:?}, 0o755); os.utime({:?}, (0, 0))",
+                    file.display().to_string(),
+                    file.display().to_string()
+                )
+            ),
+            0
+        );
+        assert_eq!(mode(&file), 0o755);
+        for bits in ["0o4755", "0o2755"] {
+            assert_eq!(
+                py(
+                    &s,
+                    Permission::WorkspaceWrite,
+                    &refused(&format!("os.chmod(PATH, {bits})"), &file)
+                ),
+                0,
+                "{bits}"
+            );
+        }
+        assert_eq!(mode(&file), 0o755);
+        assert_ne!(before, 0o4755);
+        for level in [Permission::ReadOnly, Permission::WorkspaceWrite] {
+            // No System V shared memory, no POSIX message queue.
+            assert_eq!(
+                py(
+                    &s,
+                    level,
+                    "import ctypes, ctypes.util, errno\nc = ctypes.CDLL(None, use_errno=True)\nr = c.shmget(0, 4096, 0o1600)\nraise SystemExit(0 if r == -1 and ctypes.get_errno() == errno.EPERM else 1)"
+                ),
+                0,
+                "shmget"
+            );
+            assert_ne!(sh(&s, level, "ipcmk -Q"), 0, "msgget");
+            assert_eq!(
+                py(
+                    &s,
+                    level,
+                    "import ctypes, errno\nc = ctypes.CDLL(None, use_errno=True)\nr = c.mq_open(b\"/orch-test\", 0o100 | 0o2, 0o600, None)\nraise SystemExit(0 if r == -1 and ctypes.get_errno() == errno.EPERM else 1)"
+                ),
+                0,
+                "mq_open"
+            );
+            // No typing into a terminal: refused before the descriptor is
+            // even looked at (a non-terminal would say ENOTTY).
+            assert_eq!(
+                py(
+                    &s,
+                    level,
+                    "import errno, fcntl\ntry:\n    fcntl.ioctl(1, 0x5412, b\"x\")\nexcept OSError as e:\n    raise SystemExit(0 if e.errno == errno.EPERM else 2)\nraise SystemExit(1)"
+                ),
+                0,
+                "TIOCSTI"
+            );
+        }
+    }
+
     #[test]
     fn workspace_write_adds_the_workspace_only() {
         let s = scene();
@@ -563,7 +679,10 @@ mod tests {
                 .unwrap()
         });
         if let Some(code) = inherited {
-            assert_eq!(code, 0, "capabilities came back through the inheritable set");
+            assert_eq!(
+                code, 0,
+                "capabilities came back through the inheritable set"
+            );
         }
         // No limits or priorities of processes outside (orch's, say); its
         // own, yes. No kernel keyrings.
