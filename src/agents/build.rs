@@ -255,7 +255,11 @@ fn confinement(
     let abi = ctx.confinement.abi()?;
     let program = inv.program.as_str();
     let path_dirs: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
+        .map(|p| {
+            std::env::split_paths(&p)
+                .filter_map(|d| std::fs::canonicalize(d).ok())
+                .collect()
+        })
         .unwrap_or_default();
     let program = which::which(program)
         .ok()

@@ -139,6 +139,12 @@ impl Policy {
             hidden.extend(aliases.iter().filter(|a| *a != home).cloned());
         }
         hidden.extend(UNREADABLE.iter().map(PathBuf::from));
+        // The other attempts' directories (their CLIs' sessions and
+        // tokens), wherever the cache folder is: the own one is an
+        // exception below.
+        if let Some(attempts) = places.own_dir.parent().filter(|p| p.parent().is_some()) {
+            hidden.push(attempts.to_path_buf());
+        }
         if permission == Permission::ReadOnly {
             // (Under workspace-write the workspace is writable, so readable
             // whole: nothing in it can be hidden.)
@@ -167,8 +173,14 @@ fn dedupe(v: &mut Vec<PathBuf>) {
 }
 
 /// The readable exceptions inside `home`: the toolchain folders, the
-/// user's `allow_read` (`~/x` or absolute), PATH folders under the home and
-/// the agent's program's folder.
+/// user's `allow_read` (`~/x` or absolute), PATH folders under the home
+/// (never the home itself) and the agent's program (the file alone, or the
+/// whole `node_modules` tree it is in, since an npm package needs that).
+/// `path_dirs` and `program` are real paths (links resolved), as is `home`.
+///
+/// The program's folder is not made readable: a pipeline (which the
+/// repository controls) names the program, and one sitting in `~/.ssh` or
+/// in the home itself would otherwise open that folder.
 pub fn home_readable(
     home: &Path,
     allow_read: &[String],
@@ -185,14 +197,18 @@ pub fn home_readable(
             out.push(PathBuf::from(a));
         }
     }
-    out.extend(path_dirs.iter().filter(|d| d.starts_with(home)).cloned());
-    if let Some(p) = program.filter(|p| p.starts_with(home)) {
-        if let Some(dir) = p.parent() {
-            out.push(dir.to_path_buf());
-        }
+    out.extend(
+        path_dirs
+            .iter()
+            .filter(|d| d.starts_with(home) && d.as_path() != home)
+            .cloned(),
+    );
+    if let Some(p) = program.filter(|p| p.starts_with(home) && *p != home) {
+        out.push(p.to_path_buf());
         // An npm package needs its whole node_modules tree.
         if let Some(modules) = p
             .ancestors()
+            .take_while(|a| *a != home)
             .find(|a| a.file_name().is_some_and(|n| n == "node_modules"))
         {
             out.push(modules.to_path_buf());
@@ -384,9 +400,16 @@ mod tests {
             vec![
                 PathBuf::from("/home/u"),
                 "/dev".into(),
+                "/home/u/.cache/orch/attempts".into(),
                 "/work/proj/.opencode".into()
             ]
         );
+        // Other attempts' directories are hidden wherever they are.
+        let mut elsewhere = places();
+        elsewhere.own_dir = "/var/cache/orch/attempts/a1".into();
+        let ww = Policy::for_permission(Permission::WorkspaceWrite, &elsewhere, &[]).unwrap();
+        assert!(ww.hidden.contains(&"/var/cache/orch/attempts".into()));
+        assert!(ww.readable.contains(&"/var/cache/orch/attempts/a1".into()));
         // Only exceptions inside the home are listed (the own directory is
         // one).
         assert_eq!(
@@ -421,16 +444,17 @@ mod tests {
         let ro = Policy::for_permission(Permission::ReadOnly, &p, &[]).unwrap();
         assert_eq!(
             ro.hidden.len(),
-            UNREADABLE.len(),
-            "HOME=/ cannot be hidden whole"
+            UNREADABLE.len() + 1,
+            "HOME=/ cannot be hidden whole (only other attempts are)"
         );
+        assert!(!ro.hidden.contains(&"/".into()));
         p.home = None;
         assert_eq!(
             Policy::for_permission(Permission::ReadOnly, &p, &[])
                 .unwrap()
                 .hidden
                 .len(),
-            UNREADABLE.len()
+            UNREADABLE.len() + 1
         );
     }
 
@@ -451,6 +475,20 @@ mod tests {
         assert!(r.contains(&"/home/u/bin".into()));
         assert!(!r.contains(&"/usr/bin".into()));
         assert!(r.contains(&"/home/u/.npm-global/lib/node_modules".into()));
+        // A PATH folder that is the home, or a program sitting in it or in a
+        // secret folder, opens nothing but the program.
+        let r = home_readable(
+            home,
+            &[],
+            &["/home/u".into()],
+            Some(Path::new("/home/u/.ssh/tool")),
+        );
+        assert!(!r.contains(&home.to_path_buf()));
+        assert!(!r.contains(&home.join(".ssh")));
+        assert!(r.contains(&home.join(".ssh/tool")));
+        let r = home_readable(home, &[], &[], Some(Path::new("/home/u/tool")));
+        assert!(!r.contains(&home.to_path_buf()));
+        assert!(r.contains(&home.join("tool")));
         // Never a credential file.
         for secret in [
             ".ssh",
