@@ -81,6 +81,7 @@ pub enum Command {
 
 /// Parse the command line, run, and map the outcome to an exit code.
 pub fn main() -> ExitCode {
+    crate::confine::keep_inherited_descriptors();
     let cli = Cli::parse();
     let color = output::use_color(cli.global.color);
     let result = match &cli.command {

@@ -15,4 +15,4 @@ mod syscalls;
 
 pub use availability::{Availability, MIN_ABI};
 pub use policy::{Places, Policy};
-pub use process::{ConfineError, Confinement, keep_orch_private};
+pub use process::{ConfineError, Confinement, keep_inherited_descriptors, keep_orch_private};

@@ -62,3 +62,44 @@ pub fn keep_orch_private() {
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
     }
 }
+
+/// Keep the descriptors orch inherited (beyond standard input, output and
+/// error) from every program it starts: whatever started orch may have
+/// left files, sockets or a terminal open, and an agent holding one could
+/// write through it where its confinement would refuse to open the path.
+/// Called first thing, before orch opens anything of its own.
+pub fn keep_inherited_descriptors() {
+    #[cfg(target_os = "linux")]
+    {
+        const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+        // SAFETY: close_range with integer arguments only marks descriptors.
+        let marked = unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                3 as libc::c_uint,
+                libc::c_uint::MAX,
+                CLOSE_RANGE_CLOEXEC,
+            )
+        } == 0;
+        if marked {
+            return;
+        }
+        // Before Linux 5.11: one by one.
+        let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
+            return;
+        };
+        let fds: Vec<i32> = entries
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .filter(|fd| *fd > 2)
+            .collect();
+        for fd in fds {
+            // SAFETY: fcntl on a descriptor number; a closed one fails harmlessly.
+            unsafe {
+                let flags = libc::fcntl(fd, libc::F_GETFD);
+                if flags >= 0 {
+                    libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+                }
+            }
+        }
+    }
+}
