@@ -122,6 +122,18 @@ fn run_command(
     command: &str,
     permission: Option<&str>,
 ) -> (Output, Value) {
+    run_command_with(work, home, cache, command, permission, &[])
+}
+
+/// [`run_command`] with more variables in orch's environment.
+fn run_command_with(
+    work: &Path,
+    home: &Path,
+    cache: &Path,
+    command: &str,
+    permission: Option<&str>,
+    env: &[(&str, String)],
+) -> (Output, Value) {
     let tools = permission.map_or(String::new(), |p| {
         format!("[phases.tools]\npermission = \"{p}\"\n")
     });
@@ -134,6 +146,7 @@ fn run_command(
         .current_dir(work)
         .env("HOME", home)
         .env("XDG_CACHE_HOME", cache)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .args(["run", file.to_str().unwrap(), "--format", "json"])
         .output()
         .unwrap();
@@ -327,4 +340,172 @@ fn an_agents_environment_cannot_widen_its_cli() {
         serde_json::from_str(env["OPENCODE_CONFIG_CONTENT"].as_str().unwrap()).unwrap();
     assert!(content["provider"]["m"].is_object(), "{content}");
     assert!(content.get("plugin").is_none());
+}
+
+/// A descriptor open in whatever started orch (a file, a socket, the
+/// terminal) does not reach an agent, confined or not: through it, an
+/// agent could write where its confinement refuses to open the path.
+#[test]
+fn an_agent_gets_no_descriptor_orch_inherited() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let (work, home, cache) = (root.join("work"), root.join("home"), root.join("cache"));
+    for d in [&work, &home, &cache] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let outside = root.join("outside");
+    let file = std::fs::File::create(&outside).unwrap();
+    let raw = file.as_raw_fd();
+    for permission in [Some("read-only"), None] {
+        let tools = permission.map_or(String::new(), |p| {
+            format!("[phases.tools]\npermission = \"{p}\"\n")
+        });
+        let text = format!(
+            "version = 1\nname = \"c\"\n[agents.sh]\nkind = \"command\"\ncommand = [\"python3\", \"-c\", \"import os; os.write(47, b'leaked')\"]\n[[phases]]\nname = \"run\"\nagents = [\"sh\"]\n{tools}"
+        );
+        let pipeline = write(&work, "pipeline.toml", &text);
+        let mut cmd = orch();
+        cmd.current_dir(&work)
+            .env("HOME", &home)
+            .env("XDG_CACHE_HOME", &cache)
+            .args(["run", pipeline.to_str().unwrap()]);
+        // SAFETY: dup2 is async-signal-safe; it runs in the child before exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(raw, 47) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{permission:?}: {}",
+            stderr(&out)
+        );
+        assert_eq!(
+            std::fs::read_to_string(&outside).unwrap(),
+            "",
+            "{permission:?}"
+        );
+    }
+}
+
+/// Other attempts' directories stay hidden with the cache folder outside
+/// the home, and the home stays hidden with the home itself on PATH.
+#[test]
+fn other_attempts_and_the_home_stay_hidden_whatever_the_folders() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let (work, home, cache) = (root.join("work"), root.join("home"), root.join("cache"));
+    let other = cache.join("orch/attempts/other-sh-0123456789abcdef");
+    for d in [&work, &home.join(".ssh"), &other] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(other.join("token"), "another agent's session\n").unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "stand-in secret\n").unwrap();
+    let path = format!("{}:{}", home.display(), std::env::var("PATH").unwrap());
+    for (what, script) in [
+        ("another attempt", format!("cat {}/token", other.display())),
+        (
+            "the attempts",
+            format!("ls {}", other.parent().unwrap().display()),
+        ),
+        (
+            "the home",
+            format!("cat {}/.ssh/id_ed25519", home.display()),
+        ),
+        ("the home's names", format!("ls {}", home.display())),
+    ] {
+        for permission in ["read-only", "workspace-write"] {
+            let (out, _) = run_command_with(
+                &work,
+                &home,
+                &cache,
+                &script,
+                Some(permission),
+                &[("PATH", path.clone())],
+            );
+            assert_eq!(
+                out.status.code(),
+                Some(1),
+                "{what} ({permission}) was readable: {}",
+                stderr(&out)
+            );
+        }
+    }
+    // The command itself still runs, and its own directory is its own.
+    let (out, _) = run_command_with(
+        &work,
+        &home,
+        &cache,
+        "ls \"$TMPDIR\" >/dev/null",
+        Some("read-only"),
+        &[("PATH", path)],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+/// A process an agent detaches (a double fork into a session of its own,
+/// out of reach of the group kill) does not outlive its attempt.
+#[test]
+fn nothing_an_agent_starts_outlives_its_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let (work, home, cache) = (root.join("work"), root.join("home"), root.join("cache"));
+    for d in [&work, &home, &cache] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let script = "(setsid sh -c 'echo $$ > pid.tmp && mv pid.tmp pid && exec sleep 60' </dev/null >/dev/null 2>&1 &); while [ ! -f pid ]; do sleep 0.05; done";
+    for permission in [Some("workspace-write"), None] {
+        let _ = std::fs::remove_file(work.join("pid"));
+        let (out, _) = run_command(&work, &home, &cache, script, permission);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{permission:?}: {}",
+            stderr(&out)
+        );
+        let pid: i32 = std::fs::read_to_string(work.join("pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // SAFETY: signal 0 only asks whether the process exists.
+        let alive = unsafe { libc::kill(pid, 0) } == 0;
+        assert!(!alive, "{permission:?}: process {pid} outlived its attempt");
+    }
+}
+
+/// A process that may write the run database (here an unconfined command;
+/// an agent granted orch's server, or one whose workspace holds it) plants
+/// a trigger that refuses orch's writes: the run does not pass with an
+/// incomplete record, and the next orch removes the trigger.
+#[test]
+fn a_run_whose_record_is_sabotaged_fails_and_the_sabotage_goes() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let (work, home, cache) = (root.join("work"), root.join("home"), root.join("cache"));
+    for d in [&work, &home, &cache] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let plant = "python3 -c \"import sqlite3; c = sqlite3.connect('.orch/state.db'); c.execute(\\\"CREATE TRIGGER refuse BEFORE UPDATE ON runs BEGIN SELECT RAISE(ABORT, 'refused'); END\\\"); c.commit()\"";
+    let (out, _) = run_command(&work, &home, &cache, plant, None);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        flat_stderr(&out).contains("recording the run failed"),
+        "{}",
+        stderr(&out)
+    );
+    let (out, _) = run_command(&work, &home, &cache, "true", None);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        flat_stderr(&out).contains("removed trigger `refuse`"),
+        "{}",
+        stderr(&out)
+    );
 }
