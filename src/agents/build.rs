@@ -313,6 +313,7 @@ fn confinement(
         home_readable,
         also_writable,
         also_hidden,
+        state_dir: Some(std::fs::canonicalize(ctx.state_dir()).unwrap_or_else(|_| ctx.state_dir())),
     };
     Policy::for_permission(level, &places, &ctx.home_aliases)
         .map(|policy| Confinement { policy, abi })

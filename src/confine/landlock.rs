@@ -373,6 +373,7 @@ mod tests {
             home_readable: vec![s.home.join(".cargo/bin")],
             also_writable: Vec::new(),
             also_hidden: Vec::new(),
+            state_dir: None,
         };
         let policy = crate::confine::Policy::for_permission(level, &places, &[]).unwrap();
         let confinement = Confinement { policy, abi: abi() };

@@ -101,6 +101,10 @@ pub struct Places {
     /// above the workspace the CLI would load code from (OpenCode's
     /// `.opencode` plugins, which it loads whatever its flags say).
     pub also_hidden: Vec<PathBuf>,
+    /// orch's state directory (every run's logs and database, with what
+    /// agents printed): hidden at every level. (Under `workspace-write`
+    /// one inside the workspace cannot be.)
+    pub state_dir: Option<PathBuf>,
 }
 
 /// What one confined process tree may do with the file system.
@@ -145,6 +149,7 @@ impl Policy {
         if let Some(attempts) = places.own_dir.parent().filter(|p| p.parent().is_some()) {
             hidden.push(attempts.to_path_buf());
         }
+        hidden.extend(places.state_dir.iter().cloned());
         if permission == Permission::ReadOnly {
             // (Under workspace-write the workspace is writable, so readable
             // whole: nothing in it can be hidden.)
@@ -370,6 +375,7 @@ mod tests {
             home_readable: vec!["/home/u/.cargo/bin".into(), "/opt/x".into()],
             also_writable: vec!["/work/proj/.orch/state.db".into()],
             also_hidden: vec!["/work/proj/.opencode".into()],
+            state_dir: Some("/work/proj/.orch".into()),
         }
     }
 
@@ -401,6 +407,7 @@ mod tests {
                 PathBuf::from("/home/u"),
                 "/dev".into(),
                 "/home/u/.cache/orch/attempts".into(),
+                "/work/proj/.orch".into(),
                 "/work/proj/.opencode".into()
             ]
         );
@@ -438,6 +445,7 @@ mod tests {
         let mut p = places();
         p.workspace = "/home/u/src/proj".into();
         p.also_hidden.clear();
+        p.state_dir = None;
         let ro = Policy::for_permission(Permission::ReadOnly, &p, &[]).unwrap();
         assert!(ro.readable.contains(&"/home/u/src/proj".into()));
         p.home = Some("/".into());

@@ -712,6 +712,7 @@ mod tests {
             home_readable: Vec::new(),
             also_writable: Vec::new(),
             also_hidden: Vec::new(),
+            state_dir: None,
         };
         let policy = crate::confine::Policy::for_permission(
             crate::toolset::Permission::WorkspaceWrite,

@@ -509,3 +509,46 @@ fn a_run_whose_record_is_sabotaged_fails_and_the_sabotage_goes() {
         stderr(&out)
     );
 }
+
+/// orch's state directory (every run's logs and database, with what agents
+/// printed) is not readable to a confined agent: in the workspace under
+/// read-only, and anywhere outside the workspace at every level.
+#[test]
+fn the_run_history_is_hidden_from_confined_agents() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let (work, home, cache) = (root.join("work"), root.join("home"), root.join("cache"));
+    for d in [&work, &home, &cache] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let state = root.join("state");
+    let read = |state: &Path| {
+        format!(
+            "cat {s}/state.db >/dev/null || ls {s}/runs >/dev/null",
+            s = state.display()
+        )
+    };
+    // An earlier run leaves its history.
+    let (out, _) = run_command(&work, &home, &cache, "echo secret-output", None);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (out, _) = run_command(
+        &work,
+        &home,
+        &cache,
+        &read(&work.join(".orch")),
+        Some("read-only"),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    for permission in ["read-only", "workspace-write"] {
+        let env = [("ORCH_STATE_DIR", state.display().to_string())];
+        let (out, _) = run_command_with(&work, &home, &cache, "true", None, &env);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(state.join("state.db").exists());
+        let (out, _) =
+            run_command_with(&work, &home, &cache, &read(&state), Some(permission), &env);
+        assert_eq!(out.status.code(), Some(1), "{permission}: {}", stderr(&out));
+    }
+    // Without confinement it is readable (the control).
+    let (out, _) = run_command(&work, &home, &cache, &read(&work.join(".orch")), None);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
