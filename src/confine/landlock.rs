@@ -216,44 +216,53 @@ fn open_rules(
 }
 
 /// The read rules of a policy: everything but its hidden trees, plus the
-/// exceptions in them. The first part is the costly one (a walk from `/`
-/// and dozens of opens) and the same for every agent of a run: it is
-/// opened once per orch process and kept, so a tree created after that,
-/// right under `/` or beside the home, is not readable to agents started
-/// later by the same orch. The exceptions (a few folders, and the
-/// attempt's own directory, new each time) are opened for every process.
+/// exceptions in them. All but the attempt's own directory are the same
+/// for every agent of a run, and costly (a walk from `/`, dozens of
+/// opens): they are opened once per orch process and kept, so a tree
+/// created after that, right under `/` or beside the home, is not readable
+/// to agents started later by the same orch. The own directory, new every
+/// time, is opened for each process.
 fn read_rules(policy: &Policy, abi: ABI) -> Result<(Arc<Rules>, Rules), PrepareError> {
-    type Key = (Vec<PathBuf>, i32);
+    type Key = (Vec<PathBuf>, Vec<PathBuf>, i32);
     static CACHE: Mutex<Option<HashMap<Key, Arc<Rules>>>> = Mutex::new(None);
     let read = AccessFs::from_read(abi);
-    let everything_else = {
-        let key: Key = (policy.hidden.clone(), abi as i32);
+    let (own, shared): (Vec<PathBuf>, Vec<PathBuf>) = policy
+        .readable
+        .iter()
+        .cloned()
+        .partition(|r| *r == policy.own_dir);
+    let key: Key = (policy.hidden.clone(), shared, abi as i32);
+    let kept = {
         let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
         let cache = cache.get_or_insert_with(HashMap::new);
         match cache.get(&key) {
             Some(rules) => Arc::clone(rules),
             None => {
                 let root = Path::new("/");
-                let roots = if policy.hidden.iter().any(|h| h == root) {
+                let mut roots = if policy.hidden.iter().any(|h| h == root) {
                     Vec::new()
                 } else {
                     readable_roots(root, &policy.hidden, &list_dir)
                 };
+                roots.extend(exception_roots(&key.1, &policy.hidden));
                 let rules = Arc::new(open_rules(roots, read, abi)?);
                 cache.insert(key, Arc::clone(&rules));
                 rules
             }
         }
     };
-    let mut roots = Vec::new();
-    for exception in &policy.readable {
-        // Walked from its real path, like `/` (whose walk lists real paths).
-        match std::fs::canonicalize(exception) {
-            Ok(real) => roots.extend(readable_roots(&real, &policy.hidden, &list_dir)),
-            Err(_) => continue,
-        }
-    }
-    Ok((everything_else, open_rules(roots, read, abi)?))
+    let fresh = open_rules(exception_roots(&own, &policy.hidden), read, abi)?;
+    Ok((kept, fresh))
+}
+
+/// The trees to allow for readable exceptions inside hidden ones, each
+/// walked from its real path, like `/` (whose walk lists real paths).
+fn exception_roots(exceptions: &[PathBuf], hidden: &[PathBuf]) -> Vec<PathBuf> {
+    exceptions
+        .iter()
+        .filter_map(|e| std::fs::canonicalize(e).ok())
+        .flat_map(|real| readable_roots(&real, hidden, &list_dir))
+        .collect()
 }
 
 /// Build the ruleset for `policy` on a kernel speaking Landlock `abi`.

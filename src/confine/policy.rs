@@ -119,6 +119,10 @@ pub struct Policy {
     pub hidden: Vec<PathBuf>,
     /// Readable exceptions inside the hidden trees.
     pub readable: Vec<PathBuf>,
+    /// The attempt's own directory: new with every attempt (the other
+    /// exceptions are the same for every agent of a run).
+    #[serde(skip)]
+    pub own_dir: PathBuf,
 }
 
 impl Policy {
@@ -168,6 +172,7 @@ impl Policy {
             devices: DEVICES.iter().map(PathBuf::from).collect(),
             hidden,
             readable,
+            own_dir: places.own_dir.clone(),
         })
     }
 }

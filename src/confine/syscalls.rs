@@ -53,8 +53,21 @@ const FS_IOC32_SETFLAGS: u64 = 0x4004_6602;
 const FS_IOC_FSSETXATTR: u64 = 0x401C_5820;
 
 /// The filter for a confined permission level, as a BPF program ready to
-/// be entered by a thread that has `no_new_privs` set.
+/// be entered by a thread that has `no_new_privs` set (compiled once per
+/// level and kept).
 pub fn filter(permission: Permission) -> Result<BpfProgram, Error> {
+    static COMPILED: std::sync::Mutex<BTreeMap<Permission, BpfProgram>> =
+        std::sync::Mutex::new(BTreeMap::new());
+    let mut compiled = COMPILED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(program) = compiled.get(&permission) {
+        return Ok(program.clone());
+    }
+    let program = compile(permission)?;
+    compiled.insert(permission, program.clone());
+    Ok(program)
+}
+
+fn compile(permission: Permission) -> Result<BpfProgram, Error> {
     let mut rules: BTreeMap<i64, Rules> = BTreeMap::new();
     // Aimed at another process.
     rules.insert(libc::SYS_prlimit64, arg_not(0, 0)?);

@@ -74,11 +74,9 @@ impl Drop for Keeper {
                 .unwrap_or_else(|e| e.into_inner())
                 .take(),
         );
-        let _ = self
-            .child
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .wait();
+        let child = self.child.get_mut().unwrap_or_else(|e| e.into_inner());
+        let _ = child.wait();
+        super::reaper::forget(child.id());
     }
 }
 

@@ -93,8 +93,26 @@ pub fn sweep() -> usize {
     killed
 }
 
-/// The children of process `parent`, from `/proc`.
+/// The children of process `parent`: each of its threads lists those it
+/// started or adopted in `/proc/PID/task/TID/children` (a few short
+/// reads); where the kernel lacks those files, every process's parent is
+/// read from `/proc`.
 fn children(parent: i32) -> Vec<i32> {
+    let listed = std::fs::read_dir(format!("/proc/{parent}/task")).map(|tasks| {
+        tasks
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("children")).ok())
+            .collect::<Vec<String>>()
+    });
+    match listed {
+        Ok(lists) if !lists.is_empty() => lists
+            .iter()
+            .flat_map(|l| l.split_whitespace().filter_map(|p| p.parse().ok()))
+            .collect(),
+        _ => children_by_scan(parent),
+    }
+}
+
+fn children_by_scan(parent: i32) -> Vec<i32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -120,6 +138,39 @@ fn parent_of(stat: &str) -> Option<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn both_ways_of_listing_children_agree() {
+        let mut kids: Vec<std::process::Child> = (0..3)
+            .map(|_| {
+                std::process::Command::new("sleep")
+                    .arg("5")
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let me = std::process::id() as i32;
+        let mut listed = children(me);
+        let mut scanned = children_by_scan(me);
+        listed.sort();
+        scanned.sort();
+        for k in &kids {
+            assert!(listed.contains(&(k.id() as i32)), "{listed:?}");
+        }
+        for k in &mut kids {
+            let _ = k.kill();
+            let _ = k.wait();
+        }
+        // Other tests' children may come and go between the two reads:
+        // only ours are compared.
+        let ours = |v: &Vec<i32>| -> Vec<i32> {
+            v.iter()
+                .copied()
+                .filter(|p| kids.iter().any(|k| k.id() as i32 == *p))
+                .collect()
+        };
+        assert_eq!(ours(&listed), ours(&scanned));
+    }
 
     #[test]
     fn parent_from_stat() {
