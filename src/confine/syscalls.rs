@@ -18,6 +18,11 @@
 //! - typing into a terminal (`TIOCSTI`, `TIOCLINUX` on any descriptor);
 //! - a file's inode flags (`FS_IOC_SETFLAGS`, `FS_IOC_FSSETXATTR`: append
 //!   only, no dump...);
+//! - a setuid or setgid file, created as such (`open`, `creat`, `mknod`
+//!   with those bits) or made so (`chmod`), at every level;
+//! - `io_uring` and `openat2` look absent (`ENOSYS`): the first runs
+//!   operations no filter sees, the second hides its mode behind a pointer;
+//!   programs fall back to the plain calls;
 //! - a file's metadata, which the owner may change whatever the
 //!   directory's rules: under `read-only` no mode, owner or extended
 //!   attribute changes at all (a `chmod +x` on a source file is a change to
@@ -55,19 +60,41 @@ const FS_IOC_FSSETXATTR: u64 = 0x401C_5820;
 /// The filter for a confined permission level, as a BPF program ready to
 /// be entered by a thread that has `no_new_privs` set (compiled once per
 /// level and kept).
-pub fn filter(permission: Permission) -> Result<BpfProgram, Error> {
-    static COMPILED: std::sync::Mutex<BTreeMap<Permission, BpfProgram>> =
+///
+/// Two programs, entered in turn: the refusals (`EPERM`), and the calls
+/// that look absent (`ENOSYS`, so that programs fall back to the plain
+/// calls the first can see into): `io_uring`, whose operations (setting
+/// extended attributes, creating files with any mode) no filter sees, and
+/// `openat2`, whose mode is behind a pointer.
+pub fn filter(permission: Permission) -> Result<Vec<BpfProgram>, Error> {
+    static COMPILED: std::sync::Mutex<BTreeMap<Permission, Vec<BpfProgram>>> =
         std::sync::Mutex::new(BTreeMap::new());
     let mut compiled = COMPILED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(program) = compiled.get(&permission) {
-        return Ok(program.clone());
+    if let Some(programs) = compiled.get(&permission) {
+        return Ok(programs.clone());
     }
-    let program = compile(permission)?;
-    compiled.insert(permission, program.clone());
-    Ok(program)
+    let programs = vec![refusals(permission)?, absent()?];
+    compiled.insert(permission, programs.clone());
+    Ok(programs)
 }
 
-fn compile(permission: Permission) -> Result<BpfProgram, Error> {
+fn absent() -> Result<BpfProgram, Error> {
+    let rules: BTreeMap<i64, Rules> = [
+        (libc::SYS_io_uring_setup, Vec::new()),
+        (libc::SYS_openat2, Vec::new()),
+    ]
+    .into_iter()
+    .collect();
+    SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        arch(),
+    )?
+    .try_into()
+}
+
+fn refusals(permission: Permission) -> Result<BpfProgram, Error> {
     let mut rules: BTreeMap<i64, Rules> = BTreeMap::new();
     // Aimed at another process.
     rules.insert(libc::SYS_prlimit64, arg_not(0, 0)?);
@@ -119,6 +146,39 @@ fn compile(permission: Permission) -> Result<BpfProgram, Error> {
         ioctl.extend(arg_is(1, request)?);
     }
     rules.insert(libc::SYS_ioctl, ioctl);
+    // No setuid or setgid file made at creation either, at any level: the
+    // mode of a file created by open/openat/creat/mknod (the kernel strips
+    // the bits from a file written later by a process without
+    // capabilities, but not from an empty one or a node).
+    for (call, flags, mode) in create_calls() {
+        let mut special = Rules::new();
+        for bit in [libc::S_ISUID, libc::S_ISGID] {
+            let has_bit = SeccompCondition::new(
+                mode,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::MaskedEq(u64::from(bit)),
+                u64::from(bit),
+            )?;
+            match flags {
+                // Only a call that creates uses its mode argument.
+                Some(flags) => {
+                    for creates in [libc::O_CREAT, libc::O_TMPFILE & !libc::O_DIRECTORY] {
+                        special.push(SeccompRule::new(vec![
+                            SeccompCondition::new(
+                                flags,
+                                SeccompCmpArgLen::Dword,
+                                SeccompCmpOp::MaskedEq(creates as u64),
+                                creates as u64,
+                            )?,
+                            has_bit.clone(),
+                        ])?);
+                    }
+                }
+                None => special.push(SeccompRule::new(vec![has_bit])?),
+            }
+        }
+        rules.insert(call, special);
+    }
     match permission {
         Permission::ReadOnly => {
             for call in metadata_calls() {
@@ -178,6 +238,19 @@ fn mode_calls() -> Vec<(i64, u8)> {
     ];
     #[cfg(target_arch = "x86_64")]
     calls.push((libc::SYS_chmod, 1));
+    calls
+}
+
+/// The calls that create a file with a mode: the index of their flags
+/// argument (when they have one) and of their mode argument.
+fn create_calls() -> Vec<(i64, Option<u8>, u8)> {
+    let mut calls = vec![(libc::SYS_openat, Some(2), 3), (libc::SYS_mknodat, None, 2)];
+    #[cfg(target_arch = "x86_64")]
+    calls.extend([
+        (libc::SYS_open, Some(1), 2),
+        (libc::SYS_creat, None, 1),
+        (libc::SYS_mknod, None, 1),
+    ]);
     calls
 }
 
