@@ -10,7 +10,7 @@ use clap::Subcommand;
 
 use super::GlobalArgs;
 use super::output::{CmdResult, Exit, Format, clock, stdout, usage_error, write_json};
-use crate::store::{EventRow, Reader, RunDetail, RunSummary, StoreError};
+use crate::store::{EventRow, Reader, RunDetail, RunStatus, RunSummary, StoreError};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -148,7 +148,7 @@ fn list_row(summary: &RunSummary) -> Vec<String> {
     vec![
         r.run_id.clone(),
         r.pipeline_name.clone(),
-        r.status.clone(),
+        r.status.to_string(),
         timestamp(r.started_ms),
         span(Some(r.started_ms), r.ended_ms),
         summary.phases_total.to_string(),
@@ -191,7 +191,7 @@ fn show_text(out: &mut impl Write, d: &RunDetail) -> io::Result<()> {
             "pipeline",
             format!("{} ({})", r.pipeline_name, r.pipeline_path),
         ),
-        ("status", r.status.clone()),
+        ("status", r.status.to_string()),
         ("started", timestamp(r.started_ms)),
         ("duration", span(Some(r.started_ms), r.ended_ms)),
         ("selection", r.selection.clone()),
@@ -209,7 +209,7 @@ fn show_text(out: &mut impl Write, d: &RunDetail) -> io::Result<()> {
     let mut rows = Vec::new();
     for p in &d.phases {
         if p.agents.is_empty() {
-            let mut row = vec![p.name.clone(), p.status.clone()];
+            let mut row = vec![p.name.clone(), p.status.to_string()];
             row.extend(["-".to_string(), "-".into(), "-".into(), "-".into()]);
             row.push(span(p.started_ms, p.ended_ms));
             row.extend([
@@ -224,10 +224,10 @@ fn show_text(out: &mut impl Write, d: &RunDetail) -> io::Result<()> {
         for a in &p.agents {
             rows.push(vec![
                 p.name.clone(),
-                p.status.clone(),
+                p.status.to_string(),
                 a.agent.clone(),
                 a.attempt.to_string(),
-                a.status.clone(),
+                a.status.to_string(),
                 a.exit_code.map_or("-".into(), |c| c.to_string()),
                 span(a.started_ms, a.ended_ms),
                 a.turns.to_string(),
@@ -315,7 +315,7 @@ fn events(reader: Option<&Reader>, state_dir: &Path, args: &EventsArgs) -> CmdRe
             return store_error(e);
         }
         match reader.run_status(&run_id) {
-            Ok(Some(s)) if s == "running" => std::thread::sleep(POLL),
+            Ok(Some(RunStatus::Running)) => std::thread::sleep(POLL),
             // One more read for what was committed with the end.
             Ok(_) => finishing = true,
             Err(e) => return store_error(e),
@@ -336,7 +336,7 @@ fn check_phase(reader: &Reader, run_id: &str, phase: &str) -> Result<Option<Stri
         return Ok(None);
     };
     let names = reader.phase_names(run_id)?;
-    if status == "running" || names.iter().any(|n| n == phase) {
+    if status == RunStatus::Running || names.iter().any(|n| n == phase) {
         return Ok(None);
     }
     let mut message = format!("run `{run_id}` has no phase `{phase}`");

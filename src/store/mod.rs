@@ -7,6 +7,7 @@ mod liveness;
 mod query;
 pub mod record;
 mod schema;
+mod status;
 mod writer;
 
 pub use error::StoreError;
@@ -14,6 +15,7 @@ pub use query::{
     ArtifactRow, AttemptDetail, EventPage, EventRow, PhaseDetail, Reader, RunDetail, RunInfo,
     RunSummary,
 };
-pub use record::{AttemptKey, Outcome, Record, RunStatus};
+pub use record::{AttemptKey, Record};
 pub use schema::DB_FILE;
+pub use status::{Outcome, RunStatus, Status, UnknownStatus};
 pub use writer::{Store, Writer};

@@ -14,8 +14,8 @@ use serde::Serialize;
 
 use super::error::StoreError;
 use super::liveness::pid_alive;
-use super::record::{Outcome, RunStatus};
 use super::schema::{self, DB_FILE};
+use super::status::{Outcome, RunStatus, Status};
 
 /// What `orch runs list` and `orch runs show` both say about a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -23,8 +23,7 @@ pub struct RunInfo {
     pub run_id: String,
     pub pipeline_name: String,
     pub pipeline_path: String,
-    /// `running`, `succeeded`, `failed` or `interrupted`.
-    pub status: String,
+    pub status: RunStatus,
     pub selection: String,
     pub pid: u32,
     pub started_ms: u64,
@@ -60,9 +59,7 @@ pub struct RunDetail {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PhaseDetail {
     pub name: String,
-    /// `running`, or how it ended (`succeeded`, `failed`, `skipped`,
-    /// `timed_out`, `cancelled`).
-    pub status: String,
+    pub status: Status,
     pub attempts: u32,
     pub started_ms: Option<u64>,
     pub ended_ms: Option<u64>,
@@ -75,8 +72,7 @@ pub struct AttemptDetail {
     pub agent: String,
     /// From 1.
     pub attempt: u32,
-    /// `running`, or the attempt's outcome.
-    pub status: String,
+    pub status: Status,
     pub exit_code: Option<i32>,
     pub reason: Option<String>,
     pub session_id: Option<String>,
@@ -286,7 +282,7 @@ impl Reader {
 
     /// A run's status (`running`, `succeeded`, ...), or `None` for an
     /// unknown run.
-    pub fn run_status(&self, run_id: &str) -> Result<Option<String>, StoreError> {
+    pub fn run_status(&self, run_id: &str) -> Result<Option<RunStatus>, StoreError> {
         let conn = self.conn();
         Ok(conn
             .query_row("SELECT status FROM runs WHERE run_id = ?1", [run_id], |r| {
@@ -675,7 +671,7 @@ mod tests {
         let ids: Vec<&str> = runs.iter().map(|r| r.run.run_id.as_str()).collect();
         assert_eq!(ids, ["20250102-bcc", "20250102-bbb", "20250101-aaa"]);
         let b = &runs[1];
-        assert_eq!(b.run.status, "failed");
+        assert_eq!(b.run.status, RunStatus::Failed);
         assert_eq!(
             (b.phases_total, b.phases_succeeded, b.phases_failed),
             (3, 1, 1)
@@ -728,7 +724,7 @@ mod tests {
         let (_dir, store) = store_with(records);
         assert_eq!(store.run("nope").unwrap(), None);
         let d = store.run("20250102-bbb").unwrap().unwrap();
-        assert_eq!(d.run.status, "failed");
+        assert_eq!(d.run.status, RunStatus::Failed);
         assert_eq!(d.digest, digest_of("20250102-bbb"));
         assert_eq!(d.digests, serde_json::json!({"pipelines/demo.toml": "abc"}));
         let phases: Vec<(&str, &str, usize)> = d
@@ -747,7 +743,7 @@ mod tests {
         let a = &d.phases[1].agents[0];
         assert_eq!(a.agent, "a");
         assert_eq!(a.attempt, 1);
-        assert_eq!(a.status, "timed_out");
+        assert_eq!(a.status, Status::TimedOut);
         assert_eq!(a.exit_code, Some(1));
         assert_eq!(a.reason.as_deref(), Some("exit status 1"));
         assert_eq!(a.session_id.as_deref(), Some("sess-1"));
@@ -1078,10 +1074,10 @@ mod tests {
 
         assert_eq!(store.mark_interrupted().unwrap(), ["killed"]);
         let d = store.run("killed").unwrap().unwrap();
-        assert_eq!(d.run.status, "interrupted");
+        assert_eq!(d.run.status, RunStatus::Interrupted);
         assert_eq!(d.run.ended_ms, Some(1_175), "the last thing recorded");
-        assert_eq!(d.phases[0].status, "succeeded", "finished work stays");
-        assert_eq!(d.phases[1].status, "cancelled");
+        assert_eq!(d.phases[0].status, Status::Succeeded, "finished work stays");
+        assert_eq!(d.phases[1].status, Status::Cancelled);
         assert_eq!(d.phases[1].ended_ms, Some(1_175));
         let agents: Vec<(&str, &str, Option<u64>, u64)> = d.phases[1]
             .agents
@@ -1099,8 +1095,8 @@ mod tests {
         assert_eq!(store.event_count("killed").unwrap(), 4, "no event lost");
 
         let alive = store.run("alive").unwrap().unwrap();
-        assert_eq!(alive.run.status, "running");
-        assert_eq!(alive.phases[1].status, "running");
+        assert_eq!(alive.run.status, RunStatus::Running);
+        assert_eq!(alive.phases[1].status, Status::Running);
 
         // Nothing left to mark.
         assert!(store.mark_interrupted().unwrap().is_empty());

@@ -8,55 +8,7 @@
 
 use std::sync::Arc;
 
-use serde::Serialize;
-
-/// How a phase or agent attempt ended (also a run's status, where
-/// `succeeded`, `failed` and `cancelled` apply; a run can also be
-/// `interrupted`, see [`RunStatus`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    Succeeded,
-    Failed,
-    Skipped,
-    TimedOut,
-    Cancelled,
-}
-
-impl Outcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Succeeded => "succeeded",
-            Outcome::Failed => "failed",
-            Outcome::Skipped => "skipped",
-            Outcome::TimedOut => "timed_out",
-            Outcome::Cancelled => "cancelled",
-        }
-    }
-}
-
-/// A run's status as stored: `running` until it ends; `interrupted` when
-/// its orch process died without finishing it (found later, see
-/// `Store::mark_interrupted`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    Running,
-    Succeeded,
-    Failed,
-    Interrupted,
-}
-
-impl RunStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Running => "running",
-            RunStatus::Succeeded => "succeeded",
-            RunStatus::Failed => "failed",
-            RunStatus::Interrupted => "interrupted",
-        }
-    }
-}
+pub use super::status::{Outcome, RunStatus};
 
 /// Whose events these are: one attempt of an agent in a phase of a run.
 /// Built once per attempt and shared by its events (`Arc`), so sending an

@@ -726,7 +726,7 @@ mod tests {
 
     use super::*;
     use crate::store::fixture::*;
-    use crate::store::record::{Outcome, RunStatus};
+    use crate::store::status::{Outcome, RunStatus, Status};
 
     /// Hold the write lock on `path` from another connection for `hold`.
     fn lock_for(path: &Path, hold: Duration) -> std::thread::JoinHandle<()> {
@@ -794,7 +794,7 @@ mod tests {
         );
         w.flush().unwrap();
         assert_eq!(store.event_count("r1").unwrap(), 10_000);
-        assert_eq!(store.run_status("r1").unwrap().as_deref(), Some("running"));
+        assert_eq!(store.run_status("r1").unwrap(), Some(RunStatus::Running));
         let stats = w.stats();
         assert_eq!(stats.records, 10_005);
         assert_eq!(stats.errors, 0);
@@ -955,7 +955,7 @@ mod tests {
         assert_eq!((d.run.status.as_str(), d.run.pid), ("running", 2));
         assert_eq!(d.run.started_ms, 1_000, "a run keeps its first start");
         assert_eq!(d.run.ended_ms, None);
-        assert_eq!(d.phases[1].status, "running");
+        assert_eq!(d.phases[1].status, Status::Running);
         assert_eq!(d.phases[1].ended_ms, None);
         let next = store.attempt_counts("r1").unwrap()[&("b".to_string(), "a".to_string())] + 1;
         assert_eq!(next, 2);
@@ -972,8 +972,8 @@ mod tests {
         );
         w.flush().unwrap();
         let d = store.run("r1").unwrap().unwrap();
-        assert_eq!(d.run.status, "succeeded");
-        assert_eq!(d.phases[1].status, "succeeded");
+        assert_eq!(d.run.status, RunStatus::Succeeded);
+        assert_eq!(d.phases[1].status, Status::Succeeded);
         let attempts: Vec<(u32, &str, u64)> = d.phases[1]
             .agents
             .iter()
@@ -1073,7 +1073,7 @@ mod tests {
         ]);
         let d = store.run("r1").unwrap().unwrap();
         assert_eq!(d.phases[0].name, "later");
-        assert_eq!(d.phases[0].status, "skipped");
+        assert_eq!(d.phases[0].status, Status::Skipped);
         assert_eq!(d.phases[0].started_ms, None);
         let a = &d.phases[1].agents[0];
         assert_eq!((a.agent.as_str(), a.status.as_str()), ("missing", "failed"));
@@ -1112,10 +1112,7 @@ mod tests {
         let w = store.writer();
         w.send(run_started("mine", std::process::id(), 2)).unwrap();
         w.flush().unwrap();
-        assert_eq!(
-            store.run_status("mine").unwrap().as_deref(),
-            Some("running")
-        );
+        assert_eq!(store.run_status("mine").unwrap(), Some(RunStatus::Running));
     }
 
     /// The throughput figure of the issue (at least 300,000 events per

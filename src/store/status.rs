@@ -1,0 +1,193 @@
+//! The statuses the store keeps as text: how an attempt or phase ended
+//! ([`Outcome`]), where a phase or attempt is ([`Status`]), and a run's
+//! status ([`RunStatus`]). Each has one spelling, used by the database,
+//! by `--format json` and by the text output, and parses back from it;
+//! an unknown spelling read from the database is an error, never a guess.
+
+use std::fmt;
+use std::str::FromStr;
+
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
+use serde::{Serialize, Serializer};
+
+/// A status text no variant spells.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} `{text}`")]
+pub struct UnknownStatus {
+    pub what: &'static str,
+    pub text: String,
+}
+
+/// Spelling, parsing, display, serde and SQLite conversions for a status
+/// enum, all from one table.
+macro_rules! status_text {
+    ($ty:ident, $what:literal, { $($variant:ident => $text:literal),+ $(,)? }) => {
+        impl $ty {
+            /// Every status, in declaration order.
+            pub const ALL: &'static [$ty] = &[$($ty::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($ty::$variant => $text),+
+                }
+            }
+        }
+
+        impl FromStr for $ty {
+            type Err = UnknownStatus;
+            fn from_str(s: &str) -> Result<Self, UnknownStatus> {
+                match s {
+                    $($text => Ok($ty::$variant),)+
+                    _ => Err(UnknownStatus { what: $what, text: s.to_string() }),
+                }
+            }
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl Serialize for $ty {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl ToSql for $ty {
+            fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+                Ok(ToSqlOutput::from(self.as_str()))
+            }
+        }
+
+        impl FromSql for $ty {
+            fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+                value
+                    .as_str()?
+                    .parse()
+                    .map_err(|e: UnknownStatus| FromSqlError::Other(Box::new(e)))
+            }
+        }
+    };
+}
+
+/// How a phase or agent attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    Succeeded,
+    Failed,
+    Skipped,
+    TimedOut,
+    Cancelled,
+}
+
+status_text!(Outcome, "outcome", {
+    Succeeded => "succeeded",
+    Failed => "failed",
+    Skipped => "skipped",
+    TimedOut => "timed_out",
+    Cancelled => "cancelled",
+});
+
+/// Where a phase or an attempt is: still running, or ended with an
+/// [`Outcome`]. Stored as `running` or the outcome's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Status {
+    Running,
+    Succeeded,
+    Failed,
+    Skipped,
+    TimedOut,
+    Cancelled,
+}
+
+status_text!(Status, "phase or attempt status", {
+    Running => "running",
+    Succeeded => "succeeded",
+    Failed => "failed",
+    Skipped => "skipped",
+    TimedOut => "timed_out",
+    Cancelled => "cancelled",
+});
+
+impl Status {
+    /// How it ended, or `None` while it runs.
+    pub fn outcome(self) -> Option<Outcome> {
+        match self {
+            Status::Running => None,
+            Status::Succeeded => Some(Outcome::Succeeded),
+            Status::Failed => Some(Outcome::Failed),
+            Status::Skipped => Some(Outcome::Skipped),
+            Status::TimedOut => Some(Outcome::TimedOut),
+            Status::Cancelled => Some(Outcome::Cancelled),
+        }
+    }
+}
+
+impl From<Outcome> for Status {
+    fn from(o: Outcome) -> Status {
+        match o {
+            Outcome::Succeeded => Status::Succeeded,
+            Outcome::Failed => Status::Failed,
+            Outcome::Skipped => Status::Skipped,
+            Outcome::TimedOut => Status::TimedOut,
+            Outcome::Cancelled => Status::Cancelled,
+        }
+    }
+}
+
+/// A run's status: `running` until it ends; `interrupted` when its orch
+/// process died without finishing it (found later, see
+/// `Reader::mark_interrupted`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RunStatus {
+    Running,
+    Succeeded,
+    Failed,
+    Interrupted,
+}
+
+status_text!(RunStatus, "run status", {
+    Running => "running",
+    Succeeded => "succeeded",
+    Failed => "failed",
+    Interrupted => "interrupted",
+});
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_status_reads_back_what_it_writes() {
+        for o in Outcome::ALL {
+            assert_eq!(o.as_str().parse::<Outcome>(), Ok(*o));
+            assert_eq!(Status::from(*o).outcome(), Some(*o));
+            assert_eq!(Status::from(*o).as_str(), o.as_str());
+        }
+        for p in Status::ALL {
+            assert_eq!(p.as_str().parse::<Status>(), Ok(*p));
+        }
+        for r in RunStatus::ALL {
+            assert_eq!(r.as_str().parse::<RunStatus>(), Ok(*r));
+            assert_eq!(serde_json::to_value(r).unwrap(), r.as_str());
+        }
+        assert_eq!(Status::Running.outcome(), None);
+    }
+
+    #[test]
+    fn an_unknown_text_is_an_error_from_the_database_too() {
+        assert_eq!(
+            "done".parse::<RunStatus>().unwrap_err().to_string(),
+            "unknown run status `done`"
+        );
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        let got: rusqlite::Result<Status> = conn.query_row("SELECT 'done'", [], |r| r.get(0));
+        assert!(got.is_err());
+        let ok: Status = conn
+            .query_row("SELECT ?1", [Status::TimedOut], |r| r.get(0))
+            .unwrap();
+        assert_eq!(ok, Status::TimedOut);
+    }
+}
