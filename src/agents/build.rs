@@ -347,7 +347,7 @@ pub fn invocation(
     let resolved = pipeline.resolve(phase, agent);
     let reach = Reach::of(pipeline, &resolved);
     let level = confined_level(agent, &resolved);
-    let toolset = resolved.toolset;
+    let toolset = &resolved.toolset;
     let pass_env = ctx
         .settings
         .agents
@@ -368,10 +368,10 @@ pub fn invocation(
         phase,
         agent,
         program: program(agent, &ctx.settings),
-        toolset: &toolset,
+        toolset,
         prompt: &prompt,
         system_prompt: system.as_deref(),
-        mcp_servers: mcp_servers(pipeline, &toolset, phase, agent, ctx),
+        mcp_servers: mcp_servers(pipeline, toolset, phase, agent, ctx),
         workdir: ctx.workdir.clone(),
         dir: dir.to_path_buf(),
         pass_env,
@@ -383,14 +383,14 @@ pub fn invocation(
             .unwrap_or(&no_flags),
     };
     let mut inv = adapter(agent.kind).invocation(&req);
-    inv.enforcement = capability::enforcement(agent.kind, &toolset, &reach, &ctx.confinement);
+    inv.enforcement = capability::enforcement(agent.kind, toolset, &reach, &ctx.confinement);
     if level.is_some() && ctx.confinement.is_available() && inv.inherit_env {
         // A confined command writes its temporary files in its own folder.
         inv.env
             .push(env::plain("TMPDIR", dir.join("tmp").display().to_string()));
     }
     inv.confinement =
-        level.and_then(|level| confinement(ctx, agent.kind, level, &toolset, &inv, dir));
+        level.and_then(|level| confinement(ctx, agent.kind, level, toolset, &inv, dir));
     last_of_each_name(&mut inv.env);
     inv
 }

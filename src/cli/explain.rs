@@ -115,12 +115,13 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         })
         .map(|(ph, a)| {
             let inv = build::invocation(p, ph, a, &ctx, &ctx.planned_dir(&ph.name, &a.name));
+            let resolved = p.resolve(ph, a);
             InvocationJson {
                 phase: &ph.name,
                 agent: &a.name,
                 kind: a.kind.as_str(),
                 mode: ph.mode.as_str(),
-                resolved: p.resolve(ph, a),
+                resolved: resolved.as_ref().clone(),
                 argv: inv.argv(),
                 env: inv.shown_env().into_iter().collect(),
                 inherit_env: inv.inherit_env,
@@ -128,9 +129,9 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
                 files: inv.files,
                 enforcement: inv.enforcement,
                 unconfined_because: if a.kind.is_llm()
-                    || p.resolve(ph, a).provenance.permission.layer != Layer::Default
+                    || resolved.provenance.permission.layer != Layer::Default
                 {
-                    if p.resolve(ph, a).toolset.permission == Permission::FullAccess {
+                    if resolved.toolset.permission == Permission::FullAccess {
                         "full-access".into()
                     } else {
                         ctx.confinement.describe()

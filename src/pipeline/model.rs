@@ -1,6 +1,8 @@
 //! The validated pipeline: the span-free model everything after validation
 //! works on. Positions survive only as [`Location`]s, for provenance.
 
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -44,6 +46,19 @@ pub struct Pipeline {
     pub agents: Vec<Agent>,
     pub mcp_servers: Vec<McpServer>,
     pub phases: Vec<Phase>,
+    /// Each (phase, agent)'s resolved ToolSet, by names: computed once
+    /// when the pipeline is sealed, read by validation, the adapters, the
+    /// scheduler and `explain`.
+    resolved: HashMap<(String, String), Resolved>,
+}
+
+/// What a pipeline is besides its agents, servers and phases.
+#[derive(Debug, Clone)]
+pub struct PipelineHead {
+    pub path: PathBuf,
+    pub name: String,
+    pub description: Option<String>,
+    pub defaults: Defaults,
 }
 
 #[derive(Debug, Clone)]
@@ -154,10 +169,42 @@ impl Pipeline {
         self.phases.iter().find(|p| p.name == name)
     }
 
+    /// A pipeline of these parts, with every (phase, agent) resolved.
+    pub fn new(
+        head: PipelineHead,
+        agents: Vec<Agent>,
+        mcp_servers: Vec<McpServer>,
+        phases: Vec<Phase>,
+    ) -> Pipeline {
+        let mut p = Pipeline {
+            path: head.path,
+            name: head.name,
+            description: head.description,
+            defaults: head.defaults,
+            agents,
+            mcp_servers,
+            phases,
+            resolved: HashMap::new(),
+        };
+        let resolved = p
+            .invocations()
+            .map(|(phase, agent)| {
+                let key = (phase.name.clone(), agent.name.clone());
+                (key, resolve(Self::layers(phase, agent), phase.mode))
+            })
+            .collect();
+        p.resolved = resolved;
+        p
+    }
+
     /// The resolved ToolSet of `agent` in `phase` (pipeline-format.md,
-    /// "Resolution"), with each field's provenance.
-    pub fn resolve(&self, phase: &Phase, agent: &Agent) -> Resolved {
-        resolve(Self::layers(phase, agent), phase.mode)
+    /// "Resolution"), with each field's provenance: the one computed when
+    /// the pipeline was made (a pair it does not hold is resolved now).
+    pub fn resolve(&self, phase: &Phase, agent: &Agent) -> Cow<'_, Resolved> {
+        match self.resolved.get(&(phase.name.clone(), agent.name.clone())) {
+            Some(r) => Cow::Borrowed(r),
+            None => Cow::Owned(resolve(Self::layers(phase, agent), phase.mode)),
+        }
     }
 
     /// The four file layers for `agent` in `phase`, highest priority first.

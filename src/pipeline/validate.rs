@@ -772,7 +772,7 @@ impl<'s> Validator<'s> {
             agent_spans.push(if prompt_reported { Vec::new() } else { spans });
         }
 
-        let pipeline = Pipeline {
+        let head = PipelineHead {
             path: Default::default(),
             name: raw
                 .name
@@ -781,10 +781,8 @@ impl<'s> Validator<'s> {
                 .unwrap_or_default(),
             description: raw.description.as_ref().map(|d| d.value.clone()),
             defaults,
-            agents,
-            mcp_servers,
-            phases,
         };
+        let pipeline = Pipeline::new(head, agents, mcp_servers, phases);
 
         self.prompts(&pipeline, &agent_spans);
         self.cycles(&pipeline, &dep_spans);
