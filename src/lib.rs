@@ -13,6 +13,7 @@ pub mod confine;
 pub mod engine;
 pub mod events;
 pub mod graph;
+pub mod mcp;
 pub mod pipeline;
 pub mod schema;
 pub mod settings;

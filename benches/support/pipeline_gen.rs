@@ -105,7 +105,7 @@ pub fn dependencies(i: usize, n: usize, topology: Topology) -> Vec<usize> {
             let first = prev + (slot * 7 + layer) % width;
             let mut deps = vec![first];
             // Two dependencies for about half of the phases.
-            if (i + layer) % 2 == 0 {
+            if (i + layer).is_multiple_of(2) {
                 let second = prev + (slot * 3 + 1 + layer) % width;
                 if second != first {
                     deps.push(second);

@@ -10,6 +10,7 @@ use super::capability::{self, Reach};
 use super::env;
 use super::invocation::{EnvValue, Invocation};
 use crate::confine::{Availability, Confinement, Places, Policy, policy};
+use crate::mcp::ServeArgs;
 use crate::pipeline::{Agent, Phase, Pipeline};
 use crate::settings::{Settings, default_pass_env};
 use crate::store::DB_FILE;
@@ -160,6 +161,7 @@ pub fn mcp_servers(
     phase: &Phase,
     agent: &Agent,
     ctx: &Context,
+    slot: &Slot<'_>,
 ) -> Vec<McpServerSpec> {
     let mut out: Vec<McpServerSpec> = Vec::new();
     for m in &toolset.mcp {
@@ -167,23 +169,12 @@ pub fn mcp_servers(
             Some(i) => i,
             None => {
                 let spec = if m.server == ORCH_MCP_SERVER {
+                    // The command line is written once the scope is known
+                    // (below).
                     McpServerSpec {
                         name: ORCH_MCP_SERVER.into(),
-                        command: vec![
-                            ctx.orch_exe.clone(),
-                            "mcp".into(),
-                            "serve".into(),
-                            "--pipeline".into(),
-                            absolute(&ctx.workdir, &pipeline.path).display().to_string(),
-                            "--phase".into(),
-                            phase.name.clone(),
-                            "--agent".into(),
-                            agent.name.clone(),
-                        ],
-                        env: vec![(
-                            "ORCH_STATE_DIR".into(),
-                            EnvValue::Plain(ctx.state_dir().display().to_string()),
-                        )],
+                        command: Vec::new(),
+                        env: Vec::new(),
                         tools: Some(Vec::new()),
                         read_only: false,
                     }
@@ -213,6 +204,21 @@ pub fn mcp_servers(
             (Some(t), Some(tools)) if !tools.contains(t) => tools.push(t.clone()),
             _ => {}
         }
+    }
+    for spec in out.iter_mut().filter(|s| s.name == ORCH_MCP_SERVER) {
+        let args = ServeArgs {
+            run: slot.run_id.to_string(),
+            phase: phase.name.clone(),
+            agent: agent.name.clone(),
+            attempt: slot.attempt,
+            state_dir: ctx.state_dir(),
+            workspace: ctx.workdir.clone(),
+            tools: spec.tools.clone(),
+            pipeline: Some(absolute(&ctx.workdir, &pipeline.path)),
+        };
+        spec.command = std::iter::once(ctx.orch_exe.clone())
+            .chain(args.to_argv())
+            .collect();
     }
     out
 }
@@ -277,10 +283,17 @@ fn confinement(
     let also_writable = if kind.is_llm() && toolset.mcp.iter().any(|m| m.server == ORCH_MCP_SERVER)
     {
         let db = ctx.state_dir().join(DB_FILE);
-        ["", "-wal", "-shm"]
+        let mut w: Vec<PathBuf> = ["", "-wal", "-shm"]
             .iter()
             .map(|suffix| PathBuf::from(format!("{}{suffix}", db.display())))
-            .collect()
+            .collect();
+        // `update_memory` writes the memory files (made with the database).
+        if toolset.mcp.iter().any(|m| {
+            m.server == ORCH_MCP_SERVER && m.tool.as_deref().is_none_or(|t| t == "update_memory")
+        }) {
+            w.push(ctx.state_dir().join(crate::store::MEMORY_DIR));
+        }
+        w
     } else {
         Vec::new()
     };
@@ -334,16 +347,40 @@ fn last_of_each_name(env: &mut Vec<super::invocation::EnvVar>) {
     env.retain(|_| k.next().unwrap_or(true));
 }
 
-/// The Invocation for `agent` in `phase`, whose own directory is `dir`
-/// (a fresh [`Context::attempt_dir`] to run it, [`Context::planned_dir`] to
-/// show it).
+/// Which attempt an invocation is for: its own directory (a fresh
+/// [`Context::attempt_dir`] to run it, [`Context::planned_dir`] to show
+/// it), and the run and attempt number orch's MCP server records under.
+#[derive(Debug, Clone, Copy)]
+pub struct Slot<'a> {
+    pub dir: &'a Path,
+    pub run_id: &'a str,
+    /// From 1.
+    pub attempt: u32,
+}
+
+/// What previews show for the run id (each run gets its own).
+pub const PREVIEW_RUN: &str = "<run>";
+
+impl<'a> Slot<'a> {
+    /// A preview's slot (`explain`, `--dry-run`, `doctor --probe`).
+    pub fn preview(dir: &'a Path) -> Slot<'a> {
+        Slot {
+            dir,
+            run_id: PREVIEW_RUN,
+            attempt: 1,
+        }
+    }
+}
+
+/// The Invocation for `agent` in `phase`, for the attempt `slot`.
 pub fn invocation(
     pipeline: &Pipeline,
     phase: &Phase,
     agent: &Agent,
     ctx: &Context,
-    dir: &Path,
+    slot: &Slot<'_>,
 ) -> Invocation {
+    let dir = slot.dir;
     let resolved = pipeline.resolve(phase, agent);
     let reach = Reach::of(pipeline, &resolved);
     let level = confined_level(agent, &resolved);
@@ -371,7 +408,7 @@ pub fn invocation(
         toolset,
         prompt: &prompt,
         system_prompt: system.as_deref(),
-        mcp_servers: mcp_servers(pipeline, toolset, phase, agent, ctx),
+        mcp_servers: mcp_servers(pipeline, toolset, phase, agent, ctx, slot),
         workdir: ctx.workdir.clone(),
         dir: dir.to_path_buf(),
         pass_env,
@@ -426,7 +463,7 @@ mod tests {
                 .invocations()
                 .find(|(ph, a)| ph.name == phase && a.name == agent)
                 .unwrap();
-            let inv = invocation(p, ph, a, &ctx, Path::new("/own"));
+            let inv = invocation(p, ph, a, &ctx, &Slot::preview(Path::new("/own")));
             let c = inv.confinement.expect("confined");
             c.policy.writable.iter().any(|w| w.ends_with(DB_FILE))
         };
@@ -446,7 +483,7 @@ mod tests {
         let p = &loaded.pipeline;
         let ctx = Context::new(Settings::default(), PathBuf::from("/w"));
         for (phase, agent) in p.invocations() {
-            let inv = invocation(p, phase, agent, &ctx, Path::new("/own"));
+            let inv = invocation(p, phase, agent, &ctx, &Slot::preview(Path::new("/own")));
             let mut names: Vec<&str> = inv.env.iter().map(|v| v.name.as_str()).collect();
             let n = names.len();
             names.sort();

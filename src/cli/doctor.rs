@@ -119,7 +119,7 @@ fn probes(args: &Args, file: &std::path::Path, ctx: &build::Context, color: bool
         }
         // Probed as it would run: in a fresh directory of its own, confined.
         let dir = ctx.attempt_dir(&phase.name, &agent.name);
-        let inv = build::invocation(p, phase, agent, ctx, dir.path());
+        let inv = build::invocation(p, phase, agent, ctx, &build::Slot::preview(dir.path()));
         let result = probe::probe(agent.kind, &inv);
         rows.push(ProbeRow {
             phase: phase.name.clone(),

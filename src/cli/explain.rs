@@ -114,7 +114,8 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
                 && args.agent.as_ref().is_none_or(|n| *n == a.name)
         })
         .map(|(ph, a)| {
-            let inv = build::invocation(p, ph, a, &ctx, &ctx.planned_dir(&ph.name, &a.name));
+            let dir = ctx.planned_dir(&ph.name, &a.name);
+            let inv = build::invocation(p, ph, a, &ctx, &build::Slot::preview(&dir));
             let resolved = p.resolve(ph, a);
             InvocationJson {
                 phase: &ph.name,

@@ -4,6 +4,7 @@
 mod config;
 mod doctor;
 mod explain;
+mod mcp;
 mod output;
 mod plan;
 mod run;
@@ -77,6 +78,8 @@ pub enum Command {
     KeepGroups,
     /// The recorded runs: list them, show one, print its events
     Runs(runs::Args),
+    /// orch's MCP server, which every agent reports through
+    Mcp(mcp::Args),
 }
 
 /// Parse the command line, run, and map the outcome to an exit code.
@@ -97,6 +100,7 @@ pub fn main() -> ExitCode {
             Ok(Exit::Success)
         }
         Command::Runs(args) => runs::run(args, &cli.global),
+        Command::Mcp(args) => mcp::run(args),
     };
     output::finish(result)
 }

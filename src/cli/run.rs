@@ -530,7 +530,7 @@ fn dry_run(
                     phase,
                     agent,
                     ctx,
-                    &ctx.planned_dir(&phase.name, &agent.name),
+                    &build::Slot::preview(&ctx.planned_dir(&phase.name, &agent.name)),
                 );
                 writeln!(out, "# stage {} / {} / {}", s + 1, phase.name, name)?;
                 writeln!(out, "{}", inv.shell_line())?;

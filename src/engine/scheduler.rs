@@ -470,7 +470,12 @@ async fn run_agent(
         // Each attempt starts in a fresh directory of its own, outside the
         // workspace, that orch alone fills (and removes after).
         let dir = shared.ctx.attempt_dir(&phase.name, name);
-        let inv = build::invocation(&shared.pipeline, phase, agent, &shared.ctx, dir.path());
+        let slot = build::Slot {
+            dir: dir.path(),
+            run_id: &shared.opts.run_id,
+            attempt,
+        };
+        let inv = build::invocation(&shared.pipeline, phase, agent, &shared.ctx, &slot);
         let argv_json = serde_json::to_string(&inv.argv()).unwrap_or_default();
         let env_json = serde_json::to_string(
             &inv.shown_env()

@@ -6,6 +6,7 @@ pub mod fixture;
 mod liveness;
 mod query;
 pub mod record;
+mod reports;
 mod schema;
 mod status;
 mod writer;
@@ -16,6 +17,10 @@ pub use query::{
     RunSummary,
 };
 pub use record::{AttemptKey, Record};
-pub use schema::DB_FILE;
+pub use reports::{
+    AttemptRecord, EventQuery, EventRecord, LearningRow, NewLearning, PhaseRecord, ReportFilter,
+    ReportKind, ReportRow, Reporter, Reports, START_QUALITY,
+};
+pub use schema::{DB_FILE, MEMORY_DIR};
 pub use status::{Outcome, RunStatus, Status, UnknownStatus};
 pub use writer::{Store, Writer};

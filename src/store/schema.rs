@@ -15,6 +15,10 @@ use super::error::StoreError;
 /// The database file inside the state directory.
 pub const DB_FILE: &str = "state.db";
 
+/// The folder of the state directory holding the memory files agents
+/// write through orch's server (`update_memory`).
+pub const MEMORY_DIR: &str = "memory";
+
 /// How long a connection waits for another one's lock before giving up.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -115,6 +119,47 @@ pub const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     INSERT INTO event_spans (run_id, first_id, last_id)
         SELECT run_id, min(rowid), max(rowid) FROM events GROUP BY run_id;
+    "#,
+    // 3: what agents report through orch's MCP server (one server process
+    // per agent, each with its own connection; see `reports.rs`). Every
+    // row is appended, never updated, and stamped with the attempt that
+    // wrote it. No foreign key to `attempts`: a server may write before
+    // the engine's writer thread has committed its attempt's row.
+    // Learnings are their own table, searched across runs with FTS5 (kept
+    // by the writer in the same transaction: orch defines no triggers);
+    // `normalized` refuses a duplicate whatever its case and punctuation.
+    r#"
+    CREATE TABLE reports (
+        id        INTEGER PRIMARY KEY,
+        run_id    TEXT NOT NULL,
+        phase     TEXT NOT NULL,
+        agent     TEXT NOT NULL,
+        attempt   INTEGER NOT NULL,
+        ts_ms     INTEGER NOT NULL,
+        kind      TEXT NOT NULL,
+        task_id   INTEGER,
+        data_json TEXT NOT NULL
+    );
+    CREATE INDEX reports_run ON reports (run_id, kind);
+
+    CREATE TABLE learnings (
+        id            INTEGER PRIMARY KEY,
+        run_id        TEXT NOT NULL,
+        phase         TEXT NOT NULL,
+        agent         TEXT NOT NULL,
+        attempt       INTEGER NOT NULL,
+        ts_ms         INTEGER NOT NULL,
+        learning_type TEXT NOT NULL,
+        pattern       TEXT NOT NULL,
+        context       TEXT NOT NULL,
+        applies_to    TEXT NOT NULL,
+        quality       INTEGER NOT NULL,
+        normalized    TEXT NOT NULL UNIQUE
+    );
+    CREATE VIRTUAL TABLE learnings_fts USING fts5 (
+        pattern, context, applies_to,
+        content = 'learnings', content_rowid = 'id'
+    );
     "#,
 ];
 
@@ -249,7 +294,14 @@ mod tests {
                 "attempts",
                 "event_spans",
                 "events",
+                "learnings",
+                "learnings_fts",
+                "learnings_fts_config",
+                "learnings_fts_data",
+                "learnings_fts_docsize",
+                "learnings_fts_idx",
                 "phases",
+                "reports",
                 "runs"
             ]
         );
@@ -300,7 +352,7 @@ mod tests {
         Connection::open(&path).unwrap();
         let conn = open(&path, false).unwrap();
         assert_eq!(user_version(&conn).unwrap(), latest_version());
-        assert_eq!(tables(&conn).len(), 6);
+        assert_eq!(tables(&conn).len(), 13);
     }
 
     /// A history from before `event_spans`: a span per run, from its

@@ -4,12 +4,6 @@
 //! by `--format json` and by the text output, and parses back from it;
 //! an unknown spelling read from the database is an error, never a guess.
 
-use std::fmt;
-use std::str::FromStr;
-
-use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
-use serde::{Serialize, Serializer};
-
 /// A status text no variant spells.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown {what} `{text}`")]
@@ -33,44 +27,46 @@ macro_rules! status_text {
             }
         }
 
-        impl FromStr for $ty {
-            type Err = UnknownStatus;
-            fn from_str(s: &str) -> Result<Self, UnknownStatus> {
+        impl std::str::FromStr for $ty {
+            type Err = $crate::store::UnknownStatus;
+            fn from_str(s: &str) -> Result<Self, $crate::store::UnknownStatus> {
                 match s {
                     $($text => Ok($ty::$variant),)+
-                    _ => Err(UnknownStatus { what: $what, text: s.to_string() }),
+                    _ => Err($crate::store::UnknownStatus { what: $what, text: s.to_string() }),
                 }
             }
         }
 
-        impl fmt::Display for $ty {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str(self.as_str())
             }
         }
 
-        impl Serialize for $ty {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        impl serde::Serialize for $ty {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 s.serialize_str(self.as_str())
             }
         }
 
-        impl ToSql for $ty {
-            fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-                Ok(ToSqlOutput::from(self.as_str()))
+        impl rusqlite::types::ToSql for $ty {
+            fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+                Ok(rusqlite::types::ToSqlOutput::from(self.as_str()))
             }
         }
 
-        impl FromSql for $ty {
-            fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        impl rusqlite::types::FromSql for $ty {
+            fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
                 value
                     .as_str()?
                     .parse()
-                    .map_err(|e: UnknownStatus| FromSqlError::Other(Box::new(e)))
+                    .map_err(|e: $crate::store::UnknownStatus| rusqlite::types::FromSqlError::Other(Box::new(e)))
             }
         }
     };
 }
+
+pub(super) use status_text;
 
 /// How a phase or agent attempt ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -30,7 +30,7 @@ use rusqlite::{Connection, Statement, TransactionBehavior, params};
 use super::error::StoreError;
 use super::query::Reader;
 use super::record::Record;
-use super::schema::{self, DB_FILE};
+use super::schema::{self, DB_FILE, MEMORY_DIR};
 
 /// Records queued before senders wait.
 pub const CHANNEL_CAPACITY: usize = 8192;
@@ -67,6 +67,11 @@ impl Store {
             .recursive(true)
             .mode(0o700)
             .create(state_dir)
+            .map_err(create_err)?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(state_dir.join(MEMORY_DIR))
             .map_err(create_err)?;
         let path = state_dir.join(DB_FILE);
         make_private(&path).map_err(create_err)?;

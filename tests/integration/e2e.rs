@@ -509,7 +509,7 @@ fn run_cell(cli: &Cli, level: Level, dir: &Path, script: Value) -> Run {
     let (phase, agent) = p.invocations().next().unwrap();
     // As `orch run` does it: a fresh directory of its own, confined.
     let own = ctx.attempt_dir(&phase.name, &agent.name);
-    let inv = build::invocation(p, phase, agent, &ctx, own.path());
+    let inv = build::invocation(p, phase, agent, &ctx, &build::Slot::preview(own.path()));
     probe::write_files(&inv).unwrap();
 
     let path = path_with_clis();

@@ -1,0 +1,258 @@
+//! Phase completion: an agent claims its phase is done with an artifact
+//! whose SHA-256 orch checks, and a judge approves or rejects a claim by
+//! the same hash.
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{ErrorData, tool, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use super::check::{self, MAX_SHORT, MAX_TEXT};
+use super::server::{OrchServer, reply, store_err};
+use crate::engine::supervisor::now_ms;
+use crate::store::{ReportFilter, ReportKind};
+
+/// The fewest characters an artifact may have.
+pub const MIN_ARTIFACT_CHARS: usize = 100;
+/// The largest artifact orch reads to check its hash.
+const MAX_ARTIFACT_BYTES: u64 = 10 << 20;
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Confidence {
+    High,
+    Medium,
+    Low,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompletePhase {
+    /// The artifact (a Markdown file), relative to the workspace.
+    pub artifact_path: String,
+    /// The SHA-256 of the file, 64 hex digits (`sha256sum FILE`).
+    pub artifact_hash: String,
+    pub summary: String,
+    pub open_questions: Option<Vec<String>>,
+    pub confidence: Confidence,
+    pub recommended_next_phase: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Verdict {
+    /// The phase under review.
+    pub phase: String,
+    /// The hash of the artifact its agent claimed (complete_phase).
+    pub artifact_hash: String,
+    pub reason: String,
+    /// What to change (for a rejection).
+    pub fix_instructions: Option<String>,
+}
+
+/// The SHA-256 of `bytes`, in lower-case hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `given` as 64 lower-case hex digits (an optional `sha256:` prefix and
+/// upper case are accepted).
+fn hash_arg(given: &str) -> Result<String, String> {
+    let h = given
+        .trim()
+        .trim_start_matches("sha256:")
+        .to_ascii_lowercase();
+    if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!(
+            "`artifact_hash` `{given}` is not a SHA-256: give the 64 hex digits `sha256sum FILE` prints"
+        ));
+    }
+    Ok(h)
+}
+
+/// Everything wrong with an artifact's content, for one error.
+fn artifact_problems(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let n = text.chars().count();
+    if n < MIN_ARTIFACT_CHARS {
+        out.push(format!(
+            "it has {n} characters: an artifact needs at least {MIN_ARTIFACT_CHARS}"
+        ));
+    }
+    let heading = text.lines().any(|l| {
+        let t = l.trim_start();
+        let hashes = t.chars().take_while(|c| *c == '#').count();
+        (1..=6).contains(&hashes) && t[hashes..].starts_with(' ') && !t[hashes..].trim().is_empty()
+    });
+    if !heading {
+        out.push("it has no Markdown heading: add a line like `# Plan`".into());
+    }
+    out
+}
+
+fn verdict(server: &OrchServer, a: Verdict, approved: bool) -> Result<serde_json::Value, String> {
+    check::text("phase", &a.phase, 1, MAX_SHORT)?;
+    check::text("reason", &a.reason, 1, MAX_TEXT)?;
+    check::opt_text(
+        "fix_instructions",
+        a.fix_instructions.as_deref(),
+        1,
+        MAX_TEXT,
+    )?;
+    let hash = hash_arg(&a.artifact_hash)?;
+    let claims = server
+        .state
+        .reports()
+        .list(&ReportFilter {
+            kinds: &[ReportKind::Claim],
+            phase: Some(&a.phase),
+            ..Default::default()
+        })
+        .map_err(store_err)?;
+    if !claims
+        .iter()
+        .any(|c| c.data["artifact_hash"] == hash.as_str())
+    {
+        let known: Vec<String> = claims
+            .iter()
+            .filter_map(|c| c.data["artifact_hash"].as_str().map(str::to_string))
+            .collect();
+        return Err(if known.is_empty() {
+            format!(
+                "phase `{}` has no completion claim in this run to judge",
+                a.phase
+            )
+        } else {
+            format!(
+                "no claim of phase `{}` has hash {hash}; its claims: {}",
+                a.phase,
+                known.join(", ")
+            )
+        });
+    }
+    let id = server
+        .state
+        .reports()
+        .append(
+            ReportKind::Verdict,
+            None,
+            &json!({"phase": a.phase, "artifact_hash": hash, "approved": approved,
+                    "reason": a.reason, "fix_instructions": a.fix_instructions}),
+            now_ms(),
+        )
+        .map_err(store_err)?;
+    Ok(json!({"verdict_id": id, "approved": approved}))
+}
+
+#[tool_router(router = phase_tools, vis = "pub(super)")]
+impl OrchServer {
+    #[tool(
+        description = "Claim this phase is complete with an artifact: a Markdown file in the workspace (at least 100 characters and a heading) and its SHA-256, which orch checks against the file."
+    )]
+    async fn complete_phase(
+        &self,
+        Parameters(a): Parameters<CompletePhase>,
+    ) -> Result<CallToolResult, ErrorData> {
+        reply((|| {
+            check::text("summary", &a.summary, 1, MAX_TEXT)?;
+            check::list(
+                "open_questions",
+                a.open_questions.as_deref().unwrap_or(&[]),
+                MAX_TEXT,
+            )?;
+            check::opt_text(
+                "recommended_next_phase",
+                a.recommended_next_phase.as_deref(),
+                1,
+                MAX_SHORT,
+            )?;
+            let hash = hash_arg(&a.artifact_hash)?;
+            let (real, rel) =
+                check::workspace_file("artifact_path", &a.artifact_path, &self.state.workspace)?;
+            let size = std::fs::metadata(&real).map(|m| m.len()).unwrap_or(0);
+            if size > MAX_ARTIFACT_BYTES {
+                return Err(format!(
+                    "`{rel}` has {size} bytes, more than the {MAX_ARTIFACT_BYTES} orch checks"
+                ));
+            }
+            let bytes = std::fs::read(&real).map_err(|e| format!("cannot read `{rel}`: {e}"))?;
+            let actual = sha256_hex(&bytes);
+            let mut problems = Vec::new();
+            if actual != hash {
+                problems.push(format!(
+                    "its SHA-256 is {actual}, not {hash}: hash the file as it is now"
+                ));
+            }
+            match std::str::from_utf8(&bytes) {
+                Ok(text) => problems.extend(artifact_problems(text)),
+                Err(_) => problems.push("it is not UTF-8 text".into()),
+            }
+            if !problems.is_empty() {
+                return Err(format!(
+                    "`{rel}` cannot complete the phase: {}",
+                    problems.join("; ")
+                ));
+            }
+            let id = self
+                .state
+                .reports()
+                .append(ReportKind::Claim, None, &json!({
+                    "artifact_path": rel, "artifact_hash": hash, "summary": a.summary,
+                    "open_questions": a.open_questions.unwrap_or_default(), "confidence": a.confidence,
+                    "recommended_next_phase": a.recommended_next_phase}), now_ms())
+                .map_err(store_err)?;
+            Ok(json!({"claim_id": id, "artifact_path": rel, "artifact_hash": hash}))
+        })())
+    }
+
+    #[tool(
+        description = "As a judge, approve a phase's completion claim (named by its artifact hash), with the reason."
+    )]
+    async fn approve_phase(
+        &self,
+        Parameters(a): Parameters<Verdict>,
+    ) -> Result<CallToolResult, ErrorData> {
+        reply(verdict(self, a, true))
+    }
+
+    #[tool(
+        description = "As a judge, reject a phase's completion claim (named by its artifact hash), with the reason and what to fix."
+    )]
+    async fn reject_phase(
+        &self,
+        Parameters(a): Parameters<Verdict>,
+    ) -> Result<CallToolResult, ErrorData> {
+        reply(verdict(self, a, false))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_artifact_needs_length_and_a_heading() {
+        assert_eq!(
+            artifact_problems(&format!("# Plan\n{}", "x".repeat(100))).len(),
+            0
+        );
+        let p = artifact_problems("#nospace\nshort");
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(hash_arg("abc").is_err());
+        let h = sha256_hex(b"");
+        assert_eq!(
+            h,
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        assert_eq!(
+            hash_arg(&format!("sha256:{}", h.to_uppercase())).unwrap(),
+            h
+        );
+    }
+}
