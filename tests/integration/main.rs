@@ -8,6 +8,7 @@ mod diagnostics;
 mod e2e;
 mod events;
 mod examples;
+mod mcp;
 mod robustness;
 mod run;
 mod runs;

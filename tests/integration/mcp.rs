@@ -1,0 +1,168 @@
+//! orch's MCP server over stdio, driven by clients orch did not write:
+//! the official Python SDK and the MCP Inspector CLI (both installed by
+//! `scripts/install-mcp-clients.sh`, which the test command runs).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use super::support::*;
+
+/// Where the pinned clients are (`ORCH_MCP_CLIENTS_DIR`, else the cache).
+fn clients() -> PathBuf {
+    let dir = std::env::var_os("ORCH_MCP_CLIENTS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".cache/mcp-clients"));
+    assert!(
+        dir.join("venv/bin/python").exists()
+            && dir.join("node_modules/.bin/mcp-inspector").exists(),
+        "the MCP clients are not installed in {}: run scripts/install-mcp-clients.sh (scripts/test does)",
+        dir.display()
+    );
+    dir
+}
+
+/// A state directory holding one finished run; its id.
+fn state_with_a_run(dir: &Path) -> (PathBuf, String) {
+    let state = dir.join("state");
+    let p = dir.join("p.toml");
+    std::fs::write(
+        &p,
+        "version = 1\nname = \"t\"\n[agents.sh]\nkind = \"command\"\ncommand = [\"true\"]\n[[phases]]\nname = \"plan\"\nagents = [\"sh\"]\n",
+    )
+    .unwrap();
+    let out = orch()
+        .args([
+            "--state-dir",
+            state.to_str().unwrap(),
+            "run",
+            p.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let list = orch()
+        .args([
+            "--state-dir",
+            state.to_str().unwrap(),
+            "runs",
+            "list",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let run = json_of(&list)[0]["run_id"].as_str().unwrap().to_string();
+    (state, run)
+}
+
+fn serve_argv(state: &Path, run: &str, ws: &Path, tools: Option<&str>) -> Vec<String> {
+    let mut a: Vec<String> = [
+        env!("CARGO_BIN_EXE_orch"),
+        "mcp",
+        "serve",
+        "--run",
+        run,
+        "--phase",
+        "plan",
+        "--agent",
+        "claude",
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--workspace",
+        ws.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if let Some(t) = tools {
+        a.extend(["--tools".to_string(), t.to_string()]);
+    }
+    a
+}
+
+#[test]
+fn the_python_sdk_lists_calls_and_is_refused_outside_the_scope() {
+    let py = clients().join("venv/bin/python");
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let (state, run) = state_with_a_run(dir.path());
+    let calls = json!([
+        ["log_decision", {"category": "library_choice", "question": "which MCP SDK", "options_considered": ["rmcp", "hand-written"], "chosen": "rmcp", "reasoning": "maintained"}],
+        ["start_task", {"name": "n", "goal": "g"}],
+        ["log_decision", {"category": "vibes"}],
+        ["complete_phase", {"artifact_path": "../x.md", "artifact_hash": "0", "summary": "s", "confidence": "low"}]
+    ]);
+    let out = Command::new(py)
+        .arg(root().join("tests/mcp/python_client.py"))
+        .arg(calls.to_string())
+        .arg("--")
+        .args(serve_argv(
+            &state,
+            &run,
+            &ws,
+            Some("log_decision,complete_phase"),
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(got["server"], "orch");
+    let names: Vec<&str> = got["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["complete_phase", "log_decision"]);
+    let r = got["results"].as_array().unwrap();
+    assert_eq!(r[0]["is_error"], false, "{}", r[0]);
+    assert!(
+        r[1]["is_error"].as_bool().unwrap()
+            && r[1]["text"].as_str().unwrap().contains("not granted"),
+        "{}",
+        r[1]
+    );
+    assert!(
+        r[2]["is_error"].as_bool().unwrap() && r[2]["text"].as_str().unwrap().contains("vibes"),
+        "{}",
+        r[2]
+    );
+    assert!(r[3]["is_error"].as_bool().unwrap(), "{}", r[3]);
+    // The decision is in the run's record, stamped with the attempt.
+    let conn = rusqlite::Connection::open(state.join("state.db")).unwrap();
+    let (k, who, data): (String, String, String) = conn
+        .query_row("SELECT kind, run_id || '/' || phase || '/' || agent || '/' || attempt, data_json FROM reports", [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap();
+    assert_eq!(k, "decision");
+    assert_eq!(who, format!("{run}/plan/claude/1"));
+    assert!(data.contains("which MCP SDK"));
+}
+
+#[test]
+fn the_inspector_finds_every_tool_schema_portable() {
+    let inspector = clients().join("node_modules/.bin/mcp-inspector");
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let (state, run) = state_with_a_run(dir.path());
+    let out = Command::new(inspector)
+        .arg("--cli")
+        .args(serve_argv(&state, &run, &ws, None))
+        .args(["--method", "tools/list", "--strict", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}\n{}",
+        out.status,
+        stdout(&out),
+        stderr(&out)
+    );
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tools = got["result"]["tools"].as_array().unwrap();
+    assert!(tools.len() >= 19, "{}", tools.len());
+    assert_eq!(got.get("schemaFindings"), None, "{}", got["schemaFindings"]);
+}
