@@ -307,11 +307,24 @@ impl Adapter for Codex {
             }
             // One `turn` here is a whole prompt; model turns are counted by
             // the tool calls above.
-            Some("turn.completed") => vec![Event::Usage {
-                tokens_in: v["usage"]["input_tokens"].as_u64().unwrap_or(0),
-                tokens_out: v["usage"]["output_tokens"].as_u64().unwrap_or(0),
-                cost_usd: None,
-            }],
+            // `exec` runs one turn: its end is the session's result.
+            Some("turn.completed") => vec![
+                Event::Usage {
+                    tokens_in: v["usage"]["input_tokens"].as_u64().unwrap_or(0),
+                    tokens_out: v["usage"]["output_tokens"].as_u64().unwrap_or(0),
+                    cost_usd: None,
+                },
+                Event::Result {
+                    is_error: false,
+                    subtype: Some("turn.completed".into()),
+                    text: None,
+                    num_turns: None,
+                    session_id: None,
+                    tokens_in: None,
+                    tokens_out: None,
+                    cost_usd: None,
+                },
+            ],
             Some("turn.failed") => {
                 let message = s(&v["error"]["message"]).unwrap_or_else(|| "turn failed".into());
                 let mut out = error_event(message.clone());

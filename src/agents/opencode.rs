@@ -375,14 +375,31 @@ impl Adapter for Opencode {
                 }
                 out
             }
-            Some("step_finish") => vec![
-                Event::Usage {
-                    tokens_in: part["tokens"]["input"].as_u64().unwrap_or(0),
-                    tokens_out: part["tokens"]["output"].as_u64().unwrap_or(0),
-                    cost_usd: part["cost"].as_f64(),
-                },
-                Event::TurnEnd,
-            ],
+            Some("step_finish") => {
+                let mut out = vec![
+                    Event::Usage {
+                        tokens_in: part["tokens"]["input"].as_u64().unwrap_or(0),
+                        tokens_out: part["tokens"]["output"].as_u64().unwrap_or(0),
+                        cost_usd: part["cost"].as_f64(),
+                    },
+                    Event::TurnEnd,
+                ];
+                // The model stopped of its own accord (not to call a
+                // tool): `run` ends here, so this is the session's result.
+                if part["reason"] == "stop" {
+                    out.push(Event::Result {
+                        is_error: false,
+                        subtype: Some("stop".into()),
+                        text: None,
+                        num_turns: None,
+                        session_id: s(&v["sessionID"]),
+                        tokens_in: None,
+                        tokens_out: None,
+                        cost_usd: None,
+                    });
+                }
+                out
+            }
             Some("error") => {
                 let message = s(&v["error"]["data"]["message"])
                     .or_else(|| s(&v["error"]["message"]))

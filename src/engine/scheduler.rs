@@ -2,7 +2,8 @@
 //! finished; independent phases run at the same time; `max_parallel` caps
 //! agent processes pipeline-wide; ready phases start in declaration order.
 //! A failed required phase fails the run and skips its dependents; a failed
-//! optional phase does not. Declared artifacts must exist after success.
+//! optional phase does not. Declared artifacts must exist after success,
+//! and what agents claimed of their artifacts must hold (`claims`).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -13,6 +14,7 @@ use serde::Serialize;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
+use super::claims;
 use super::identity::sha256_file;
 use super::retry;
 use super::sink::Sink;
@@ -81,6 +83,9 @@ pub struct AgentReport {
     pub session_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The number of the attempt it ended with (0: none ran).
+    #[serde(skip)]
+    last_attempt: u32,
 }
 
 impl AgentReport {
@@ -99,13 +104,15 @@ impl AgentReport {
             cost_usd: None,
             session_id: None,
             reason: None,
+            last_attempt: 0,
         }
     }
 
     /// Fold in attempt `n`: the last attempt says how the agent ended;
     /// tokens and cost add up over all of them.
-    fn add_attempt(&mut self, n: u32, result: &AttemptResult) {
+    fn add_attempt(&mut self, n: u32, attempt: u32, result: &AttemptResult) {
         self.attempts = n;
+        self.last_attempt = attempt;
         self.status = result.outcome;
         self.exit_code = result.exit_code;
         self.started_ms.get_or_insert(result.started_ms);
@@ -404,6 +411,23 @@ async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel
             }
         }
     }
+    if status == Outcome::Succeeded {
+        let finals: Vec<(String, u32)> = agents
+            .iter()
+            .filter(|a| a.last_attempt > 0)
+            .map(|a| (a.agent.clone(), a.last_attempt))
+            .collect();
+        if let Err(why) = claims::check(
+            &shared.ctx.state_dir(),
+            &shared.opts.run_id,
+            &phase.name,
+            &finals,
+            &shared.ctx.workdir,
+        ) {
+            status = Outcome::Failed;
+            reason = Some(why);
+        }
+    }
     let attempts = agents.iter().map(|a| a.attempts).sum();
     let ended = now_ms();
     shared.sink.send(Record::PhaseFinished {
@@ -538,7 +562,7 @@ async fn run_agent(
             cost_usd: result.cost_usd,
             ended_ms: result.ended_ms,
         });
-        report.add_attempt(n, &result);
+        report.add_attempt(n, attempt, &result);
         (shared.progress)(Progress::AttemptFinished {
             phase: phase.name.clone(),
             agent: name.to_string(),

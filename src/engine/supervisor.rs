@@ -394,6 +394,8 @@ pub async fn run_attempt(
     let mut over_budget = false;
     let mut killed = false;
     let mut cli_error = false;
+    // The CLI's own final result event was seen: its session finished.
+    let mut finished = false;
     let mut weakened: Option<String> = None;
     let mut streams_open = true;
     let mut leader_gone = false;
@@ -529,6 +531,7 @@ pub async fn run_attempt(
                                 }
                                 Event::Result { is_error, num_turns, session_id, tokens_in, tokens_out, cost_usd, text: t, subtype } => {
                                     cli_error |= *is_error;
+                                    finished = true;
                                     if *is_error && result.reason.is_none() {
                                         result.reason = t.clone().or_else(|| subtype.clone());
                                     }
@@ -626,6 +629,15 @@ pub async fn run_attempt(
             result.reason = Some(reason);
         }
         (None, None) => match (&status, cli_error) {
+            // An LLM CLI that exits 0 without its final result event did
+            // not finish a session (a crash it hid, a wrapper, `/bin/true`).
+            (Ok(s), false) if s.success() && spec.kind.is_llm() && !finished => {
+                result.outcome = Outcome::Failed;
+                result.reason = Some(format!(
+                    "{} exited with status 0 without its final result event: the session did not finish",
+                    spec.kind
+                ));
+            }
             (Ok(s), false) if s.success() => result.outcome = Outcome::Succeeded,
             (Ok(_), true) => {
                 result.outcome = Outcome::Failed;

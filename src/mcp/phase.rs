@@ -115,6 +115,11 @@ fn verdict(server: &OrchServer, a: Verdict, approved: bool) -> Result<serde_json
             ..Default::default()
         })
         .map_err(store_err)?;
+    // Only claims orch accepted can be judged.
+    let claims: Vec<_> = claims
+        .iter()
+        .filter(|c| c.data["accepted"] != false)
+        .collect();
     if !claims
         .iter()
         .any(|c| c.data["artifact_hash"] == hash.as_str())
@@ -193,21 +198,27 @@ impl OrchServer {
                 Ok(text) => problems.extend(artifact_problems(text)),
                 Err(_) => problems.push("it is not UTF-8 text".into()),
             }
-            if !problems.is_empty() {
-                return Err(format!(
-                    "`{rel}` cannot complete the phase: {}",
-                    problems.join("; ")
-                ));
+            let mut claim = json!({
+                "artifact_path": rel, "artifact_hash": hash, "summary": a.summary,
+                "open_questions": a.open_questions.unwrap_or_default(), "confidence": a.confidence,
+                "recommended_next_phase": a.recommended_next_phase, "accepted": problems.is_empty()});
+            // A refused claim is recorded too: the engine fails a phase whose
+            // agent's last word on an artifact was a claim orch refused.
+            let refused = (!problems.is_empty())
+                .then(|| format!("`{rel}` cannot complete the phase: {}", problems.join("; ")));
+            if let Some(why) = &refused {
+                claim["refused"] = json!(why);
+                claim["actual_hash"] = json!(actual);
             }
             let id = self
                 .state
                 .reports()
-                .append(ReportKind::Claim, None, &json!({
-                    "artifact_path": rel, "artifact_hash": hash, "summary": a.summary,
-                    "open_questions": a.open_questions.unwrap_or_default(), "confidence": a.confidence,
-                    "recommended_next_phase": a.recommended_next_phase}), now_ms())
+                .append(ReportKind::Claim, None, &claim, now_ms())
                 .map_err(store_err)?;
-            Ok(json!({"claim_id": id, "artifact_path": rel, "artifact_hash": hash}))
+            match refused {
+                Some(why) => Err(why),
+                None => Ok(json!({"claim_id": id, "artifact_path": rel, "artifact_hash": hash})),
+            }
         })())
     }
 

@@ -337,11 +337,32 @@ async fn a_phase_claim_is_checked_against_the_file() {
         )
         .await;
     assert_eq!(ok["artifact_path"], "docs/plan.md");
-    assert_eq!(h.rows("claim").len(), 1);
+    // Refused claims of a readable file are kept (the engine reads them),
+    // marked as such; a path orch refused outright leaves nothing.
+    let claims = h.rows("claim");
+    let accepted: Vec<_> = claims
+        .iter()
+        .map(|c| c["data"]["accepted"].clone())
+        .collect();
+    assert_eq!(
+        accepted,
+        [json!(false), json!(false), json!(true)],
+        "{claims:?}"
+    );
+    assert_eq!(claims[0]["data"]["actual_hash"], hash.as_str());
 
     let verdict = |hash: &str| json!({"phase": "plan", "artifact_hash": hash, "reason": "complete", "fix_instructions": "none"});
     let no_claim = h.refused("approve_phase", verdict(&"1".repeat(64))).await;
     assert!(no_claim.contains(&hash), "lists the claims: {no_claim}");
+    let refused_claim = h.refused("approve_phase", verdict(&"0".repeat(64))).await;
+    let listed = refused_claim
+        .split("its claims:")
+        .nth(1)
+        .unwrap_or_default();
+    assert!(
+        listed.contains(&hash) && !listed.contains(&"0".repeat(64)),
+        "a refused claim cannot be judged: {refused_claim}"
+    );
     h.ok("approve_phase", verdict(&hash)).await;
     h.ok("reject_phase", verdict(&hash)).await;
     let v = h.rows("verdict");

@@ -54,6 +54,12 @@ pub struct RunDetail {
     /// In the order they were first recorded.
     pub phases: Vec<PhaseDetail>,
     pub artifacts: Vec<ArtifactRow>,
+    /// What the agents reported through orch's MCP server (tasks,
+    /// decisions, blockers, milestones, claims, verdicts, findings,
+    /// comments, follow-ups, test health), oldest first.
+    pub reports: Vec<super::ReportRow>,
+    /// The learnings the run's agents added.
+    pub learnings: Vec<super::LearningRow>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -305,6 +311,8 @@ impl Reader {
                         digests: json(&r.get::<_, String>(9)?),
                         phases: Vec::new(),
                         artifacts: Vec::new(),
+                        reports: Vec::new(),
+                        learnings: Vec::new(),
                     })
                 },
             )
@@ -380,7 +388,29 @@ impl Reader {
                 })
             })?
             .collect::<Result<_, _>>()?;
+        run.reports = super::reports::list(&conn, run_id, &Default::default())?;
+        run.learnings = super::reports::run_learnings(&conn, run_id)?;
         Ok(Some(run))
+    }
+
+    /// A run's reports that match `filter`, oldest first.
+    pub fn reports(
+        &self,
+        run_id: &str,
+        filter: &super::ReportFilter<'_>,
+    ) -> Result<Vec<super::ReportRow>, StoreError> {
+        super::reports::list(&self.conn(), run_id, filter)
+    }
+
+    /// Learnings of every run matching any word of `query`, best first
+    /// (see [`super::Reports::search_learnings`]).
+    pub fn search_learnings(
+        &self,
+        query: &str,
+        limit: usize,
+        min_quality: i64,
+    ) -> Result<Vec<super::LearningRow>, StoreError> {
+        super::reports::search_learnings(&self.conn(), query, limit, min_quality)
     }
 
     /// A run's events in arrival order: those with an id above `after` (0
@@ -767,7 +797,7 @@ mod tests {
         );
         assert!(text.starts_with(&prefix), "{text}");
         let suffix = format!(
-            r#""artifacts":[{{"phase":"build","path":"dist/app","sha256":"{}"}}]}}"#,
+            r#""artifacts":[{{"phase":"build","path":"dist/app","sha256":"{}"}}],"reports":[],"learnings":[]}}"#,
             "ab".repeat(32)
         );
         assert!(text.ends_with(&suffix), "{text}");

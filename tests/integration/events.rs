@@ -61,6 +61,29 @@ fn refused(events: &[Event], tool: &str) -> bool {
 }
 
 #[test]
+fn every_finished_session_ends_with_one_result_event() {
+    // The engine counts an LLM attempt that exits 0 without it as failed.
+    for (kind, _, _) in CLIS {
+        for scenario in ["text-only", "write-allowed", "shell-refused"] {
+            let ev = parse(*kind, scenario);
+            let results: Vec<_> = ev
+                .iter()
+                .filter(|e| {
+                    matches!(
+                        e,
+                        Event::Result {
+                            is_error: false,
+                            ..
+                        }
+                    )
+                })
+                .collect();
+            assert_eq!(results.len(), 1, "{kind} {scenario}: {ev:#?}");
+        }
+    }
+}
+
+#[test]
 fn text_only() {
     for (kind, _, _) in CLIS {
         let ev = parse(*kind, "text-only");

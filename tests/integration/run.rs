@@ -194,6 +194,28 @@ fn outcomes_follow_the_format() {
 }
 
 #[test]
+fn an_llm_cli_that_exits_0_without_its_result_event_failed() {
+    // `/bin/true` as Claude Code: status 0, but no session ran.
+    let s = Space::new();
+    let p = s.pipeline(
+        "[agents.claude]\nkind = \"claude\"\n\
+         [[phases]]\nname = \"p\"\nagents = [\"claude\"]\nprompt = \"hi\"\n",
+    );
+    let (out, report) = s.report(&p, &["--agent-binary", "claude=/bin/true"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let agent = &phase_of(&report, "p")["agents"][0];
+    assert_eq!(agent["status"], "failed");
+    assert_eq!(agent["exit_code"], 0);
+    assert!(
+        agent["reason"]
+            .as_str()
+            .unwrap()
+            .contains("without its final result event"),
+        "{agent}"
+    );
+}
+
+#[test]
 fn retries_then_success() {
     let s = Space::new();
     // Fails twice, then succeeds: a counter file outside the agent.
