@@ -4,9 +4,11 @@
 mod config;
 mod doctor;
 mod explain;
+mod learnings;
 mod mcp;
 mod output;
 mod plan;
+mod reports;
 mod run;
 mod runs;
 mod schema;
@@ -80,6 +82,8 @@ pub enum Command {
     Runs(runs::Args),
     /// orch's MCP server, which every agent reports through
     Mcp(mcp::Args),
+    /// The learnings agents recorded, across every run
+    Learnings(learnings::Args),
 }
 
 /// Parse the command line, run, and map the outcome to an exit code.
@@ -101,6 +105,7 @@ pub fn main() -> ExitCode {
         }
         Command::Runs(args) => runs::run(args, &cli.global),
         Command::Mcp(args) => mcp::run(args),
+        Command::Learnings(args) => learnings::run(args, &cli.global),
     };
     output::finish(result)
 }

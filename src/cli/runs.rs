@@ -22,7 +22,7 @@ pub struct Args {
 pub enum RunsCommand {
     /// The recorded runs, newest first
     List(ListArgs),
-    /// A run's phases and agent attempts
+    /// A run's phases, agent attempts, artifacts, and what the agents reported
     Show(ShowArgs),
     /// A run's recorded events, in the order they arrived
     Events(EventsArgs),
@@ -255,7 +255,7 @@ fn show_text(out: &mut impl Write, d: &RunDetail) -> io::Result<()> {
             .collect();
         table(out, &["PHASE", "ARTIFACT", "SHA256"], &rows)?;
     }
-    Ok(())
+    super::reports::write(out, &d.reports, &d.learnings)
 }
 
 fn events(reader: Option<&Reader>, state_dir: &Path, args: &EventsArgs) -> CmdResult {
@@ -372,7 +372,7 @@ fn event_line(out: &mut impl Write, ev: &EventRow) -> io::Result<()> {
 
 /// A line as recorded, with control characters (terminal escapes an agent
 /// printed, say) shown escaped rather than acted on.
-fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+pub(super) fn printable(s: &str) -> std::borrow::Cow<'_, str> {
     // The same characters diagnostics never echo (control, bidi overrides);
     // newlines too, since an event is one line.
     let hide = |c: char| crate::pipeline::diagnostic::unsafe_to_show(c) || matches!(c, '\n' | '\r');

@@ -93,7 +93,8 @@ fn the_python_sdk_lists_calls_and_is_refused_outside_the_scope() {
         ["log_decision", {"category": "library_choice", "question": "which MCP SDK", "options_considered": ["rmcp", "hand-written"], "chosen": "rmcp", "reasoning": "maintained"}],
         ["start_task", {"name": "n", "goal": "g"}],
         ["log_decision", {"category": "vibes"}],
-        ["complete_phase", {"artifact_path": "../x.md", "artifact_hash": "0", "summary": "s", "confidence": "low"}]
+        ["complete_phase", {"artifact_path": "../x.md", "artifact_hash": "0", "summary": "s", "confidence": "low"}],
+        ["add_learning", {"pattern": "Run the MCP conformance checks before touching any tool schema in this repo", "learning_type": "convention", "applies_to": "src/mcp"}]
     ]);
     let out = Command::new(py)
         .arg(root().join("tests/mcp/python_client.py"))
@@ -103,7 +104,7 @@ fn the_python_sdk_lists_calls_and_is_refused_outside_the_scope() {
             &state,
             &run,
             &ws,
-            Some("log_decision,complete_phase"),
+            Some("log_decision,complete_phase,add_learning"),
         ))
         .output()
         .unwrap();
@@ -116,7 +117,7 @@ fn the_python_sdk_lists_calls_and_is_refused_outside_the_scope() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["complete_phase", "log_decision"]);
+    assert_eq!(names, ["add_learning", "complete_phase", "log_decision"]);
     let r = got["results"].as_array().unwrap();
     assert_eq!(r[0]["is_error"], false, "{}", r[0]);
     assert!(
@@ -139,6 +140,49 @@ fn the_python_sdk_lists_calls_and_is_refused_outside_the_scope() {
     assert_eq!(k, "decision");
     assert_eq!(who, format!("{run}/plan/claude/1"));
     assert!(data.contains("which MCP SDK"));
+    assert_eq!(r[4]["is_error"], false, "{}", r[4]);
+
+    // A person sees it too: `orch runs show` and `orch learnings search`.
+    let orch_in_state = |args: &[&str]| {
+        let out = orch()
+            .arg("--state-dir")
+            .arg(&state)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        stdout(&out)
+    };
+    let shown = orch_in_state(&["runs", "show", &run]);
+    assert!(
+        shown.contains(
+            "decisions\n  plan/claude#1  [library_choice] which MCP SDK -> rmcp: maintained"
+        ),
+        "{shown}"
+    );
+    assert!(shown.contains("learnings\n"), "{shown}");
+    let json: Value =
+        serde_json::from_str(&orch_in_state(&["runs", "show", &run, "--format", "json"])).unwrap();
+    assert_eq!(json["reports"][0]["kind"], "decision");
+    assert_eq!(json["reports"][0]["data"]["chosen"], "rmcp");
+    assert_eq!(json["learnings"][0]["learning_type"], "convention");
+    let found = orch_in_state(&["learnings", "search", "conformance schema"]);
+    assert!(
+        found.contains("[convention] (quality 50) Run the MCP conformance checks"),
+        "{found}"
+    );
+    let none = orch()
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["learnings", "search", "kubernetes"])
+        .output()
+        .unwrap();
+    assert!(none.status.success() && stdout(&none).is_empty());
+    assert!(
+        stderr(&none).contains("no learning matches"),
+        "{}",
+        stderr(&none)
+    );
 }
 
 #[test]

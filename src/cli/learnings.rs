@@ -1,0 +1,87 @@
+//! `orch learnings search QUERY`: the learnings agents recorded in every
+//! run of this state directory, ranked as agents' `search_learnings` ranks
+//! them (BM25 over pattern, context and what it applies to, scaled by the
+//! quality score).
+
+use std::io::{self, Write};
+
+use clap::Subcommand;
+
+use super::GlobalArgs;
+use super::output::{CmdResult, Exit, Format, stdout, write_json};
+use crate::store::Reader;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: LearningsCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LearningsCommand {
+    /// Learnings that match any word of QUERY, best first
+    Search(SearchArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SearchArgs {
+    /// Words to look for
+    #[arg(value_name = "QUERY")]
+    pub query: String,
+    /// At most this many
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub limit: usize,
+    /// Only learnings with at least this quality score (they start at 50)
+    #[arg(long, value_name = "SCORE", default_value_t = 0)]
+    pub min_quality: i64,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+pub fn run(args: &Args, global: &GlobalArgs) -> CmdResult {
+    let ctx = match super::config::context(global) {
+        Ok(c) => c,
+        Err(exit) => return Ok(exit),
+    };
+    let LearningsCommand::Search(a) = &args.command;
+    let found = match Reader::open(&ctx.state_dir()) {
+        Ok(Some(r)) => match r.search_learnings(&a.query, a.limit, a.min_quality) {
+            Ok(found) => found,
+            Err(e) => {
+                let _ = writeln!(io::stderr(), "{:?}", miette::Report::new(e));
+                return Ok(Exit::Invalid);
+            }
+        },
+        Ok(None) => Vec::new(),
+        Err(e) => {
+            let _ = writeln!(io::stderr(), "{:?}", miette::Report::new(e));
+            return Ok(Exit::Invalid);
+        }
+    };
+    match a.format {
+        Format::Json => write_json(&found)?,
+        Format::Text if found.is_empty() => {
+            let _ = writeln!(
+                io::stderr(),
+                "no learning matches `{}` in `{}`",
+                a.query,
+                ctx.state_dir().display()
+            );
+        }
+        Format::Text => {
+            let mut out = stdout();
+            for l in &found {
+                writeln!(
+                    out,
+                    "{}",
+                    super::runs::printable(&super::reports::learning(l))
+                )?;
+                if !l.context.is_empty() {
+                    writeln!(out, "    {}", super::runs::printable(&l.context))?;
+                }
+            }
+            out.flush()?;
+        }
+    }
+    Ok(Exit::Success)
+}
