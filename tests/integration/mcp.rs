@@ -210,3 +210,147 @@ fn the_inspector_finds_every_tool_schema_portable() {
     assert!(tools.len() >= 19, "{}", tools.len());
     assert_eq!(got.get("schemaFindings"), None, "{}", got["schemaFindings"]);
 }
+
+/// `orch mcp serve` for `run` driven over raw JSON-RPC lines: `n`
+/// `add_comment` calls sent at once, each answered; the texts it wrote.
+fn comment_through_a_server(state: &Path, ws: &Path, run: &str, agent: &str, n: usize) {
+    use std::io::{BufRead, BufReader, Write};
+    let mut argv = serve_argv(state, run, ws, None);
+    let at = argv.iter().position(|a| a == "--agent").unwrap();
+    argv[at + 1] = agent.to_string();
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let mut lines = vec![
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "load", "version": "1"}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        ];
+        lines.extend((1..=n).map(|i| {
+            json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+            "params": {"name": "add_comment", "arguments": {"text": format!("comment {i}")}}})
+        }));
+        for l in lines {
+            writeln!(stdin, "{l}").unwrap();
+        }
+        stdin
+    });
+    let mut answered = 0;
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if v["id"].as_u64().is_some_and(|id| id > 0) {
+            assert_eq!(v["result"]["isError"], false, "{agent}: {v}");
+            answered += 1;
+            if answered == n {
+                break;
+            }
+        }
+    }
+    assert_eq!(answered, n, "{agent}: every call answered");
+    drop(writer.join().unwrap());
+    child.wait().unwrap();
+}
+
+#[test]
+fn eight_servers_and_the_engine_write_at_once_and_nothing_is_lost_or_doubled() {
+    // The engine records a command agent's lines (one event each) until the
+    // servers are done; meanwhile 8 `orch mcp serve` processes append 500
+    // comments each to the same run.
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let state = dir.path().join("state");
+    let p = dir.path().join("p.toml");
+    // Bounded: at most 60 s or 400,000 lines, whichever comes first.
+    std::fs::write(
+        &p,
+        r#"version = 1
+name = "load"
+[agents.talker]
+kind = "command"
+command = ["python3", "-c", "import os, sys, time\nend = time.time() + 60\nn = 0\nwhile not os.path.exists('stop') and time.time() < end and n < 400000:\n    print(f'line {n}')\n    n += 1\n    if n % 100 == 0:\n        sys.stdout.flush()\n        time.sleep(0.005)\nsys.stdout.flush()\nopen('count', 'w').write(str(n))\n"]
+[[phases]]
+name = "plan"
+agents = ["talker"]
+"#,
+    )
+    .unwrap();
+    let engine = orch()
+        .current_dir(&ws)
+        .args(["--state-dir", state.to_str().unwrap(), "run"])
+        .arg(&p)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let run = loop {
+        assert!(started.elapsed().as_secs() < 30, "the run never started");
+        let list = orch()
+            .args(["--state-dir", state.to_str().unwrap()])
+            .args(["runs", "list", "--format", "json"])
+            .output()
+            .unwrap();
+        if let Some(id) = serde_json::from_slice::<Value>(&list.stdout)
+            .ok()
+            .and_then(|v| v[0]["run_id"].as_str().map(str::to_string))
+            && !ws.join("count").exists()
+        {
+            break id;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let servers: Vec<_> = (0..8)
+        .map(|k| {
+            let (state, ws, run) = (state.clone(), ws.clone(), run.clone());
+            std::thread::spawn(move || {
+                comment_through_a_server(&state, &ws, &run, &format!("agent{k}"), 500)
+            })
+        })
+        .collect();
+    for s in servers {
+        s.join().unwrap();
+    }
+    std::fs::write(ws.join("stop"), "").unwrap();
+    let out = finish_within(engine, std::time::Duration::from_secs(90), "orch run");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed: u64 = std::fs::read_to_string(ws.join("count"))
+        .unwrap()
+        .parse()
+        .unwrap();
+
+    let conn = rusqlite::Connection::open(state.join("state.db")).unwrap();
+    let (total, distinct): (u64, u64) = conn
+        .query_row(
+            "SELECT count(*), count(DISTINCT agent || data_json) FROM reports
+             WHERE kind = 'comment' AND run_id = ?1",
+            [&run],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((total, distinct), (4000, 4000));
+    let per_agent: Vec<(String, u64)> = conn
+        .prepare("SELECT agent, count(*) FROM reports GROUP BY agent ORDER BY agent")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(per_agent.iter().all(|(_, n)| *n == 500), "{per_agent:?}");
+    let events: u64 = conn
+        .query_row(
+            "SELECT count(*) FROM events WHERE run_id = ?1 AND kind = 'raw'",
+            [&run],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(events, printed, "every line the agent printed is an event");
+    // It stopped on `stop`, so it was talking all the while the servers wrote.
+    assert!(printed > 0 && printed < 400_000, "{printed}");
+    eprintln!("engine events while the servers wrote: {printed}");
+}
