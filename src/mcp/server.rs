@@ -87,10 +87,13 @@ fn all_tools() -> ToolRouter<OrchServer> {
 
 /// The names of all of orch's tools, sorted (what `mcp__orch__NAME` may
 /// name).
-pub fn tool_names() -> Vec<String> {
-    let mut names: Vec<String> = all_tools().map.keys().map(|k| k.to_string()).collect();
-    names.sort();
-    names
+pub fn tool_names() -> &'static [String] {
+    static NAMES: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+        let mut names: Vec<String> = all_tools().map.keys().map(|k| k.to_string()).collect();
+        names.sort();
+        names
+    });
+    &NAMES
 }
 
 impl ServerHandler for OrchServer {

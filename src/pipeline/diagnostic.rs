@@ -206,6 +206,12 @@ pub enum Problem {
     },
     #[error("malformed MCP tool name `{name}`: {reason}")]
     BadMcpName { name: String, reason: &'static str },
+    #[error("`{name}`: orch's server has no tool `{tool}`")]
+    UnknownOrchTool {
+        name: String,
+        tool: String,
+        suggestion: Option<String>,
+    },
     #[error("MCP tool `{name}` names server `{server}`, which is not declared")]
     UnknownMcpServer {
         name: String,
@@ -304,6 +310,7 @@ impl Problem {
             Problem::UnknownTool { .. } => "orch::pipeline::unknown_tool",
             Problem::BadMcpName { .. } => "orch::pipeline::mcp_name",
             Problem::UnknownMcpServer { .. } => "orch::pipeline::unknown_mcp_server",
+            Problem::UnknownOrchTool { .. } => "orch::pipeline::unknown_orch_tool",
             Problem::TooSmall { .. } => "orch::pipeline::too_small",
             Problem::TooLarge { .. } => "orch::pipeline::too_large",
             Problem::BadDuration { .. } => "orch::pipeline::duration",
@@ -390,6 +397,12 @@ impl Problem {
             Problem::BadMcpName { .. } => Some(
                 "write `mcp__<server>__<tool>` or `mcp__<server>__*`".into(),
             ),
+            Problem::UnknownOrchTool { suggestion, .. } => did_you_mean(suggestion).or_else(|| {
+                Some(format!(
+                    "orch's tools: {} (or `mcp__orch__*` for all)",
+                    crate::mcp::tool_names().join(", ")
+                ))
+            }),
             Problem::UnknownMcpServer { suggestion, .. } => did_you_mean(suggestion).or_else(|| {
                 Some("declare it under `[mcp_servers.<name>]`; `orch` is the built-in server".into())
             }),

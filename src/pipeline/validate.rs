@@ -226,6 +226,25 @@ impl<'s> Validator<'s> {
             let mut ok = true;
             for item in &list.value {
                 match McpTool::parse(&item.value) {
+                    Ok(McpTool {
+                        server,
+                        tool: Some(tool),
+                    }) if server == ORCH_MCP_SERVER
+                        && !crate::mcp::tool_names().contains(&tool) =>
+                    {
+                        ok = false;
+                        self.error(
+                            Problem::UnknownOrchTool {
+                                name: item.value.clone(),
+                                suggestion: suggest_among(
+                                    &tool,
+                                    crate::mcp::tool_names().iter().map(String::as_str),
+                                ),
+                                tool,
+                            },
+                            item.span.clone(),
+                        );
+                    }
                     Ok(t) if t.server == ORCH_MCP_SERVER || servers.contains(t.server.as_str()) => {
                         tools.push(t)
                     }

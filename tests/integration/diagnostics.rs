@@ -106,6 +106,7 @@ fixtures! {
     unknown_tool => [at("unknown_tool", 11, 13)],
     mcp_name => [at("mcp_name", 14, 8)],
     unknown_mcp_server => [at("unknown_mcp_server", 14, 8)],
+    unknown_orch_tool => [at("unknown_orch_tool", 11, 8)],
     too_small => [at("too_small", 10, 13)],
     too_large => [at("too_large", 9, 11)],
     duration => [at("duration", 9, 11)],
