@@ -33,6 +33,14 @@ pub struct Settings {
     /// built-in toolchain folders (`~/...` or absolute paths).
     #[serde(default)]
     pub allow_read: Vec<String>,
+    /// The project documents agents search with `search_knowledge`: glob
+    /// patterns relative to the workspace.
+    #[serde(default = "default_knowledge")]
+    pub knowledge: Vec<String>,
+}
+
+fn default_knowledge() -> Vec<String> {
+    vec!["README.md".into(), "docs/**/*.md".into()]
 }
 
 /// The `confinement` setting.
@@ -124,6 +132,7 @@ impl Default for Settings {
             agents,
             confinement: ConfinementMode::Auto,
             allow_read: Vec::new(),
+            knowledge: default_knowledge(),
         }
     }
 }
@@ -188,7 +197,7 @@ pub struct Layered {
 #[diagnostic(
     code(orch::settings::invalid),
     help(
-        "see `orch config` for the keys: state_dir, max_parallel, agents.<kind>.binary, agents.<kind>.pass_env, confinement, allow_read"
+        "see `orch config` for the keys: state_dir, max_parallel, agents.<kind>.binary, agents.<kind>.pass_env, confinement, allow_read, knowledge"
     )
 )]
 pub struct SettingsError {
@@ -226,7 +235,35 @@ pub fn load(sources: &Sources, overrides: &Overrides) -> Result<Layered, Setting
             message: "max_parallel must be at least 1".into(),
         });
     }
+    for pattern in &settings.knowledge {
+        if let Some(why) = knowledge_problem(pattern) {
+            return Err(SettingsError {
+                message: format!("knowledge pattern `{pattern}` {why}"),
+            });
+        }
+    }
     Ok(Layered { settings, figment })
+}
+
+/// What is wrong with a `knowledge` pattern: it must be a glob inside
+/// the workspace.
+fn knowledge_problem(pattern: &str) -> Option<String> {
+    let path = Path::new(pattern);
+    if pattern.is_empty() {
+        return Some("is empty".into());
+    }
+    if path.is_absolute() {
+        return Some("is absolute: write it relative to the workspace, like `docs/**/*.md`".into());
+    }
+    if path
+        .components()
+        .any(|c| c == std::path::Component::ParentDir)
+    {
+        return Some("leaves the workspace (`..`)".into());
+    }
+    glob::Pattern::new(pattern)
+        .err()
+        .map(|e| format!("is not a glob pattern: {e}"))
 }
 
 impl Layered {

@@ -215,12 +215,39 @@ pub fn mcp_servers(
             workspace: ctx.workdir.clone(),
             tools: spec.tools.clone(),
             pipeline: Some(absolute(&ctx.workdir, &pipeline.path)),
+            knowledge: ctx.settings.knowledge.clone(),
+            marker: Some(marker_path(slot.dir)),
         };
         spec.command = std::iter::once(ctx.orch_exe.clone())
             .chain(args.to_argv())
             .collect();
     }
     out
+}
+
+/// Where orch leaves the workspace marker of an attempt whose own
+/// directory is `dir` (readable, not writable, by the agent).
+fn marker_path(dir: &Path) -> PathBuf {
+    dir.join(super::adapter::ORCH_FILES).join("workspace.json")
+}
+
+/// The marker `verify_workspace` checks: which attempt the agent is, and
+/// the workspace it must work in.
+fn marker(
+    ctx: &Context,
+    phase: &Phase,
+    agent: &Agent,
+    slot: &Slot<'_>,
+) -> super::invocation::InvocationFile {
+    let workspace = std::fs::canonicalize(&ctx.workdir).unwrap_or_else(|_| ctx.workdir.clone());
+    let content = serde_json::json!({
+        "run": slot.run_id, "phase": phase.name, "agent": agent.name,
+        "attempt": slot.attempt, "workspace": workspace,
+    });
+    super::invocation::InvocationFile {
+        path: marker_path(slot.dir),
+        content: format!("{content:#}\n"),
+    }
 }
 
 fn absolute(base: &Path, p: &Path) -> PathBuf {
@@ -419,7 +446,11 @@ pub fn invocation(
             .map(|m| &m.flags)
             .unwrap_or(&no_flags),
     };
+    let with_orch = req.mcp_servers.iter().any(|s| s.name == ORCH_MCP_SERVER);
     let mut inv = adapter(agent.kind).invocation(&req);
+    if with_orch {
+        inv.files.push(marker(ctx, phase, agent, slot));
+    }
     inv.enforcement = capability::enforcement(agent.kind, toolset, &reach, &ctx.confinement);
     if level.is_some() && ctx.confinement.is_available() && inv.inherit_env {
         // A confined command writes its temporary files in its own folder.
@@ -470,6 +501,55 @@ mod tests {
         assert!(writes_db("a", "claude"), "mcp__orch__* by default");
         assert!(!writes_db("a", "lint"), "a command has no MCP server");
         assert!(!writes_db("b", "claude"), "no orch server granted");
+    }
+
+    #[test]
+    fn an_agent_with_orchs_server_gets_the_workspace_marker_it_names() {
+        let text = "version = 1\nname = \"d\"\n[[phases]]\nname = \"a\"\nagents = [\"claude\"]\nmode = \"audit\"\nprompt = \"x\"\n[[phases]]\nname = \"b\"\nagents = [\"claude\"]\nmode = \"audit\"\nprompt = \"x\"\n[phases.tools]\nmcp = []\n".to_string();
+        let os = Availability::Unavailable {
+            reason: "test".into(),
+        };
+        let loaded = crate::pipeline::load_str("d.toml", text, Path::new("."), &os).unwrap();
+        let p = &loaded.pipeline;
+        let ctx = Context::new(Settings::default(), PathBuf::from("/w"));
+        let slot = Slot {
+            dir: Path::new("/own"),
+            run_id: "r7",
+            attempt: 2,
+        };
+        let marker = |phase: &str| {
+            let ph = p.phases.iter().find(|x| x.name == phase).unwrap();
+            let inv = invocation(p, ph, p.agent("claude").unwrap(), &ctx, &slot);
+            // The server's command line is in the CLI's MCP config (a file
+            // for Claude Code).
+            let config: String = inv
+                .files
+                .iter()
+                .filter(|f| !f.path.ends_with("workspace.json"))
+                .map(|f| f.content.clone())
+                .chain(inv.args.iter().cloned())
+                .collect();
+            let named = config.contains(r#""--marker","/own/orch/workspace.json""#)
+                || config.contains(
+                    r#""--marker",
+        "/own/orch/workspace.json""#,
+                );
+            let file = inv
+                .files
+                .iter()
+                .find(|f| f.path.ends_with("workspace.json"));
+            (named, file.cloned())
+        };
+        let (named, file) = marker("a");
+        let file = file.expect("the marker is written");
+        assert!(named, "the server is told where it is");
+        assert_eq!(file.path, Path::new("/own/orch/workspace.json"));
+        let v: serde_json::Value = serde_json::from_str(&file.content).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"run": "r7", "phase": "a", "agent": "claude", "attempt": 2, "workspace": "/w"})
+        );
+        assert_eq!(marker("b"), (false, None), "no orch server, no marker");
     }
 
     #[test]

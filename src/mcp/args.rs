@@ -32,6 +32,14 @@ pub struct ServeArgs {
     /// The pipeline file, for `get_phase` (the phase's prompt)
     #[arg(long, value_name = "FILE")]
     pub pipeline: Option<PathBuf>,
+    /// The project documents `search_knowledge` searches: a glob relative
+    /// to the workspace (repeatable; the `knowledge` setting)
+    #[arg(long = "knowledge", value_name = "GLOB")]
+    pub knowledge: Vec<String>,
+    /// The workspace marker orch wrote for this attempt, which
+    /// `verify_workspace` checks
+    #[arg(long, value_name = "FILE")]
+    pub marker: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -60,6 +68,14 @@ impl ServeArgs {
         if let Some(p) = &self.pipeline {
             argv.push("--pipeline".into());
             argv.push(p.display().to_string());
+        }
+        for k in &self.knowledge {
+            argv.push("--knowledge".into());
+            argv.push(k.clone());
+        }
+        if let Some(m) = &self.marker {
+            argv.push("--marker".into());
+            argv.push(m.display().to_string());
         }
         argv
     }
@@ -106,11 +122,15 @@ mod tests {
             workspace: "/w".into(),
             tools: Some(vec!["log_decision".into(), "start_task".into()]),
             pipeline: Some("/w/p.toml".into()),
+            knowledge: vec!["README.md".into(), "docs/**/*.md".into()],
+            marker: Some("/a/orch/workspace.json".into()),
         };
         assert_eq!(parse(&all.to_argv()), all);
         let bare = ServeArgs {
             tools: None,
             pipeline: None,
+            knowledge: Vec::new(),
+            marker: None,
             ..all
         };
         assert_eq!(parse(&bare.to_argv()), bare);

@@ -11,6 +11,14 @@ pub fn head(workspace: &Path) -> Option<String> {
     (!h.is_empty()).then(|| h.to_string())
 }
 
+/// The branch checked out in `workspace` (`None` when detached or
+/// outside a git repository).
+pub fn branch(workspace: &Path) -> Option<String> {
+    let out = git(workspace, &["symbolic-ref", "--quiet", "--short", "HEAD"])?;
+    let b = out.trim();
+    (!b.is_empty()).then(|| b.to_string())
+}
+
 /// The files changed since `since`: the committed diff from it to the
 /// working tree (staged and unstaged included) and the untracked files
 /// git does not ignore, sorted, each once. `None` when git cannot tell.

@@ -9,6 +9,7 @@ mod phase;
 mod portable;
 mod server;
 mod work;
+mod workspace;
 
 pub use args::ServeArgs;
 pub use phase::sha256_hex;

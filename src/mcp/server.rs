@@ -77,8 +77,10 @@ impl OrchServer {
 
 /// Every tool of every family, with portable schemas.
 fn all_tools() -> ToolRouter<OrchServer> {
-    let mut router =
-        OrchServer::work_tools() + OrchServer::phase_tools() + OrchServer::knowledge_tools();
+    let mut router = OrchServer::work_tools()
+        + OrchServer::phase_tools()
+        + OrchServer::knowledge_tools()
+        + OrchServer::workspace_tools();
     for route in router.map.values_mut() {
         route.attr.input_schema = Arc::new(portable(&route.attr.input_schema));
     }

@@ -35,6 +35,8 @@ async fn start(tools: Option<&[&str]>) -> Harness {
         workspace: ws.clone(),
         tools: tools.map(|t| t.iter().map(|s| s.to_string()).collect()),
         pipeline: None,
+        knowledge: vec!["README.md".into(), "docs/**/*.md".into()],
+        marker: Some(state.join("workspace.json")),
     };
     let who = Reporter {
         run_id: "r1".into(),
@@ -491,4 +493,118 @@ async fn findings_comments_followups_health_memory_and_the_phase() {
     let events = h.ok("query_run_events", json!({"limit": 500})).await;
     assert_eq!(events["events"], json!([]));
     h.refused("query_run_events", json!({"limit": 501})).await;
+}
+
+#[tokio::test]
+async fn search_knowledge_finds_sections_of_the_project_documents_as_they_are_now() {
+    let h = start(None).await;
+    h.write(
+        "README.md",
+        "# orch\nRuns pipelines.\n## Install\nUse cargo install.\n",
+    );
+    h.write(
+        "docs/ops/deploy.md",
+        "# Deploying\nWe ship with a blue-green rollout on Fridays.\n",
+    );
+    h.write("docs/.hidden.md", "# Hidden\nrollout secrets\n");
+    h.write("notes/rollout.md", "# Not named by the patterns\nrollout\n");
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("x.md"), "# Outside\nrollout\n").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("x.md"), h.ws.join("docs/link.md")).unwrap();
+
+    let found = h.ok("search_knowledge", json!({"query": "rollout"})).await;
+    let hits = found["results"].as_array().unwrap();
+    assert_eq!(
+        hits.len(),
+        1,
+        "only docs/**/*.md and README.md inside the workspace: {found}"
+    );
+    assert_eq!(hits[0]["path"], "docs/ops/deploy.md");
+    assert_eq!(hits[0]["heading"], "Deploying");
+    assert!(hits[0]["snippet"].as_str().unwrap().contains("[rollout]"));
+    assert_eq!(found["documents"], 2);
+    assert_eq!(found["reindexed"], 2);
+    let install = h
+        .ok(
+            "search_knowledge",
+            json!({"query": "cargo install", "limit": 1}),
+        )
+        .await;
+    assert_eq!(install["results"][0]["heading"], "Install");
+    assert_eq!(
+        install["reindexed"], 0,
+        "unchanged files are not read again"
+    );
+
+    // Edited: found as it is now.
+    h.write(
+        "docs/ops/deploy.md",
+        "# Deploying\nWe ship with canary releases.\n",
+    );
+    let now = h
+        .ok("search_knowledge", json!({"query": "rollout canary"}))
+        .await;
+    assert_eq!(now["reindexed"], 1);
+    let hits = now["results"].as_array().unwrap();
+    assert_eq!(hits.len(), 1, "{now}");
+    assert!(hits[0]["snippet"].as_str().unwrap().contains("[canary]"));
+
+    assert!(
+        h.refused("search_knowledge", json!({"query": " "}))
+            .await
+            .contains("query")
+    );
+    assert!(
+        h.refused("search_knowledge", json!({"query": "x", "limit": 0}))
+            .await
+            .contains("limit")
+    );
+}
+
+#[tokio::test]
+async fn verify_workspace_checks_the_marker_and_where_the_agent_is() {
+    let h = start(None).await;
+    let marker = h.state.join("workspace.json");
+    let no_marker = h
+        .refused(
+            "verify_workspace",
+            json!({"path": h.ws.display().to_string()}),
+        )
+        .await;
+    assert!(
+        no_marker.contains("missing") && no_marker.contains("cd "),
+        "{no_marker}"
+    );
+    let mut good = json!({"run": "r1", "phase": "plan", "agent": "claude", "attempt": 1,
+                          "workspace": h.ws});
+    std::fs::write(&marker, good.to_string()).unwrap();
+    h.write("src/lib.rs", "");
+    let ok = h
+        .ok(
+            "verify_workspace",
+            json!({"path": h.ws.join("src").display().to_string()}),
+        )
+        .await;
+    assert_eq!(ok["valid"], true);
+    assert_eq!(ok["workspace"], h.ws.display().to_string());
+    let away = tempfile::tempdir().unwrap();
+    let why = h
+        .refused(
+            "verify_workspace",
+            json!({"path": away.path().display().to_string()}),
+        )
+        .await;
+    assert!(
+        why.contains("outside your workspace") && why.contains(&format!("cd {}", h.ws.display())),
+        "{why}"
+    );
+    good["attempt"] = json!(2);
+    std::fs::write(&marker, good.to_string()).unwrap();
+    let stale = h
+        .refused(
+            "verify_workspace",
+            json!({"path": h.ws.display().to_string()}),
+        )
+        .await;
+    assert!(stale.contains("not this attempt"), "{stale}");
 }

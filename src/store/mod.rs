@@ -3,6 +3,7 @@
 mod error;
 #[doc(hidden)]
 pub mod fixture;
+mod knowledge;
 mod liveness;
 mod query;
 pub mod record;
@@ -12,6 +13,7 @@ mod status;
 mod writer;
 
 pub use error::StoreError;
+pub use knowledge::{Document, KnowledgeHit, Section, SyncCount, sections};
 pub use query::{
     ArtifactRow, AttemptDetail, EventPage, EventRow, PhaseDetail, Reader, RunDetail, RunInfo,
     RunSummary,

@@ -111,7 +111,7 @@ pub struct ReportFilter<'a> {
 
 /// One agent's server's connection to `state.db`.
 pub struct Reports {
-    conn: Connection,
+    pub(super) conn: Connection,
     who: Reporter,
 }
 
@@ -445,7 +445,7 @@ pub(super) fn search_learnings(
 
 /// An FTS5 query that matches any of the words of `text` (each quoted, so
 /// no character of it is FTS syntax); `None` when it has no word.
-fn fts_query(text: &str) -> Option<String> {
+pub(super) fn fts_query(text: &str) -> Option<String> {
     let words: Vec<String> = text
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())

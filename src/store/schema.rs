@@ -161,6 +161,19 @@ pub const MIGRATIONS: &[&str] = &[
         content = 'learnings', content_rowid = 'id'
     );
     "#,
+    // 4: the index of project documents (`search_knowledge`), per
+    // workspace; a file is indexed again when its hash changes.
+    r#"
+    CREATE TABLE knowledge_files (
+        workspace TEXT NOT NULL,
+        path      TEXT NOT NULL,
+        sha256    TEXT NOT NULL,
+        PRIMARY KEY (workspace, path)
+    ) WITHOUT ROWID;
+    CREATE VIRTUAL TABLE knowledge_fts USING fts5 (
+        workspace UNINDEXED, path UNINDEXED, heading, body
+    );
+    "#,
 ];
 
 /// The schema version this code writes.
@@ -294,6 +307,13 @@ mod tests {
                 "attempts",
                 "event_spans",
                 "events",
+                "knowledge_files",
+                "knowledge_fts",
+                "knowledge_fts_config",
+                "knowledge_fts_content",
+                "knowledge_fts_data",
+                "knowledge_fts_docsize",
+                "knowledge_fts_idx",
                 "learnings",
                 "learnings_fts",
                 "learnings_fts_config",
@@ -352,7 +372,7 @@ mod tests {
         Connection::open(&path).unwrap();
         let conn = open(&path, false).unwrap();
         assert_eq!(user_version(&conn).unwrap(), latest_version());
-        assert_eq!(tables(&conn).len(), 13);
+        assert_eq!(tables(&conn).len(), 20);
     }
 
     /// A history from before `event_spans`: a span per run, from its
