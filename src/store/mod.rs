@@ -1,4 +1,10 @@
-//! The run history: SQLite (`<state_dir>/state.db`), written by one thread.
+//! The run history: SQLite (`<state_dir>/state.db`) in WAL mode. Who
+//! writes what: the engine's writer thread (`writer.rs`, one per `orch
+//! run`) the runs, phases, attempts, events and artifacts; each agent's
+//! `orch mcp serve` process (`reports.rs`, `knowledge.rs`) its reports,
+//! learnings and the document index, one IMMEDIATE transaction per call,
+//! committed before it replies. Readers (`query.rs`) never write, except
+//! to mark runs whose orch is gone as interrupted.
 
 mod error;
 #[doc(hidden)]

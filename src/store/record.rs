@@ -1,6 +1,8 @@
 //! What the engine tells the store. The engine sends these over a bounded
 //! channel to the store's single writer thread, which batches them into
-//! SQLite transactions; nothing else writes the database.
+//! SQLite transactions. That thread alone writes the engine's tables (runs,
+//! phases, attempts, events, artifacts); the agents' MCP servers, one
+//! process each, append to their own (`reports.rs`, `knowledge.rs`).
 //!
 //! Rows are keyed naturally: a run by `run_id`; a phase by (run, phase); an
 //! attempt by (run, phase, agent, attempt); an event by (run, phase, agent,
