@@ -20,12 +20,48 @@ pub const ORCH_FILES: &str = "orch";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpServerSpec {
     pub name: String,
+    /// A stdio server's argv (empty for a remote one).
     pub command: Vec<String>,
     pub env: Vec<(String, EnvValue)>,
+    /// A remote server (streamable HTTP) instead of a process.
+    pub remote: Option<RemoteSpec>,
     /// The tools the ToolSet allows on this server; `None` means all (`*`).
     pub tools: Option<Vec<String>>,
     /// The pipeline vouches that the server's tools only read.
     pub read_only: bool,
+}
+
+/// A remote MCP server as the CLIs get it: its address, and each header
+/// by the variable of the CLI's environment that carries its value (orch
+/// sets it; a header's value never goes into a config file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteSpec {
+    pub url: String,
+    pub headers: Vec<RemoteHeader>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteHeader {
+    pub name: String,
+    /// The variable of the CLI's environment that carries the value.
+    pub var: String,
+    pub value: EnvValue,
+}
+
+impl RemoteSpec {
+    /// The headers as a JSON object of references, in `syntax`.
+    pub fn headers_json(&self, syntax: super::env::EnvRef) -> serde_json::Value {
+        self.headers
+            .iter()
+            .map(|h| {
+                (
+                    h.name.clone(),
+                    serde_json::Value::String(super::env::reference(&h.var, syntax)),
+                )
+            })
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    }
 }
 
 impl McpServerSpec {

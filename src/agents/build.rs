@@ -5,12 +5,13 @@
 use std::path::{Path, PathBuf};
 
 use super::AgentKind;
-use super::adapter::{McpServerSpec, Request, adapter};
+use super::adapter::{McpServerSpec, RemoteHeader, RemoteSpec, Request, adapter};
 use super::capability::{self, Reach};
 use super::env;
 use super::invocation::{EnvValue, Invocation};
 use crate::confine::{Availability, Confinement, Places, Policy, policy};
 use crate::mcp::ServeArgs;
+use crate::pipeline::model::McpTransport;
 use crate::pipeline::{Agent, Phase, Pipeline};
 use crate::settings::{Settings, default_pass_env};
 use crate::store::DB_FILE;
@@ -175,6 +176,7 @@ pub fn mcp_servers(
                         name: ORCH_MCP_SERVER.into(),
                         command: Vec::new(),
                         env: Vec::new(),
+                        remote: None,
                         tools: Some(Vec::new()),
                         read_only: false,
                     }
@@ -183,14 +185,36 @@ pub fn mcp_servers(
                     else {
                         continue;
                     };
+                    let (command, env, remote) = match &server.transport {
+                        McpTransport::Stdio { command, env } => (
+                            command.clone(),
+                            env.iter()
+                                .map(|(k, v)| (k.clone(), env::classify(k, v)))
+                                .collect(),
+                            None,
+                        ),
+                        McpTransport::Http { url, headers } => (
+                            Vec::new(),
+                            Vec::new(),
+                            Some(RemoteSpec {
+                                url: url.clone(),
+                                headers: headers
+                                    .iter()
+                                    .enumerate()
+                                    .map(|(i, (h, v))| RemoteHeader {
+                                        name: h.clone(),
+                                        var: env::header_var(&server.name, i),
+                                        value: env::header_value(v),
+                                    })
+                                    .collect(),
+                            }),
+                        ),
+                    };
                     McpServerSpec {
                         name: server.name.clone(),
-                        command: server.command.clone(),
-                        env: server
-                            .env
-                            .iter()
-                            .map(|(k, v)| (k.clone(), env::classify(k, v)))
-                            .collect(),
+                        command,
+                        env,
+                        remote,
                         tools: Some(Vec::new()),
                         read_only: server.read_only,
                     }

@@ -19,6 +19,9 @@ pub struct Reach<'a> {
     /// Granted MCP servers, other than orch's own, that the pipeline does
     /// not vouch only read: they run with every right the agent has.
     pub servers: Vec<&'a str>,
+    /// Those of them that are remote: they run elsewhere, so no
+    /// confinement on this machine holds what their tools do.
+    pub remote: Vec<&'a str>,
     /// For a command agent: whether a layer sets its `permission` (without
     /// one it runs unconfined, as written).
     pub permission_set: bool,
@@ -28,6 +31,7 @@ impl<'a> Reach<'a> {
     /// What acts for an agent with `resolved` tools in `pipeline`.
     pub fn of(pipeline: &'a Pipeline, resolved: &Resolved) -> Self {
         let mut servers: Vec<&'a str> = Vec::new();
+        let mut remote: Vec<&'a str> = Vec::new();
         for m in &resolved.toolset.mcp {
             if let Some(s) = pipeline
                 .mcp_servers
@@ -36,10 +40,17 @@ impl<'a> Reach<'a> {
                 && !servers.contains(&s.name.as_str())
             {
                 servers.push(&s.name);
+                if matches!(
+                    s.transport,
+                    crate::pipeline::model::McpTransport::Http { .. }
+                ) {
+                    remote.push(&s.name);
+                }
             }
         }
         Reach {
             servers,
+            remote,
             permission_set: resolved.provenance.permission.layer != Layer::Default,
         }
     }
@@ -94,6 +105,13 @@ fn permission(
     }
     if level == Permission::FullAccess {
         return cli;
+    }
+    // A remote server's tools act on another machine (or on this one
+    // through a server orch did not start): no confinement here holds them.
+    if let Some(server) = reach.remote.first() {
+        return Enforced::none(format!(
+            "MCP server `{server}` is remote: its tools run outside the agent's process tree, where neither the CLI nor the OS confinement holds what they do; set `read_only = true` in `[mcp_servers.{server}]` if its tools only read"
+        ));
     }
     if let Some(abi) = os.abi() {
         return confined(level, abi);
@@ -221,6 +239,7 @@ pub fn markdown() -> String {
     out.push_str("\n## A pipeline's own MCP servers\n\n");
     let servers = Reach {
         servers: vec!["fs"],
+        remote: Vec::new(),
         permission_set: false,
     };
     let ts = sample(Permission::ReadOnly, None);
@@ -236,6 +255,23 @@ pub fn markdown() -> String {
             cell(&off.permission, &mut notes),
         );
     }
+    let remote = Reach {
+        servers: vec!["search"],
+        remote: vec!["search"],
+        permission_set: false,
+    };
+    let _ = writeln!(
+        out,
+        "- any CLI, read-only, granting a tool of remote server `search` (`url`): confined {}; not confined {}.",
+        cell(
+            &enforcement(AgentKind::Claude, &ts, &remote, &confined).permission,
+            &mut notes
+        ),
+        cell(
+            &enforcement(AgentKind::Claude, &ts, &remote, &not_confined).permission,
+            &mut notes
+        ),
+    );
     out.push_str(
         "\nA server the pipeline marks `read_only = true` counts as reading only; \
          orch takes the pipeline's word for it.\n",
@@ -244,6 +280,7 @@ pub fn markdown() -> String {
     let cmd = |level| sample(level, None);
     let set = Reach {
         servers: Vec::new(),
+        remote: Vec::new(),
         permission_set: true,
     };
     for level in [Permission::ReadOnly, Permission::WorkspaceWrite] {
@@ -415,6 +452,7 @@ mod tests {
         };
         let reach = Reach {
             servers: vec!["sh"],
+            remote: Vec::new(),
             permission_set: false,
         };
         for kind in AgentKind::ALL.into_iter().filter(|k| k.is_llm()) {
@@ -433,6 +471,24 @@ mod tests {
                 &Availability::Available { abi: 4 },
             );
             assert_eq!(e.permission.by, By::Os, "{kind}");
+            // A remote server: confinement here does not hold it.
+            let remote = Reach {
+                servers: vec!["search"],
+                remote: vec!["search"],
+                permission_set: false,
+            };
+            let e = enforcement(
+                kind,
+                &ts(Permission::ReadOnly, vec![InternalTool::Read]),
+                &remote,
+                &Availability::Available { abi: 4 },
+            );
+            assert_eq!(e.permission.by, By::None, "{kind}");
+            assert!(
+                e.permission.reason.contains("is remote"),
+                "{}",
+                e.permission.reason
+            );
         }
     }
 
@@ -442,6 +498,7 @@ mod tests {
         let read_only = ts(Permission::ReadOnly, Vec::new());
         let set = Reach {
             servers: Vec::new(),
+            remote: Vec::new(),
             permission_set: true,
         };
         assert_eq!(

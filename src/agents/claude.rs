@@ -111,8 +111,15 @@ impl Adapter for Claude {
         let mcp_path = req.file_in_dir("mcp.json");
         let mut servers = serde_json::Map::new();
         for s in &req.mcp_servers {
-            let mut entry = s.json_entry();
-            entry["type"] = "stdio".into();
+            let entry = match &s.remote {
+                Some(r) => json!({"type": "http", "url": r.url,
+                                  "headers": r.headers_json(super::env::EnvRef::Dollar)}),
+                None => {
+                    let mut entry = s.json_entry();
+                    entry["type"] = "stdio".into();
+                    entry
+                }
+            };
             servers.insert(s.name.clone(), entry);
         }
         let mut files = vec![InvocationFile {

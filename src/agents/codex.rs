@@ -184,11 +184,27 @@ impl Adapter for Codex {
         }
         for s in &req.mcp_servers {
             let key = format!("mcp_servers.{}", s.name);
-            config(&format!("{key}.command"), toml_str(s.program()));
-            config(&format!("{key}.args"), toml_list(s.args()));
-            let vars: Vec<String> = s.env.iter().map(|(k, _)| k.clone()).collect();
-            if !vars.is_empty() {
-                config(&format!("{key}.env_vars"), toml_list(&vars));
+            if let Some(r) = &s.remote {
+                config(&format!("{key}.url"), toml_str(&r.url));
+                // Each header from the variable orch sets for it.
+                if !r.headers.is_empty() {
+                    let pairs: Vec<String> = r
+                        .headers
+                        .iter()
+                        .map(|h| format!("{} = {}", toml_str(&h.name), toml_str(&h.var)))
+                        .collect();
+                    config(
+                        &format!("{key}.env_http_headers"),
+                        format!("{{ {} }}", pairs.join(", ")),
+                    );
+                }
+            } else {
+                config(&format!("{key}.command"), toml_str(s.program()));
+                config(&format!("{key}.args"), toml_list(s.args()));
+                let vars: Vec<String> = s.env.iter().map(|(k, _)| k.clone()).collect();
+                if !vars.is_empty() {
+                    config(&format!("{key}.env_vars"), toml_list(&vars));
+                }
             }
             if let Some(tools) = &s.tools {
                 config(&format!("{key}.enabled_tools"), toml_list(tools));

@@ -143,8 +143,15 @@ impl Adapter for Copilot {
         if !req.mcp_servers.is_empty() {
             let mut servers = Map::new();
             for s in &req.mcp_servers {
-                let mut entry = s.json_entry();
-                entry["type"] = "local".into();
+                let mut entry = match &s.remote {
+                    Some(r) => json!({"type": "http", "url": r.url,
+                                      "headers": r.headers_json(super::env::EnvRef::Dollar)}),
+                    None => {
+                        let mut entry = s.json_entry();
+                        entry["type"] = "local".into();
+                        entry
+                    }
+                };
                 entry["tools"] = json!(s.tools.clone().unwrap_or_else(|| vec!["*".into()]));
                 servers.insert(s.name.clone(), entry);
             }

@@ -61,6 +61,15 @@ pub fn base(req: &Request<'_>) -> Vec<EnvVar> {
         });
     }
     for server in &req.mcp_servers {
+        for h in server.remote.iter().flat_map(|r| &r.headers) {
+            add_missing(
+                &mut env,
+                EnvVar {
+                    name: h.var.clone(),
+                    value: h.value.clone(),
+                },
+            );
+        }
         for (name, value) in &server.env {
             for var in referenced(value) {
                 add_missing(&mut env, EnvVar::pass_through(var));
@@ -207,6 +216,37 @@ impl EnvRef {
             EnvRef::Dollar => format!("${{{name}}}"),
             EnvRef::Braced => format!("{{env:{name}}}"),
         }
+    }
+}
+
+/// A reference to variable `name` in a config file of `syntax`.
+pub fn reference(name: &str, syntax: EnvRef) -> String {
+    syntax.to(name)
+}
+
+/// The variable that carries header number `i` of remote server `server`
+/// to the CLI: `ORCH_MCP_<SERVER>_HEADER_<i>`.
+pub fn header_var(server: &str, i: usize) -> String {
+    let s: String = server
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("ORCH_MCP_{s}_HEADER_{i}")
+}
+
+/// How a header's value travels: a template orch fills in at the start, or
+/// (a literal) as a secret: either way never written into a file.
+pub fn header_value(value: &str) -> EnvValue {
+    if value.contains("${") {
+        EnvValue::Template(value.to_string())
+    } else {
+        EnvValue::Secret(value.to_string())
     }
 }
 

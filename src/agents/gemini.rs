@@ -147,7 +147,12 @@ impl Adapter for Gemini {
 
         let mut servers = serde_json::Map::new();
         for s in &req.mcp_servers {
-            let mut entry = s.json_entry();
+            let mut entry = match &s.remote {
+                // `httpUrl`: streamable HTTP (`url` would be SSE).
+                Some(r) => json!({"httpUrl": r.url,
+                                  "headers": r.headers_json(super::env::EnvRef::Dollar)}),
+                None => s.json_entry(),
+            };
             entry["trust"] = false.into();
             if let Some(tools) = &s.tools {
                 entry["includeTools"] = json!(tools);

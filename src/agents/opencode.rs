@@ -190,16 +190,21 @@ impl Adapter for Opencode {
         let mut mcp = Map::new();
         for s in &req.mcp_servers {
             // OpenCode spells environment references `{env:NAME}`.
-            let environment = env::config_env(&s.env, EnvRef::Braced);
-            mcp.insert(
-                s.name.clone(),
-                json!({
-                    "type": "local",
-                    "command": s.command,
-                    "environment": environment,
+            let entry = match &s.remote {
+                Some(r) => json!({
+                    "type": "remote",
+                    "url": r.url,
+                    "headers": r.headers_json(EnvRef::Braced),
                     "enabled": true,
                 }),
-            );
+                None => json!({
+                    "type": "local",
+                    "command": s.command,
+                    "environment": env::config_env(&s.env, EnvRef::Braced),
+                    "enabled": true,
+                }),
+            };
+            mcp.insert(s.name.clone(), entry);
             match &s.tools {
                 None => {
                     permission.insert(format!("{}_*", s.name), "allow".into());

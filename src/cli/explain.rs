@@ -17,6 +17,7 @@ use crate::agents::invocation::InvocationFile;
 use crate::agents::{By, Enforcement};
 use crate::confine::{Availability, Confinement};
 use crate::pipeline::diagnostic::suggest;
+use crate::pipeline::model::{McpServer, McpTransport};
 use crate::toolset::{Layer, Origin, Permission, Resolved};
 
 #[derive(Debug, clap::Args)]
@@ -39,7 +40,72 @@ struct ExplainJson<'a> {
     pipeline: &'a str,
     /// Whether orch can confine agents on this machine.
     confinement: &'a Availability,
+    /// The MCP servers (other than orch's own) the invocations below are
+    /// given, and where each was declared.
+    mcp_servers: Vec<ServerJson>,
     invocations: Vec<InvocationJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct ServerJson {
+    name: String,
+    /// `pipeline.toml:12:1` or `./.mcp.json`.
+    source: String,
+    /// `stdio` or `http`.
+    transport: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    command: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    url: Option<String>,
+    /// Header names with their templates (a literal value is a secret and
+    /// is not shown).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    headers: BTreeMap<String, String>,
+    read_only: bool,
+}
+
+impl ServerJson {
+    fn of(s: &McpServer) -> Self {
+        let (transport, command, url, headers) = match &s.transport {
+            McpTransport::Stdio { command, .. } => {
+                ("stdio", Some(command.clone()), None, BTreeMap::new())
+            }
+            McpTransport::Http { url, headers } => (
+                "http",
+                None,
+                Some(url.clone()),
+                headers
+                    .iter()
+                    .map(|(h, v)| {
+                        let shown = if v.contains("${") {
+                            v.clone()
+                        } else {
+                            "<secret>".into()
+                        };
+                        (h.clone(), shown)
+                    })
+                    .collect(),
+            ),
+        };
+        ServerJson {
+            name: s.name.clone(),
+            source: s.source.to_string(),
+            transport,
+            command,
+            url,
+            headers,
+            read_only: s.read_only,
+        }
+    }
+
+    /// `stdio: npx -y x` or `http: https://...`.
+    fn reach(&self) -> String {
+        match (&self.command, &self.url) {
+            (Some(c), _) => format!("stdio: {}", c.join(" ")),
+            (_, Some(u)) => format!("http: {u}"),
+            _ => String::new(),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -144,19 +210,48 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
             }
         })
         .collect();
+    let servers: Vec<ServerJson> = p
+        .mcp_servers
+        .iter()
+        .filter(|s| {
+            invocations
+                .iter()
+                .any(|i| i.resolved.toolset.mcp.iter().any(|m| m.server == s.name))
+        })
+        .map(ServerJson::of)
+        .collect();
     match args.format {
         Format::Json => write_json(&ExplainJson {
             pipeline: &p.name,
             confinement: &ctx.confinement,
+            mcp_servers: servers,
             invocations,
         })?,
-        Format::Text => text(&invocations, ctx.home.as_deref())?,
+        Format::Text => text(&servers, &invocations, ctx.home.as_deref())?,
     }
     Ok(Exit::Success)
 }
 
-fn text(invocations: &[InvocationJson], home: Option<&std::path::Path>) -> std::io::Result<()> {
+fn text(
+    servers: &[ServerJson],
+    invocations: &[InvocationJson],
+    home: Option<&std::path::Path>,
+) -> std::io::Result<()> {
     let mut out = stdout();
+    if !servers.is_empty() {
+        writeln!(out, "MCP servers")?;
+        for s in servers {
+            let vouched = if s.read_only { ", read_only" } else { "" };
+            writeln!(
+                out,
+                "  {}  {}  (from {}{vouched})",
+                s.name,
+                s.reach(),
+                s.source
+            )?;
+        }
+        writeln!(out)?;
+    }
     for (n, inv) in invocations.iter().enumerate() {
         if n > 0 {
             writeln!(out)?;

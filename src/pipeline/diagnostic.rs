@@ -217,7 +217,21 @@ pub enum Problem {
         name: String,
         server: String,
         suggestion: Option<String>,
+        /// Where orch looked, for the help.
+        looked: String,
     },
+    #[error("`.mcp.json` cannot be read: {reason}")]
+    McpJson { reason: String },
+    #[error(
+        "MCP tool `{name}` names server `{server}` from `.mcp.json`, which orch cannot pass on: {reason}"
+    )]
+    McpJsonEntry {
+        name: String,
+        server: String,
+        reason: String,
+    },
+    #[error("MCP server `{server}`: {reason}")]
+    BadMcpServer { server: String, reason: String },
     #[error("`{key}` must be at least {min}, found {found}")]
     TooSmall {
         key: String,
@@ -310,6 +324,9 @@ impl Problem {
             Problem::UnknownTool { .. } => "orch::pipeline::unknown_tool",
             Problem::BadMcpName { .. } => "orch::pipeline::mcp_name",
             Problem::UnknownMcpServer { .. } => "orch::pipeline::unknown_mcp_server",
+            Problem::McpJson { .. } => "orch::pipeline::mcp_json",
+            Problem::McpJsonEntry { .. } => "orch::pipeline::mcp_json_entry",
+            Problem::BadMcpServer { .. } => "orch::pipeline::mcp_server",
             Problem::UnknownOrchTool { .. } => "orch::pipeline::unknown_orch_tool",
             Problem::TooSmall { .. } => "orch::pipeline::too_small",
             Problem::TooLarge { .. } => "orch::pipeline::too_large",
@@ -403,9 +420,25 @@ impl Problem {
                     crate::mcp::tool_names().join(", ")
                 ))
             }),
-            Problem::UnknownMcpServer { suggestion, .. } => did_you_mean(suggestion).or_else(|| {
-                Some("declare it under `[mcp_servers.<name>]`; `orch` is the built-in server".into())
+            Problem::UnknownMcpServer {
+                suggestion,
+                server,
+                looked,
+                ..
+            } => did_you_mean(suggestion).or_else(|| {
+                Some(format!(
+                    "orch looked in the pipeline's `[mcp_servers]` and in {looked}; only `orch` is built in. Declare it in the pipeline: `[mcp_servers.{server}]` with `command = [\"npx\", \"-y\", \"<package>\"]` or `url = \"https://...\"`"
+                ))
             }),
+            Problem::McpJson { .. } => Some(
+                "orch reads the workspace's `.mcp.json` (Claude Code's project format: {\"mcpServers\": {NAME: {command, args, env} | {type: \"http\", url, headers}}}) for servers the pipeline does not declare; fix it or move it away".into(),
+            ),
+            Problem::McpJsonEntry { server, .. } => Some(format!(
+                "declare the server in the pipeline instead (it wins over `.mcp.json`): `[mcp_servers.{server}]` with `command = [...]` or `url = \"https://...\"`"
+            )),
+            Problem::BadMcpServer { .. } => Some(
+                "give `command = [\"program\", \"arg\"]` (a stdio server) or `url = \"https://...\"` with optional `headers` (a remote one), not both".into(),
+            ),
             Problem::TooSmall { min, .. } => Some(format!("use a value of {min} or more")),
             Problem::TooLarge { max, .. } => Some(format!("use a value of {max} or less")),
             Problem::BadDuration { .. } => {

@@ -85,7 +85,16 @@ pub fn load_str(
     let Some(raw) = raw else {
         return Err(Invalid { diagnostics: diags });
     };
-    let mut v = Validator::new(&source, base, os);
+    // The workspace (orch's working directory) may declare servers too.
+    let project = match std::env::current_dir().map(|d| super::mcp_json::read(&d)) {
+        Ok(Ok(p)) => p,
+        Ok(Err(d)) => {
+            diags.push(*d);
+            None
+        }
+        Err(_) => None,
+    };
+    let mut v = Validator::new(&source, base, os, project);
     let pipeline = v.pipeline(&raw);
     diags.extend(v.diags);
     diags.sort_by_key(|d| (d.source.name != source.name, d.span.start));

@@ -3,6 +3,7 @@
 
 pub mod diagnostic;
 pub mod load;
+pub mod mcp_json;
 pub mod model;
 pub mod raw;
 pub mod validate;

@@ -102,10 +102,46 @@ pub struct ModeSettings {
 #[derive(Debug, Clone)]
 pub struct McpServer {
     pub name: String,
-    pub command: Vec<String>,
-    pub env: Vec<(String, String)>,
+    pub transport: McpTransport,
     /// The pipeline vouches that the server's tools only read.
     pub read_only: bool,
+    /// Where it was declared.
+    pub source: McpSource,
+}
+
+/// How a CLI reaches an MCP server.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "transport")]
+pub enum McpTransport {
+    /// A process the CLI starts (it runs in the agent's process tree).
+    Stdio {
+        command: Vec<String>,
+        env: Vec<(String, String)>,
+    },
+    /// A remote server over streamable HTTP (it runs elsewhere: nothing on
+    /// this machine confines what its tools do).
+    Http {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
+}
+
+/// Where an MCP server was declared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpSource {
+    /// `[mcp_servers.NAME]` in the pipeline file.
+    Pipeline(super::diagnostic::Location),
+    /// The workspace's `.mcp.json` (Claude Code's project format).
+    ProjectFile(PathBuf),
+}
+
+impl std::fmt::Display for McpSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            McpSource::Pipeline(at) => write!(f, "{at}"),
+            McpSource::ProjectFile(p) => write!(f, "{}", p.display()),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -72,7 +72,7 @@ impl<T: JsonSchema> JsonSchema for SpannedMap<T> {
     }
 }
 
-type SpStr = Spanned<String>;
+pub type SpStr = Spanned<String>;
 type SpList = Spanned<Vec<SpStr>>;
 
 /// An orch pipeline file (version 1).
@@ -166,9 +166,17 @@ pub struct RawModeSettings {
 #[derive(Debug, Default, JsonSchema)]
 #[schemars(deny_unknown_fields, rename = "McpServer")]
 pub struct RawMcpServer {
-    /// The server's argv (stdio transport).
-    #[schemars(required, with = "Vec<String>", length(min = 1))]
+    /// The server's argv (stdio transport). Give `command` or `url`.
+    #[schemars(with = "Option<Vec<String>>", length(min = 1))]
     pub command: Option<SpList>,
+    /// A remote server's address (streamable HTTP transport): `https://` or
+    /// `http://`. Give `command` or `url`.
+    #[schemars(with = "Option<String>")]
+    pub url: Option<SpStr>,
+    /// HTTP headers sent to a remote server; `${VAR}` is taken from orch's
+    /// environment. Their values never go into a config file.
+    #[schemars(with = "Option<BTreeMap<String, String>>")]
+    pub headers: SpannedMap<SpStr>,
     /// Environment for the server; `${VAR}` is taken from orch's environment.
     #[schemars(with = "Option<BTreeMap<String, String>>")]
     pub env: SpannedMap<SpStr>,
@@ -271,7 +279,7 @@ pub mod keys {
     ];
     pub const AGENT: &[&str] = &["kind", "binary", "model", "env", "command", "modes"];
     pub const MODE_SETTINGS: &[&str] = &["internal", "mcp", "permission", "max_turns", "flags"];
-    pub const MCP_SERVER: &[&str] = &["command", "env", "read_only"];
+    pub const MCP_SERVER: &[&str] = &["command", "env", "url", "headers", "read_only"];
     pub const TOOLSET: &[&str] = &["internal", "mcp", "permission", "max_turns"];
     pub const PHASE: &[&str] = &[
         "name",
@@ -582,11 +590,14 @@ impl Decoder<'_> {
             match k.get_ref().as_ref() {
                 "command" => s.command = self.strings("command", v),
                 "env" => s.env = self.map("env", v, |d, key, v| d.string(key, v)),
+                "url" => s.url = self.string("url", v),
+                "headers" => s.headers = self.map("headers", v, |d, key, v| d.string(key, v)),
                 "read_only" => s.read_only = self.boolean("read_only", v),
                 _ => self.unknown_key(k, keys::MCP_SERVER, &ctx),
             }
         }
-        if s.command.is_none() && !t.iter().any(|(k, _)| k.get_ref() == "command") {
+        let has = |key: &str| t.iter().any(|(k, _)| k.get_ref() == key);
+        if !has("command") && !has("url") {
             self.missing("command", &ctx, v.span());
         }
         Some(s)

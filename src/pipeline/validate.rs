@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use super::diagnostic::{Diagnostic, Location, Problem, SourceFile, suggest};
 use super::load;
+use super::mcp_json::{self, ProjectServers};
 use super::model::*;
-use super::raw::{RawPipeline, RawToolSet, Spanned};
+use super::raw::{RawMcpServer, RawPipeline, RawToolSet, SpStr, Spanned, SpannedMap};
 use crate::agents::AgentKind;
 use crate::agents::capability::{self, Reach};
 use crate::agents::invocation::By;
@@ -33,6 +34,8 @@ pub struct Validator<'s> {
     extra_sources: Vec<Arc<SourceFile>>,
     /// Whether orch can confine agents where this pipeline will run.
     os: &'s Availability,
+    /// The workspace's `.mcp.json`, when it has one.
+    project: Option<ProjectServers>,
 }
 
 fn is_valid_name(s: &str) -> bool {
@@ -76,13 +79,83 @@ fn suggest_among<'a>(
 }
 
 impl<'s> Validator<'s> {
-    pub fn new(source: &'s Arc<SourceFile>, base: &'s Path, os: &'s Availability) -> Self {
+    pub fn new(
+        source: &'s Arc<SourceFile>,
+        base: &'s Path,
+        os: &'s Availability,
+        project: Option<ProjectServers>,
+    ) -> Self {
         Self {
             source,
             base,
             diags: Vec::new(),
             extra_sources: Vec::new(),
             os,
+            project,
+        }
+    }
+
+    /// How a CLI reaches the pipeline's server `name`: a `command` or a
+    /// `url` (with `headers`), never both.
+    fn mcp_transport(&mut self, name: &str, s: &RawMcpServer) -> Option<McpTransport> {
+        let bad = |reason: &str| Problem::BadMcpServer {
+            server: name.to_string(),
+            reason: reason.to_string(),
+        };
+        let pairs = |m: &SpannedMap<SpStr>| -> Vec<(String, String)> {
+            m.0.iter()
+                .map(|(k, v)| (k.value.clone(), v.value.clone()))
+                .collect()
+        };
+        match (&s.command, &s.url) {
+            (Some(_), Some(url)) => {
+                self.error(bad("it has both `command` and `url`"), url.span.clone());
+                None
+            }
+            (Some(cmd), None) => {
+                if cmd.value.is_empty() {
+                    self.error(Problem::Empty { key: "command" }, cmd.span.clone());
+                }
+                if let Some((k, _)) = s.headers.0.first() {
+                    self.error(
+                        bad("`headers` are for a remote server (`url`); a stdio server gets `env`"),
+                        k.span.clone(),
+                    );
+                }
+                Some(McpTransport::Stdio {
+                    command: cmd.value.iter().map(|s| s.value.clone()).collect(),
+                    env: pairs(&s.env),
+                })
+            }
+            (None, Some(url)) => {
+                if let Err(why) = mcp_json::check_url(&url.value) {
+                    self.error(bad(&why), url.span.clone());
+                    return None;
+                }
+                if let Some((k, _)) = s.env.0.first() {
+                    self.error(
+                        bad("`env` is for a stdio server (`command`); a remote server gets `headers`"),
+                        k.span.clone(),
+                    );
+                }
+                for (k, _) in &s.headers.0 {
+                    let token = !k.value.is_empty()
+                        && k.value
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+                    if !token {
+                        self.error(
+                            bad(&format!("`{}` is not an HTTP header name", k.value)),
+                            k.span.clone(),
+                        );
+                    }
+                }
+                Some(McpTransport::Http {
+                    url: url.value.clone(),
+                    headers: pairs(&s.headers),
+                })
+            }
+            (None, None) => None,
         }
     }
 
@@ -250,13 +323,45 @@ impl<'s> Validator<'s> {
                     }
                     Ok(t) => {
                         ok = false;
+                        let unusable = self
+                            .project
+                            .as_ref()
+                            .and_then(|p| p.get(&t.server))
+                            .and_then(|e| e.transport.clone().err());
+                        if let Some(reason) = unusable {
+                            self.error(
+                                Problem::McpJsonEntry {
+                                    name: item.value.clone(),
+                                    server: t.server,
+                                    reason,
+                                },
+                                item.span.clone(),
+                            );
+                            continue;
+                        }
                         let candidates: Vec<&str> =
                             servers.iter().copied().chain([ORCH_MCP_SERVER]).collect();
+                        let looked = match &self.project {
+                            Some(p) if p.entries.is_empty() => {
+                                format!("`{}` (it declares no server)", p.path.display())
+                            }
+                            Some(p) => format!(
+                                "`{}` (it declares {})",
+                                p.path.display(),
+                                p.entries
+                                    .iter()
+                                    .map(|e| format!("`{}`", e.name))
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                            None => format!("`./{}` (there is none)", mcp_json::FILE),
+                        };
                         self.error(
                             Problem::UnknownMcpServer {
                                 name: item.value.clone(),
                                 suggestion: suggest_among(&t.server, candidates.into_iter()),
                                 server: t.server,
+                                looked,
                             },
                             item.span.clone(),
                         );
@@ -348,7 +453,8 @@ impl<'s> Validator<'s> {
                 .unwrap_or_default(),
         };
 
-        // MCP servers.
+        // MCP servers: the pipeline's, then the workspace's `.mcp.json`
+        // for names the pipeline does not declare.
         let mut mcp_servers = Vec::new();
         for (name, s) in &raw.mcp_servers.0 {
             if self.name("MCP server", name) && name.value.contains("__") {
@@ -360,29 +466,41 @@ impl<'s> Validator<'s> {
                     name.span.clone(),
                 );
             }
-            if let Some(cmd) = &s.command {
-                if cmd.value.is_empty() {
-                    self.error(Problem::Empty { key: "command" }, cmd.span.clone());
-                }
+            if let Some(transport) = self.mcp_transport(&name.value, s) {
                 mcp_servers.push(McpServer {
                     name: name.value.clone(),
-                    command: cmd.value.iter().map(|s| s.value.clone()).collect(),
-                    env: s
-                        .env
-                        .0
-                        .iter()
-                        .map(|(k, v)| (k.value.clone(), v.value.clone()))
-                        .collect(),
+                    transport,
                     read_only: s.read_only.as_ref().is_some_and(|r| r.value),
+                    source: McpSource::Pipeline(self.loc(&name.span)),
                 });
             }
         }
-        let server_names: HashSet<&str> = raw
+        let mut server_names: HashSet<&str> = raw
             .mcp_servers
             .0
             .iter()
             .map(|(n, _)| n.value.as_str())
             .collect();
+        let project = self.project.clone();
+        if let Some(project) = &project {
+            for e in &project.entries {
+                if let (Ok(t), false) = (&e.transport, server_names.contains(e.name.as_str())) {
+                    mcp_servers.push(McpServer {
+                        name: e.name.clone(),
+                        transport: t.clone(),
+                        read_only: false,
+                        source: McpSource::ProjectFile(project.path.clone()),
+                    });
+                }
+            }
+            server_names.extend(
+                project
+                    .entries
+                    .iter()
+                    .filter(|e| e.transport.is_ok())
+                    .map(|e| e.name.as_str()),
+            );
+        }
 
         // The agent registry.
         let mut agents: Vec<Agent> = Vec::new();
@@ -676,7 +794,8 @@ impl<'s> Validator<'s> {
                 match load::profile(self.base, &n.value) {
                     Ok((source, raw_profile, mut diags)) => {
                         let tools = raw_profile.tools.as_ref().map(|t| {
-                            let mut v = Validator::new(&source, self.base, self.os);
+                            let mut v =
+                                Validator::new(&source, self.base, self.os, self.project.clone());
                             let layer = v.toolset(t, &server_names);
                             diags.extend(v.diags);
                             layer

@@ -22,11 +22,26 @@ use crate::support;
 
 /// `orch` with these arguments, confinement off.
 fn run(args: &[&str]) -> std::process::Output {
-    support::orch()
-        .env("ORCH_CONFINEMENT", "off")
+    run_in(None, args)
+}
+
+/// [`run`] in `dir` (the crate root when `None`).
+fn run_in(dir: Option<&Path>, args: &[&str]) -> std::process::Output {
+    let mut cmd = support::orch();
+    if let Some(d) = dir {
+        cmd.current_dir(d);
+    }
+    cmd.env("ORCH_CONFINEMENT", "off")
         .args(args)
         .output()
         .expect("orch runs")
+}
+
+/// The workspace a fixture is validated in, when it needs one of its own
+/// (a `.mcp.json`): `tests/fixtures/invalid/workspaces/<name>/`.
+fn workspace(name: &str) -> Option<PathBuf> {
+    let d = support::root().join(FIXTURES).join("workspaces").join(name);
+    d.is_dir().then_some(d)
 }
 
 const FIXTURES: &str = "tests/fixtures/invalid";
@@ -107,6 +122,9 @@ fixtures! {
     mcp_name => [at("mcp_name", 14, 8)],
     unknown_mcp_server => [at("unknown_mcp_server", 14, 8)],
     unknown_orch_tool => [at("unknown_orch_tool", 11, 8)],
+    mcp_server => [at("mcp_server", 7, 7)],
+    mcp_json => [in_file("./.mcp.json", "mcp_json", 2, 38)],
+    mcp_json_entry => [at("mcp_json_entry", 11, 8)],
     too_small => [at("too_small", 10, 13)],
     too_large => [at("too_large", 9, 11)],
     duration => [at("duration", 9, 11)],
@@ -152,19 +170,24 @@ fn expectations(name: &str) -> &'static [Expected] {
         .unwrap_or_else(|| panic!("no expectations for fixture `{name}`"))
 }
 
-fn json(args: &[&str]) -> (std::process::Output, Value) {
-    let out = run(args);
+fn json(dir: Option<&Path>, args: &[&str]) -> (std::process::Output, Value) {
+    let out = run_in(dir, args);
     let value = support::json_of(&out);
     (out, value)
 }
 
 /// Everything one fixture must satisfy.
 fn check(name: &str) {
-    let path = fixture_path(name);
+    let dir = workspace(name);
+    let path = match dir {
+        Some(_) => format!("../../{name}.toml"),
+        None => fixture_path(name),
+    };
+    let dir = dir.as_deref();
     let expected = expectations(name);
 
     // Text output: exit 2, diagnostics on stderr, nothing on stdout.
-    let out = run(&["validate", "--color", "never", &path]);
+    let out = run_in(dir, &["validate", "--color", "never", &path]);
     let text = support::stderr(&out);
     assert_eq!(
         out.status.code(),
@@ -174,7 +197,7 @@ fn check(name: &str) {
     assert_eq!(support::stdout(&out), "", "`orch validate {path}` stdout");
 
     // JSON output: the same exit code and exactly the expected diagnostics.
-    let (out, report) = json(&["validate", "--format", "json", &path]);
+    let (out, report) = json(dir, &["validate", "--format", "json", &path]);
     assert_eq!(
         out.status.code(),
         Some(2),
@@ -344,7 +367,7 @@ fn every_file_of_a_run_is_reported() {
         .collect();
     let mut args = vec!["validate", "--format", "json"];
     args.extend(paths.iter().map(String::as_str));
-    let (out, report) = json(&args);
+    let (out, report) = json(None, &args);
     assert_eq!(out.status.code(), Some(2));
     let files: Vec<&str> = report["files"]
         .as_array()
@@ -359,7 +382,7 @@ fn every_file_of_a_run_is_reported() {
 #[test]
 fn a_missing_file_is_unreadable() {
     let path = format!("{FIXTURES}/does-not-exist.toml");
-    let (out, report) = json(&["validate", "--format", "json", &path]);
+    let (out, report) = json(None, &["validate", "--format", "json", &path]);
     assert_eq!(out.status.code(), Some(2));
     let d = &report["diagnostics"][0];
     assert_eq!(d["code"], "orch::pipeline::unreadable", "{report:#}");

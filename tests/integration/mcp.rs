@@ -354,3 +354,164 @@ agents = ["talker"]
     assert!(printed > 0 && printed < 400_000, "{printed}");
     eprintln!("engine events while the servers wrote: {printed}");
 }
+
+/// The research phase of the ToolSet decision record's own example
+/// (`orchcore-adr-009-toolsets.md`): two MCP servers the team configured
+/// for Claude Code in the project's `.mcp.json`, none in the pipeline.
+const ADR_RESEARCH: &str = r#"version = 1
+name = "adr-009"
+
+[[phases]]
+name = "research"
+agents = ["claude"]
+prompt = "Research it."
+[phases.tools]
+internal = ["Read", "Glob", "Grep"]
+mcp = ["mcp__tavily__tavily_research", "mcp__exa__web_search_exa"]
+permission = "read-only"
+max_turns = 40
+"#;
+
+/// Its audit phase, as the record writes it.
+const ADR_AUDIT: &str = r#"
+[[phases]]
+name = "audit"
+agents = ["gemini", "codex"]
+parallel = true
+prompt = "Audit it."
+[phases.tools]
+internal = ["Read", "Glob", "Grep", "Agent"]
+permission = "read-only"
+max_turns = 50
+[phases.agent_tools.codex]
+permission = "workspace-write"
+max_turns = 30
+"#;
+
+const MCP_JSON: &str = r#"{
+  "mcpServers": {
+    "tavily": {"command": "npx", "args": ["-y", "tavily-mcp@0.2.4"], "env": {"TAVILY_API_KEY": "${TAVILY_API_KEY}"}},
+    "exa": {"command": "npx", "args": ["-y", "exa-mcp-server@2.0.0"], "env": {"EXA_API_KEY": "${EXA_API_KEY}"}},
+    "docs": {"type": "http", "url": "https://docs.example.com/mcp", "headers": {"Authorization": "Bearer ${DOCS_TOKEN}"}}
+  }
+}"#;
+
+/// `orch ARGS` in `dir` (confinement as this machine allows).
+fn orch_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    orch().current_dir(dir).args(args).output().unwrap()
+}
+
+#[test]
+fn the_decision_records_example_finds_its_servers_in_the_projects_mcp_json() {
+    let ws = tempfile::tempdir().unwrap();
+    write(ws.path(), "p.toml", ADR_RESEARCH);
+    // Without the file: refused, saying where orch looked.
+    let out = orch_in(ws.path(), &["validate", "p.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = flat_stderr(&out);
+    assert!(
+        err.contains("server `tavily`, which is not declared")
+            && err.contains("`./.mcp.json` (there is none)")
+            && err.contains("`[mcp_servers.tavily]`"),
+        "{err}"
+    );
+
+    write(ws.path(), ".mcp.json", MCP_JSON);
+    let out = orch_in(ws.path(), &["validate", "p.toml"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let explain: Value = serde_json::from_slice(
+        &orch_in(ws.path(), &["explain", "p.toml", "--format", "json"]).stdout,
+    )
+    .unwrap();
+    let servers = explain["mcp_servers"].as_array().unwrap();
+    let names: Vec<(&str, &str)> = servers
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap(), s["source"].as_str().unwrap()))
+        .collect();
+    assert_eq!(names, [("exa", "./.mcp.json"), ("tavily", "./.mcp.json")]);
+    // The CLI gets them (Claude Code's own config, written by orch).
+    let files = explain["invocations"][0]["files"].to_string();
+    assert!(
+        files.contains("tavily-mcp@0.2.4") && files.contains("exa-mcp-server@2.0.0"),
+        "{files}"
+    );
+
+    // The pipeline wins on a clash.
+    let mut own = ADR_RESEARCH.to_string();
+    own.push_str("\n[mcp_servers.tavily]\ncommand = [\"tavily-local\"]\n");
+    write(ws.path(), "p.toml", &own);
+    let explain: Value = serde_json::from_slice(
+        &orch_in(ws.path(), &["explain", "p.toml", "--format", "json"]).stdout,
+    )
+    .unwrap();
+    let tavily = explain["mcp_servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "tavily")
+        .cloned()
+        .unwrap();
+    assert_eq!(tavily["command"], json!(["tavily-local"]));
+    assert!(
+        tavily["source"].as_str().unwrap().starts_with("p.toml:"),
+        "{tavily}"
+    );
+
+    // The whole example: its MCP servers are found; what is left is the
+    // audit phase's codex, which cannot drop apply_patch (orch says so).
+    write(ws.path(), "p.toml", &format!("{ADR_RESEARCH}{ADR_AUDIT}"));
+    let out = orch_in(ws.path(), &["validate", "--format", "json", "p.toml"]);
+    let report = json_of(&out);
+    let codes: Vec<String> = report["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| format!("{} {}", d["code"], d["message"]))
+        .collect();
+    assert_eq!(codes.len(), 1, "{codes:?}");
+    assert!(
+        codes[0].contains("unenforceable") && codes[0].contains("codex"),
+        "{codes:?}"
+    );
+}
+
+#[test]
+fn a_remote_server_in_a_read_only_phase_needs_the_pipelines_word() {
+    let ws = tempfile::tempdir().unwrap();
+    write(ws.path(), ".mcp.json", MCP_JSON);
+    let phase = "version = 1\nname = \"r\"\n[[phases]]\nname = \"research\"\nagents = [\"claude\"]\nprompt = \"x\"\n[phases.tools]\ninternal = [\"Read\"]\nmcp = [\"mcp__docs__search\"]\npermission = \"read-only\"\n";
+    write(ws.path(), "p.toml", phase);
+    let out = orch_in(ws.path(), &["validate", "p.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = flat_stderr(&out);
+    assert!(
+        err.contains("`docs` is remote") && err.contains("read_only = true"),
+        "{err}"
+    );
+
+    // Declared in the pipeline with its word: it validates, and the header
+    // travels by a variable, never in the config file.
+    write(
+        ws.path(),
+        "p.toml",
+        &format!(
+            "{phase}[mcp_servers.docs]\nurl = \"https://docs.example.com/mcp\"\nheaders = {{ Authorization = \"Bearer ${{DOCS_TOKEN}}\" }}\nread_only = true\n"
+        ),
+    );
+    let out = orch_in(ws.path(), &["explain", "p.toml", "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let explain = json_of(&out);
+    let inv = &explain["invocations"][0];
+    let files = inv["files"].to_string();
+    assert!(
+        files.contains("https://docs.example.com/mcp")
+            && files.contains("${ORCH_MCP_DOCS_HEADER_0}")
+            && !files.contains("DOCS_TOKEN"),
+        "{files}"
+    );
+    assert_eq!(inv["env"]["ORCH_MCP_DOCS_HEADER_0"], "Bearer ${DOCS_TOKEN}");
+    assert_eq!(
+        explain["mcp_servers"][0]["headers"]["Authorization"],
+        "Bearer ${DOCS_TOKEN}"
+    );
+}
