@@ -12,11 +12,19 @@ write no file, but it can reach loopback).
 
 Newline-delimited JSON-RPC 2.0 on stdin/stdout (the MCP stdio transport).
 Standard library only; it reads until stdin closes.
+
+With `--http` it is a remote server instead (streamable HTTP, JSON
+answers): it listens on 127.0.0.1 only, prints `PORT=<n>` first, serves
+`POST /mcp`, and logs with each call the `X-Fixture-Token` header it got
+(so a test sees what the CLI sent). It stops after `--max-seconds`
+(default 300) or on SIGTERM.
 """
 import json
 import os
 import sys
+import threading
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOG = os.environ.get("MCP_FIXTURE_LOG")
 
@@ -64,21 +72,27 @@ def log(entry):
             f.write(json.dumps(entry) + "\n")
 
 
-def reply(msg_id, result=None, error=None):
+def answer(msg_id, result=None, error=None):
     out = {"jsonrpc": "2.0", "id": msg_id}
     if error is not None:
         out["error"] = error
     else:
         out["result"] = result
-    sys.stdout.write(json.dumps(out) + "\n")
-    sys.stdout.flush()
+    return out
 
 
-def handle(msg):
+def handle(msg, extra=None):
+    """The answer to one JSON-RPC message (None for a notification);
+    `extra` is logged with each tool call."""
+    answers = []
+
+    def reply(msg_id, result=None, error=None):
+        answers.append(answer(msg_id, result, error))
+
     method = msg.get("method")
     msg_id = msg.get("id")
     if msg_id is None:
-        return  # a notification (initialized, cancelled, ...)
+        return None  # a notification (initialized, cancelled, ...)
     if method == "initialize":
         version = msg.get("params", {}).get("protocolVersion", "2025-06-18")
         reply(msg_id, {
@@ -92,7 +106,7 @@ def handle(msg):
         params = msg.get("params", {})
         name = params.get("name")
         args = params.get("arguments") or {}
-        log({"tool": name, "arguments": args})
+        log(dict({"tool": name, "arguments": args}, **(extra or {})))
         if name in ("echo", "danger"):
             text = "%s: %s" % (name, args.get("text", ""))
             reply(msg_id, {"content": [{"type": "text", "text": text}], "isError": False})
@@ -116,7 +130,73 @@ def handle(msg):
         reply(msg_id, error={"code": -32601, "message": "method not found: %s" % method})
 
 
+    return answers[0] if answers else None
+
+
+def write(out):
+    if out is not None:
+        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.flush()
+
+
+class Http(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def send(self, code, body=None, headers=()):
+        data = json.dumps(body).encode() if body is not None else b""
+        self.send_response(code)
+        for k, v in headers:
+            self.send_header(k, v)
+        if body is not None:
+            self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self):
+        if self.path.split("?")[0] != "/mcp":
+            return self.send(404, {"error": "not found"})
+        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            msg = json.loads(self.rfile.read(length) or b"null")
+        except ValueError:
+            return self.send(400, {"error": "not JSON"})
+        extra = {"token": self.headers.get("X-Fixture-Token")}
+        if isinstance(msg, list):
+            out = [a for a in (handle(m, extra) for m in msg) if a is not None]
+            out = out or None
+        else:
+            out = handle(msg, extra)
+        session = [("Mcp-Session-Id", "fixture-session")]
+        if out is None:
+            return self.send(202, None, session)
+        self.send(200, out, session)
+
+    def do_GET(self):
+        # No server-to-client stream.
+        self.send(405, None, [("Allow", "POST")])
+
+    def do_DELETE(self):
+        self.send(200, None)
+
+
+def serve_http(max_seconds):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Http)
+    print("PORT=%d" % server.server_address[1], flush=True)
+    threading.Timer(max_seconds, server.shutdown).start()
+    server.serve_forever()
+
+
 def main():
+    if "--http" in sys.argv:
+        seconds = 300.0
+        if "--max-seconds" in sys.argv:
+            seconds = float(sys.argv[sys.argv.index("--max-seconds") + 1])
+        serve_http(seconds)
+        os._exit(0)
     log({"event": "start"})
     for line in sys.stdin:
         line = line.strip()
@@ -127,10 +207,10 @@ def main():
         except ValueError:
             continue
         if isinstance(msg, list):
-            for m in msg:
-                handle(m)
+            out = [a for a in (handle(m) for m in msg) if a is not None]
+            write(out or None)
         else:
-            handle(msg)
+            write(handle(msg))
 
 
 if __name__ == "__main__":
