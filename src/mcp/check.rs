@@ -12,6 +12,11 @@ pub const MAX_ITEMS: usize = 100;
 
 /// `value` has at least `min` non-blank characters and at most `max`.
 pub fn text(field: &str, value: &str, min: usize, max: usize) -> Result<(), String> {
+    if value.contains('\u{FFFD}') {
+        return Err(format!(
+            "`{field}` holds bytes that are not UTF-8 (or U+FFFD, which stands for them): send UTF-8 text"
+        ));
+    }
     let n = value.trim().chars().count();
     if n < min.max(1) {
         return Err(if n == 0 {

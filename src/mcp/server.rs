@@ -212,6 +212,41 @@ pub fn store_err(e: StoreError) -> String {
     format!("orch could not record this: {e}")
 }
 
+/// Standard input as the server reads it: line by line on a thread of its
+/// own (so nothing waits on it at exit), with any bytes that are not UTF-8
+/// replaced by U+FFFD. A message with such bytes then still parses, gets
+/// its answer, and the tool refuses the damaged text by name (see
+/// `check::text`); rmcp alone would drop the line and leave the client
+/// waiting.
+fn utf8_stdin() -> Result<tokio::net::UnixStream, String> {
+    use std::io::{BufRead, Write};
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair()
+        .map_err(|e| format!("cannot make the stdin pipe: {e}"))?;
+    std::thread::Builder::new()
+        .name("stdin".into())
+        .spawn(move || {
+            let mut input = std::io::stdin().lock();
+            let mut out = std::io::BufWriter::new(theirs);
+            let mut line = Vec::with_capacity(4096);
+            loop {
+                line.clear();
+                match input.read_until(b'\n', &mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+                let fixed = String::from_utf8_lossy(&line);
+                if out.write_all(fixed.as_bytes()).is_err() || out.flush().is_err() {
+                    break;
+                }
+            }
+            // Dropping `out` closes the pipe: the server sees the end.
+        })
+        .map_err(|e| format!("cannot start the stdin thread: {e}"))?;
+    ours.set_nonblocking(true)
+        .map_err(|e| format!("cannot set up the stdin pipe: {e}"))?;
+    tokio::net::UnixStream::from_std(ours).map_err(|e| format!("cannot set up the stdin pipe: {e}"))
+}
+
 /// Serve `args` on stdin/stdout until the client goes; logs go to stderr.
 pub fn serve(args: ServeArgs) -> Result<(), String> {
     let reports = Reports::open(
@@ -230,7 +265,7 @@ pub fn serve(args: ServeArgs) -> Result<(), String> {
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     rt.block_on(async move {
-        let running = match server.serve(rmcp::transport::stdio_pipes()).await {
+        let running = match server.serve((utf8_stdin()?, tokio::io::stdout())).await {
             Ok(r) => r,
             // stdin closed before the handshake: the client went away.
             Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),

@@ -332,6 +332,12 @@ async fn a_phase_claim_is_checked_against_the_file() {
         let why = h.refused("complete_phase", claim(path, &hash)).await;
         assert!(why.contains(says), "{path}: {why}");
     }
+    let latin1 = b"# Plan\n\xe9t\xe9 ".repeat(20);
+    std::fs::write(h.ws.join("latin1.md"), &latin1).unwrap();
+    let not_utf8 = h
+        .refused("complete_phase", claim("latin1.md", &sha256_hex(&latin1)))
+        .await;
+    assert!(not_utf8.contains("not UTF-8"), "{not_utf8}");
     let ok = h
         .ok(
             "complete_phase",
@@ -348,7 +354,7 @@ async fn a_phase_claim_is_checked_against_the_file() {
         .collect();
     assert_eq!(
         accepted,
-        [json!(false), json!(false), json!(true)],
+        [json!(false), json!(false), json!(false), json!(true)],
         "{claims:?}"
     );
     assert_eq!(claims[0]["data"]["actual_hash"], hash.as_str());

@@ -515,3 +515,54 @@ fn a_remote_server_in_a_read_only_phase_needs_the_pipelines_word() {
         "Bearer ${DOCS_TOKEN}"
     );
 }
+
+#[test]
+fn a_message_with_bytes_that_are_not_utf8_gets_a_tool_error_and_the_server_goes_on() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let (state, run) = state_with_a_run(dir.path());
+    let argv = serve_argv(&state, &run, &ws, None);
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut send = |bytes: &[u8]| {
+        stdin.write_all(bytes).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    };
+    send(br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#);
+    send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    send(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"add_comment\",\"arguments\":{\"text\":\"bad \xff\xfe bytes\"}}}");
+    send(br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"add_comment","arguments":{"text":"fine"}}}"#);
+    let mut answers = std::collections::BTreeMap::new();
+    while answers.len() < 3 {
+        let v: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        answers.insert(v["id"].as_u64().unwrap(), v);
+    }
+    drop(send);
+    drop(stdin);
+    child.wait().unwrap();
+    let bad = &answers[&1]["result"];
+    assert_eq!(bad["isError"], true, "{bad}");
+    assert!(
+        bad["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("not UTF-8"),
+        "{bad}"
+    );
+    assert_eq!(answers[&2]["result"]["isError"], false);
+    let conn = rusqlite::Connection::open(state.join("state.db")).unwrap();
+    let n: i64 = conn
+        .query_row("SELECT count(*) FROM reports", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 1, "only the good comment is recorded");
+}
