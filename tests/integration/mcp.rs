@@ -547,7 +547,6 @@ fn a_message_with_bytes_that_are_not_utf8_gets_a_tool_error_and_the_server_goes_
         let v: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
         answers.insert(v["id"].as_u64().unwrap(), v);
     }
-    drop(send);
     drop(stdin);
     child.wait().unwrap();
     let bad = &answers[&1]["result"];
