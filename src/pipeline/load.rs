@@ -1,5 +1,6 @@
 //! Reading pipeline files and the files they name (prompt files, profiles).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -85,16 +86,9 @@ pub fn load_str(
     let Some(raw) = raw else {
         return Err(Invalid { diagnostics: diags });
     };
-    // The workspace (orch's working directory) may declare servers too.
-    let project = match std::env::current_dir().map(|d| super::mcp_json::read(&d)) {
-        Ok(Ok(p)) => p,
-        Ok(Err(d)) => {
-            diags.push(*d);
-            None
-        }
-        Err(_) => None,
-    };
-    let mut v = Validator::new(&source, base, os, project);
+    let (files, more) = Files::read(&raw, base);
+    diags.extend(more);
+    let mut v = Validator::new(&source, &files, os);
     let pipeline = v.pipeline(&raw);
     diags.extend(v.diags);
     diags.sort_by_key(|d| (d.source.name != source.name, d.span.start));
@@ -107,6 +101,76 @@ pub fn load_str(
             })
         }
         _ => Err(Invalid { diagnostics: diags }),
+    }
+}
+
+/// Every file a pipeline names, read before validation (which reads
+/// none): its prompt files, its profiles, and the workspace's `.mcp.json`.
+#[derive(Debug, Default)]
+pub struct Files {
+    /// The pipeline file's directory, as written (for messages).
+    pub base: PathBuf,
+    /// `prompt_file` as written -> (its path, its text) or why it cannot be
+    /// used.
+    pub prompts: HashMap<String, Result<(PathBuf, String), Problem>>,
+    /// Profile name -> what was read, or where orch looked.
+    pub profiles: HashMap<String, Result<ReadProfile, String>>,
+    /// The workspace's `.mcp.json`, when it has one.
+    pub project: Option<super::mcp_json::ProjectServers>,
+}
+
+/// A profile file as read: its source (for diagnostics), the raw profile
+/// and the problems in its front matter.
+pub type ReadProfile = (Arc<SourceFile>, RawProfile, Vec<Diagnostic>);
+
+impl Files {
+    /// Read what `raw` names, relative to `base`; the diagnostics of files
+    /// that cannot be read whatever names them (a malformed `.mcp.json`).
+    pub fn read(raw: &raw::RawPipeline, base: &Path) -> (Files, Vec<Diagnostic>) {
+        let mut files = Files {
+            base: base.to_path_buf(),
+            ..Default::default()
+        };
+        let mut diags = Vec::new();
+        let root = repository_root(base);
+        for phase in raw.phases.iter().flat_map(|p| &p.value) {
+            if let Some(f) = &phase.prompt_file
+                && !files.prompts.contains_key(&f.value)
+            {
+                let path = base.join(&f.value);
+                let text = inside(&path, &root)
+                    .map_err(|reason| Problem::PromptFile {
+                        path: f.value.clone(),
+                        reason,
+                    })
+                    .and_then(|()| {
+                        std::fs::read_to_string(&path).map_err(|e| Problem::PromptFile {
+                            path: f.value.clone(),
+                            reason: io_reason(&e),
+                        })
+                    });
+                files
+                    .prompts
+                    .insert(f.value.clone(), text.map(|t| (path, t)));
+            }
+            if let Some(n) = &phase.profile
+                && !files.profiles.contains_key(&n.value)
+            {
+                files
+                    .profiles
+                    .insert(n.value.clone(), profile(base, &n.value));
+            }
+        }
+        // The workspace (orch's working directory) may declare servers too.
+        files.project = match std::env::current_dir().map(|d| super::mcp_json::read(&d)) {
+            Ok(Ok(p)) => p,
+            Ok(Err(d)) => {
+                diags.push(*d);
+                None
+            }
+            Err(_) => None,
+        };
+        (files, diags)
     }
 }
 

@@ -3,13 +3,12 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::diagnostic::{Diagnostic, Location, Problem, SourceFile, suggest};
-use super::load;
-use super::mcp_json::{self, ProjectServers};
+use super::load::Files;
+use super::mcp_json;
 use super::model::*;
 use super::raw::{RawMcpServer, RawPipeline, RawToolSet, SpStr, Spanned, SpannedMap};
 use crate::agents::AgentKind;
@@ -27,15 +26,13 @@ const MAX_SUGGESTION_CANDIDATES: usize = 2_000;
 
 pub struct Validator<'s> {
     source: &'s Arc<SourceFile>,
-    /// The pipeline file's directory, for `prompt_file` and profiles.
-    base: &'s Path,
+    /// What loading read for it: prompt files, profiles, `.mcp.json`.
+    files: &'s Files,
     pub diags: Vec<Diagnostic>,
     /// Other files diagnostics may point into (profiles).
     extra_sources: Vec<Arc<SourceFile>>,
     /// Whether orch can confine agents where this pipeline will run.
     os: &'s Availability,
-    /// The workspace's `.mcp.json`, when it has one.
-    project: Option<ProjectServers>,
 }
 
 fn is_valid_name(s: &str) -> bool {
@@ -79,19 +76,13 @@ fn suggest_among<'a>(
 }
 
 impl<'s> Validator<'s> {
-    pub fn new(
-        source: &'s Arc<SourceFile>,
-        base: &'s Path,
-        os: &'s Availability,
-        project: Option<ProjectServers>,
-    ) -> Self {
+    pub fn new(source: &'s Arc<SourceFile>, files: &'s Files, os: &'s Availability) -> Self {
         Self {
             source,
-            base,
+            files,
             diags: Vec::new(),
             extra_sources: Vec::new(),
             os,
-            project,
         }
     }
 
@@ -324,6 +315,7 @@ impl<'s> Validator<'s> {
                     Ok(t) => {
                         ok = false;
                         let unusable = self
+                            .files
                             .project
                             .as_ref()
                             .and_then(|p| p.get(&t.server))
@@ -341,7 +333,7 @@ impl<'s> Validator<'s> {
                         }
                         let candidates: Vec<&str> =
                             servers.iter().copied().chain([ORCH_MCP_SERVER]).collect();
-                        let looked = match &self.project {
+                        let looked = match &self.files.project {
                             Some(p) if p.entries.is_empty() => {
                                 format!("`{}` (it declares no server)", p.path.display())
                             }
@@ -481,7 +473,7 @@ impl<'s> Validator<'s> {
             .iter()
             .map(|(n, _)| n.value.as_str())
             .collect();
-        let project = self.project.clone();
+        let project = self.files.project.clone();
         if let Some(project) = &project {
             for e in &project.entries {
                 if let (Ok(t), false) = (&e.transport, server_names.contains(e.name.as_str())) {
@@ -764,56 +756,51 @@ impl<'s> Validator<'s> {
                     None
                 }
                 (Some(t), None) => Some(Prompt::Inline(t.value.clone())),
-                (None, Some(f)) => {
-                    let path = self.base.join(&f.value);
-                    let root = load::repository_root(self.base);
-                    match load::inside(&path, &root)
-                        .map_err(|reason| Problem::PromptFile {
-                            path: f.value.clone(),
-                            reason,
-                        })
-                        .and_then(|()| {
-                            std::fs::read_to_string(&path).map_err(|e| Problem::PromptFile {
-                                path: f.value.clone(),
-                                reason: load::io_reason(&e),
-                            })
-                        }) {
-                        Ok(text) => Some(Prompt::File { path, text }),
-                        Err(problem) => {
-                            self.error(problem, f.span.clone());
-                            None
-                        }
+                (None, Some(f)) => match self.files.prompts.get(&f.value) {
+                    Some(Ok((path, text))) => Some(Prompt::File {
+                        path: path.clone(),
+                        text: text.clone(),
+                    }),
+                    Some(Err(problem)) => {
+                        self.error(problem.clone(), f.span.clone());
+                        None
                     }
-                }
+                    None => unreachable!("loading reads every prompt_file"),
+                },
                 (None, None) => None,
             };
             let profile = p.profile.as_ref().and_then(|n| {
                 if !self.name("profile", n) {
                     return None;
                 }
-                match load::profile(self.base, &n.value) {
-                    Ok((source, raw_profile, mut diags)) => {
+                let files = self.files;
+                match files
+                    .profiles
+                    .get(&n.value)
+                    .expect("loading reads every profile")
+                {
+                    Ok((source, raw_profile, diags)) => {
+                        let mut diags = diags.clone();
                         let tools = raw_profile.tools.as_ref().map(|t| {
-                            let mut v =
-                                Validator::new(&source, self.base, self.os, self.project.clone());
+                            let mut v = Validator::new(source, files, self.os);
                             let layer = v.toolset(t, &server_names);
                             diags.extend(v.diags);
                             layer
                         });
                         self.diags.extend(diags);
-                        self.extra_sources.push(Arc::clone(&source));
+                        self.extra_sources.push(Arc::clone(source));
                         Some(Profile {
                             name: n.value.clone(),
-                            path: raw_profile.path,
-                            description: raw_profile.description,
+                            path: raw_profile.path.clone(),
+                            description: raw_profile.description.clone(),
                             tools: tools.unwrap_or_default(),
-                            body: raw_profile.body,
+                            body: raw_profile.body.clone(),
                         })
                     }
                     Err(_) => {
                         // State the lookup rule rather than list absolute
                         // paths: shorter, and the same on every machine.
-                        let dir = match self.base.display().to_string() {
+                        let dir = match self.files.base.display().to_string() {
                             d if d.is_empty() => ".".to_string(),
                             d => d,
                         };
