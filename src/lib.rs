@@ -15,6 +15,7 @@ pub mod events;
 pub mod graph;
 pub mod mcp;
 pub mod pipeline;
+pub mod prompt;
 pub mod schema;
 pub mod settings;
 pub mod store;

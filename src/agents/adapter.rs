@@ -129,8 +129,8 @@ pub struct Request<'a> {
     /// for the kind).
     pub program: String,
     pub toolset: &'a ToolSet,
-    pub prompt: &'a str,
-    pub system_prompt: Option<&'a str>,
+    /// What the agent is told; the adapter chooses how to deliver it.
+    pub prompts: &'a crate::prompt::Prompts,
     pub mcp_servers: Vec<McpServerSpec>,
     /// The workspace the agent works in.
     pub workdir: PathBuf,

@@ -282,16 +282,6 @@ fn absolute(base: &Path, p: &Path) -> PathBuf {
     }
 }
 
-/// The prompt text of a phase: its own prompt, else its profile's body.
-pub fn prompt(phase: &Phase) -> String {
-    phase
-        .prompt
-        .as_ref()
-        .map(|p| p.text().to_string())
-        .or_else(|| phase.profile.as_ref().map(|p| p.body.clone()))
-        .unwrap_or_default()
-}
-
 /// The level the OS holds `agent` to, if it confines it: an LLM agent's
 /// permission, a command's only when a layer sets one; never full access.
 fn confined_level(agent: &Agent, resolved: &Resolved) -> Option<Permission> {
@@ -442,23 +432,14 @@ pub fn invocation(
         .get(&agent.kind)
         .map(|a| a.pass_env.clone())
         .unwrap_or_else(|| default_pass_env(agent.kind));
-    let prompt = prompt(phase);
-    // A profile's body is the system prompt when the phase has its own
-    // prompt; otherwise it is the prompt itself.
-    let system = phase
-        .prompt
-        .as_ref()
-        .and(phase.profile.as_ref())
-        .map(|p| p.body.clone())
-        .filter(|b| !b.trim().is_empty());
+    let prompts = crate::prompt::Prompts::of(phase);
     let no_flags = Vec::new();
     let req = Request {
         phase,
         agent,
         program: program(agent, &ctx.settings),
         toolset,
-        prompt: &prompt,
-        system_prompt: system.as_deref(),
+        prompts: &prompts,
         mcp_servers: mcp_servers(pipeline, toolset, phase, agent, ctx, slot),
         workdir: ctx.workdir.clone(),
         dir: dir.to_path_buf(),

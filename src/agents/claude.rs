@@ -154,7 +154,7 @@ impl Adapter for Claude {
             mcp_path.display().to_string(),
             "--strict-mcp-config".into(),
         ]);
-        if let Some(system) = req.system_prompt {
+        if let Some(system) = &req.prompts.system {
             let path = req.file_in_dir("system-prompt.md");
             args.extend([
                 "--append-system-prompt-file".into(),
@@ -175,7 +175,7 @@ impl Adapter for Claude {
         req.cli_invocation(
             args,
             environment,
-            Stdin::Text(req.prompt.to_string()),
+            Stdin::Text(req.prompts.user.clone()),
             files,
             self.enforcement(ts),
         )

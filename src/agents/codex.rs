@@ -179,7 +179,7 @@ impl Adapter for Codex {
         ] {
             config(&format!("features.{feature}"), "false".into());
         }
-        if let Some(system) = req.system_prompt {
+        if let Some(system) = &req.prompts.system {
             config("developer_instructions", toml_str(system));
         }
         for s in &req.mcp_servers {
@@ -238,7 +238,7 @@ impl Adapter for Codex {
         req.cli_invocation(
             args,
             environment,
-            Stdin::Text(req.prompt.to_string()),
+            Stdin::Text(req.prompts.user.clone()),
             Vec::new(),
             self.enforcement(ts),
         )

@@ -32,12 +32,12 @@ impl Adapter for Command {
         // The prompt, when there is one, in a file of the attempt's own.
         let mut environment = Vec::new();
         let mut files = Vec::new();
-        if !req.prompt.is_empty() {
+        if !req.prompts.user.is_empty() {
             let path = req.file_in_dir("prompt.md");
             environment.push(env::plain("ORCH_PROMPT_FILE", path.display().to_string()));
             files.push(InvocationFile {
                 path,
-                content: req.prompt.to_string(),
+                content: req.prompts.user.clone(),
             });
         }
         for (name, value) in &req.agent.env {

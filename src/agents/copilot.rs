@@ -164,10 +164,8 @@ impl Adapter for Copilot {
             });
         }
         args.extend(req.flags.iter().cloned());
-        let prompt = match req.system_prompt {
-            Some(system) => format!("{system}\n\n---\n\n{}", req.prompt),
-            None => req.prompt.to_string(),
-        };
+        // No way to give a system prompt for one run: both in one text.
+        let prompt = req.prompts.joined();
         args.extend(["-p".into(), prompt]);
 
         let mut environment = env::base(req);

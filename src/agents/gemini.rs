@@ -201,10 +201,8 @@ impl Adapter for Gemini {
         args.extend(req.flags.iter().cloned());
         // Gemini's system prompt can only be replaced whole (GEMINI_SYSTEM_MD),
         // which would drop its tool instructions: orch's part leads the prompt.
-        let prompt = match req.system_prompt {
-            Some(system) => format!("{system}\n\n---\n\n{}", req.prompt),
-            None => req.prompt.to_string(),
-        };
+        // No way to give a system prompt for one run: both in one text.
+        let prompt = req.prompts.joined();
         args.extend(["-p".into(), prompt]);
 
         let mut environment = env::base(req);

@@ -224,8 +224,8 @@ impl Adapter for Opencode {
             "steps": ts.max_turns,
             "permission": permission.clone(),
         });
-        if let Some(system) = req.system_prompt {
-            agent["prompt"] = system.into();
+        if let Some(system) = &req.prompts.system {
+            agent["prompt"] = system.as_str().into();
         }
         // A user's provider settings first; orch's keys after, so they win.
         let mut config = Map::new();
@@ -293,7 +293,7 @@ impl Adapter for Opencode {
         req.cli_invocation(
             args,
             environment,
-            Stdin::Text(req.prompt.to_string()),
+            Stdin::Text(req.prompts.user.clone()),
             Vec::new(),
             self.enforcement(ts),
         )

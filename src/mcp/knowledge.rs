@@ -459,7 +459,7 @@ impl OrchServer {
             .pipeline
             .phase(&self.state.args.phase)
             .map_or(Value::Null, |p| {
-                Value::String(crate::agents::build::prompt(p))
+                Value::String(crate::prompt::Prompts::of(p).user)
             })
     }
 }
