@@ -131,6 +131,8 @@ pub struct Request<'a> {
     pub toolset: &'a ToolSet,
     /// What the agent is told; the adapter chooses how to deliver it.
     pub prompts: &'a crate::prompt::Prompts,
+    /// The model: the phase's profile's, else the agent's own.
+    pub model: Option<&'a str>,
     pub mcp_servers: Vec<McpServerSpec>,
     /// The workspace the agent works in.
     pub workdir: PathBuf,

@@ -249,6 +249,16 @@ pub fn mcp_servers(
     out
 }
 
+/// The model an agent uses in a phase: its profile's (unless the profile
+/// says `inherit`), else the agent's own `model`, else the CLI's default.
+pub fn model<'a>(phase: &'a Phase, agent: &'a Agent) -> Option<&'a str> {
+    phase
+        .profile
+        .as_ref()
+        .and_then(|p| p.model.as_deref())
+        .or(agent.model.as_deref())
+}
+
 /// Where orch leaves the workspace marker of an attempt whose own
 /// directory is `dir` (readable, not writable, by the agent).
 fn marker_path(dir: &Path) -> PathBuf {
@@ -440,6 +450,7 @@ pub fn invocation(
         program: program(agent, &ctx.settings),
         toolset,
         prompts: &prompts,
+        model: model(phase, agent),
         mcp_servers: mcp_servers(pipeline, toolset, phase, agent, ctx, slot),
         workdir: ctx.workdir.clone(),
         dir: dir.to_path_buf(),

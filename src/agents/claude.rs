@@ -137,8 +137,8 @@ impl Adapter for Claude {
             "--setting-sources".into(),
             "user".into(),
         ];
-        if let Some(model) = &req.agent.model {
-            args.extend(["--model".into(), model.clone()]);
+        if let Some(model) = req.model {
+            args.extend(["--model".to_string(), model.to_string()]);
         }
         args.extend(["--tools".into(), tools.join(",")]);
         if !disallowed.is_empty() {

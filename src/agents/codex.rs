@@ -140,8 +140,8 @@ impl Adapter for Codex {
             "-C".into(),
             req.workdir.display().to_string(),
         ];
-        if let Some(model) = &req.agent.model {
-            args.extend(["-m".into(), model.clone()]);
+        if let Some(model) = req.model {
+            args.extend(["-m".to_string(), model.to_string()]);
         }
         let mut config = |k: &str, v: String| {
             args.push("-c".into());

@@ -88,8 +88,8 @@ impl Adapter for Copilot {
             "--no-custom-instructions".into(),
             "--disable-builtin-mcps".into(),
         ];
-        if let Some(model) = &req.agent.model {
-            args.extend(["--model".into(), model.clone()]);
+        if let Some(model) = req.model {
+            args.extend(["--model".to_string(), model.to_string()]);
         }
         // MCP tools are in the same allow-list: `server-tool`, or `server`
         // for every tool of a server.

@@ -191,8 +191,8 @@ impl Adapter for Gemini {
             "--policy".into(),
             policy_path.display().to_string(),
         ];
-        if let Some(model) = &req.agent.model {
-            args.extend(["-m".into(), model.clone()]);
+        if let Some(model) = req.model {
+            args.extend(["-m".to_string(), model.to_string()]);
         }
         if ts.permission == Permission::FullAccess {
             // Gemini's file tools stay inside the workspace unless told.

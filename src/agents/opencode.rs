@@ -256,8 +256,8 @@ impl Adapter for Opencode {
             "--agent".into(),
             AGENT.into(),
         ];
-        if let Some(model) = &req.agent.model {
-            args.extend(["-m".into(), model.clone()]);
+        if let Some(model) = req.model {
+            args.extend(["-m".to_string(), model.to_string()]);
         }
         args.extend(req.flags.iter().cloned());
 

@@ -455,7 +455,7 @@ impl Problem {
                 _ => format!("remove the flag and set `{field}` in a ToolSet instead"),
             }),
             Problem::ProfileFrontMatter { .. } => Some(
-                "front matter is TOML between `+++` lines, with a `[tools]` table".into(),
+                "front matter is TOML between `+++` lines (`description`, `model`, a `[tools]` table) or YAML between `---` lines (Claude Code's sub-agent format: `description`, `tools`, `disallowedTools`, `maxTurns`, `model`, and orch's `permission`)".into(),
             ),
             Problem::ControlledEnv { .. } => Some(
                 "remove it: what it would change is set by the ToolSet (or the agent's `binary` and `model`)".into(),

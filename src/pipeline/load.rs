@@ -190,6 +190,8 @@ pub struct RawProfile {
     pub path: PathBuf,
     pub description: Option<String>,
     pub tools: Option<RawToolSet>,
+    /// The model its agents use, and where it is written.
+    pub model: Option<raw::SpStr>,
     pub body: String,
 }
 
@@ -276,9 +278,26 @@ pub fn profile(
         path,
         description: None,
         tools: None,
+        model: None,
         body: body.to_string(),
     };
-    if let Some(masked) = front {
+    if let Some(FrontMatter::Yaml { text, offset }) = &front {
+        let (f, problems) = super::front_matter::parse(text, *offset);
+        for (reason, span) in problems {
+            decoder.diags.push(Diagnostic::error(
+                Problem::ProfileFrontMatter {
+                    name: name.into(),
+                    reason,
+                },
+                &source,
+                span,
+            ));
+        }
+        raw.description = f.description;
+        raw.tools = f.tools;
+        raw.model = f.model;
+    }
+    if let Some(FrontMatter::Toml(masked)) = front {
         let (table, errors) = DeTable::parse_recoverable(&masked);
         // Like pipeline syntax errors: the first per line, and the
         // recovered table is not checked (it would only add noise).
@@ -318,12 +337,16 @@ pub fn profile(
                     raw.description = decoder.string("description", v).map(|s| s.value)
                 }
                 "tools" => raw.tools = decoder.toolset("tools", v),
+                "model" => raw.model = decoder.string("model", v),
                 other => decoder.diags.push(Diagnostic::error(
                     Problem::UnknownKey {
                         key: other.to_string(),
                         table: format!("the front matter of profile `{name}`"),
-                        suggestion: super::diagnostic::suggest(other, ["description", "tools"]),
-                        known: &["description", "tools"],
+                        suggestion: super::diagnostic::suggest(
+                            other,
+                            ["description", "tools", "model"],
+                        ),
+                        known: &["description", "tools", "model"],
                     },
                     &source,
                     k.span(),
@@ -344,10 +367,43 @@ fn pathdiff(path: &Path) -> String {
         .to_string()
 }
 
-/// Split `+++`-delimited TOML front matter from a Markdown body. The front
-/// matter comes back as the whole text with everything outside it blanked
-/// (same byte offsets), so TOML spans point into the real file.
-fn split_front_matter(text: &str) -> (Option<String>, &str) {
+/// A profile's front matter, as found.
+#[derive(Debug, PartialEq, Eq)]
+enum FrontMatter<'a> {
+    /// TOML between `+++` lines: the whole text with everything outside it
+    /// blanked (same byte offsets), so TOML spans point into the real file.
+    Toml(String),
+    /// YAML between `---` lines (Claude Code's sub-agent files), and the
+    /// byte offset it starts at.
+    Yaml { text: &'a str, offset: usize },
+}
+
+/// Split front matter from a Markdown body.
+fn split_front_matter(text: &str) -> (Option<FrontMatter<'_>>, &str) {
+    if let Some(rest) = text.strip_prefix("---") {
+        let Some(first_nl) = rest.find('\n') else {
+            return (None, text);
+        };
+        if !rest[..first_nl].trim().is_empty() {
+            return (None, text);
+        }
+        let start = 3 + first_nl + 1;
+        let mut offset = start;
+        for line in text[start..].split_inclusive('\n') {
+            if line.trim_end() == "---" {
+                let body_start = offset + line.len();
+                return (
+                    Some(FrontMatter::Yaml {
+                        text: &text[start..offset],
+                        offset: start,
+                    }),
+                    &text[body_start..],
+                );
+            }
+            offset += line.len();
+        }
+        return (None, text);
+    }
     let Some(rest) = text.strip_prefix("+++") else {
         return (None, text);
     };
@@ -373,7 +429,7 @@ fn split_front_matter(text: &str) -> (Option<String>, &str) {
                     }
                 })
                 .collect();
-            return (Some(masked), &text[body_start..]);
+            return (Some(FrontMatter::Toml(masked)), &text[body_start..]);
         }
         offset += line.len();
     }
@@ -388,10 +444,25 @@ mod tests {
     fn front_matter_keeps_offsets() {
         let text = "+++\ndescription = \"x\"\n+++\n# Body\n";
         let (front, body) = split_front_matter(text);
-        let front = front.unwrap();
+        let Some(FrontMatter::Toml(front)) = front else {
+            panic!("TOML front matter")
+        };
         assert_eq!(front.len(), text.len());
         assert_eq!(&front[4..21], "description = \"x\"");
         assert_eq!(body, "# Body\n");
         assert_eq!(split_front_matter("# no front matter").0, None);
+        let yaml = "---\nname: r\n---\nYou review.\n";
+        assert_eq!(
+            split_front_matter(yaml),
+            (
+                Some(FrontMatter::Yaml {
+                    text: "name: r\n",
+                    offset: 4
+                }),
+                "You review.\n"
+            )
+        );
+        // A thematic break later in a body is not front matter.
+        assert_eq!(split_front_matter("text\n---\n").0, None);
     }
 }

@@ -2,6 +2,7 @@
 //! validated model.
 
 pub mod diagnostic;
+pub mod front_matter;
 pub mod load;
 pub mod mcp_json;
 pub mod model;

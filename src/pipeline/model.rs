@@ -165,6 +165,8 @@ pub struct Profile {
     pub path: PathBuf,
     pub description: Option<String>,
     pub tools: ToolSetLayer,
+    /// The model the phase's agents use (over the agent's own `model`).
+    pub model: Option<String>,
     pub body: String,
 }
 

@@ -787,6 +787,32 @@ impl<'s> Validator<'s> {
                             diags.extend(v.diags);
                             layer
                         });
+                        // Its model must suit every agent of the phase.
+                        if let Some(m) = &raw_profile.model {
+                            for a in p.agents.iter().flat_map(|l| &l.value) {
+                                let Some(kind) = agents
+                                    .iter()
+                                    .find(|x| x.name == a.value)
+                                    .map(|x| x.kind)
+                                    .or_else(|| AgentKind::builtin(&a.value))
+                                else {
+                                    continue;
+                                };
+                                if let Err(reason) =
+                                    crate::agents::adapter(kind).check_model(&m.value)
+                                {
+                                    diags.push(Diagnostic::error(
+                                        Problem::BadModel {
+                                            model: m.value.clone(),
+                                            kind: kind.to_string(),
+                                            reason,
+                                        },
+                                        source,
+                                        m.span.clone(),
+                                    ));
+                                }
+                            }
+                        }
                         self.diags.extend(diags);
                         self.extra_sources.push(Arc::clone(source));
                         Some(Profile {
@@ -794,6 +820,7 @@ impl<'s> Validator<'s> {
                             path: raw_profile.path.clone(),
                             description: raw_profile.description.clone(),
                             tools: tools.unwrap_or_default(),
+                            model: raw_profile.model.as_ref().map(|m| m.value.clone()),
                             body: raw_profile.body.clone(),
                         })
                     }

@@ -9,6 +9,7 @@ mod e2e;
 mod events;
 mod examples;
 mod mcp;
+mod profiles;
 mod robustness;
 mod run;
 mod runs;

@@ -1,0 +1,187 @@
+//! Profiles: `profiles/<name>.md` with TOML (`+++`) or YAML (`---`) front
+//! matter; a Claude Code sub-agent file loads unchanged; the profiles orch
+//! ships validate; a profile's model and tools reach the command line.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::support::{flat_stderr, json_of, orch, root, stderr, write};
+
+/// `orch ARGS` in `dir`.
+fn orch_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    orch().current_dir(dir).args(args).output().unwrap()
+}
+
+fn phase_with(profile: &str, agent: &str) -> String {
+    format!(
+        "version = 1\nname = \"p\"\n[[phases]]\nname = \"review\"\nagents = [\"{agent}\"]\nmode = \"audit\"\nprofile = \"{profile}\"\nprompt = \"Review the last change.\"\n"
+    )
+}
+
+#[test]
+fn a_claude_code_sub_agent_file_loads_unchanged() {
+    // tests/fixtures/profiles/claude-code/profiles/security-reviewer.md is
+    // a sub-agent file as Claude Code reads it (YAML, `tools` as a string,
+    // `model`, and keys orch leaves alone: `color`, `permissionMode`).
+    let dir = root().join("tests/fixtures/profiles/claude-code");
+    let scratch = tempfile::tempdir().unwrap();
+    write(
+        scratch.path(),
+        "p.toml",
+        &phase_with("security-reviewer", "claude"),
+    );
+    std::fs::create_dir(scratch.path().join("profiles")).unwrap();
+    std::fs::copy(
+        dir.join("profiles/security-reviewer.md"),
+        scratch.path().join("profiles/security-reviewer.md"),
+    )
+    .unwrap();
+    let out = orch_in(scratch.path(), &["explain", "p.toml", "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v = json_of(&out);
+    let inv = &v["invocations"][0];
+    let internal: Vec<&str> = inv["toolset"]["internal"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert_eq!(internal, ["Read", "Grep", "Glob", "Bash"]);
+    assert_eq!(inv["provenance"]["internal"]["layer"], "profile");
+    assert!(
+        inv["provenance"]["internal"]["at"]
+            .as_str()
+            .unwrap()
+            .ends_with("profiles/security-reviewer.md:7:8"),
+        "{}",
+        inv["provenance"]["internal"]
+    );
+    assert_eq!(inv["toolset"]["mcp"][0], "mcp__orch__add_finding");
+    let argv: Vec<&str> = inv["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let at = argv.iter().position(|a| *a == "--model").expect("--model");
+    assert_eq!(argv[at + 1], "sonnet", "the profile's model");
+}
+
+#[test]
+fn yaml_front_matter_problems_point_into_the_profile() {
+    let ws = tempfile::tempdir().unwrap();
+    write(ws.path(), "p.toml", &phase_with("broken", "claude"));
+    std::fs::create_dir(ws.path().join("profiles")).unwrap();
+    for (front, says, line) in [
+        (
+            "name: broken\ntoolz: Read\n",
+            "unknown key `toolz`: did you mean `tools`?",
+            3,
+        ),
+        ("tools: [Read\n", "it is not YAML", 3),
+        ("disallowedTools: Bash\n", "without `tools`", 2),
+    ] {
+        write(
+            ws.path(),
+            "profiles/broken.md",
+            &format!("---\n{front}---\nYou review.\n"),
+        );
+        let out = orch_in(ws.path(), &["validate", "--format", "json", "p.toml"]);
+        assert_eq!(out.status.code(), Some(2), "{front}");
+        let d = &json_of(&out)["diagnostics"][0];
+        assert_eq!(d["code"], "orch::pipeline::profile_front_matter", "{d}");
+        assert!(d["message"].as_str().unwrap().contains(says), "{d}");
+        assert_eq!(d["file"], "profiles/broken.md", "{d}");
+        assert_eq!(d["line"], line, "{d}");
+    }
+}
+
+#[test]
+fn a_profiles_model_must_suit_every_agent_that_uses_it() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join("profiles")).unwrap();
+    write(
+        ws.path(),
+        "profiles/fast.md",
+        "---\ntools: Read\nmodel: sonnet\n---\nYou are quick.\n",
+    );
+    write(ws.path(), "p.toml", &phase_with("fast", "opencode"));
+    let out = orch_in(ws.path(), &["validate", "p.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = flat_stderr(&out);
+    assert!(
+        err.contains("bad_model")
+            && err.contains("profiles/fast.md:3:8")
+            && err.contains("provider/model"),
+        "{err}"
+    );
+    // `inherit` (Claude Code's word for "the caller's model") sets none.
+    write(
+        ws.path(),
+        "profiles/fast.md",
+        "---\ntools: Read\nmodel: inherit\n---\nYou are quick.\n",
+    );
+    let out = orch_in(ws.path(), &["explain", "p.toml", "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let argv = json_of(&out)["invocations"][0]["argv"].to_string();
+    assert!(!argv.contains("\"-m\""), "{argv}");
+}
+
+#[test]
+fn every_profile_orch_ships_validates_for_every_cli() {
+    let names: Vec<String> = std::fs::read_dir(root().join("profiles"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    for want in [
+        "worker",
+        "researcher",
+        "architect",
+        "planner",
+        "judge",
+        "scanner",
+    ] {
+        assert!(
+            names.iter().any(|n| n == want),
+            "profiles/{want}.md is missing"
+        );
+    }
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join("profiles")).unwrap();
+    for name in &names {
+        std::fs::copy(
+            root().join(format!("profiles/{name}.md")),
+            ws.path().join(format!("profiles/{name}.md")),
+        )
+        .unwrap();
+    }
+    for name in &names {
+        for agent in ["claude", "codex", "gemini", "opencode", "copilot"] {
+            write(
+                ws.path(),
+                "p.toml",
+                &phase_with(name, agent).replace("mode = \"audit\"", "mode = \"fix\""),
+            );
+            let out = orch_in(ws.path(), &["validate", "--format", "json", "p.toml"]);
+            let report: Value = json_of(&out);
+            if out.status.success() {
+                continue;
+            }
+            // Codex's shell cannot be taken away at workspace-write: a
+            // profile that writes files but grants no shell is refused for
+            // it, and says why (docs/capabilities.md).
+            let diags = report["diagnostics"].as_array().unwrap();
+            assert!(
+                agent == "codex"
+                    && diags
+                        .iter()
+                        .all(|d| d["code"] == "orch::pipeline::unenforceable"
+                            && d["message"].as_str().unwrap().contains("codex's shell")),
+                "profiles/{name}.md with {agent}: {report:#}"
+            );
+        }
+    }
+}
