@@ -69,6 +69,10 @@ pub struct AgentSettings {
     /// Variables passed from orch's environment to this CLI (credentials);
     /// nothing else is inherited.
     pub pass_env: Vec<String>,
+    /// The model agents of this kind use when nothing in the pipeline
+    /// names one (else the CLI's own default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// The credential variables each CLI reads, passed through by default.
@@ -121,6 +125,7 @@ impl Default for Settings {
                         AgentSettings {
                             binary: b.to_string(),
                             pass_env: default_pass_env(k),
+                            model: None,
                         },
                     )
                 })

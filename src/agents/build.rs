@@ -249,14 +249,62 @@ pub fn mcp_servers(
     out
 }
 
-/// The model an agent uses in a phase: its profile's (unless the profile
-/// says `inherit`), else the agent's own `model`, else the CLI's default.
-pub fn model<'a>(phase: &'a Phase, agent: &'a Agent) -> Option<&'a str> {
-    phase
-        .profile
-        .as_ref()
-        .and_then(|p| p.model.as_deref())
-        .or(agent.model.as_deref())
+/// The model an agent uses in a phase, and where that came from.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ModelChoice {
+    /// `None`: the CLI's own default.
+    pub value: Option<String>,
+    /// `phase`, `profile`, `agent`, `settings` or `cli default`.
+    pub layer: &'static str,
+    /// Where it is written (`file:line:col`, or the settings key).
+    pub at: Option<String>,
+}
+
+/// The model an agent uses in a phase: the phase's `model`, else its
+/// profile's (unless the profile says `inherit`), else the agent's own
+/// `model`, else the settings' `agents.<kind>.model`, else the CLI's
+/// default.
+pub fn model(phase: &Phase, agent: &Agent, settings: &Settings) -> ModelChoice {
+    let at = |l: &Option<crate::pipeline::Location>| l.as_ref().map(|l| l.to_string());
+    if let Some((m, l)) = &phase.model {
+        return ModelChoice {
+            value: Some(m.clone()),
+            layer: "phase",
+            at: Some(l.to_string()),
+        };
+    }
+    if let Some(p) = &phase.profile
+        && let Some(m) = &p.model
+    {
+        return ModelChoice {
+            value: Some(m.clone()),
+            layer: "profile",
+            at: at(&p.model_at),
+        };
+    }
+    if let Some(m) = &agent.model {
+        return ModelChoice {
+            value: Some(m.clone()),
+            layer: "agent",
+            at: at(&agent.model_at),
+        };
+    }
+    if let Some(m) = settings
+        .agents
+        .get(&agent.kind)
+        .and_then(|a| a.model.clone())
+    {
+        return ModelChoice {
+            value: Some(m),
+            layer: "settings",
+            at: Some(format!("agents.{}.model", agent.kind)),
+        };
+    }
+    ModelChoice {
+        value: None,
+        layer: "cli default",
+        at: None,
+    }
 }
 
 /// Where orch leaves the workspace marker of an attempt whose own
@@ -443,6 +491,7 @@ pub fn invocation(
         .map(|a| a.pass_env.clone())
         .unwrap_or_else(|| default_pass_env(agent.kind));
     let prompts = crate::prompt::Prompts::of(phase);
+    let model = model(phase, agent, &ctx.settings);
     let no_flags = Vec::new();
     let req = Request {
         phase,
@@ -450,7 +499,7 @@ pub fn invocation(
         program: program(agent, &ctx.settings),
         toolset,
         prompts: &prompts,
-        model: model(phase, agent),
+        model: model.value.as_deref(),
         mcp_servers: mcp_servers(pipeline, toolset, phase, agent, ctx, slot),
         workdir: ctx.workdir.clone(),
         dir: dir.to_path_buf(),

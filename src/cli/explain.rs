@@ -116,6 +116,8 @@ struct InvocationJson<'a> {
     mode: &'a str,
     #[serde(flatten)]
     resolved: Resolved,
+    /// The model and the layer it came from.
+    model: build::ModelChoice,
     argv: Vec<String>,
     /// The whole environment of the process, secrets redacted.
     env: BTreeMap<String, String>,
@@ -189,6 +191,7 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
                 kind: a.kind.as_str(),
                 mode: ph.mode.as_str(),
                 resolved: resolved.as_ref().clone(),
+                model: build::model(ph, a, &ctx.settings),
                 argv: inv.argv(),
                 env: inv.shown_env().into_iter().collect(),
                 inherit_env: inv.inherit_env,
@@ -319,6 +322,19 @@ fn text(
         }
         if command && rows.is_empty() {
             writeln!(out, "  (a plain command: ToolSets do not apply)")?;
+        }
+        if !command {
+            let m = &inv.model;
+            let line = format!(
+                "  {:<10}  {:<vw$}  {}",
+                "model",
+                m.value.as_deref().unwrap_or("(the CLI's default)"),
+                match &m.at {
+                    Some(at) => format!("{:<11} {at}", m.layer),
+                    None => m.layer.to_string(),
+                }
+            );
+            writeln!(out, "{}", line.trim_end())?;
         }
         for (field, _, _, e) in &rows {
             match e.by {

@@ -79,6 +79,8 @@ pub struct Agent {
     /// binary for the kind, or `command[0]` for command agents).
     pub binary: Option<String>,
     pub model: Option<String>,
+    /// Where `model` is written.
+    pub model_at: Option<Location>,
     pub env: Vec<(String, String)>,
     /// Full argv for `command` agents.
     pub command: Option<Vec<String>>,
@@ -167,6 +169,8 @@ pub struct Profile {
     pub tools: ToolSetLayer,
     /// The model the phase's agents use (over the agent's own `model`).
     pub model: Option<String>,
+    /// Where `model` is written (in the profile file).
+    pub model_at: Option<Location>,
     pub body: String,
 }
 
@@ -180,6 +184,8 @@ pub struct Phase {
     pub depends_on: Vec<String>,
     pub prompt: Option<Prompt>,
     pub profile: Option<Profile>,
+    /// The model of every agent of the phase, and where it is written.
+    pub model: Option<(String, Location)>,
     pub timeout: Option<Duration>,
     pub stall_timeout: Option<Duration>,
     pub retries: u32,

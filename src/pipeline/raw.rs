@@ -237,6 +237,9 @@ pub struct RawPhase {
     pub prompt_file: Option<SpStr>,
     /// A profile, `profiles/<name>.md`.
     pub profile: Option<SpStr>,
+    /// The model every agent of the phase uses (over its profile's and the
+    /// agent's own).
+    pub model: Option<SpStr>,
     /// Wall clock per agent attempt.
     #[schemars(with = "Option<String>")]
     pub timeout: Option<SpStr>,
@@ -291,6 +294,7 @@ pub mod keys {
         "prompt",
         "prompt_file",
         "profile",
+        "model",
         "timeout",
         "stall_timeout",
         "retries",
@@ -670,6 +674,7 @@ impl Decoder<'_> {
                 "prompt" => p.prompt = self.string("prompt", v),
                 "prompt_file" => p.prompt_file = self.string("prompt_file", v),
                 "profile" => p.profile = self.string("profile", v),
+                "model" => p.model = self.string("model", v),
                 "timeout" => p.timeout = self.string("timeout", v),
                 "stall_timeout" => p.stall_timeout = self.string("stall_timeout", v),
                 "retries" => p.retries = self.integer("retries", v),

@@ -607,6 +607,7 @@ impl<'s> Validator<'s> {
                 kind,
                 binary,
                 model: a.model.as_ref().map(|m| m.value.clone()),
+                model_at: a.model.as_ref().map(|m| self.loc(&m.span)),
                 env: a
                     .env
                     .0
@@ -690,6 +691,7 @@ impl<'s> Validator<'s> {
                                 kind,
                                 binary: None,
                                 model: None,
+                                model_at: None,
                                 env: Vec::new(),
                                 command: None,
                                 modes: Vec::new(),
@@ -787,8 +789,9 @@ impl<'s> Validator<'s> {
                             diags.extend(v.diags);
                             layer
                         });
-                        // Its model must suit every agent of the phase.
-                        if let Some(m) = &raw_profile.model {
+                        // Its model must suit every agent of the phase
+                        // (unless the phase names its own).
+                        if let Some(m) = raw_profile.model.as_ref().filter(|_| p.model.is_none()) {
                             for a in p.agents.iter().flat_map(|l| &l.value) {
                                 let Some(kind) = agents
                                     .iter()
@@ -821,6 +824,7 @@ impl<'s> Validator<'s> {
                             description: raw_profile.description.clone(),
                             tools: tools.unwrap_or_default(),
                             model: raw_profile.model.as_ref().map(|m| m.value.clone()),
+                            model_at: raw_profile.model.as_ref().map(|m| source.location(&m.span)),
                             body: raw_profile.body.clone(),
                         })
                     }
@@ -897,8 +901,33 @@ impl<'s> Validator<'s> {
             let prompt_reported = ((p.prompt.is_some() || p.prompt_file.is_some())
                 && prompt.is_none())
                 || (p.profile.is_some() && profile.is_none());
+            // The phase's model must suit every agent of the phase.
+            let model = p.model.as_ref().map(|m| {
+                for a in &phase_agents {
+                    let Some(kind) = agents
+                        .iter()
+                        .find(|x| x.name == *a)
+                        .map(|x| x.kind)
+                        .or_else(|| AgentKind::builtin(a))
+                    else {
+                        continue;
+                    };
+                    if let Err(reason) = crate::agents::adapter(kind).check_model(&m.value) {
+                        self.error(
+                            Problem::BadModel {
+                                model: m.value.clone(),
+                                kind: kind.to_string(),
+                                reason,
+                            },
+                            m.span.clone(),
+                        );
+                    }
+                }
+                (m.value.clone(), self.loc(&m.span))
+            });
             let phase = Phase {
                 location: self.loc(&p.name.as_ref().map_or(p.span.clone(), |n| n.span.clone())),
+                model,
                 name,
                 agents: phase_agents,
                 mode,

@@ -185,3 +185,89 @@ fn every_profile_orch_ships_validates_for_every_cli() {
         }
     }
 }
+
+#[test]
+fn the_model_comes_from_the_phase_then_the_profile_then_the_agent_then_the_settings() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join("profiles")).unwrap();
+    write(
+        ws.path(),
+        "profiles/fast.md",
+        "---\ntools: Read\nmodel: haiku\n---\nYou are quick.\n",
+    );
+    let file = |phase_model: &str, profile: &str| {
+        format!(
+            "version = 1\nname = \"m\"\n[agents.claude]\nmodel = \"opus\"\n[[phases]]\nname = \"p\"\nagents = [\"claude\"]\nprompt = \"x\"\n{profile}{phase_model}"
+        )
+    };
+    let chosen = |text: &str, env: &[(&str, &str)]| {
+        write(ws.path(), "p.toml", text);
+        let out = orch()
+            .current_dir(ws.path())
+            .envs(env.iter().copied())
+            .args(["explain", "p.toml", "--format", "json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let inv = json_of(&out)["invocations"][0].clone();
+        let argv: Vec<String> = serde_json::from_value(inv["argv"].clone()).unwrap();
+        let flag = argv
+            .iter()
+            .position(|a| a == "--model")
+            .map(|i| argv[i + 1].clone());
+        (
+            inv["model"]["value"].as_str().map(str::to_string),
+            inv["model"]["layer"].as_str().unwrap().to_string(),
+            inv["model"]["at"].as_str().map(str::to_string),
+            flag,
+        )
+    };
+    let (v, layer, at, flag) = chosen(&file("model = \"sonnet\"\n", "profile = \"fast\"\n"), &[]);
+    assert_eq!(
+        (v.as_deref(), layer.as_str(), flag.as_deref()),
+        (Some("sonnet"), "phase", Some("sonnet"))
+    );
+    assert_eq!(at.as_deref(), Some("p.toml:10:9"));
+    let (v, layer, at, _) = chosen(&file("", "profile = \"fast\"\n"), &[]);
+    assert_eq!((v.as_deref(), layer.as_str()), (Some("haiku"), "profile"));
+    assert!(at.unwrap().ends_with("profiles/fast.md:3:8"));
+    let (v, layer, at, _) = chosen(&file("", ""), &[]);
+    assert_eq!(
+        (v.as_deref(), layer.as_str(), at.as_deref()),
+        (Some("opus"), "agent", Some("p.toml:4:9"))
+    );
+    let bare = "version = 1\nname = \"m\"\n[[phases]]\nname = \"p\"\nagents = [\"claude\"]\nprompt = \"x\"\n";
+    let (v, layer, at, flag) = chosen(
+        bare,
+        &[("ORCH_AGENTS__CLAUDE__MODEL", "sonnet-from-settings")],
+    );
+    assert_eq!(
+        (v.as_deref(), layer.as_str(), at.as_deref(), flag.as_deref()),
+        (
+            Some("sonnet-from-settings"),
+            "settings",
+            Some("agents.claude.model"),
+            Some("sonnet-from-settings")
+        )
+    );
+    let (v, layer, _, flag) = chosen(bare, &[]);
+    assert_eq!((v, layer.as_str(), flag), (None, "cli default", None));
+
+    // A phase model every agent's CLI must accept.
+    write(
+        ws.path(),
+        "p.toml",
+        "version = 1\nname = \"m\"\n[[phases]]\nname = \"p\"\nagents = [\"opencode\"]\nprompt = \"x\"\nmodel = \"sonnet\"\n",
+    );
+    let out = orch()
+        .current_dir(ws.path())
+        .args(["validate", "p.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        flat_stderr(&out).contains("p.toml:7:9"),
+        "{}",
+        flat_stderr(&out)
+    );
+}
