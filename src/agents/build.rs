@@ -31,6 +31,8 @@ pub struct Context {
     pub home: Option<PathBuf>,
     /// Other paths the home is mounted at (bind mounts).
     pub home_aliases: Vec<PathBuf>,
+    /// `orch run --input name=value`: what `{{inputs.name}}` stands for.
+    pub inputs: std::collections::BTreeMap<String, String>,
 }
 
 impl Context {
@@ -52,6 +54,7 @@ impl Context {
             orch_exe,
             home,
             home_aliases,
+            inputs: Default::default(),
         }
     }
 
@@ -490,7 +493,14 @@ pub fn invocation(
         .get(&agent.kind)
         .map(|a| a.pass_env.clone())
         .unwrap_or_else(|| default_pass_env(agent.kind));
-    let prompts = crate::prompt::Prompts::of(phase);
+    let prompts = crate::prompt::Prompts::of(
+        pipeline,
+        phase,
+        crate::prompt::Vars {
+            run_id: slot.run_id,
+            inputs: &ctx.inputs,
+        },
+    );
     let model = model(phase, agent, &ctx.settings);
     let no_flags = Vec::new();
     let req = Request {

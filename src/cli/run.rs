@@ -48,18 +48,30 @@ pub struct Args {
     /// Seconds between TERM and KILL when stopping an agent
     #[arg(long, value_name = "SECONDS", default_value_t = 5)]
     pub grace: u64,
+    /// A value for `{{inputs.NAME}}` in prompts (repeatable)
+    #[arg(long = "input", value_name = "NAME=VALUE", value_parser = parse_input)]
+    pub inputs: Vec<(String, String)>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+}
+
+/// `NAME=VALUE`.
+fn parse_input(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((n, v)) if !n.is_empty() => Ok((n.to_string(), v.to_string())),
+        _ => Err(format!("`{s}` is not NAME=VALUE")),
+    }
 }
 
 pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
     crate::confine::keep_orch_private();
     // Processes agents leave behind come to orch, which stops them.
     crate::engine::reaper::adopt_orphans();
-    let ctx = match super::config::context(global) {
+    let mut ctx = match super::config::context(global) {
         Ok(c) => c,
         Err(exit) => return Ok(exit),
     };
+    ctx.inputs = args.inputs.iter().cloned().collect();
     let loaded = match load_valid(&args.file, &ctx.confinement, color)? {
         Ok(l) => l,
         Err(exit) => return Ok(exit),
@@ -82,6 +94,31 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         (None, false) => format!("phase:{}", args.phases.join(",")),
         (None, true) => "all".to_string(),
     };
+
+    // Every input a selected phase's prompts use must be given: a prompt
+    // never goes out with a variable left empty.
+    let mut unset: Vec<String> = Vec::new();
+    for &i in &selected {
+        for n in crate::prompt::Prompts::inputs_used(&pipeline.phases[i]) {
+            if !ctx.inputs.contains_key(&n) && !unset.contains(&n) {
+                unset.push(n);
+            }
+        }
+    }
+    if !unset.is_empty() && !args.dry_run {
+        let flags: Vec<String> = unset.iter().map(|n| format!("--input {n}=...")).collect();
+        return usage_error(
+            &format!(
+                "the prompts use {} but no value is given",
+                unset
+                    .iter()
+                    .map(|n| format!("`{{{{inputs.{n}}}}}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Some(format!("pass {}", flags.join(" "))),
+        );
+    }
 
     if args.dry_run {
         return dry_run(&pipeline, &graph, &selected, &ctx);

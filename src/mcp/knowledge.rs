@@ -455,11 +455,16 @@ impl OrchServer {
         let Ok(loaded) = crate::pipeline::load(path, &os) else {
             return Value::Null;
         };
-        loaded
-            .pipeline
+        let inputs = Default::default();
+        let vars = crate::prompt::Vars {
+            run_id: &self.state.args.run,
+            inputs: &inputs,
+        };
+        let pipeline = &loaded.pipeline;
+        pipeline
             .phase(&self.state.args.phase)
             .map_or(Value::Null, |p| {
-                Value::String(crate::prompt::Prompts::of(p).user)
+                Value::String(crate::prompt::Prompts::of(pipeline, p, vars).user)
             })
     }
 }

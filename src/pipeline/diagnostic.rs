@@ -220,6 +220,8 @@ pub enum Problem {
         /// Where orch looked, for the help.
         looked: String,
     },
+    #[error("{reason}")]
+    Template { reason: String },
     #[error("`.mcp.json` cannot be read: {reason}")]
     McpJson { reason: String },
     #[error(
@@ -325,6 +327,7 @@ impl Problem {
             Problem::BadMcpName { .. } => "orch::pipeline::mcp_name",
             Problem::UnknownMcpServer { .. } => "orch::pipeline::unknown_mcp_server",
             Problem::McpJson { .. } => "orch::pipeline::mcp_json",
+            Problem::Template { .. } => "orch::pipeline::template",
             Problem::McpJsonEntry { .. } => "orch::pipeline::mcp_json_entry",
             Problem::BadMcpServer { .. } => "orch::pipeline::mcp_server",
             Problem::UnknownOrchTool { .. } => "orch::pipeline::unknown_orch_tool",
@@ -430,6 +433,9 @@ impl Problem {
                     "orch looked in the pipeline's `[mcp_servers]` and in {looked}; only `orch` is built in. Declare it in the pipeline: `[mcp_servers.{server}]` with `command = [\"npx\", \"-y\", \"<package>\"]` or `url = \"https://...\"`"
                 ))
             }),
+            Problem::Template { .. } => Some(
+                "prompts may use `{{run_id}}`, `{{phase}}`, `{{artifacts.<phase>}}` (a phase this one depends on, with `artifacts`) and `{{inputs.<name>}}` (given with `orch run --input name=value`)".into(),
+            ),
             Problem::McpJson { .. } => Some(
                 "orch reads the workspace's `.mcp.json` (Claude Code's project format: {\"mcpServers\": {NAME: {command, args, env} | {type: \"http\", url, headers}}}) for servers the pipeline does not declare; fix it or move it away".into(),
             ),

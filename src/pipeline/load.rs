@@ -358,6 +358,12 @@ pub fn profile(
     Ok((source, raw, diags))
 }
 
+/// A path as diagnostics show it: relative to the working directory when
+/// it is under it.
+pub fn shown(path: &Path) -> String {
+    pathdiff(path)
+}
+
 fn pathdiff(path: &Path) -> String {
     std::env::current_dir()
         .ok()

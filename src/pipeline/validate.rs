@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::diagnostic::{Diagnostic, Location, Problem, SourceFile, suggest};
-use super::load::Files;
+use super::load::{self, Files};
 use super::mcp_json;
 use super::model::*;
 use super::raw::{RawMcpServer, RawPipeline, RawToolSet, SpStr, Spanned, SpannedMap};
@@ -33,6 +33,54 @@ pub struct Validator<'s> {
     extra_sources: Vec<Arc<SourceFile>>,
     /// Whether orch can confine agents where this pipeline will run.
     os: &'s Availability,
+}
+
+/// A prompt text and where it is written, to point at its variables.
+struct TextAt {
+    source: Arc<SourceFile>,
+    place: Place,
+    text: String,
+}
+
+enum Place {
+    /// The text starts at this byte of the source.
+    Offset(usize),
+    /// The text is not in the source verbatim (a TOML string with escapes):
+    /// point at the whole string.
+    Whole(Range<usize>),
+}
+
+impl TextAt {
+    /// A prompt string of `source`, written at `span`.
+    fn inline(source: &Arc<SourceFile>, value: &str, span: &Range<usize>) -> TextAt {
+        let written = source.text.get(span.clone()).unwrap_or("");
+        let place = match written.find(value) {
+            Some(i) => Place::Offset(span.start + i),
+            None => Place::Whole(span.clone()),
+        };
+        TextAt {
+            source: Arc::clone(source),
+            place,
+            text: value.to_string(),
+        }
+    }
+
+    /// A prompt file, as its own source.
+    fn file(name: &str, text: &str) -> TextAt {
+        TextAt {
+            source: SourceFile::new(name, text.to_string()),
+            place: Place::Offset(0),
+            text: text.to_string(),
+        }
+    }
+
+    /// Where a variable at `span` of the text is in the source.
+    fn span(&self, span: &Range<usize>) -> Range<usize> {
+        match &self.place {
+            Place::Offset(o) => o + span.start..o + span.end,
+            Place::Whole(r) => r.clone(),
+        }
+    }
 }
 
 fn is_valid_name(s: &str) -> bool {
@@ -660,6 +708,8 @@ impl<'s> Validator<'s> {
         let mut dep_spans: Vec<Vec<Range<usize>>> = Vec::with_capacity(raw_phases.len());
         let mut agent_spans: Vec<Vec<Range<usize>>> = Vec::with_capacity(raw_phases.len());
         let mut agent_positions: Vec<Vec<Range<usize>>> = Vec::with_capacity(raw_phases.len());
+        // Where each phase's prompt texts are written, for their variables.
+        let mut prompt_places: Vec<Vec<TextAt>> = Vec::with_capacity(raw_phases.len());
         for p in raw_phases {
             let name = p.name.as_ref().map(|n| n.value.clone()).unwrap_or_default();
             // Agents of the phase.
@@ -951,6 +1001,28 @@ impl<'s> Validator<'s> {
             // phase's prompt problem is already reported.
             agent_positions.push(spans.clone());
             agent_spans.push(if prompt_reported { Vec::new() } else { spans });
+            let mut places = Vec::new();
+            let this = phases.last().expect("just pushed");
+            if let Some(t) = &p.prompt {
+                places.push(TextAt::inline(self.source, &t.value, &t.span));
+            }
+            if let Some(Prompt::File { path, text }) = &this.prompt {
+                places.push(TextAt::file(&load::shown(path), text));
+            }
+            if let Some(prof) = &this.profile
+                && let Some(source) = self
+                    .extra_sources
+                    .iter()
+                    .find(|s| prof.path.ends_with(&*s.name))
+            {
+                // The body is the end of the file.
+                places.push(TextAt {
+                    source: Arc::clone(source),
+                    place: Place::Offset(source.text.len() - prof.body.len()),
+                    text: prof.body.clone(),
+                });
+            }
+            prompt_places.push(places);
         }
 
         let head = PipelineHead {
@@ -967,12 +1039,63 @@ impl<'s> Validator<'s> {
 
         self.prompts(&pipeline, &agent_spans);
         self.cycles(&pipeline, &dep_spans);
+        self.templates(&pipeline, &prompt_places);
         self.enforcement(&pipeline, &agent_positions);
 
         if self.diags.iter().any(Diagnostic::is_error) {
             None
         } else {
             Some(pipeline)
+        }
+    }
+
+    /// Every variable in a prompt names something that will have a value:
+    /// `{{artifacts.X}}` an earlier phase (one this phase depends on) that
+    /// declares artifacts.
+    fn templates(&mut self, pipeline: &Pipeline, places: &[Vec<TextAt>]) {
+        use crate::prompt::template::{self, Meaning};
+        let graph = PhaseGraph::build(pipeline).ok();
+        for (i, (phase, places)) in pipeline.phases.iter().zip(places).enumerate() {
+            for place in places {
+                for v in template::variables(&place.text) {
+                    let why = match template::meaning(&v.name) {
+                        Err(why) => Some(why),
+                        Ok(Meaning::Artifacts(p)) => {
+                            let earlier = graph.as_ref().map(|g| g.upstream(&[i]));
+                            match pipeline.phases.iter().position(|x| x.name == p) {
+                                None => {
+                                    Some(format!("`{{{{{}}}}}`: there is no phase `{p}`", v.name))
+                                }
+                                Some(j)
+                                    if j == i
+                                        || earlier.as_ref().is_some_and(|e| !e.contains(&j)) =>
+                                {
+                                    Some(format!(
+                                        "`{{{{{}}}}}`: phase `{}` does not depend on `{p}`, so its artifacts may not exist yet; add `{p}` to its `depends_on`",
+                                        v.name, phase.name
+                                    ))
+                                }
+                                Some(j) if pipeline.phases[j].artifacts.is_empty() => {
+                                    Some(format!(
+                                        "`{{{{{}}}}}`: phase `{p}` declares no `artifacts`",
+                                        v.name
+                                    ))
+                                }
+                                Some(_) => None,
+                            }
+                        }
+                        Ok(_) => None,
+                    };
+                    if let Some(reason) = why {
+                        let span = place.span(&v.span);
+                        self.diags.push(Diagnostic::error(
+                            Problem::Template { reason },
+                            &place.source,
+                            span,
+                        ));
+                    }
+                }
+            }
         }
     }
 

@@ -2,7 +2,20 @@
 //! here from the phase (and, as the run's records grow, from them). The
 //! adapters only choose how to deliver them to their CLI.
 
-use crate::pipeline::Phase;
+pub mod template;
+
+use std::collections::BTreeMap;
+
+use crate::pipeline::{Phase, Pipeline};
+use template::Meaning;
+
+/// What prompt variables stand for in one attempt.
+#[derive(Debug, Clone, Copy)]
+pub struct Vars<'a> {
+    pub run_id: &'a str,
+    /// `orch run --input name=value`.
+    pub inputs: &'a BTreeMap<String, String>,
+}
 
 /// The prompts of one attempt.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -16,23 +29,64 @@ pub struct Prompts {
 impl Prompts {
     /// The prompts of `phase`: its own prompt, with its profile's body as
     /// the system prompt; a phase with a profile and no prompt of its own
-    /// gets the profile's body as the task.
-    pub fn of(phase: &Phase) -> Prompts {
+    /// gets the profile's body as the task. Variables are filled from
+    /// `vars` (an input not given stays as written: only previews, since
+    /// `orch run` refuses to start without it).
+    pub fn of(pipeline: &Pipeline, phase: &Phase, vars: Vars<'_>) -> Prompts {
+        let fill = |text: &str| {
+            template::render(text, |m| {
+                Some(match m {
+                    Meaning::RunId => vars.run_id.to_string(),
+                    Meaning::Phase => phase.name.clone(),
+                    Meaning::Artifacts(p) => pipeline
+                        .phase(p)
+                        .map(|x| x.artifacts.join(", "))
+                        .unwrap_or_default(),
+                    Meaning::Input(n) => vars
+                        .inputs
+                        .get(*n)
+                        .cloned()
+                        .unwrap_or_else(|| format!("{{{{inputs.{n}}}}}")),
+                })
+            })
+            // Validation refused unknown variables: nothing is left to fail.
+            .unwrap_or_else(|_| text.to_string())
+        };
         let profile = phase
             .profile
             .as_ref()
-            .map(|p| p.body.clone())
+            .map(|p| fill(&p.body))
             .filter(|b| !b.trim().is_empty());
         match &phase.prompt {
             Some(p) => Prompts {
                 system: profile,
-                user: p.text().to_string(),
+                user: fill(p.text()),
             },
             None => Prompts {
                 system: None,
                 user: profile.unwrap_or_default(),
             },
         }
+    }
+
+    /// The inputs the prompts of `phase` use.
+    pub fn inputs_used(phase: &Phase) -> Vec<String> {
+        let texts = phase
+            .prompt
+            .as_ref()
+            .map(|p| p.text())
+            .into_iter()
+            .chain(phase.profile.as_ref().map(|p| p.body.as_str()));
+        let mut out: Vec<String> = texts
+            .flat_map(template::variables)
+            .filter_map(|v| match template::meaning(&v.name) {
+                Ok(Meaning::Input(n)) => Some(n.to_string()),
+                _ => None,
+            })
+            .collect();
+        out.sort();
+        out.dedup();
+        out
     }
 
     /// Both in one text, for a CLI with no way to take a system prompt

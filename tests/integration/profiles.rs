@@ -271,3 +271,81 @@ fn the_model_comes_from_the_phase_then_the_profile_then_the_agent_then_the_setti
         flat_stderr(&out)
     );
 }
+
+#[test]
+fn prompt_variables_are_filled_checked_and_never_left_empty() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join("prompts")).unwrap();
+    write(
+        ws.path(),
+        "prompts/fix.md",
+        "Fix {{inputs.ticket}} using {{artifacts.plan}} in run {{run_id}}, phase {{phase}}.\n",
+    );
+    // A command agent gets its prompt in the file ORCH_PROMPT_FILE names.
+    let pipeline = "version = 1\nname = \"t\"\n\
+        [agents.plan]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"echo '# Plan' > plan.md\"]\n\
+        [agents.show]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"cp \\\"$ORCH_PROMPT_FILE\\\" sent.txt\"]\n\
+        [[phases]]\nname = \"plan\"\nagents = [\"plan\"]\nartifacts = [\"plan.md\"]\n\
+        [[phases]]\nname = \"fix\"\nagents = [\"show\"]\ndepends_on = [\"plan\"]\nprompt_file = \"prompts/fix.md\"\n";
+    write(ws.path(), "p.toml", pipeline);
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--state-dir", ".orch", "run", "p.toml", "--format", "json"];
+        args.extend_from_slice(extra);
+        orch_in(ws.path(), &args)
+    };
+    // Without the input: refused before anything starts.
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = flat_stderr(&out);
+    assert!(
+        err.contains("`{{inputs.ticket}}`") && err.contains("--input ticket="),
+        "{err}"
+    );
+    assert!(!ws.path().join("plan.md").exists(), "nothing ran");
+
+    let out = run(&["--input", "ticket=BUG-7"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run_id = json_of(&out)["run_id"].as_str().unwrap().to_string();
+    let sent = std::fs::read_to_string(ws.path().join("sent.txt")).unwrap();
+    assert_eq!(
+        sent,
+        format!("Fix BUG-7 using plan.md in run {run_id}, phase fix.\n")
+    );
+
+    // `{{artifacts.X}}` needs X upstream; an unknown variable points into
+    // the prompt file.
+    write(
+        ws.path(),
+        "p.toml",
+        &pipeline.replace("depends_on = [\"plan\"]\n", ""),
+    );
+    let out = orch_in(ws.path(), &["validate", "--format", "json", "p.toml"]);
+    let d = &json_of(&out)["diagnostics"][0];
+    assert_eq!(d["code"], "orch::pipeline::template", "{d}");
+    assert!(
+        d["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not depend on `plan`"),
+        "{d}"
+    );
+    assert_eq!(
+        (d["file"].as_str(), d["line"].as_u64(), d["column"].as_u64()),
+        (Some("prompts/fix.md"), Some(1), Some(29))
+    );
+    write(ws.path(), "prompts/fix.md", "Fix {{ticket}}.\n");
+    write(ws.path(), "p.toml", pipeline);
+    let out = orch_in(ws.path(), &["validate", "--format", "json", "p.toml"]);
+    let d = &json_of(&out)["diagnostics"][0];
+    assert!(
+        d["message"]
+            .as_str()
+            .unwrap()
+            .contains("`{{ticket}}` is not a variable"),
+        "{d}"
+    );
+    assert_eq!(
+        (d["line"].as_u64(), d["column"].as_u64()),
+        (Some(1), Some(5))
+    );
+}
