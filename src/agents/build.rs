@@ -458,6 +458,8 @@ pub struct Slot<'a> {
     pub run_id: &'a str,
     /// From 1.
     pub attempt: u32,
+    /// A judge's rejection of the previous round, for the prompt.
+    pub feedback: Option<&'a str>,
 }
 
 /// What previews show for the run id (each run gets its own).
@@ -470,6 +472,7 @@ impl<'a> Slot<'a> {
             dir,
             run_id: PREVIEW_RUN,
             attempt: 1,
+            feedback: None,
         }
     }
 }
@@ -499,6 +502,7 @@ pub fn invocation(
         crate::prompt::Vars {
             run_id: slot.run_id,
             inputs: &ctx.inputs,
+            feedback: slot.feedback,
         },
     );
     let model = model(phase, agent, &ctx.settings);
@@ -591,6 +595,7 @@ mod tests {
             dir: Path::new("/own"),
             run_id: "r7",
             attempt: 2,
+            feedback: None,
         };
         let marker = |phase: &str| {
             let ph = p.phases.iter().find(|x| x.name == phase).unwrap();

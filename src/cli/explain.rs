@@ -114,6 +114,8 @@ struct InvocationJson<'a> {
     agent: &'a str,
     kind: &'a str,
     mode: &'a str,
+    /// The phase's judge (its prompt is written once the artifact is).
+    judge: bool,
     #[serde(flatten)]
     resolved: Resolved,
     /// The model and the layer it came from.
@@ -175,13 +177,23 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
             return usage_error(&format!("no agent `{agent}`{place}"), hint);
         }
     }
+    let judged: Vec<crate::pipeline::Phase> = p
+        .phases
+        .iter()
+        .filter_map(|ph| ph.judge_preview())
+        .collect();
+    let judges = judged
+        .iter()
+        .filter_map(|ph| p.agent(&ph.agents[0]).map(|a| (ph, a, true)));
     let invocations: Vec<InvocationJson> = p
         .invocations()
-        .filter(|(ph, a)| {
+        .map(|(ph, a)| (ph, a, false))
+        .chain(judges)
+        .filter(|(ph, a, _)| {
             args.phase.as_ref().is_none_or(|n| *n == ph.name)
                 && args.agent.as_ref().is_none_or(|n| *n == a.name)
         })
-        .map(|(ph, a)| {
+        .map(|(ph, a, judge)| {
             let dir = ctx.planned_dir(&ph.name, &a.name);
             let inv = build::invocation(p, ph, a, &ctx, &build::Slot::preview(&dir));
             let resolved = p.resolve(ph, a);
@@ -190,6 +202,7 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
                 agent: &a.name,
                 kind: a.kind.as_str(),
                 mode: ph.mode.as_str(),
+                judge,
                 resolved: resolved.as_ref().clone(),
                 model: build::model(ph, a, &ctx.settings),
                 argv: inv.argv(),
@@ -259,9 +272,10 @@ fn text(
         if n > 0 {
             writeln!(out)?;
         }
+        let role = if inv.judge { "judge, " } else { "" };
         writeln!(
             out,
-            "{} / {}  (kind {}, mode {})",
+            "{} / {}  ({role}kind {}, mode {})",
             inv.phase, inv.agent, inv.kind, inv.mode
         )?;
         let ts = &inv.resolved.toolset;

@@ -406,6 +406,18 @@ fn progress_line(p: &Progress) -> Option<String> {
                 ),
             }
         }
+        Progress::Judged {
+            phase,
+            judge,
+            round,
+            rejected,
+        } => match rejected {
+            None => format!("  {phase}: judge {judge} approved round {round}"),
+            Some(why) => format!("  {phase}: judge {judge} rejected round {round}: {why}"),
+        },
+        Progress::ContractWarning { phase, message } => {
+            format!("  {phase}: warning (validation = \"trust\"): {message}")
+        }
         Progress::Retrying {
             phase,
             agent,

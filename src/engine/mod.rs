@@ -2,6 +2,7 @@
 //! runs each agent attempt, retries decide whether to try again.
 
 pub mod claims;
+pub mod contract;
 pub mod identity;
 pub mod keeper;
 pub mod progress;

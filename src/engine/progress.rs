@@ -35,6 +35,19 @@ pub enum Progress {
         attempt: u32,
         result: Box<AttemptResult>,
     },
+    /// A judge decided on a phase's artifact.
+    Judged {
+        phase: String,
+        judge: String,
+        round: u32,
+        /// `None`: approved; else why it was rejected.
+        rejected: Option<String>,
+    },
+    /// A contract check failed under `validation = "trust"`.
+    ContractWarning {
+        phase: String,
+        message: String,
+    },
     Retrying {
         phase: String,
         agent: String,

@@ -15,6 +15,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::claims;
+use super::contract::{self, Verdict};
 use super::identity::sha256_file;
 use super::retry;
 use super::sink::Sink;
@@ -22,7 +23,8 @@ use super::supervisor::{AttemptResult, AttemptSpec, Cancel, now_ms, run_attempt}
 use crate::agents::build::{self, Context};
 use crate::agents::invocation::By;
 use crate::graph::PhaseGraph;
-use crate::pipeline::Pipeline;
+use crate::pipeline::model::Validation;
+use crate::pipeline::{Agent, Phase, Pipeline};
 use crate::store::{Outcome, Record, RunStatus};
 
 /// How a run is carried out.
@@ -340,15 +342,151 @@ fn ended_without_agents(
 async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel>) -> PhaseReport {
     let phase = &shared.pipeline.phases[i];
     let started = now_ms();
+    let rounds = phase.contract.as_ref().map_or(1, |c| c.max_attempts);
+    // Attempts each agent made in earlier rounds: numbering goes on.
+    let mut prior: HashMap<String, u32> = HashMap::new();
+    let mut feedback: Option<String> = None;
     let mut agents: Vec<AgentReport> = Vec::new();
+    let mut judges: Vec<AgentReport> = Vec::new();
+    let mut status = Outcome::Failed;
+    let mut reason = None;
+    for round in 1..=rounds {
+        let this = run_agents(phase, &shared, &cancel, &prior, feedback.as_deref()).await;
+        for a in &this {
+            *prior.entry(a.agent.clone()).or_default() += a.attempts;
+        }
+        agents = merge(agents, this);
+        (status, reason) = settle(phase, &shared, &agents);
+        if status != Outcome::Succeeded {
+            break;
+        }
+        let Some(c) = &phase.contract else {
+            break;
+        };
+        let workdir = &shared.ctx.workdir;
+        let artifact = match contract::structural(c, workdir, &shared.opts.run_id, &phase.name) {
+            Ok(a) => a,
+            Err(why) if c.validation == Validation::Trust => {
+                (shared.progress)(Progress::ContractWarning {
+                    phase: phase.name.clone(),
+                    message: why,
+                });
+                break;
+            }
+            Err(why) => {
+                status = Outcome::Failed;
+                reason = Some(why);
+                break;
+            }
+        };
+        let Some(judge) = c
+            .judge
+            .as_ref()
+            .filter(|_| c.validation == Validation::Judge)
+            .and_then(|j| shared.pipeline.agent(j))
+        else {
+            break;
+        };
+        let verdict = judge_round(
+            phase,
+            judge,
+            &artifact,
+            round,
+            &shared,
+            &cancel,
+            &mut prior,
+            &mut judges,
+        )
+        .await;
+        let rejected = match &verdict {
+            Verdict::Approved => None,
+            Verdict::Rejected { reason, .. } => Some(reason.clone()),
+            Verdict::Missing(why) => Some(why.clone()),
+        };
+        (shared.progress)(Progress::Judged {
+            phase: phase.name.clone(),
+            judge: judge.name.clone(),
+            round,
+            rejected,
+        });
+        match verdict {
+            Verdict::Approved => break,
+            Verdict::Missing(why) => {
+                status = if *cancel.borrow() != Cancel::No {
+                    Outcome::Cancelled
+                } else {
+                    Outcome::Failed
+                };
+                reason = Some(why);
+                break;
+            }
+            Verdict::Rejected { reason: why, fix } => {
+                if round == rounds {
+                    status = Outcome::Failed;
+                    reason = Some(format!(
+                        "judge `{}` rejected the artifact in every one of {rounds} round{}; last: {why}",
+                        judge.name,
+                        if rounds == 1 { "" } else { "s" }
+                    ));
+                    break;
+                }
+                feedback = Some(contract::feedback(&judge.name, &why, &fix));
+            }
+        }
+    }
+    agents.extend(judges);
+    let attempts = agents.iter().map(|a| a.attempts).sum();
+    let ended = now_ms();
+    shared.sink.send(Record::PhaseFinished {
+        run_id: shared.opts.run_id.clone(),
+        phase: phase.name.clone(),
+        outcome: status,
+        attempts,
+        ended_ms: ended,
+    });
+    (shared.progress)(Progress::PhaseFinished {
+        phase: phase.name.clone(),
+        outcome: status,
+        reason: reason.clone(),
+        millis: ended.saturating_sub(started),
+    });
+    PhaseReport {
+        name: phase.name.clone(),
+        status,
+        required: phase.required,
+        attempts,
+        started_ms: Some(started),
+        ended_ms: Some(ended),
+        reason,
+        agents,
+    }
+}
+
+/// One round of the phase's agents: at once when the phase is parallel,
+/// else in order until one does not succeed.
+async fn run_agents(
+    phase: &Phase,
+    shared: &Arc<Shared>,
+    cancel: &watch::Receiver<Cancel>,
+    prior: &HashMap<String, u32>,
+    feedback: Option<&str>,
+) -> Vec<AgentReport> {
+    let prior_of = |name: &str| prior.get(name).copied().unwrap_or(0);
     if phase.parallel {
         let mut set = JoinSet::new();
         let mut tasks = HashMap::new();
         for (k, name) in phase.agents.iter().enumerate() {
-            let shared = Arc::clone(&shared);
+            let shared = Arc::clone(shared);
             let cancel = cancel.clone();
             let name = name.clone();
-            let task = set.spawn(async move { (k, run_agent(i, &name, &shared, cancel).await) });
+            let phase = phase.clone();
+            let feedback = feedback.map(str::to_string);
+            let before = prior_of(&name);
+            let task = set.spawn(async move {
+                let r =
+                    run_agent(&phase, &name, &shared, cancel, before, feedback.as_deref()).await;
+                (k, r)
+            });
             tasks.insert(task.id(), k);
         }
         let mut out: Vec<(usize, AgentReport)> = Vec::new();
@@ -365,21 +503,57 @@ async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel
             }
         }
         out.sort_by_key(|(k, _)| *k);
-        agents = out.into_iter().map(|(_, r)| r).collect();
-    } else {
-        let mut stopped = false;
-        for name in &phase.agents {
-            if stopped {
-                let mut skipped = AgentReport::new(name, Outcome::Skipped);
-                skipped.reason = Some("an earlier agent of the phase did not succeed".into());
-                agents.push(skipped);
-                continue;
-            }
-            let r = run_agent(i, name, &shared, cancel.clone()).await;
-            stopped = r.status != Outcome::Succeeded;
-            agents.push(r);
-        }
+        return out.into_iter().map(|(_, r)| r).collect();
     }
+    let mut agents = Vec::new();
+    let mut stopped = false;
+    for name in &phase.agents {
+        if stopped {
+            let mut skipped = AgentReport::new(name, Outcome::Skipped);
+            skipped.reason = Some("an earlier agent of the phase did not succeed".into());
+            agents.push(skipped);
+            continue;
+        }
+        let r = run_agent(
+            phase,
+            name,
+            shared,
+            cancel.clone(),
+            prior_of(name),
+            feedback,
+        )
+        .await;
+        stopped = r.status != Outcome::Succeeded;
+        agents.push(r);
+    }
+    agents
+}
+
+/// The agents' reports over rounds: the last round says how each ended;
+/// attempts, tokens and cost add up.
+fn merge(before: Vec<AgentReport>, now: Vec<AgentReport>) -> Vec<AgentReport> {
+    if before.is_empty() {
+        return now;
+    }
+    now.into_iter()
+        .map(|mut a| {
+            if let Some(b) = before.iter().find(|b| b.agent == a.agent) {
+                a.attempts += b.attempts;
+                a.tokens_in += b.tokens_in;
+                a.tokens_out += b.tokens_out;
+                a.started_ms = b.started_ms.or(a.started_ms);
+                if let Some(c) = b.cost_usd {
+                    a.cost_usd = Some(a.cost_usd.unwrap_or(0.0) + c);
+                }
+            }
+            a
+        })
+        .collect()
+}
+
+/// How a round of the phase's agents ended: their outcomes, then the
+/// declared artifacts and the agents' completion claims.
+fn settle(phase: &Phase, shared: &Shared, agents: &[AgentReport]) -> (Outcome, Option<String>) {
     let mut status = if agents.iter().all(|a| a.status == Outcome::Succeeded) {
         Outcome::Succeeded
     } else if agents.iter().any(|a| a.status == Outcome::Cancelled) {
@@ -428,40 +602,83 @@ async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel
             reason = Some(why);
         }
     }
-    let attempts = agents.iter().map(|a| a.attempts).sum();
-    let ended = now_ms();
-    shared.sink.send(Record::PhaseFinished {
-        run_id: shared.opts.run_id.clone(),
-        phase: phase.name.clone(),
-        outcome: status,
-        attempts,
-        ended_ms: ended,
-    });
-    (shared.progress)(Progress::PhaseFinished {
-        phase: phase.name.clone(),
-        outcome: status,
-        reason: reason.clone(),
-        millis: ended.saturating_sub(started),
-    });
-    PhaseReport {
-        name: phase.name.clone(),
-        status,
-        required: phase.required,
-        attempts,
-        started_ms: Some(started),
-        ended_ms: Some(ended),
-        reason,
-        agents,
+    (status, reason)
+}
+
+/// The judge's attempt on this round's artifact, and its verdict.
+#[allow(clippy::too_many_arguments)]
+async fn judge_round(
+    phase: &Phase,
+    judge: &Agent,
+    artifact: &contract::Artifact,
+    round: u32,
+    shared: &Arc<Shared>,
+    cancel: &watch::Receiver<Cancel>,
+    prior: &mut HashMap<String, u32>,
+    judges: &mut Vec<AgentReport>,
+) -> Verdict {
+    let state_dir = shared.ctx.state_dir();
+    if judge.kind.is_llm()
+        && let Err(e) = contract::record_claim(
+            &state_dir,
+            &shared.opts.run_id,
+            &phase.name,
+            round,
+            artifact,
+        )
+    {
+        return Verdict::Missing(format!("cannot record the artifact for the judge: {e}"));
     }
+    let jphase = phase.for_judge(&judge.name, contract::judge_prompt(phase, judge, artifact));
+    let before = prior.get(&judge.name).copied().unwrap_or(0);
+    let r = run_agent(&jphase, &judge.name, shared, cancel.clone(), before, None).await;
+    *prior.entry(judge.name.clone()).or_default() += r.attempts;
+    let verdict = if judge.kind.is_llm() {
+        if r.status == Outcome::Succeeded {
+            contract::llm_verdict(
+                &state_dir,
+                &shared.opts.run_id,
+                &phase.name,
+                &judge.name,
+                r.last_attempt,
+                &artifact.sha256,
+            )
+        } else {
+            Verdict::Missing(format!(
+                "judge `{}` did not finish: {}",
+                judge.name,
+                r.reason.clone().unwrap_or_else(|| r.status.to_string())
+            ))
+        }
+    } else if matches!(r.status, Outcome::Cancelled) {
+        Verdict::Missing("the run was interrupted".into())
+    } else {
+        contract::command_verdict(
+            r.status == Outcome::Succeeded,
+            r.exit_code,
+            &log_dir(&state_dir, &shared.opts.run_id, &phase.name, &judge.name),
+            r.last_attempt,
+        )
+    };
+    let judge_report = judges.iter().position(|j| j.agent == r.agent);
+    match judge_report {
+        Some(k) => {
+            let merged = merge(vec![judges[k].clone()], vec![r]);
+            judges[k] = merged.into_iter().next().expect("one");
+        }
+        None => judges.push(r),
+    }
+    verdict
 }
 
 async fn run_agent(
-    i: usize,
+    phase: &Phase,
     name: &str,
     shared: &Shared,
     mut cancel: watch::Receiver<Cancel>,
+    prior: u32,
+    feedback: Option<&str>,
 ) -> AgentReport {
-    let phase = &shared.pipeline.phases[i];
     let agent = shared
         .pipeline
         .agent(name)
@@ -473,7 +690,8 @@ async fn run_agent(
         .attempt_base
         .get(&(phase.name.clone(), name.to_string()))
         .copied()
-        .unwrap_or(0);
+        .unwrap_or(0)
+        + prior;
     for n in 1..=max_attempts {
         let attempt = base + n;
         if *cancel.borrow() != Cancel::No {
@@ -498,6 +716,7 @@ async fn run_agent(
             dir: dir.path(),
             run_id: &shared.opts.run_id,
             attempt,
+            feedback,
         };
         let inv = build::invocation(&shared.pipeline, phase, agent, &shared.ctx, &slot);
         let argv_json = serde_json::to_string(&inv.argv()).unwrap_or_default();

@@ -459,6 +459,7 @@ impl OrchServer {
         let vars = crate::prompt::Vars {
             run_id: &self.state.args.run,
             inputs: &inputs,
+            feedback: None,
         };
         let pipeline = &loaded.pipeline;
         pipeline

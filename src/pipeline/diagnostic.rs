@@ -179,6 +179,8 @@ pub enum Problem {
     MissingCommand { name: String },
     #[error("`command` is only for agents of kind `command`, not `{kind}`")]
     CommandOnNonCommand { kind: String },
+    #[error("phase `{phase}`'s contract: {reason}")]
+    Contract { phase: String, reason: String },
     #[error("phase `{phase}` sets both `prompt` and `prompt_file`")]
     PromptConflict { phase: String },
     #[error("phase `{phase}` has no prompt for agent `{agent}`")]
@@ -316,6 +318,7 @@ impl Problem {
             Problem::MissingCommand { .. } => "orch::pipeline::missing_command",
             Problem::CommandOnNonCommand { .. } => "orch::pipeline::command_on_agent",
             Problem::PromptConflict { .. } => "orch::pipeline::prompt_conflict",
+            Problem::Contract { .. } => "orch::pipeline::contract",
             Problem::MissingPrompt { .. } => "orch::pipeline::missing_prompt",
             Problem::PromptFile { .. } => "orch::pipeline::prompt_file",
             Problem::ProfileMissing { .. } => "orch::pipeline::profile_missing",
@@ -392,6 +395,9 @@ impl Problem {
                 Some("set `kind = \"command\"` or remove `command`".into())
             }
             Problem::PromptConflict { .. } => Some("keep one of `prompt` and `prompt_file`".into()),
+            Problem::Contract { .. } => Some(
+                "a contract is `artifact = \"plans/{run}/{phase}.md\"`, optional `required_sections`, `validation = \"structural\" | \"judge\" | \"trust\"`, `judge = \"<agent>\"` (with judge), `max_attempts` (1 to 10)".into(),
+            ),
             Problem::MissingPrompt { .. } => {
                 Some("add `prompt = \"...\"`, `prompt_file = \"...\"` or a `profile`".into())
             }

@@ -146,6 +146,53 @@ impl std::fmt::Display for McpSource {
     }
 }
 
+/// A phase's contract: the artifact it must write and how it is judged.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Contract {
+    /// A path template with `{run}` and `{phase}`, relative to the workspace.
+    pub artifact: String,
+    /// Level-2 headings the artifact must have.
+    pub required_sections: Vec<String>,
+    pub validation: Validation,
+    /// The judging agent (with `Validation::Judge`).
+    pub judge: Option<String>,
+    /// Rounds of work (and judgement) before the phase fails.
+    pub max_attempts: u32,
+}
+
+impl Contract {
+    /// The artifact's path for run `run` of phase `phase`.
+    pub fn artifact_path(&self, run: &str, phase: &str) -> String {
+        self.artifact
+            .replace("{run}", run)
+            .replace("{phase}", phase)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Validation {
+    /// The artifact exists and has every required section.
+    Structural,
+    /// Structural, then a judge approves or rejects it.
+    Judge,
+    /// The checks only warn.
+    Trust,
+}
+
+impl Validation {
+    pub const NAMES: &'static [&'static str] = &["structural", "judge", "trust"];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "structural" => Some(Validation::Structural),
+            "judge" => Some(Validation::Judge),
+            "trust" => Some(Validation::Trust),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub enum Prompt {
     Inline(String),
@@ -190,12 +237,48 @@ pub struct Phase {
     pub stall_timeout: Option<Duration>,
     pub retries: u32,
     pub artifacts: Vec<String>,
+    /// What the phase must deliver and how it is checked.
+    pub contract: Option<Contract>,
     pub tools: ToolSetLayer,
     pub agent_tools: Vec<(String, ToolSetLayer)>,
     pub location: Location,
 }
 
 impl Phase {
+    /// The phase `judge` runs as to judge this one: the same phase, in
+    /// `review` mode, with only this phase's `agent_tools` for the judge
+    /// (the workers' `tools` and profile are theirs), and `prompt`.
+    pub fn for_judge(&self, judge: &str, prompt: String) -> Phase {
+        Phase {
+            agents: vec![judge.to_string()],
+            mode: Mode::Review,
+            parallel: false,
+            prompt: Some(Prompt::Inline(prompt)),
+            profile: None,
+            model: None,
+            artifacts: Vec::new(),
+            contract: None,
+            tools: ToolSetLayer::default(),
+            agent_tools: self
+                .agent_tools
+                .iter()
+                .filter(|(a, _)| a == judge)
+                .cloned()
+                .collect(),
+            ..self.clone()
+        }
+    }
+
+    /// The phase its judge runs as, for checks and previews (the artifact
+    /// is not written yet).
+    pub fn judge_preview(&self) -> Option<Phase> {
+        let judge = self.contract.as_ref()?.judge.as_ref()?;
+        Some(self.for_judge(
+            judge,
+            format!("Judge the artifact of phase `{}`.", self.name),
+        ))
+    }
+
     pub fn agent_tools(&self, agent: &str) -> Option<&ToolSetLayer> {
         self.agent_tools
             .iter()

@@ -252,6 +252,23 @@ pub struct RawPhase {
     /// Paths the phase must leave behind.
     #[schemars(with = "Option<Vec<String>>")]
     pub artifacts: Option<SpList>,
+    /// The phase's contract: the Markdown artifact it must write, a path
+    /// template with `{run}` and `{phase}` (relative to the workspace).
+    pub artifact: Option<SpStr>,
+    /// Level-2 headings (`## Name`) the artifact must have.
+    #[schemars(with = "Option<Vec<String>>")]
+    pub required_sections: Option<SpList>,
+    /// How the artifact is checked: `structural` (it exists, with every
+    /// required section), `judge` (then a judge approves or rejects it) or
+    /// `trust` (the checks only warn).
+    #[schemars(with = "Option<String>", extend("enum" = ["structural", "judge", "trust"]))]
+    pub validation: Option<SpStr>,
+    /// The agent that judges the artifact (`validation = "judge"`); not one
+    /// of the phase's own agents.
+    pub judge: Option<SpStr>,
+    /// Rounds of work and judgement before a rejected phase fails.
+    #[schemars(with = "Option<u32>", range(min = 1, max = 10))]
+    pub max_attempts: Option<Spanned<i64>>,
     /// Tools for every agent of the phase (layer 2).
     pub tools: Option<RawToolSet>,
     /// Tools for one agent of the phase (layer 1).
@@ -299,6 +316,11 @@ pub mod keys {
         "stall_timeout",
         "retries",
         "artifacts",
+        "artifact",
+        "required_sections",
+        "validation",
+        "judge",
+        "max_attempts",
         "tools",
         "agent_tools",
     ];
@@ -679,6 +701,11 @@ impl Decoder<'_> {
                 "stall_timeout" => p.stall_timeout = self.string("stall_timeout", v),
                 "retries" => p.retries = self.integer("retries", v),
                 "artifacts" => p.artifacts = self.strings("artifacts", v),
+                "artifact" => p.artifact = self.string("artifact", v),
+                "required_sections" => p.required_sections = self.strings("required_sections", v),
+                "validation" => p.validation = self.string("validation", v),
+                "judge" => p.judge = self.string("judge", v),
+                "max_attempts" => p.max_attempts = self.integer("max_attempts", v),
                 "tools" => p.tools = self.toolset(&format!("{prefix}.tools"), v),
                 "agent_tools" => {
                     p.agent_tools = self.map("agent_tools", v, |d, agent, v| {

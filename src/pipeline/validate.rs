@@ -951,6 +951,24 @@ impl<'s> Validator<'s> {
             let prompt_reported = ((p.prompt.is_some() || p.prompt_file.is_some())
                 && prompt.is_none())
                 || (p.profile.is_some() && profile.is_none());
+            let contract = self.contract(&name, p, &phase_agents, &agents, &declared);
+            // A judge named by its kind joins the registry like any agent.
+            if let Some(j) = contract.as_ref().and_then(|c| c.judge.as_ref())
+                && !agents.iter().any(|a| a.name == *j)
+                && let Some(kind) = AgentKind::builtin(j)
+            {
+                agents.push(Agent {
+                    name: j.clone(),
+                    kind,
+                    binary: None,
+                    model: None,
+                    model_at: None,
+                    env: Vec::new(),
+                    command: None,
+                    modes: Vec::new(),
+                    declared: false,
+                });
+            }
             // The phase's model must suit every agent of the phase.
             let model = p.model.as_ref().map(|m| {
                 for a in &phase_agents {
@@ -992,6 +1010,7 @@ impl<'s> Validator<'s> {
                     .bounded("retries", &p.retries, 0, 100)
                     .unwrap_or(defaults.retries),
                 artifacts,
+                contract,
                 tools,
                 agent_tools,
             };
@@ -1047,6 +1066,152 @@ impl<'s> Validator<'s> {
         } else {
             Some(pipeline)
         }
+    }
+
+    /// A phase's contract: an artifact template with `{run}` and
+    /// `{phase}`; a judge exactly when `validation = "judge"` (the default
+    /// when a judge is named), an agent that is not one of the phase's own.
+    fn contract(
+        &mut self,
+        phase: &str,
+        p: &super::raw::RawPhase,
+        phase_agents: &[String],
+        agents: &[Agent],
+        declared: &HashSet<String>,
+    ) -> Option<Contract> {
+        let given = p.required_sections.is_some()
+            || p.validation.is_some()
+            || p.judge.is_some()
+            || p.max_attempts.is_some();
+        let bad = |reason: &str| Problem::Contract {
+            phase: phase.to_string(),
+            reason: reason.to_string(),
+        };
+        let Some(artifact) = &p.artifact else {
+            if given {
+                let span = p
+                    .validation
+                    .as_ref()
+                    .map(|v| v.span.clone())
+                    .or_else(|| p.judge.as_ref().map(|j| j.span.clone()))
+                    .or_else(|| p.required_sections.as_ref().map(|r| r.span.clone()))
+                    .or_else(|| p.max_attempts.as_ref().map(|m| m.span.clone()))
+                    .unwrap_or(p.span.clone());
+                self.error(bad("it needs an `artifact`"), span);
+            }
+            return None;
+        };
+        let mut ok = true;
+        let t = &artifact.value;
+        let path = std::path::Path::new(t);
+        if !t.contains("{run}") || !t.contains("{phase}") {
+            self.error(
+                bad("`artifact` must use `{run}` and `{phase}`, so every run and phase writes its own"),
+                artifact.span.clone(),
+            );
+            ok = false;
+        } else if path.is_absolute()
+            || path
+                .components()
+                .any(|c| c == std::path::Component::ParentDir)
+        {
+            self.error(
+                bad("`artifact` is a path inside the workspace (no `/` at the start, no `..`)"),
+                artifact.span.clone(),
+            );
+            ok = false;
+        }
+        let sections: Vec<String> = p
+            .required_sections
+            .iter()
+            .flat_map(|l| &l.value)
+            .filter_map(|s| {
+                let name = s.value.trim().trim_start_matches("## ").trim().to_string();
+                if name.is_empty() {
+                    self.error(
+                        Problem::Empty {
+                            key: "required_sections[]",
+                        },
+                        s.span.clone(),
+                    );
+                    None
+                } else {
+                    Some(name)
+                }
+            })
+            .collect();
+        let mut validation = self.choice(
+            "validation",
+            &p.validation,
+            Validation::NAMES,
+            Validation::parse,
+        );
+        if validation.is_none() && p.validation.is_some() {
+            ok = false;
+        }
+        if validation.is_none() {
+            validation = Some(if p.judge.is_some() {
+                Validation::Judge
+            } else {
+                Validation::Structural
+            });
+        }
+        let validation = validation.unwrap_or(Validation::Structural);
+        let judge = match (&p.judge, validation) {
+            (Some(j), Validation::Judge) => {
+                let known = declared.contains(&j.value)
+                    || agents.iter().any(|a| a.name == j.value)
+                    || AgentKind::builtin(&j.value).is_some();
+                if !known {
+                    self.error(
+                        Problem::UnknownAgent {
+                            name: j.value.clone(),
+                            suggestion: suggest(&j.value, declared.iter().map(String::as_str)),
+                        },
+                        j.span.clone(),
+                    );
+                    ok = false;
+                } else if phase_agents.contains(&j.value) {
+                    self.error(
+                        bad("the judge is one of the phase's own agents: a judge must be independent of the work"),
+                        j.span.clone(),
+                    );
+                    ok = false;
+                }
+                Some(j.value.clone())
+            }
+            (Some(j), _) => {
+                self.error(
+                    bad("`judge` needs `validation = \"judge\"`"),
+                    j.span.clone(),
+                );
+                ok = false;
+                None
+            }
+            (None, Validation::Judge) => {
+                let span = p
+                    .validation
+                    .as_ref()
+                    .map_or(artifact.span.clone(), |v| v.span.clone());
+                self.error(
+                    bad("`validation = \"judge\"` needs `judge = \"<agent>\"`"),
+                    span,
+                );
+                ok = false;
+                None
+            }
+            (None, _) => None,
+        };
+        let max_attempts = self
+            .bounded("max_attempts", &p.max_attempts, 1, 10)
+            .unwrap_or(3);
+        ok.then(|| Contract {
+            artifact: t.clone(),
+            required_sections: sections,
+            validation,
+            judge,
+            max_attempts,
+        })
     }
 
     /// Every variable in a prompt names something that will have a value:
@@ -1210,18 +1375,31 @@ impl<'s> Validator<'s> {
     /// warnings under `best-effort` (pipeline-format.md, "Enforcement").
     fn enforcement(&mut self, pipeline: &Pipeline, agent_positions: &[Vec<Range<usize>>]) {
         let strict = pipeline.defaults.enforcement == Enforcement::Strict;
+        // Every (phase, agent), then every judge as the phase it runs as.
+        let judged: Vec<Phase> = pipeline
+            .phases
+            .iter()
+            .filter_map(Phase::judge_preview)
+            .collect();
+        let mut items: Vec<(&Phase, &String, Option<Range<usize>>)> = Vec::new();
         for (pi, phase) in pipeline.phases.iter().enumerate() {
             for (ai, name) in phase.agents.iter().enumerate() {
+                items.push((
+                    phase,
+                    name,
+                    agent_positions.get(pi).and_then(|s| s.get(ai)).cloned(),
+                ));
+            }
+        }
+        items.extend(judged.iter().map(|p| (p, &p.agents[0], None)));
+        for (phase, name, at) in items {
+            {
                 let Some(agent) = pipeline.agent(name) else {
                     continue;
                 };
-                let agent_span = agent_positions
-                    .get(pi)
-                    .and_then(|s| s.get(ai))
-                    .cloned()
-                    .unwrap_or_else(|| {
-                        phase.location.offset..phase.location.offset + phase.location.len
-                    });
+                let agent_span = at.unwrap_or_else(|| {
+                    phase.location.offset..phase.location.offset + phase.location.len
+                });
                 let r = pipeline.resolve(phase, agent);
                 // One resolution serves both checks.
                 if agent.kind.is_llm() {

@@ -15,6 +15,8 @@ pub struct Vars<'a> {
     pub run_id: &'a str,
     /// `orch run --input name=value`.
     pub inputs: &'a BTreeMap<String, String>,
+    /// Why the judge rejected the previous round, for the next one.
+    pub feedback: Option<&'a str>,
 }
 
 /// The prompts of one attempt.
@@ -57,7 +59,7 @@ impl Prompts {
             .as_ref()
             .map(|p| fill(&p.body))
             .filter(|b| !b.trim().is_empty());
-        match &phase.prompt {
+        let mut prompts = match &phase.prompt {
             Some(p) => Prompts {
                 system: profile,
                 user: fill(p.text()),
@@ -66,7 +68,11 @@ impl Prompts {
                 system: None,
                 user: profile.unwrap_or_default(),
             },
+        };
+        if let Some(f) = vars.feedback {
+            prompts.user = format!("{}\n\n{f}", prompts.user.trim_end());
         }
+        prompts
     }
 
     /// The inputs the prompts of `phase` use.

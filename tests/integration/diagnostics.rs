@@ -124,6 +124,7 @@ fixtures! {
     unknown_orch_tool => [at("unknown_orch_tool", 11, 8)],
     mcp_server => [at("mcp_server", 7, 7)],
     template => [at("template", 9, 20)],
+    contract => [at("contract", 11, 14)],
     mcp_json => [in_file("./.mcp.json", "mcp_json", 2, 38)],
     mcp_json_entry => [at("mcp_json_entry", 11, 8)],
     too_small => [at("too_small", 10, 13)],

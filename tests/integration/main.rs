@@ -4,6 +4,7 @@
 mod agents;
 mod cli;
 mod confinement;
+mod contracts;
 mod diagnostics;
 mod e2e;
 mod events;
