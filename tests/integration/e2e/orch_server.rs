@@ -2,7 +2,8 @@
 //! `log_decision` in the CLI's spelling and the decision is in
 //! `orch runs show --format json`; a call to a tool outside the phase's
 //! scope (`start_task`) is refused and leaves no record; a completion claim
-//! with a wrong hash is refused and fails the phase.
+//! with a wrong hash is refused and fails the phase. And a real CLI as a
+//! phase's judge, giving its verdict through the same server.
 
 use std::process::Command;
 use std::time::Duration;
@@ -169,4 +170,70 @@ fn opencode_reports_through_orchs_server() {
 #[test]
 fn copilot_reports_through_orchs_server() {
     reports_through(AgentKind::Copilot);
+}
+
+/// The artifact the worker writes (so the test knows its hash).
+const ARTIFACT: &str =
+    "# Plan\n\n## Steps\n\n1. Read the code.\n2. Write the tests.\n\n## Risks\n\nNone known yet.\n";
+
+/// A phase whose command worker writes [`ARTIFACT`] and whose judge is
+/// the real Claude Code (read-only, confined, with orch's server),
+/// answering from `script`: the run, read back.
+fn judged_by_claude(script: Value) -> (super::OrchRun, String) {
+    let cli = find_cli(AgentKind::Claude);
+    let dir = scratch("orch-e2e-claude-judge-");
+    let server = ModelServer::start(dir.path(), &script);
+    let base = pipeline(&cli, Level::ReadOnly, &server, dir.path());
+    let head = &base[..base.find("[[phases]]").expect("a phase")];
+    let worker = r#"run=$(head -n1 "$ORCH_PROMPT_FILE"); mkdir -p out; printf '%s' "$BODY" > "out/plan-$run.md""#;
+    let text = format!(
+        "{head}[agents.worker]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", {worker:?}]\nenv = {{ BODY = {ARTIFACT:?} }}\n\n\
+         [[phases]]\nname = \"plan\"\nagents = [\"worker\"]\nprompt = \"{{{{run_id}}}}\\nWrite the plan.\"\n\
+         artifact = \"out/{{phase}}-{{run}}.md\"\nrequired_sections = [\"Steps\", \"Risks\"]\njudge = \"claude\"\nmax_attempts = 1\n"
+    );
+    let run = orch_run(&cli, dir.path(), &server, &text);
+    let ctx = run.context();
+    (run, ctx)
+}
+
+#[test]
+fn a_real_claude_judge_approves_through_orchs_server() {
+    let hash = orch::mcp::sha256_hex(ARTIFACT.as_bytes());
+    let (run, ctx) = judged_by_claude(json!([{"tool_call": {
+        "name": "mcp__orch__approve_phase",
+        "arguments": {"phase": "plan", "artifact_hash": hash, "reason": "every step is testable"}
+    }}]));
+    assert_eq!(run.code, Some(0), "{ctx}");
+    let phase = &run.report["phases"][0];
+    assert_eq!(phase["status"], "succeeded", "{ctx}");
+    assert_eq!(phase["agents"][1]["agent"], "claude", "{ctx}");
+    assert!(
+        run.stderr.contains("judge claude approved round 1"),
+        "{ctx}"
+    );
+    // The judge was shown the artifact.
+    let asked = run
+        .answered_requests()
+        .next()
+        .map(|r| r["body"].to_string())
+        .unwrap_or_default();
+    assert!(
+        asked.contains("1. Read the code.") && asked.contains(&hash),
+        "{ctx}"
+    );
+}
+
+#[test]
+fn a_real_claude_judge_that_gives_no_verdict_fails_the_gate() {
+    let (run, ctx) = judged_by_claude(json!([{"text": "Looks fine to me."}]));
+    assert_eq!(run.code, Some(1), "{ctx}");
+    let phase = &run.report["phases"][0];
+    assert_eq!(phase["status"], "failed", "{ctx}");
+    assert!(
+        phase["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("ended without approving or rejecting"),
+        "{ctx}"
+    );
 }
