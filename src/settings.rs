@@ -37,6 +37,10 @@ pub struct Settings {
     /// patterns relative to the workspace.
     #[serde(default = "default_knowledge")]
     pub knowledge: Vec<String>,
+    /// The project's instructions for agents, by profile name (`"*"`: for
+    /// every agent); a layer of each agent's system prompt.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub instructions: BTreeMap<String, String>,
 }
 
 fn default_knowledge() -> Vec<String> {
@@ -138,6 +142,7 @@ impl Default for Settings {
             confinement: ConfinementMode::Auto,
             allow_read: Vec::new(),
             knowledge: default_knowledge(),
+            instructions: BTreeMap::new(),
         }
     }
 }

@@ -477,6 +477,51 @@ impl<'a> Slot<'a> {
     }
 }
 
+/// The prompts `agent` gets in `phase` for the attempt `slot`: variables
+/// filled, and, for an LLM agent, the system prompt in layers made from
+/// the workspace, the project's instructions and earlier runs' learnings.
+pub fn prompts(
+    pipeline: &Pipeline,
+    phase: &Phase,
+    agent: &Agent,
+    ctx: &Context,
+    slot: &Slot<'_>,
+) -> crate::prompt::Prompts {
+    let vars = crate::prompt::Vars {
+        run_id: slot.run_id,
+        inputs: &ctx.inputs,
+        feedback: slot.feedback,
+    };
+    // An LLM agent's system prompt is in layers made from the workspace,
+    // the project's instructions and the learnings of earlier runs.
+    let (branch, learnings) = if agent.kind.is_llm() {
+        (
+            crate::git::branch(&ctx.workdir),
+            crate::prompt::learnings::conventions(&ctx.state_dir(), phase),
+        )
+    } else {
+        (None, Vec::new())
+    };
+    let workdir = std::fs::canonicalize(&ctx.workdir).unwrap_or_else(|_| ctx.workdir.clone());
+    let profile_name = phase.profile.as_ref().map(|p| p.name.as_str());
+    let instructions = profile_name
+        .and_then(|n| ctx.settings.instructions.get(n))
+        .or_else(|| ctx.settings.instructions.get("*"))
+        .map(String::as_str);
+    crate::prompt::Prompts::with_facts(
+        pipeline,
+        phase,
+        vars,
+        crate::prompt::Facts {
+            workdir: agent.kind.is_llm().then_some(workdir.as_path()),
+            branch: branch.as_deref(),
+            run_id: slot.run_id,
+            instructions,
+            learnings: &learnings,
+        },
+    )
+}
+
 /// The Invocation for `agent` in `phase`, for the attempt `slot`.
 pub fn invocation(
     pipeline: &Pipeline,
@@ -496,15 +541,7 @@ pub fn invocation(
         .get(&agent.kind)
         .map(|a| a.pass_env.clone())
         .unwrap_or_else(|| default_pass_env(agent.kind));
-    let prompts = crate::prompt::Prompts::of(
-        pipeline,
-        phase,
-        crate::prompt::Vars {
-            run_id: slot.run_id,
-            inputs: &ctx.inputs,
-            feedback: slot.feedback,
-        },
-    );
+    let prompts = prompts(pipeline, phase, agent, ctx, slot);
     let model = model(phase, agent, &ctx.settings);
     let no_flags = Vec::new();
     let req = Request {

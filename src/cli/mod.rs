@@ -8,6 +8,7 @@ mod learnings;
 mod mcp;
 mod output;
 mod plan;
+mod prompt;
 mod reports;
 mod run;
 mod runs;
@@ -69,6 +70,8 @@ pub enum Command {
     Plan(plan::Args),
     /// Show each agent's resolved tools in each phase, and where each came from
     Explain(explain::Args),
+    /// Print the system and user prompts of one agent in one phase, with their sizes
+    Prompt(prompt::Args),
     /// Print the JSON Schema of pipeline files
     Schema(schema::Args),
     /// Print the effective settings and where each value came from
@@ -96,6 +99,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run::run(args, &cli.global, color),
         Command::Plan(args) => plan::run(args, &cli.global, color),
         Command::Explain(args) => explain::run(args, &cli.global, color),
+        Command::Prompt(args) => prompt::run(args, &cli.global, color),
         Command::Schema(args) => schema::run(args),
         Command::Config(args) => config::run(args, &cli.global),
         Command::Doctor(args) => doctor::run(args, &cli.global, color),

@@ -56,7 +56,7 @@ pub struct Args {
 }
 
 /// `NAME=VALUE`.
-fn parse_input(s: &str) -> Result<(String, String), String> {
+pub(super) fn parse_input(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((n, v)) if !n.is_empty() => Ok((n.to_string(), v.to_string())),
         _ => Err(format!("`{s}` is not NAME=VALUE")),

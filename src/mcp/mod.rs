@@ -3,7 +3,6 @@
 
 mod args;
 mod check;
-mod git;
 mod knowledge;
 mod phase;
 mod portable;

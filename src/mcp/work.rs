@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::check::{self, MAX_SHORT, MAX_TEXT};
-use super::git;
 use super::server::{OrchServer, State, reply, store_err};
 use crate::engine::supervisor::now_ms;
+use crate::git;
 use crate::store::{ReportFilter, ReportKind, ReportRow};
 
 #[derive(Debug, Deserialize, JsonSchema)]

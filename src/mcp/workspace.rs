@@ -13,9 +13,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::check::{self, MAX_SHORT};
-use super::git;
 use super::phase::sha256_hex;
 use super::server::{OrchServer, reply, store_err};
+use crate::git;
 use crate::store::{Document, sections};
 
 /// The most documents indexed per workspace, and the largest one.

@@ -35,6 +35,7 @@ pub const KEYS: &[&str] = &[
     "maxTurns",
     "model",
     "permission",
+    "omit",
 ];
 /// Claude Code keys orch accepts and leaves to itself.
 pub const CLAUDE_ONLY: &[&str] = &[
@@ -52,6 +53,8 @@ pub struct Front {
     pub description: Option<String>,
     /// `None` for `inherit` (or no `model`).
     pub model: Option<SpStr>,
+    /// System prompt layers the profile does without (orch's own key).
+    pub omit: Vec<SpStr>,
     pub tools: Option<RawToolSet>,
 }
 
@@ -123,6 +126,11 @@ pub fn parse(yaml: &str, offset: usize) -> (Front, Vec<Problem>) {
                 internal = Some(Spanned::new(i, span(v)));
                 if !m.is_empty() {
                     mcp = Some(Spanned::new(m, span(v)));
+                }
+            }
+            "omit" => {
+                if let Some(items) = tool_list(v, &span, &mut problems) {
+                    out.omit = items;
                 }
             }
             "permission" => match v.data.as_str() {

@@ -192,6 +192,8 @@ pub struct RawProfile {
     pub tools: Option<RawToolSet>,
     /// The model its agents use, and where it is written.
     pub model: Option<raw::SpStr>,
+    /// System prompt layers it does without.
+    pub omit: Vec<raw::SpStr>,
     pub body: String,
 }
 
@@ -279,6 +281,7 @@ pub fn profile(
         description: None,
         tools: None,
         model: None,
+        omit: Vec::new(),
         body: body.to_string(),
     };
     if let Some(FrontMatter::Yaml { text, offset }) = &front {
@@ -296,6 +299,7 @@ pub fn profile(
         raw.description = f.description;
         raw.tools = f.tools;
         raw.model = f.model;
+        raw.omit = f.omit;
     }
     if let Some(FrontMatter::Toml(masked)) = front {
         let (table, errors) = DeTable::parse_recoverable(&masked);
@@ -338,15 +342,21 @@ pub fn profile(
                 }
                 "tools" => raw.tools = decoder.toolset("tools", v),
                 "model" => raw.model = decoder.string("model", v),
+                "omit" => {
+                    raw.omit = decoder
+                        .strings("omit", v)
+                        .map(|l| l.value)
+                        .unwrap_or_default()
+                }
                 other => decoder.diags.push(Diagnostic::error(
                     Problem::UnknownKey {
                         key: other.to_string(),
                         table: format!("the front matter of profile `{name}`"),
                         suggestion: super::diagnostic::suggest(
                             other,
-                            ["description", "tools", "model"],
+                            ["description", "tools", "model", "omit"],
                         ),
-                        known: &["description", "tools", "model"],
+                        known: &["description", "tools", "model", "omit"],
                     },
                     &source,
                     k.span(),

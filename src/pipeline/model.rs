@@ -218,6 +218,8 @@ pub struct Profile {
     pub model: Option<String>,
     /// Where `model` is written (in the profile file).
     pub model_at: Option<Location>,
+    /// System prompt layers it does without (`learnings`, `instructions`).
+    pub omit: Vec<String>,
     pub body: String,
 }
 

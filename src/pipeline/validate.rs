@@ -839,6 +839,22 @@ impl<'s> Validator<'s> {
                             diags.extend(v.diags);
                             layer
                         });
+                        for o in &raw_profile.omit {
+                            if !crate::prompt::OMITTABLE.contains(&o.value.as_str()) {
+                                diags.push(Diagnostic::error(
+                                    Problem::ProfileFrontMatter {
+                                        name: n.value.clone(),
+                                        reason: format!(
+                                            "`omit` may name {} (the workspace boundary, the contract and the profile are always there), not `{}`",
+                                            crate::prompt::OMITTABLE.join(", "),
+                                            o.value
+                                        ),
+                                    },
+                                    source,
+                                    o.span.clone(),
+                                ));
+                            }
+                        }
                         // Its model must suit every agent of the phase
                         // (unless the phase names its own).
                         if let Some(m) = raw_profile.model.as_ref().filter(|_| p.model.is_none()) {
@@ -875,6 +891,7 @@ impl<'s> Validator<'s> {
                             tools: tools.unwrap_or_default(),
                             model: raw_profile.model.as_ref().map(|m| m.value.clone()),
                             model_at: raw_profile.model.as_ref().map(|m| source.location(&m.span)),
+                            omit: raw_profile.omit.iter().map(|o| o.value.clone()).collect(),
                             body: raw_profile.body.clone(),
                         })
                     }

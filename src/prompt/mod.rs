@@ -2,7 +2,11 @@
 //! here from the phase (and, as the run's records grow, from them). The
 //! adapters only choose how to deliver them to their CLI.
 
+pub mod learnings;
+pub mod system;
 pub mod template;
+
+pub use system::{Facts, Layer, OMITTABLE};
 
 use std::collections::BTreeMap;
 
@@ -22,8 +26,11 @@ pub struct Vars<'a> {
 /// The prompts of one attempt.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Prompts {
-    /// The agent's identity and rules (`None`: the CLI's own).
+    /// The agent's identity and rules (`None`: the CLI's own): the
+    /// `layers`, joined.
     pub system: Option<String>,
+    /// The system prompt's layers, in order.
+    pub layers: Vec<Layer>,
     /// The task.
     pub user: String,
 }
@@ -35,6 +42,17 @@ impl Prompts {
     /// `vars` (an input not given stays as written: only previews, since
     /// `orch run` refuses to start without it).
     pub fn of(pipeline: &Pipeline, phase: &Phase, vars: Vars<'_>) -> Prompts {
+        Self::with_facts(pipeline, phase, vars, Facts::default())
+    }
+
+    /// [`Prompts::of`], with the system prompt's layers made from `facts`
+    /// (the workspace, the project's instructions, learnings).
+    pub fn with_facts(
+        pipeline: &Pipeline,
+        phase: &Phase,
+        vars: Vars<'_>,
+        facts: Facts<'_>,
+    ) -> Prompts {
         let fill = |text: &str| {
             template::render(text, |m| {
                 Some(match m {
@@ -59,15 +77,26 @@ impl Prompts {
             .as_ref()
             .map(|p| fill(&p.body))
             .filter(|b| !b.trim().is_empty());
-        let mut prompts = match &phase.prompt {
-            Some(p) => Prompts {
-                system: profile,
-                user: fill(p.text()),
-            },
-            None => Prompts {
-                system: None,
-                user: profile.unwrap_or_default(),
-            },
+        let (system_body, user) = match &phase.prompt {
+            Some(p) => (profile, fill(p.text())),
+            None => (None, profile.unwrap_or_default()),
+        };
+        let facts = Facts {
+            run_id: vars.run_id,
+            ..facts
+        };
+        let layers = system::layers(phase, system_body, facts);
+        let system = (!layers.is_empty()).then(|| {
+            layers
+                .iter()
+                .map(|l| l.text.as_str())
+                .collect::<Vec<_>>()
+                .join("\n\n")
+        });
+        let mut prompts = Prompts {
+            system,
+            layers,
+            user,
         };
         if let Some(f) = vars.feedback {
             prompts.user = format!("{}\n\n{f}", prompts.user.trim_end());
@@ -114,11 +143,13 @@ mod tests {
         let p = Prompts {
             system: Some("You audit.".into()),
             user: "Audit src/.".into(),
+            ..Default::default()
         };
         assert_eq!(p.joined(), "You audit.\n\n---\n\nAudit src/.");
         let bare = Prompts {
             system: None,
             user: "Do it.".into(),
+            ..Default::default()
         };
         assert_eq!(bare.joined(), "Do it.");
     }

@@ -11,6 +11,7 @@ mod events;
 mod examples;
 mod mcp;
 mod profiles;
+mod prompts;
 mod robustness;
 mod run;
 mod runs;

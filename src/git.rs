@@ -1,4 +1,5 @@
-//! What the work-tracking tools ask git about the workspace.
+//! What orch asks git about a workspace (the MCP tools' files changed, the
+//! prompts' branch): read-only commands, no locks taken.
 
 use std::path::Path;
 use std::process::Command;

@@ -1,0 +1,147 @@
+//! `orch prompt FILE --phase P --agent A`: the system and user prompts of
+//! one invocation exactly as they would be sent, with the size of each
+//! system layer and of the task in tokens (4 characters a token), and the
+//! layers left out.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::GlobalArgs;
+use super::output::{CmdResult, Exit, Format, load_valid, stdout, usage_error, write_json};
+use crate::agents::build;
+use crate::prompt::{Layer, OMITTABLE};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The pipeline file
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    #[arg(long, value_name = "PHASE")]
+    pub phase: String,
+    #[arg(long, value_name = "AGENT")]
+    pub agent: String,
+    /// A value for `{{inputs.NAME}}` (repeatable), as `orch run` takes it
+    #[arg(long = "input", value_name = "NAME=VALUE", value_parser = super::run::parse_input)]
+    pub inputs: Vec<(String, String)>,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// Tokens in `text`, at 4 characters a token (rounded up).
+pub fn tokens(text: &str) -> usize {
+    text.chars().count().div_ceil(4)
+}
+
+#[derive(Serialize)]
+struct LayerJson<'a> {
+    name: &'a str,
+    tokens: usize,
+    text: &'a str,
+}
+
+#[derive(Serialize)]
+struct PromptJson<'a> {
+    phase: &'a str,
+    agent: &'a str,
+    system: Option<&'a str>,
+    system_tokens: usize,
+    layers: Vec<LayerJson<'a>>,
+    /// Layers the profile leaves out (`omit`).
+    omitted: Vec<&'a str>,
+    user: &'a str,
+    user_tokens: usize,
+}
+
+pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
+    let mut ctx = match super::config::context(global) {
+        Ok(c) => c,
+        Err(exit) => return Ok(exit),
+    };
+    ctx.inputs = args.inputs.iter().cloned().collect();
+    let loaded = match load_valid(&args.file, &ctx.confinement, color)? {
+        Ok(l) => l,
+        Err(exit) => return Ok(exit),
+    };
+    let p = &loaded.pipeline;
+    let Some(phase) = p.phase(&args.phase) else {
+        let names: Vec<&str> = p.phases.iter().map(|x| x.name.as_str()).collect();
+        return usage_error(
+            &format!("no phase `{}`", args.phase),
+            Some(format!("phases: {}", names.join(", "))),
+        );
+    };
+    // The phase's own agents, or its judge (which runs as the phase in
+    // review mode, with the artifact in its prompt once there is one).
+    let judged = phase.judge_preview().filter(|j| j.agents[0] == args.agent);
+    let phase = judged.as_ref().unwrap_or(phase);
+    let Some(agent) = phase
+        .agents
+        .contains(&args.agent)
+        .then(|| p.agent(&args.agent))
+        .flatten()
+    else {
+        return usage_error(
+            &format!("phase `{}` has no agent `{}`", phase.name, args.agent),
+            Some(format!("its agents: {}", phase.agents.join(", "))),
+        );
+    };
+    let dir = ctx.planned_dir(&phase.name, &agent.name);
+    let prompts = build::prompts(p, phase, agent, &ctx, &build::Slot::preview(&dir));
+    let omitted: Vec<&str> = phase
+        .profile
+        .iter()
+        .flat_map(|pr| &pr.omit)
+        .map(String::as_str)
+        .filter(|o| OMITTABLE.contains(o))
+        .collect();
+    let layers: Vec<LayerJson> = prompts
+        .layers
+        .iter()
+        .map(|l: &Layer| LayerJson {
+            name: l.name,
+            tokens: tokens(&l.text),
+            text: &l.text,
+        })
+        .collect();
+    let out_json = PromptJson {
+        phase: &phase.name,
+        agent: &agent.name,
+        system: prompts.system.as_deref(),
+        system_tokens: prompts.system.as_deref().map_or(0, tokens),
+        layers,
+        omitted,
+        user: &prompts.user,
+        user_tokens: tokens(&prompts.user),
+    };
+    match args.format {
+        Format::Json => write_json(&out_json)?,
+        Format::Text => {
+            let mut out = stdout();
+            writeln!(out, "system prompt ({} tokens)", out_json.system_tokens)?;
+            for l in &out_json.layers {
+                writeln!(out, "--- {} ({} tokens)", l.name, l.tokens)?;
+                writeln!(out, "{}", l.text)?;
+            }
+            for o in &out_json.omitted {
+                writeln!(out, "--- {o}: left out by the profile")?;
+            }
+            writeln!(out, "\nuser prompt ({} tokens)", out_json.user_tokens)?;
+            writeln!(out, "{}", out_json.user)?;
+            out.flush()?;
+        }
+    }
+    Ok(Exit::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn four_characters_a_token_rounded_up() {
+        assert_eq!(super::tokens(""), 0);
+        assert_eq!(super::tokens("abcd"), 1);
+        assert_eq!(super::tokens("abcde"), 2);
+        assert_eq!(super::tokens("éééé"), 1, "characters, not bytes");
+    }
+}
