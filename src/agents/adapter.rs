@@ -172,6 +172,7 @@ impl Request<'_> {
             enforcement,
             inherit_env: false,
             confinement: None,
+            prompt_tokens: Default::default(),
         }
     }
 

@@ -564,6 +564,7 @@ pub fn invocation(
     };
     let with_orch = req.mcp_servers.iter().any(|s| s.name == ORCH_MCP_SERVER);
     let mut inv = adapter(agent.kind).invocation(&req);
+    inv.prompt_tokens = prompts.tokens();
     if with_orch {
         inv.files.push(marker(ctx, phase, agent, slot));
     }

@@ -57,6 +57,7 @@ impl Adapter for Command {
             enforcement: self.enforcement(req.toolset),
             inherit_env: true,
             confinement: None,
+            prompt_tokens: Default::default(),
         }
     }
 

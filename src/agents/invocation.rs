@@ -185,6 +185,8 @@ pub struct Invocation {
     pub dir: PathBuf,
     pub files: Vec<InvocationFile>,
     pub enforcement: Enforcement,
+    /// The size of the prompts it sends (kept with the attempt).
+    pub prompt_tokens: crate::prompt::Tokens,
     /// Plain commands inherit orch's environment (they are the author's own
     /// programs); agent CLIs get only `env`.
     pub inherit_env: bool,

@@ -380,6 +380,7 @@ mod tests {
                 max_turns: na(),
             },
             inherit_env: false,
+            prompt_tokens: Default::default(),
             confinement: None,
         };
         write_files(&inv).unwrap();
@@ -419,6 +420,7 @@ mod tests {
                 max_turns: na(),
             },
             inherit_env: false,
+            prompt_tokens: Default::default(),
             confinement: None,
         };
         write_files(&inv).unwrap();

@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::GlobalArgs;
 use super::output::{CmdResult, Exit, Format, load_valid, stdout, usage_error, write_json};
 use crate::agents::build;
-use crate::prompt::{Layer, OMITTABLE};
+use crate::prompt::{Layer, OMITTABLE, tokens};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -27,11 +27,6 @@ pub struct Args {
     pub inputs: Vec<(String, String)>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
-}
-
-/// Tokens in `text`, at 4 characters a token (rounded up).
-pub fn tokens(text: &str) -> usize {
-    text.chars().count().div_ceil(4)
 }
 
 #[derive(Serialize)]
@@ -137,11 +132,13 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
 
 #[cfg(test)]
 mod tests {
+    use crate::prompt::tokens;
+
     #[test]
     fn four_characters_a_token_rounded_up() {
-        assert_eq!(super::tokens(""), 0);
-        assert_eq!(super::tokens("abcd"), 1);
-        assert_eq!(super::tokens("abcde"), 2);
-        assert_eq!(super::tokens("éééé"), 1, "characters, not bytes");
+        assert_eq!(tokens(""), 0);
+        assert_eq!(tokens("abcd"), 1);
+        assert_eq!(tokens("abcde"), 2);
+        assert_eq!(tokens("éééé"), 1, "characters, not bytes");
     }
 }

@@ -733,6 +733,7 @@ async fn run_agent(
             attempt,
             argv_json,
             env_json,
+            prompt_json: serde_json::to_string(&inv.prompt_tokens).unwrap_or_default(),
             started_ms: started,
         });
         (shared.progress)(Progress::AttemptStarted {

@@ -700,6 +700,7 @@ mod tests {
                     max_turns: na(),
                 },
                 inherit_env: true,
+                prompt_tokens: Default::default(),
                 confinement,
             },
             timeout: Some(Duration::from_secs(30)),

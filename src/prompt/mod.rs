@@ -23,6 +23,20 @@ pub struct Vars<'a> {
     pub feedback: Option<&'a str>,
 }
 
+/// Tokens in `text`, at 4 characters a token (rounded up).
+pub fn tokens(text: &str) -> usize {
+    text.chars().count().div_ceil(4)
+}
+
+/// The size of what an attempt was sent, kept with the attempt.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Tokens {
+    pub system: usize,
+    pub user: usize,
+    /// Each system layer's size, in order.
+    pub layers: Vec<(String, usize)>,
+}
+
 /// The prompts of one attempt.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Prompts {
@@ -122,6 +136,19 @@ impl Prompts {
         out.sort();
         out.dedup();
         out
+    }
+
+    /// The size of each part.
+    pub fn tokens(&self) -> Tokens {
+        Tokens {
+            system: self.system.as_deref().map_or(0, tokens),
+            user: tokens(&self.user),
+            layers: self
+                .layers
+                .iter()
+                .map(|l| (l.name.to_string(), tokens(&l.text)))
+                .collect(),
+        }
     }
 
     /// Both in one text, for a CLI with no way to take a system prompt

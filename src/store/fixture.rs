@@ -94,6 +94,7 @@ impl Attempt {
             attempt: k.attempt,
             argv_json: r#"["sh","-c","true"]"#.into(),
             env_json: r#"{"TOKEN":"<redacted>"}"#.into(),
+            prompt_json: r#"{"system":2,"user":3,"layers":[["boundary",2]]}"#.into(),
             started_ms,
         }
     }

@@ -92,6 +92,9 @@ pub struct AttemptDetail {
     pub argv: serde_json::Value,
     /// The environment as recorded (secrets redacted).
     pub env: serde_json::Value,
+    /// The size of the prompts it was sent, in tokens (`system`, `user`,
+    /// and each system layer).
+    pub prompt: serde_json::Value,
     /// Events recorded for the attempt.
     pub events: u64,
 }
@@ -342,6 +345,7 @@ impl Reader {
         let mut st = conn.prepare_cached(
             "SELECT phase, agent, attempt, outcome, exit_code, reason, session_id, turns,
                     tokens_in, tokens_out, cost_usd, started_ms, ended_ms, argv_json, env_json,
+                    prompt_json,
                     (SELECT count(*) FROM events e
                       WHERE e.run_id = a.run_id AND e.phase = a.phase
                         AND e.agent = a.agent AND e.attempt = a.attempt)
@@ -365,7 +369,8 @@ impl Reader {
                     ended_ms: r.get(12)?,
                     argv: json(&r.get::<_, String>(13)?),
                     env: json(&r.get::<_, String>(14)?),
-                    events: r.get(15)?,
+                    prompt: json(&r.get::<_, String>(15)?),
+                    events: r.get(16)?,
                 },
             ))
         })?;

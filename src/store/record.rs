@@ -80,6 +80,8 @@ pub enum Record {
         argv_json: String,
         /// JSON object; as shown (secrets redacted).
         env_json: String,
+        /// JSON object: the prompts' sizes in tokens (system, user, layers).
+        prompt_json: String,
         started_ms: u64,
     },
     AttemptFinished {

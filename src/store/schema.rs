@@ -174,6 +174,10 @@ pub const MIGRATIONS: &[&str] = &[
         workspace UNINDEXED, path UNINDEXED, heading, body
     );
     "#,
+    // 5: the size of the prompts each attempt was sent.
+    r#"
+    ALTER TABLE attempts ADD COLUMN prompt_json TEXT NOT NULL DEFAULT '{}';
+    "#,
 ];
 
 /// The schema version this code writes.

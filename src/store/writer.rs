@@ -634,17 +634,25 @@ fn apply<'r>(
             attempt,
             argv_json,
             env_json,
+            prompt_json,
             started_ms,
         } => {
             // Not an upsert: an attempt number is never reused (its events
             // would collide); see `Reader::attempt_counts` for resume.
             tx.prepare_cached(
                 "INSERT INTO attempts (run_id, phase, agent, attempt, argv_json, env_json,
-                                       outcome, started_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'running', ?7)",
+                                       outcome, started_ms, prompt_json)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'running', ?7, ?8)",
             )?
             .execute(params![
-                run_id, phase, agent, attempt, argv_json, env_json, started_ms
+                run_id,
+                phase,
+                agent,
+                attempt,
+                argv_json,
+                env_json,
+                started_ms,
+                prompt_json
             ])?;
         }
         Record::AttemptFinished {

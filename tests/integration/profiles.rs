@@ -311,6 +311,29 @@ fn prompt_variables_are_filled_checked_and_never_left_empty() {
         sent,
         format!("Fix BUG-7 using plan.md in run {run_id}, phase fix.\n")
     );
+    // The size of what was sent is kept with the attempt.
+    let shown = orch_in(
+        ws.path(),
+        &[
+            "--state-dir",
+            ".orch",
+            "runs",
+            "show",
+            &run_id,
+            "--format",
+            "json",
+        ],
+    );
+    let attempt = &json_of(&shown)["phases"][1]["agents"][0];
+    assert_eq!(
+        attempt["prompt"]["user"],
+        sent.chars().count().div_ceil(4),
+        "{attempt}"
+    );
+    assert_eq!(
+        attempt["prompt"]["system"], 0,
+        "a command gets no system prompt"
+    );
 
     // `{{artifacts.X}}` needs X upstream; an unknown variable points into
     // the prompt file.
