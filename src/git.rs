@@ -12,6 +12,12 @@ pub fn head(workspace: &Path) -> Option<String> {
     (!h.is_empty()).then(|| h.to_string())
 }
 
+/// The working tree's changes against HEAD (staged and not), as a diff;
+/// `None` outside a git repository.
+pub fn diff(workspace: &Path) -> Option<String> {
+    git(workspace, &["diff", "HEAD", "--no-color", "--no-ext-diff"])
+}
+
 /// The branch checked out in `workspace` (`None` when detached or
 /// outside a git repository).
 pub fn branch(workspace: &Path) -> Option<String> {

@@ -460,6 +460,8 @@ pub struct Slot<'a> {
     pub attempt: u32,
     /// A judge's rejection of the previous round, for the prompt.
     pub feedback: Option<&'a str>,
+    /// The attempt is a judge's (its context has the workspace's changes).
+    pub judging: bool,
 }
 
 /// What previews show for the run id (each run gets its own).
@@ -473,6 +475,7 @@ impl<'a> Slot<'a> {
             run_id: PREVIEW_RUN,
             attempt: 1,
             feedback: None,
+            judging: false,
         }
     }
 }
@@ -508,6 +511,28 @@ pub fn prompts(
         .and_then(|n| ctx.settings.instructions.get(n))
         .or_else(|| ctx.settings.instructions.get("*"))
         .map(String::as_str);
+    // The context sections, within the budget (an LLM agent's).
+    let sections = if agent.kind.is_llm() {
+        let plain = crate::prompt::Prompts::of(pipeline, phase, vars);
+        let context = crate::prompt::context::gather(&crate::prompt::context::Sources {
+            pipeline,
+            phase,
+            run_id: slot.run_id,
+            state_dir: &ctx.state_dir(),
+            workdir: &workdir,
+            prompt: &plain.user,
+            judging: slot.judging,
+            now_ms: crate::engine::supervisor::now_ms(),
+        });
+        let shares = if slot.judging {
+            crate::prompt::budget::JUDGE
+        } else {
+            crate::prompt::budget::WORKER
+        };
+        crate::prompt::budget::sections(&context, &shares, crate::prompt::budget::DEFAULT_TOKENS)
+    } else {
+        Vec::new()
+    };
     crate::prompt::Prompts::with_facts(
         pipeline,
         phase,
@@ -518,6 +543,7 @@ pub fn prompts(
             run_id: slot.run_id,
             instructions,
             learnings: &learnings,
+            sections: &sections,
         },
     )
 }
@@ -634,6 +660,7 @@ mod tests {
             run_id: "r7",
             attempt: 2,
             feedback: None,
+            judging: false,
         };
         let marker = |phase: &str| {
             let ph = p.phases.iter().find(|x| x.name == phase).unwrap();

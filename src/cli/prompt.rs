@@ -22,6 +22,10 @@ pub struct Args {
     pub phase: String,
     #[arg(long, value_name = "AGENT")]
     pub agent: String,
+    /// As the next attempt in this recorded run would get it (its findings,
+    /// comments, earlier attempts): a run id, a unique prefix, or `latest`
+    #[arg(long, value_name = "RUN")]
+    pub run: Option<String>,
     /// A value for `{{inputs.NAME}}` (repeatable), as `orch run` takes it
     #[arg(long = "input", value_name = "NAME=VALUE", value_parser = super::run::parse_input)]
     pub inputs: Vec<(String, String)>,
@@ -47,6 +51,9 @@ struct PromptJson<'a> {
     omitted: Vec<&'a str>,
     user: &'a str,
     user_tokens: usize,
+    /// The context sections in `user` (each within its share of the
+    /// budget; `truncated` when cut).
+    sections: &'a [crate::prompt::budget::Section],
 }
 
 pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
@@ -83,7 +90,30 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         );
     };
     let dir = ctx.planned_dir(&phase.name, &agent.name);
-    let prompts = build::prompts(p, phase, agent, &ctx, &build::Slot::preview(&dir));
+    let run_id = match &args.run {
+        None => None,
+        Some(spec) => {
+            let found = crate::store::Reader::open(&ctx.state_dir())
+                .ok()
+                .flatten()
+                .and_then(|r| r.resolve_run(spec).ok().flatten());
+            match found {
+                Some(id) => Some(id),
+                None => {
+                    return usage_error(
+                        &format!("no run `{spec}` in `{}`", ctx.state_dir().display()),
+                        Some("`orch runs list` shows the recorded runs".into()),
+                    );
+                }
+            }
+        }
+    };
+    let mut slot = build::Slot::preview(&dir);
+    if let Some(id) = &run_id {
+        slot.run_id = id;
+    }
+    slot.judging = judged.is_some();
+    let prompts = build::prompts(p, phase, agent, &ctx, &slot);
     let omitted: Vec<&str> = phase
         .profile
         .iter()
@@ -109,6 +139,7 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         omitted,
         user: &prompts.user,
         user_tokens: tokens(&prompts.user),
+        sections: &prompts.sections,
     };
     match args.format {
         Format::Json => write_json(&out_json)?,
@@ -123,6 +154,10 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
                 writeln!(out, "--- {o}: left out by the profile")?;
             }
             writeln!(out, "\nuser prompt ({} tokens)", out_json.user_tokens)?;
+            for s in out_json.sections {
+                let cut = if s.truncated { ", truncated" } else { "" };
+                writeln!(out, "  section {}: {} tokens{cut}", s.name, s.tokens)?;
+            }
             writeln!(out, "{}", out_json.user)?;
             out.flush()?;
         }

@@ -483,8 +483,16 @@ async fn run_agents(
             let feedback = feedback.map(str::to_string);
             let before = prior_of(&name);
             let task = set.spawn(async move {
-                let r =
-                    run_agent(&phase, &name, &shared, cancel, before, feedback.as_deref()).await;
+                let r = run_agent(
+                    &phase,
+                    &name,
+                    &shared,
+                    cancel,
+                    before,
+                    feedback.as_deref(),
+                    false,
+                )
+                .await;
                 (k, r)
             });
             tasks.insert(task.id(), k);
@@ -521,6 +529,7 @@ async fn run_agents(
             cancel.clone(),
             prior_of(name),
             feedback,
+            false,
         )
         .await;
         stopped = r.status != Outcome::Succeeded;
@@ -631,7 +640,16 @@ async fn judge_round(
     }
     let jphase = phase.for_judge(&judge.name, contract::judge_prompt(phase, judge, artifact));
     let before = prior.get(&judge.name).copied().unwrap_or(0);
-    let r = run_agent(&jphase, &judge.name, shared, cancel.clone(), before, None).await;
+    let r = run_agent(
+        &jphase,
+        &judge.name,
+        shared,
+        cancel.clone(),
+        before,
+        None,
+        true,
+    )
+    .await;
     *prior.entry(judge.name.clone()).or_default() += r.attempts;
     let verdict = if judge.kind.is_llm() {
         if r.status == Outcome::Succeeded {
@@ -678,6 +696,7 @@ async fn run_agent(
     mut cancel: watch::Receiver<Cancel>,
     prior: u32,
     feedback: Option<&str>,
+    judging: bool,
 ) -> AgentReport {
     let agent = shared
         .pipeline
@@ -717,6 +736,7 @@ async fn run_agent(
             run_id: &shared.opts.run_id,
             attempt,
             feedback,
+            judging,
         };
         let inv = build::invocation(&shared.pipeline, phase, agent, &shared.ctx, &slot);
         let argv_json = serde_json::to_string(&inv.argv()).unwrap_or_default();

@@ -2,6 +2,8 @@
 //! here from the phase (and, as the run's records grow, from them). The
 //! adapters only choose how to deliver them to their CLI.
 
+pub mod budget;
+pub mod context;
 pub mod learnings;
 pub mod system;
 pub mod template;
@@ -35,6 +37,9 @@ pub struct Tokens {
     pub user: usize,
     /// Each system layer's size, in order.
     pub layers: Vec<(String, usize)>,
+    /// Each context section's size, in order.
+    #[serde(default)]
+    pub sections: Vec<(String, usize)>,
 }
 
 /// The prompts of one attempt.
@@ -45,8 +50,11 @@ pub struct Prompts {
     pub system: Option<String>,
     /// The system prompt's layers, in order.
     pub layers: Vec<Layer>,
-    /// The task.
+    /// The task: the phase's prompt, the context sections, and a judge's
+    /// rejection of the previous round.
     pub user: String,
+    /// The context sections in `user`, as budgeted.
+    pub sections: Vec<budget::Section>,
 }
 
 impl Prompts {
@@ -107,10 +115,20 @@ impl Prompts {
                 .collect::<Vec<_>>()
                 .join("\n\n")
         });
+        let mut user = user;
+        for s in facts.sections {
+            user = format!(
+                "{}\n\n## {}\n\n{}",
+                user.trim_end(),
+                budget::title(s.name),
+                s.text
+            );
+        }
         let mut prompts = Prompts {
             system,
             layers,
             user,
+            sections: facts.sections.to_vec(),
         };
         if let Some(f) = vars.feedback {
             prompts.user = format!("{}\n\n{f}", prompts.user.trim_end());
@@ -147,6 +165,11 @@ impl Prompts {
                 .layers
                 .iter()
                 .map(|l| (l.name.to_string(), tokens(&l.text)))
+                .collect(),
+            sections: self
+                .sections
+                .iter()
+                .map(|s| (s.name.to_string(), s.tokens))
                 .collect(),
         }
     }

@@ -36,6 +36,8 @@ pub struct Facts<'a> {
     pub instructions: Option<&'a str>,
     /// Convention learnings, most relevant first.
     pub learnings: &'a [String],
+    /// The user prompt's context sections, budgeted.
+    pub sections: &'a [super::budget::Section],
 }
 
 /// The layers of `phase`'s system prompt; `profile_body` is the profile's

@@ -27,7 +27,7 @@ pub use query::{
 pub use record::{AttemptKey, Record};
 pub use reports::{
     AttemptRecord, EventQuery, EventRecord, LearningRow, NewLearning, PhaseRecord, ReportFilter,
-    ReportKind, ReportRow, Reporter, Reports, START_QUALITY,
+    ReportKind, ReportRow, Reporter, Reports, START_QUALITY, normalize,
 };
 pub use schema::{DB_FILE, MEMORY_DIR};
 pub use status::{Outcome, RunStatus, Status, UnknownStatus};

@@ -407,6 +407,11 @@ impl Reader {
         super::reports::list(&self.conn(), run_id, filter)
     }
 
+    /// The most recent `limit` learnings of every run, newest first.
+    pub fn recent_learnings(&self, limit: usize) -> Result<Vec<super::LearningRow>, StoreError> {
+        super::reports::recent_learnings(&self.conn(), limit)
+    }
+
     /// Learnings of every run matching any word of `query`, best first
     /// (see [`super::Reports::search_learnings`]).
     pub fn search_learnings(

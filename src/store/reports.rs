@@ -389,6 +389,18 @@ pub(super) fn list(
     Ok(out)
 }
 
+/// The most recent `limit` learnings of every run, newest first.
+pub(super) fn recent_learnings(
+    conn: &Connection,
+    limit: usize,
+) -> Result<Vec<LearningRow>, StoreError> {
+    let mut st = conn.prepare_cached(&format!(
+        "SELECT {LEARNING_COLUMNS} FROM learnings l ORDER BY id DESC LIMIT ?1"
+    ))?;
+    let rows = st.query_map([limit as i64], learning_row)?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
 /// The learnings a run added, oldest first.
 pub(super) fn run_learnings(
     conn: &Connection,

@@ -147,8 +147,16 @@ fn the_system_prompt_is_in_layers_in_order_with_their_sizes() {
     // Sizes: 4 characters a token.
     let system = v["system"].as_str().unwrap();
     assert_eq!(v["system_tokens"], system.chars().count().div_ceil(4));
-    assert_eq!(v["user"], "Review the diff of the rollout code.");
-    assert_eq!(v["user_tokens"], 9);
+    // The task, then the context: here the gotcha (a tactical learning:
+    // its words match the task's).
+    let user = v["user"].as_str().unwrap();
+    assert_eq!(
+        user,
+        "Review the diff of the rollout code.\n\n## Learnings that may apply\n\n- The rollout tests are flaky on Mondays because of the timezone fixture"
+    );
+    assert_eq!(v["user_tokens"], user.chars().count().div_ceil(4));
+    assert_eq!(v["sections"][0]["name"], "learnings");
+    assert_eq!(v["sections"][0]["truncated"], false);
 
     // A profile that does without the optional layers.
     write(
@@ -197,4 +205,116 @@ fn the_system_prompt_is_in_layers_in_order_with_their_sizes() {
         .unwrap()["content"]
         .clone();
     assert_eq!(sent, v["system"]);
+}
+
+#[test]
+fn the_task_carries_the_runs_context_within_its_budget() {
+    let ws = tempfile::tempdir().unwrap();
+    write(
+        ws.path(),
+        "p.toml",
+        "version = 1\nname = \"p\"\ndescription = \"Ship the login fix without breaking sessions.\"\n\
+         [agents.planner]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"printf '# Plan\\\\n\\\\n## Steps\\\\n\\\\nPatch the session check.\\\\n' > plan.md\"]\n\
+         [[phases]]\nname = \"plan\"\nagents = [\"planner\"]\nartifacts = [\"plan.md\"]\n\
+         [[phases]]\nname = \"review\"\nagents = [\"claude\"]\ndepends_on = [\"plan\"]\nmode = \"audit\"\nprompt = \"Review the plan.\"\n",
+    );
+    // The review's first attempt fails (`/bin/true` as Claude Code).
+    let out = orch()
+        .current_dir(ws.path())
+        .args([
+            "--state-dir",
+            ".orch",
+            "--agent-binary",
+            "claude=/bin/true",
+            "run",
+            "p.toml",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let conn = rusqlite::Connection::open(ws.path().join(".orch/state.db")).unwrap();
+    let run: String = conn
+        .query_row("SELECT run_id FROM runs", [], |r| r.get(0))
+        .unwrap();
+    for i in 1..=7 {
+        conn.execute(
+            "INSERT INTO reports (run_id, phase, agent, attempt, ts_ms, kind, data_json)
+             VALUES (?1, 'review', 'claude', 1, ?2, 'finding', ?3)",
+            rusqlite::params![
+                run,
+                i,
+                format!(r#"{{"category": "bug", "summary": "finding {i}"}}"#)
+            ],
+        )
+        .unwrap();
+    }
+    conn.execute(
+        "INSERT INTO reports (run_id, phase, agent, attempt, ts_ms, kind, data_json)
+         VALUES (?1, 'review', 'claude', 1, 9, 'comment', '{\"text\": \"check the expiry path\"}')",
+        [&run],
+    )
+    .unwrap();
+    let out = orch()
+        .current_dir(ws.path())
+        .args([
+            "--state-dir",
+            ".orch",
+            "prompt",
+            "p.toml",
+            "--phase",
+            "review",
+            "--agent",
+            "claude",
+        ])
+        .args(["--run", "latest", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v = json_of(&out);
+    let sections: Vec<(String, String)> = v["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap().into(),
+                s["text"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let names: Vec<&str> = sections.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "description",
+            "artifacts",
+            "findings",
+            "comments",
+            "previous attempts"
+        ]
+    );
+    assert_eq!(
+        sections[0].1,
+        "Ship the login fix without breaking sessions."
+    );
+    assert_eq!(
+        sections[1].1,
+        "### plan (plan.md)\n\n# Plan\n\n## Steps\n\nPatch the session check.\n"
+    );
+    // The last five findings, oldest first.
+    let findings: Vec<&str> = sections[2].1.lines().collect();
+    assert_eq!(findings.len(), 5);
+    assert_eq!(findings[0], "- [bug] finding 3 (review/claude)");
+    assert_eq!(findings[4], "- [bug] finding 7 (review/claude)");
+    assert_eq!(sections[3].1, "- check the expiry path (review/claude)");
+    assert!(
+        sections[4].1.starts_with("- attempt 1 of claude: failed: claude exited with status 0 without its final result event"),
+        "{}",
+        sections[4].1
+    );
+    let user = v["user"].as_str().unwrap();
+    assert!(
+        user.starts_with("Review the plan.\n\n## What this pipeline is for\n\n"),
+        "{user}"
+    );
 }

@@ -1,0 +1,134 @@
+//! The context a user prompt's sections are made from, read from the run's
+//! records and the workspace: the pipeline's description, the run's
+//! findings and comments (the last 5 each), the phase's earlier attempts
+//! (the last 3), the artifacts of the phases it depends on, tactical
+//! learnings, and for a judge the workspace's changes.
+
+use std::path::Path;
+
+use super::budget::Context;
+use super::learnings::{self, About};
+use crate::pipeline::{Phase, Pipeline};
+use crate::store::{Reader, ReportFilter, ReportKind};
+
+/// The last this many findings, comments and earlier attempts.
+pub const LAST_FINDINGS: usize = 5;
+pub const LAST_COMMENTS: usize = 5;
+pub const LAST_ATTEMPTS: usize = 3;
+/// The largest earlier artifact read.
+const MAX_ARTIFACT_BYTES: u64 = 1 << 20;
+
+/// Where the context comes from.
+pub struct Sources<'a> {
+    pub pipeline: &'a Pipeline,
+    pub phase: &'a Phase,
+    pub run_id: &'a str,
+    pub state_dir: &'a Path,
+    pub workdir: &'a Path,
+    /// The phase's prompt as sent (for what the learnings are scored on).
+    pub prompt: &'a str,
+    /// A judge's context (with the diff).
+    pub judging: bool,
+    pub now_ms: u64,
+}
+
+/// The context of one attempt's prompt.
+pub fn gather(s: &Sources<'_>) -> Context {
+    let mut ctx = Context {
+        description: s.pipeline.description.clone(),
+        diff: s
+            .judging
+            .then(|| crate::git::diff(s.workdir))
+            .flatten()
+            .filter(|d| !d.trim().is_empty()),
+        artifacts: upstream_artifacts(s),
+        ..Default::default()
+    };
+    let Ok(Some(reader)) = Reader::open(s.state_dir) else {
+        return ctx;
+    };
+    let reports = reader
+        .reports(
+            s.run_id,
+            &ReportFilter {
+                kinds: &[ReportKind::Finding, ReportKind::Comment],
+                ..Default::default()
+            },
+        )
+        .unwrap_or_default();
+    let last = |kind: ReportKind, n: usize, text: &dyn Fn(&serde_json::Value) -> String| {
+        let all: Vec<String> = reports
+            .iter()
+            .filter(|r| r.kind == kind)
+            .map(|r| format!("{} ({}/{})", text(&r.data), r.phase, r.agent))
+            .collect();
+        all[all.len().saturating_sub(n)..].to_vec()
+    };
+    ctx.findings = last(ReportKind::Finding, LAST_FINDINGS, &|d| {
+        format!(
+            "[{}] {}",
+            d["category"].as_str().unwrap_or(""),
+            d["summary"].as_str().unwrap_or("")
+        )
+    });
+    ctx.comments = last(ReportKind::Comment, LAST_COMMENTS, &|d| {
+        d["text"].as_str().unwrap_or("").to_string()
+    });
+    if let Ok(Some(run)) = reader.run(s.run_id)
+        && let Some(p) = run.phases.iter().find(|p| p.name == s.phase.name)
+    {
+        let done: Vec<String> = p
+            .agents
+            .iter()
+            .filter(|a| a.ended_ms.is_some())
+            .map(|a| {
+                let why = a
+                    .reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default();
+                format!("attempt {} of {}: {}{why}", a.attempt, a.agent, a.status)
+            })
+            .collect();
+        ctx.previous = done[done.len().saturating_sub(LAST_ATTEMPTS)..].to_vec();
+    }
+    let about = About::of(s.phase, s.prompt);
+    let all = reader.recent_learnings(1_000).unwrap_or_default();
+    ctx.learnings = learnings::tactical(&all, &about, s.now_ms);
+    ctx
+}
+
+/// The artifacts (declared, and the contract's) of every phase `phase`
+/// depends on, directly or not, that exist in the workspace.
+fn upstream_artifacts(s: &Sources<'_>) -> Vec<(String, String)> {
+    let mut order: Vec<&Phase> = Vec::new();
+    let mut todo: Vec<&str> = s.phase.depends_on.iter().map(String::as_str).collect();
+    while let Some(name) = todo.pop() {
+        if order.iter().any(|p| p.name == name) {
+            continue;
+        }
+        if let Some(p) = s.pipeline.phase(name) {
+            order.push(p);
+            todo.extend(p.depends_on.iter().map(String::as_str));
+        }
+    }
+    // In the pipeline's order.
+    order.sort_by_key(|p| s.pipeline.phases.iter().position(|x| x.name == p.name));
+    let mut out = Vec::new();
+    for p in order {
+        let paths = p.artifacts.iter().cloned().chain(
+            p.contract
+                .as_ref()
+                .map(|c| c.artifact_path(s.run_id, &p.name)),
+        );
+        for path in paths {
+            let full = s.workdir.join(&path);
+            let small = std::fs::metadata(&full)
+                .is_ok_and(|m| m.is_file() && m.len() <= MAX_ARTIFACT_BYTES);
+            if let Some(text) = small.then(|| std::fs::read_to_string(&full).ok()).flatten() {
+                out.push((format!("{} ({path})", p.name), text));
+            }
+        }
+    }
+    out
+}
