@@ -318,3 +318,57 @@ fn the_task_carries_the_runs_context_within_its_budget() {
         "{user}"
     );
 }
+
+#[test]
+fn orch_prompt_prints_what_is_sent() {
+    // pipelines/judged-fix.toml, from a copy outside any git repository
+    // (no branch in the boundary), its workspace path filtered out.
+    let ws = tempfile::tempdir().unwrap();
+    let root = crate::support::root();
+    std::fs::create_dir(ws.path().join("profiles")).unwrap();
+    std::fs::copy(
+        root.join("profiles/worker.md"),
+        ws.path().join("profiles/worker.md"),
+    )
+    .unwrap();
+    std::fs::copy(
+        root.join("pipelines/judged-fix.toml"),
+        ws.path().join("p.toml"),
+    )
+    .unwrap();
+    let text = |agent: &str| {
+        let out = orch()
+            .current_dir(ws.path())
+            .args([
+                "--state-dir",
+                ".orch",
+                "prompt",
+                "p.toml",
+                "--phase",
+                "implement",
+            ])
+            .args(["--agent", agent, "--input", "ticket=BUG-7"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let real = std::fs::canonicalize(ws.path()).unwrap();
+        // The workspace's path (and so the sizes that include it) differs
+        // from machine to machine.
+        crate::support::stdout(&out)
+            .replace(&real.display().to_string(), "<workspace>")
+            .lines()
+            .map(|l| {
+                if l.starts_with("system prompt (") || l.starts_with("--- boundary (") {
+                    l.replace(|c: char| c.is_ascii_digit(), "N")
+                        .replace("NN", "N")
+                        .replace("NN", "N")
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    insta::assert_snapshot!("prompt_worker", text("claude"));
+    insta::assert_snapshot!("prompt_judge", text("tests"));
+}

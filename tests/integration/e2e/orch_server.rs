@@ -179,7 +179,7 @@ const ARTIFACT: &str =
 /// A phase whose command worker writes [`ARTIFACT`] and whose judge is
 /// the real Claude Code (read-only, confined, with orch's server),
 /// answering from `script`: the run, read back.
-fn judged_by_claude(script: Value) -> (super::OrchRun, String) {
+fn judged_by_claude(script: Value, max_attempts: u32) -> (super::OrchRun, String) {
     let cli = find_cli(AgentKind::Claude);
     let dir = scratch("orch-e2e-claude-judge-");
     let server = ModelServer::start(dir.path(), &script);
@@ -189,7 +189,7 @@ fn judged_by_claude(script: Value) -> (super::OrchRun, String) {
     let text = format!(
         "{head}[agents.worker]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", {worker:?}]\nenv = {{ BODY = {ARTIFACT:?} }}\n\n\
          [[phases]]\nname = \"plan\"\nagents = [\"worker\"]\nprompt = \"{{{{run_id}}}}\\nWrite the plan.\"\n\
-         artifact = \"out/{{phase}}-{{run}}.md\"\nrequired_sections = [\"Steps\", \"Risks\"]\njudge = \"claude\"\nmax_attempts = 1\n"
+         artifact = \"out/{{phase}}-{{run}}.md\"\nrequired_sections = [\"Steps\", \"Risks\"]\njudge = \"claude\"\nmax_attempts = {max_attempts}\n"
     );
     let run = orch_run(&cli, dir.path(), &server, &text);
     let ctx = run.context();
@@ -199,10 +199,13 @@ fn judged_by_claude(script: Value) -> (super::OrchRun, String) {
 #[test]
 fn a_real_claude_judge_approves_through_orchs_server() {
     let hash = orch::mcp::sha256_hex(ARTIFACT.as_bytes());
-    let (run, ctx) = judged_by_claude(json!([{"tool_call": {
-        "name": "mcp__orch__approve_phase",
-        "arguments": {"phase": "plan", "artifact_hash": hash, "reason": "every step is testable"}
-    }}]));
+    let (run, ctx) = judged_by_claude(
+        json!([{"tool_call": {
+            "name": "mcp__orch__approve_phase",
+            "arguments": {"phase": "plan", "artifact_hash": hash, "reason": "every step is testable"}
+        }}]),
+        1,
+    );
     assert_eq!(run.code, Some(0), "{ctx}");
     let phase = &run.report["phases"][0];
     assert_eq!(phase["status"], "succeeded", "{ctx}");
@@ -225,7 +228,7 @@ fn a_real_claude_judge_approves_through_orchs_server() {
 
 #[test]
 fn a_real_claude_judge_that_gives_no_verdict_fails_the_gate() {
-    let (run, ctx) = judged_by_claude(json!([{"text": "Looks fine to me."}]));
+    let (run, ctx) = judged_by_claude(json!([{"text": "Looks fine to me."}]), 1);
     assert_eq!(run.code, Some(1), "{ctx}");
     let phase = &run.report["phases"][0];
     assert_eq!(phase["status"], "failed", "{ctx}");
@@ -234,6 +237,45 @@ fn a_real_claude_judge_that_gives_no_verdict_fails_the_gate() {
             .as_str()
             .unwrap_or("")
             .contains("ended without approving or rejecting"),
+        "{ctx}"
+    );
+}
+
+#[test]
+fn a_real_claude_judge_that_keeps_rejecting_sends_the_work_back_until_max_attempts() {
+    let hash = orch::mcp::sha256_hex(ARTIFACT.as_bytes());
+    let (run, ctx) = judged_by_claude(
+        json!([{"tool_call": {
+            "name": "mcp__orch__reject_phase",
+            "arguments": {"phase": "plan", "artifact_hash": hash, "reason": "no rollback step",
+                          "fix_instructions": "Add a Rollback section."}
+        }}]),
+        2,
+    );
+    assert_eq!(run.code, Some(1), "{ctx}");
+    let phase = &run.report["phases"][0];
+    assert_eq!(phase["status"], "failed", "{ctx}");
+    let reason = phase["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.contains("rejected the artifact in every one of 2 rounds")
+            && reason.contains("no rollback step"),
+        "{ctx}"
+    );
+    let attempts: Vec<(&str, u64)> = phase["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["agent"].as_str().unwrap(),
+                a["attempts"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(attempts, [("worker", 2), ("claude", 2)], "{ctx}");
+    assert!(
+        run.stderr
+            .contains("judge claude rejected round 1: no rollback step"),
         "{ctx}"
     );
 }
