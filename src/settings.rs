@@ -41,6 +41,14 @@ pub struct Settings {
     /// every agent); a layer of each agent's system prompt.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub instructions: BTreeMap<String, String>,
+    /// The budget of a task's context sections, in tokens (4 characters a
+    /// token).
+    #[serde(default = "default_prompt_tokens")]
+    pub prompt_tokens: usize,
+}
+
+fn default_prompt_tokens() -> usize {
+    crate::prompt::budget::DEFAULT_TOKENS
 }
 
 fn default_knowledge() -> Vec<String> {
@@ -143,6 +151,7 @@ impl Default for Settings {
             allow_read: Vec::new(),
             knowledge: default_knowledge(),
             instructions: BTreeMap::new(),
+            prompt_tokens: default_prompt_tokens(),
         }
     }
 }
@@ -228,7 +237,14 @@ pub fn load(sources: &Sources, overrides: &Overrides) -> Result<Layered, Setting
                 .map(|k| k.as_str().to_ascii_lowercase().into())
                 .filter(|k| {
                     let k = k.as_str();
-                    ["state_dir", "max_parallel", "confinement", "allow_read"].contains(&k)
+                    [
+                        "state_dir",
+                        "max_parallel",
+                        "confinement",
+                        "allow_read",
+                        "prompt_tokens",
+                    ]
+                    .contains(&k)
                         || k.starts_with("agents")
                 }),
         )
@@ -240,6 +256,14 @@ pub fn load(sources: &Sources, overrides: &Overrides) -> Result<Layered, Setting
             .collect::<Vec<_>>()
             .join("; "),
     })?;
+    if settings.prompt_tokens < 100 {
+        return Err(SettingsError {
+            message: format!(
+                "prompt_tokens must be at least 100, found {}",
+                settings.prompt_tokens
+            ),
+        });
+    }
     if settings.max_parallel == 0 {
         return Err(SettingsError {
             message: "max_parallel must be at least 1".into(),

@@ -529,7 +529,7 @@ pub fn prompts(
         } else {
             crate::prompt::budget::WORKER
         };
-        crate::prompt::budget::sections(&context, &shares, crate::prompt::budget::DEFAULT_TOKENS)
+        crate::prompt::budget::sections(&context, &shares, ctx.settings.prompt_tokens)
     } else {
         Vec::new()
     };

@@ -372,3 +372,45 @@ fn orch_prompt_prints_what_is_sent() {
     insta::assert_snapshot!("prompt_worker", text("claude"));
     insta::assert_snapshot!("prompt_judge", text("tests"));
 }
+
+#[test]
+fn the_budget_is_a_setting() {
+    let ws = tempfile::tempdir().unwrap();
+    write(
+        ws.path(),
+        "p.toml",
+        &format!(
+            "version = 1\nname = \"p\"\ndescription = \"{}\"\n[[phases]]\nname = \"review\"\nagents = [\"claude\"]\nmode = \"audit\"\nprompt = \"Review.\"\n",
+            "word ".repeat(400)
+        ),
+    );
+    let description = |env: &[(&str, &str)]| {
+        let out = orch()
+            .current_dir(ws.path())
+            .envs(env.iter().copied())
+            .args([
+                "--state-dir",
+                ".orch",
+                "prompt",
+                "p.toml",
+                "--phase",
+                "review",
+            ])
+            .args(["--agent", "claude", "--format", "json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        json_of(&out)["sections"][0].clone()
+    };
+    // 2,000 characters fit in 25% of 8,000 tokens; not in 25% of 400.
+    assert_eq!(description(&[])["truncated"], false);
+    let cut = description(&[("ORCH_PROMPT_TOKENS", "400")]);
+    assert_eq!(cut["truncated"], true);
+    assert_eq!(cut["text"].as_str().unwrap().chars().count(), 400);
+    assert!(
+        cut["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("...(truncated)\n")
+    );
+}
