@@ -180,14 +180,23 @@ const ARTIFACT: &str =
 /// the real Claude Code (read-only, confined, with orch's server),
 /// answering from `script`: the run, read back.
 fn judged_by_claude(script: Value, max_attempts: u32) -> (super::OrchRun, String) {
+    judged_by_claude_with(script, max_attempts, ARTIFACT)
+}
+
+/// [`judged_by_claude`], the worker writing `second` from its second run on.
+fn judged_by_claude_with(
+    script: Value,
+    max_attempts: u32,
+    second: &str,
+) -> (super::OrchRun, String) {
     let cli = find_cli(AgentKind::Claude);
     let dir = scratch("orch-e2e-claude-judge-");
     let server = ModelServer::start(dir.path(), &script);
     let base = pipeline(&cli, Level::ReadOnly, &server, dir.path());
     let head = &base[..base.find("[[phases]]").expect("a phase")];
-    let worker = r#"run=$(head -n1 "$ORCH_PROMPT_FILE"); mkdir -p out; printf '%s' "$BODY" > "out/plan-$run.md""#;
+    let worker = r#"run=$(head -n1 "$ORCH_PROMPT_FILE"); mkdir -p out; if [ -e out/wrote ]; then printf '%s' "$SECOND" > "out/plan-$run.md"; else printf '%s' "$BODY" > "out/plan-$run.md"; touch out/wrote; fi"#;
     let text = format!(
-        "{head}[agents.worker]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", {worker:?}]\nenv = {{ BODY = {ARTIFACT:?} }}\n\n\
+        "{head}[agents.worker]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", {worker:?}]\nenv = {{ BODY = {ARTIFACT:?}, SECOND = {second:?} }}\n\n\
          [[phases]]\nname = \"plan\"\nagents = [\"worker\"]\nprompt = \"{{{{run_id}}}}\\nWrite the plan.\"\n\
          artifact = \"out/{{phase}}-{{run}}.md\"\nrequired_sections = [\"Steps\", \"Risks\"]\njudge = \"claude\"\nmax_attempts = {max_attempts}\n"
     );
@@ -276,6 +285,49 @@ fn a_real_claude_judge_that_keeps_rejecting_sends_the_work_back_until_max_attemp
     assert!(
         run.stderr
             .contains("judge claude rejected round 1: no rollback step"),
+        "{ctx}"
+    );
+}
+
+#[test]
+fn a_real_claude_judge_rejects_then_approves_the_reworked_artifact() {
+    // Each round the judge starts a new session, so the script is the
+    // same: reject the first artifact, approve the second. In round 1 the
+    // approval names a hash orch has no claim for (refused); in round 2 the
+    // rejection names the old hash, which is not this round's artifact.
+    let second = format!("{ARTIFACT}\n## Rollback\n\nRevert the commit.\n");
+    let first_hash = orch::mcp::sha256_hex(ARTIFACT.as_bytes());
+    let second_hash = orch::mcp::sha256_hex(second.as_bytes());
+    let (run, ctx) = judged_by_claude_with(
+        json!([
+            {"tool_call": {"name": "mcp__orch__reject_phase", "arguments": {
+                "phase": "plan", "artifact_hash": first_hash, "reason": "no rollback step",
+                "fix_instructions": "Add a Rollback section."}}},
+            {"tool_call": {"name": "mcp__orch__approve_phase", "arguments": {
+                "phase": "plan", "artifact_hash": second_hash, "reason": "it has a rollback now"}}}
+        ]),
+        3,
+        &second,
+    );
+    assert_eq!(run.code, Some(0), "{ctx}");
+    let phase = &run.report["phases"][0];
+    assert_eq!(phase["status"], "succeeded", "{ctx}");
+    let attempts: Vec<(&str, u64)> = phase["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["agent"].as_str().unwrap(),
+                a["attempts"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(attempts, [("worker", 2), ("claude", 2)], "{ctx}");
+    assert!(
+        run.stderr
+            .contains("judge claude rejected round 1: no rollback step")
+            && run.stderr.contains("judge claude approved round 2"),
         "{ctx}"
     );
 }
