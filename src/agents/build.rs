@@ -33,6 +33,16 @@ pub struct Context {
     pub home_aliases: Vec<PathBuf>,
     /// `orch run --input name=value`: what `{{inputs.name}}` stands for.
     pub inputs: std::collections::BTreeMap<String, String>,
+    /// What every prompt reads, read once: the workspace's branch and the
+    /// run history.
+    facts: std::sync::Arc<SharedFacts>,
+}
+
+/// See [`Context::branch`] and [`Context::history`].
+#[derive(Debug, Default)]
+struct SharedFacts {
+    branch: std::sync::OnceLock<Option<String>>,
+    history: std::sync::OnceLock<Option<crate::store::Reader>>,
 }
 
 impl Context {
@@ -55,7 +65,25 @@ impl Context {
             home,
             home_aliases,
             inputs: Default::default(),
+            facts: Default::default(),
         }
+    }
+
+    /// The workspace's git branch (read once).
+    pub fn branch(&self) -> Option<&str> {
+        self.facts
+            .branch
+            .get_or_init(|| crate::git::branch(&self.workdir))
+            .as_deref()
+    }
+
+    /// The run history, for prompts (opened once; `None` before there is
+    /// one).
+    pub fn history(&self) -> Option<&crate::store::Reader> {
+        self.facts
+            .history
+            .get_or_init(|| crate::store::Reader::open(&self.state_dir()).ok().flatten())
+            .as_ref()
     }
 
     /// Where each attempt's own directory is made, outside any workspace:
@@ -499,8 +527,8 @@ pub fn prompts(
     // the project's instructions and the learnings of earlier runs.
     let (branch, learnings) = if agent.kind.is_llm() {
         (
-            crate::git::branch(&ctx.workdir),
-            crate::prompt::learnings::conventions(&ctx.state_dir(), phase),
+            ctx.branch(),
+            crate::prompt::learnings::conventions(ctx.history(), phase),
         )
     } else {
         (None, Vec::new())
@@ -518,7 +546,7 @@ pub fn prompts(
             pipeline,
             phase,
             run_id: slot.run_id,
-            state_dir: &ctx.state_dir(),
+            history: ctx.history(),
             workdir: &workdir,
             prompt: &plain.user,
             judging: slot.judging,
@@ -539,7 +567,7 @@ pub fn prompts(
         vars,
         crate::prompt::Facts {
             workdir: agent.kind.is_llm().then_some(workdir.as_path()),
-            branch: branch.as_deref(),
+            branch,
             run_id: slot.run_id,
             instructions,
             learnings: &learnings,

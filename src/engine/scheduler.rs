@@ -379,12 +379,14 @@ async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel
                 break;
             }
         };
-        let Some(judge) = c
-            .judge
-            .as_ref()
-            .filter(|_| c.validation == Validation::Judge)
-            .and_then(|j| shared.pipeline.agent(j))
-        else {
+        if c.validation != Validation::Judge {
+            break;
+        }
+        // Validation made sure the judge exists; if it does not, the gate
+        // fails rather than letting the work through unjudged.
+        let Some(judge) = c.judge.as_ref().and_then(|j| shared.pipeline.agent(j)) else {
+            status = Outcome::Failed;
+            reason = Some("the phase's judge is not an agent of the pipeline".into());
             break;
         };
         let verdict = judge_round(

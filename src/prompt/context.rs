@@ -23,7 +23,8 @@ pub struct Sources<'a> {
     pub pipeline: &'a Pipeline,
     pub phase: &'a Phase,
     pub run_id: &'a str,
-    pub state_dir: &'a Path,
+    /// The run history (`None` before there is one).
+    pub history: Option<&'a Reader>,
     pub workdir: &'a Path,
     /// The phase's prompt as sent (for what the learnings are scored on).
     pub prompt: &'a str,
@@ -44,7 +45,7 @@ pub fn gather(s: &Sources<'_>) -> Context {
         artifacts: upstream_artifacts(s),
         ..Default::default()
     };
-    let Ok(Some(reader)) = Reader::open(s.state_dir) else {
+    let Some(reader) = s.history else {
         return ctx;
     };
     let reports = reader

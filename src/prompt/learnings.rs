@@ -2,8 +2,6 @@
 //! run that match the phase's words best (the same ranking as
 //! `search_learnings`: BM25 weighted by quality), conventions only.
 
-use std::path::Path;
-
 use crate::pipeline::Phase;
 use crate::store::Reader;
 
@@ -12,8 +10,8 @@ const CANDIDATES: usize = 20;
 
 /// The patterns of the convention learnings most relevant to `phase`,
 /// best first (none when there is no history yet).
-pub fn conventions(state_dir: &Path, phase: &Phase) -> Vec<String> {
-    let Ok(Some(reader)) = Reader::open(state_dir) else {
+pub fn conventions(history: Option<&Reader>, phase: &Phase) -> Vec<String> {
+    let Some(reader) = history else {
         return Vec::new();
     };
     let query = format!(
