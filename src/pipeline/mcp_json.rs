@@ -208,7 +208,12 @@ fn offset(text: &str, line: usize, column: usize) -> usize {
         .take(line.saturating_sub(1))
         .map(str::len)
         .sum();
-    (start + column.saturating_sub(1)).min(text.len())
+    let mut at = (start + column.saturating_sub(1)).min(text.len());
+    // On a character's start, whatever serde_json counted in.
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
 }
 
 /// Where `"key"` is first written as an object key.
@@ -276,6 +281,13 @@ mod tests {
         );
         let span = get("exa").span.clone();
         assert_eq!(&text[span], "\"exa\"");
+    }
+
+    #[test]
+    fn a_position_after_wide_characters_is_on_a_character() {
+        let text = "{\"mcpServers\": {\"é\": {\"command\": \"ü\",}}}";
+        let (_, at) = entries(text).unwrap_err();
+        assert!(text.is_char_boundary(at.start), "{at:?}");
     }
 
     #[test]
