@@ -379,6 +379,13 @@ async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel
                 break;
             }
         };
+        // The contract's artifact is one of the phase's (the last round's).
+        shared.sink.send(Record::Artifact {
+            run_id: shared.opts.run_id.clone(),
+            phase: phase.name.clone(),
+            path: artifact.path.clone(),
+            sha256: artifact.sha256.clone(),
+        });
         if c.validation != Validation::Judge {
             break;
         }

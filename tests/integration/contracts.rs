@@ -141,6 +141,15 @@ fn a_rejection_feeds_the_next_round_until_the_judge_approves() {
         .output()
         .unwrap();
     let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    // The contract's artifact is recorded with the phase.
+    let artifacts = shown["artifacts"].as_array().unwrap();
+    assert_eq!(artifacts.len(), 1, "{shown}");
+    assert!(
+        artifacts[0]["path"]
+            .as_str()
+            .unwrap()
+            .starts_with("out/plan-")
+    );
     let attempts: Vec<(String, u64)> = shown["phases"][0]["agents"]
         .as_array()
         .unwrap()
