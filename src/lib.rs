@@ -17,6 +17,7 @@ pub mod graph;
 pub mod mcp;
 pub mod pipeline;
 pub mod prompt;
+pub mod report;
 pub mod schema;
 pub mod settings;
 pub mod store;

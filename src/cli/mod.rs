@@ -13,7 +13,9 @@ mod reports;
 mod run;
 mod runs;
 mod schema;
+mod state;
 mod validate;
+mod view;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -83,6 +85,8 @@ pub enum Command {
     KeepGroups,
     /// The recorded runs: list them, show one, print its events
     Runs(runs::Args),
+    /// Move runs between state directories (CI jobs): export one, import many
+    State(state::Args),
     /// orch's MCP server, which every agent reports through
     Mcp(mcp::Args),
     /// The learnings agents recorded, across every run
@@ -108,6 +112,7 @@ pub fn main() -> ExitCode {
             Ok(Exit::Success)
         }
         Command::Runs(args) => runs::run(args, &cli.global),
+        Command::State(args) => state::run(args, &cli.global, color),
         Command::Mcp(args) => mcp::run(args),
         Command::Learnings(args) => learnings::run(args, &cli.global),
     };

@@ -63,6 +63,13 @@ const MAX_SHOWN: usize = 200;
 /// Render diagnostics to stderr (best effort: see [`CmdResult`]).
 pub fn print_diagnostics(diags: &[Diagnostic], color: bool) {
     let _ = write_diagnostics(diags, color);
+    if crate::report::github::active() && !diags.is_empty() {
+        let workspace = std::env::var_os("GITHUB_WORKSPACE").map(std::path::PathBuf::from);
+        let mut err = io::stderr().lock();
+        for line in crate::report::github::annotations(diags, workspace.as_deref()) {
+            let _ = writeln!(err, "{line}");
+        }
+    }
 }
 
 fn write_diagnostics(diags: &[Diagnostic], color: bool) -> io::Result<()> {

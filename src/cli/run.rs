@@ -2,26 +2,23 @@
 //! everything, print progress, and exit 0, 1 (a required phase failed),
 //! 2 (invalid input) or 130 (interrupted).
 
-use std::collections::{BTreeMap, HashMap};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
-
 use super::GlobalArgs;
 use super::output::{
-    CmdResult, Exit, Format, clock, date_time, load_valid, select_phases, stdout, usage_error,
-    write_json,
+    CmdResult, Exit, Format, load_valid, select_phases, stdout, usage_error, write_json,
 };
+use super::view::{View, progress_view, secs};
 use crate::agents::build;
-use crate::engine::identity::{self, changes};
-use crate::engine::scheduler::{self, Progress, ProgressFn, RunOptions, RunReport};
+use crate::engine::lifecycle;
+use crate::engine::scheduler::RunReport;
 use crate::engine::supervisor::now_ms;
-use crate::engine::{Cancel, Sink};
 use crate::graph::PhaseGraph;
-use crate::store::{Outcome, Record, RunStatus, Store};
+use crate::report::LiveDetail;
+use crate::store::{Outcome, RunStatus};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -45,6 +42,14 @@ pub struct Args {
     /// Resume even though the pipeline or its prompts changed
     #[arg(long, requires = "resume")]
     pub force: bool,
+    /// The id of the run (default: a new one). Jobs of one CI workflow
+    /// pass the same id, so `orch state import` merges them into one run
+    #[arg(long, value_name = "ID", conflicts_with = "resume", value_parser = parse_run_id)]
+    pub run_id: Option<String>,
+    /// Write a JUnit XML report here: a test suite per phase, a test case
+    /// for the phase and one per agent
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
     /// Seconds between TERM and KILL when stopping an agent
     #[arg(long, value_name = "SECONDS", default_value_t = 5)]
     pub grace: u64,
@@ -53,6 +58,21 @@ pub struct Args {
     pub inputs: Vec<(String, String)>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+}
+
+/// A run id from outside: it names folders, so letters, digits, `-`, `_`
+/// and `.` only, not starting with `.` or `-`.
+fn parse_run_id(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 100
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !s.starts_with(['.', '-']);
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err("a run id is 1-100 of A-Z a-z 0-9 - _ . and does not start with `.` or `-`".into())
+    }
 }
 
 /// `NAME=VALUE`.
@@ -147,172 +167,49 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         );
     }
 
-    let state_dir = ctx.state_dir();
-    let store = match Store::open(&state_dir) {
-        Ok(s) => s,
-        Err(e) => {
-            return usage_error(
-                &format!(
-                    "cannot open the run store in `{}`: {e}",
-                    state_dir.display()
-                ),
-                None,
-            );
-        }
-    };
-    let _ = store.reader().mark_interrupted();
-    if let Ok(Some((run_id, pid))) = store.reader().active_run() {
-        return usage_error(
-            &format!(
-                "run `{run_id}` (orch process {pid}) is still running in `{}`",
-                state_dir.display()
-            ),
-            Some("wait for it to finish, or use another `--state-dir`".into()),
-        );
-    }
-
-    let digests = identity::digests(&pipeline);
-    let mut done = Vec::new();
-    let mut attempt_base = HashMap::new();
-    let run_id = match &args.resume {
-        None => identity::new_run_id(),
-        Some(which) => {
-            let id = if which == "latest" {
-                match store
-                    .reader()
-                    .latest_run(&pipeline.path.display().to_string())
-                {
-                    Ok(Some(id)) => id,
-                    _ => {
-                        return usage_error(
-                            &format!("no earlier run of `{}` to resume", args.file.display()),
-                            Some("run it without --resume first".into()),
-                        );
-                    }
-                }
-            } else {
-                match store.reader().resolve_run(which) {
-                    Ok(Some(id)) => id,
-                    _ => {
-                        return usage_error(
-                            &format!("no run `{which}`"),
-                            Some("`orch runs list` shows the runs".into()),
-                        );
-                    }
-                }
-            };
-            if let Ok(Some((old_digest, old_files))) = store.reader().run_digests(&id)
-                && old_digest != digests.digest
-                && !args.force
-            {
-                let old: BTreeMap<String, String> =
-                    serde_json::from_str(&old_files).unwrap_or_default();
-                let what = changes(&old, &digests.files);
-                return usage_error(
-                    &format!(
-                        "run `{id}` was made from different files: {}",
-                        what.join("; ")
-                    ),
-                    Some("resume anyway with --force, or start a new run".into()),
-                );
-            }
-            let succeeded = store.reader().succeeded_phases(&id).unwrap_or_default();
-            done = selected
-                .iter()
-                .copied()
-                .filter(|&i| succeeded.contains(&pipeline.phases[i].name))
-                .collect();
-            attempt_base = store.reader().attempt_counts(&id).unwrap_or_default();
-            id
-        }
-    };
-
-    let writer = store.writer();
-    let sink = Sink::new(writer.clone());
-    sink.send(Record::RunStarted {
-        run_id: run_id.clone(),
-        pipeline_name: pipeline.name.clone(),
-        pipeline_path: pipeline.path.display().to_string(),
-        digest: digests.digest.clone(),
-        digests_json: serde_json::to_string(&digests.files).unwrap_or_default(),
-        selection,
-        pid: std::process::id(),
-        started_ms: now_ms(),
-    });
-
     let max_parallel = global
         .max_parallel
         .or(pipeline.defaults.max_parallel)
         .unwrap_or(ctx.settings.max_parallel) as usize;
-    // The keeper kills the agents' process groups if this process dies.
-    let keeper = std::env::current_exe()
-        .and_then(|exe| crate::engine::keeper::Keeper::start(&exe))
-        .map(Arc::new)
-        .map_err(|e| {
-            let _ = writeln!(
-                std::io::stderr(),
-                "warning: no keeper process ({e}); agents may outlive a killed orch"
-            );
-        })
-        .ok();
-    let opts = RunOptions {
-        keeper,
-        run_id: run_id.clone(),
+    let view = if crate::report::github::active() {
+        View::GitHub
+    } else if !std::io::stderr().is_terminal() || std::env::var_os("CI").is_some() {
+        View::Plain
+    } else {
+        View::Terminal
+    };
+    let (view, live) = progress_view(view);
+    let detail = Arc::new(LiveDetail::default());
+    let started = now_ms();
+    let request = lifecycle::Request {
+        pipeline,
+        graph,
+        ctx,
         selected,
-        done,
+        selection,
+        resume: args.resume.clone(),
+        force: args.force,
+        run_id: args.run_id.clone(),
         max_parallel,
         grace: Duration::from_secs(args.grace),
-        retry_base: Duration::from_secs(2),
-        retry_max: Duration::from_secs(60),
-        attempt_base,
+        listeners: vec![view, detail.clone()],
     };
-    let plain = !std::io::stderr().is_terminal() || std::env::var_os("CI").is_some();
-    let (progress, live) = progress_view(plain);
-    let started = now_ms();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => return usage_error(&format!("cannot start the async runtime: {e}"), None),
+    let finished = match lifecycle::run(request) {
+        Ok(f) => f,
+        Err(r) => return usage_error(&r.message, r.hint),
     };
-    let pipeline = Arc::new(pipeline);
-    let ctx = Arc::new(ctx);
-    let report = runtime.block_on(async {
-        let (cancel_tx, cancel_rx) = watch::channel(Cancel::No);
-        tokio::spawn(watch_signals(cancel_tx));
-        scheduler::run(
-            Arc::clone(&pipeline),
-            &graph,
-            ctx,
-            opts,
-            sink.clone(),
-            cancel_rx,
-            progress,
-        )
-        .await
-    });
-    runtime.shutdown_timeout(Duration::from_secs(1));
-    crate::engine::reaper::sweep();
     if let Some(live) = live {
         let _ = live.clear();
     }
-    sink.send(Record::RunFinished {
-        run_id: run_id.clone(),
-        status: report.status,
-        ended_ms: now_ms(),
-    });
-    drop(sink);
-    drop(writer);
-    // A run whose record is incomplete (a write refused, a lock another
-    // process held) does not pass: what it did cannot be shown.
-    let recorded = store.close();
+    let (report, recorded) = (finished.report, finished.recorded);
     if let Err(e) = &recorded {
         let _ = writeln!(
             std::io::stderr(),
             "error: recording the run failed: {e}\n  = the run fails: its record is incomplete"
         );
     }
+
+    let reported = write_reports(args, detail.detail().as_ref());
 
     match args.format {
         Format::Json => write_json(&report)?,
@@ -321,192 +218,49 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         }
     }
     Ok(match report.status {
-        RunStatus::Succeeded if recorded.is_err() => Exit::Failed,
+        RunStatus::Succeeded if recorded.is_err() || reported.is_err() => Exit::Failed,
         RunStatus::Succeeded => Exit::Success,
         RunStatus::Interrupted => Exit::Interrupted,
         RunStatus::Failed | RunStatus::Running => Exit::Failed,
     })
 }
 
-/// First Ctrl-C (or SIGTERM): stop gracefully; second: kill at once.
-async fn watch_signals(tx: watch::Sender<Cancel>) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        return;
+/// The JUnit file (`--junit`), and GitHub's step summary when
+/// `GITHUB_STEP_SUMMARY` names one. A report that cannot be written fails
+/// the run (CI would read a stale one), after saying why.
+fn write_reports(args: &Args, detail: Option<&crate::store::RunDetail>) -> Result<(), ()> {
+    let Some(detail) = detail else {
+        return Ok(());
     };
-    let mut count = 0;
-    loop {
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
-        }
-        count += 1;
-        let level = if count == 1 {
-            Cancel::Graceful
-        } else {
-            Cancel::Immediate
-        };
+    let mut ok = Ok(());
+    if let Some(path) = &args.junit
+        && let Err(e) = std::fs::write(path, crate::report::junit::xml(detail))
+    {
         let _ = writeln!(
             std::io::stderr(),
-            "orch: {}",
-            if count == 1 {
-                "interrupted; stopping agents (press Ctrl-C again to kill them now)"
-            } else {
-                "killing agents now"
-            }
+            "error: cannot write the JUnit report `{}`: {e}",
+            path.display()
         );
-        let _ = tx.send(level);
+        ok = Err(());
     }
-}
-
-fn secs(ms: u64) -> String {
-    format!("{:.2}s", ms as f64 / 1000.0)
-}
-
-/// The line printed for a progress event (`None`: nothing to print).
-fn progress_line(p: &Progress) -> Option<String> {
-    Some(match p {
-        Progress::PhaseStarted { phase } => format!("phase {phase}: started"),
-        Progress::PhaseFinished {
-            phase,
-            outcome,
-            reason,
-            millis,
-        } => match reason {
-            Some(r) if *outcome != Outcome::Succeeded => {
-                format!("phase {phase}: {} ({r})", outcome.as_str())
-            }
-            _ => format!("phase {phase}: {} in {}", outcome.as_str(), secs(*millis)),
-        },
-        Progress::AttemptStarted {
-            phase,
-            agent,
-            attempt,
-        } => format!("  {phase}/{agent}: attempt {attempt} started"),
-        Progress::Activity { .. } => return None,
-        Progress::AttemptFinished {
-            phase,
-            agent,
-            attempt,
-            result,
-        } => {
-            let took = secs(result.ended_ms.saturating_sub(result.started_ms));
-            match &result.reason {
-                Some(r) if result.outcome != Outcome::Succeeded => format!(
-                    "  {phase}/{agent}: attempt {attempt} {} after {took}: {r}",
-                    result.outcome.as_str()
-                ),
-                _ => format!(
-                    "  {phase}/{agent}: attempt {attempt} {} in {took} ({} turns)",
-                    result.outcome.as_str(),
-                    result.turns
-                ),
-            }
+    if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
+        let md =
+            crate::report::markdown::summary(detail, crate::report::markdown::STEP_SUMMARY_LIMIT);
+        let appended = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(md.as_bytes()));
+        if let Err(e) = appended {
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: cannot write the step summary `{}`: {e}",
+                std::path::Path::new(&path).display()
+            );
+            ok = Err(());
         }
-        Progress::Judged {
-            phase,
-            judge,
-            round,
-            rejected,
-        } => match rejected {
-            None => format!("  {phase}: judge {judge} approved round {round}"),
-            Some(why) => format!("  {phase}: judge {judge} rejected round {round}: {why}"),
-        },
-        Progress::ContractWarning { phase, message } => {
-            format!("  {phase}: warning (validation = \"trust\"): {message}")
-        }
-        Progress::Retrying {
-            phase,
-            agent,
-            wait,
-            rate_limited,
-        } => {
-            let shown = humantime::format_duration(Duration::from_millis(wait.as_millis() as u64));
-            match rate_limited {
-                Some(Some(lifts)) if *lifts > now_ms() + wait.as_millis() as u64 + 1000 => format!(
-                    "  {phase}/{agent}: rate limited until {} (more than orch waits); retrying in {shown}",
-                    date_time(*lifts)
-                ),
-                Some(Some(lifts)) => format!(
-                    "  {phase}/{agent}: rate limited until {}; retrying in {shown}",
-                    clock(*lifts)
-                ),
-                Some(None) => format!("  {phase}/{agent}: rate limited; retrying in {shown}"),
-                None => format!("  {phase}/{agent}: retrying in {shown}"),
-            }
-        }
-    })
-}
-
-/// Plain timestamped lines on stderr when it is not a terminal or `CI` is
-/// set; on a terminal, a live view with one line per running agent (phase,
-/// agent, elapsed, turns, last tool) above which finished work scrolls.
-fn progress_view(plain: bool) -> (ProgressFn, Option<indicatif::MultiProgress>) {
-    if plain {
-        let f: ProgressFn = Arc::new(|p: Progress| {
-            if let Some(line) = progress_line(&p) {
-                let _ = writeln!(std::io::stderr(), "[{}] {line}", clock(now_ms()));
-            }
-        });
-        return (f, None);
     }
-    use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-    let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
-    let bars: Arc<std::sync::Mutex<HashMap<(String, String), ProgressBar>>> = Arc::default();
-    let style = ProgressStyle::with_template("{spinner} {prefix:<28} {elapsed:>4} {msg}")
-        .unwrap_or_else(|_| ProgressStyle::default_spinner());
-    let m = multi.clone();
-    let f: ProgressFn = Arc::new(move |p: Progress| {
-        let mut bars = bars.lock().unwrap_or_else(|e| e.into_inner());
-        match &p {
-            Progress::AttemptStarted {
-                phase,
-                agent,
-                attempt,
-            } => {
-                let bar = m.add(ProgressBar::new_spinner());
-                bar.set_style(style.clone());
-                bar.set_prefix(format!("{phase}/{agent}"));
-                bar.set_message(if *attempt > 1 {
-                    format!("attempt {attempt}")
-                } else {
-                    String::new()
-                });
-                bar.enable_steady_tick(Duration::from_millis(120));
-                bars.insert((phase.clone(), agent.clone()), bar);
-                return;
-            }
-            Progress::Activity {
-                phase,
-                agent,
-                turns,
-                last_tool,
-            } => {
-                if let Some(bar) = bars.get(&(phase.clone(), agent.clone())) {
-                    let tool = last_tool
-                        .as_deref()
-                        .map(|t| format!(", last tool {t}"))
-                        .unwrap_or_default();
-                    bar.set_message(format!("{turns} turns{tool}"));
-                }
-                return;
-            }
-            Progress::AttemptFinished { phase, agent, .. } => {
-                if let Some(bar) = bars.remove(&(phase.clone(), agent.clone())) {
-                    bar.finish_and_clear();
-                    m.remove(&bar);
-                }
-            }
-            _ => {}
-        }
-        if let Some(line) = progress_line(&p) {
-            let _ = m.println(line);
-        }
-    });
-    (f, Some(multi))
+    ok
 }
 
 fn summary(report: &RunReport, millis: u64) -> std::io::Result<()> {

@@ -3,7 +3,7 @@
 //! as interrupted.
 
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
 use clap::Subcommand;
@@ -42,6 +42,13 @@ pub struct ShowArgs {
     /// A run id, a unique prefix of one, or `latest`
     #[arg(value_name = "RUN")]
     pub run: String,
+    /// Also write the run as a JUnit XML report (as `orch run --junit`)
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Print the Markdown summary (as GitHub's step summary) instead, e.g.
+    /// `>> "$GITHUB_STEP_SUMMARY"` in a CI job that merged the state
+    #[arg(long, conflicts_with = "format")]
+    pub markdown: bool,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
 }
@@ -172,6 +179,23 @@ fn show(reader: Option<&Reader>, state_dir: &Path, args: &ShowArgs) -> CmdResult
             });
         }
     };
+    if let Some(path) = &args.junit
+        && let Err(e) = std::fs::write(path, crate::report::junit::xml(&detail))
+    {
+        return usage_error(
+            &format!("cannot write the JUnit report `{}`: {e}", path.display()),
+            None,
+        );
+    }
+    if args.markdown {
+        let mut out = stdout();
+        out.write_all(
+            crate::report::markdown::summary(&detail, crate::report::markdown::STEP_SUMMARY_LIMIT)
+                .as_bytes(),
+        )?;
+        out.flush()?;
+        return Ok(Exit::Success);
+    }
     match args.format {
         Format::Json => write_json(&detail)?,
         Format::Text => {

@@ -3,14 +3,14 @@
 
 pub mod claims;
 pub mod contract;
+pub mod events;
 pub mod identity;
 pub mod keeper;
-pub mod progress;
+pub mod lifecycle;
 pub mod reaper;
 pub mod retry;
 pub mod scheduler;
-pub mod sink;
 pub mod supervisor;
 
-pub use sink::{RecordSink, Sink};
+pub use events::{Events, Listener, RecordSink, RunEvent};
 pub use supervisor::Cancel;

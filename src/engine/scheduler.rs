@@ -16,16 +16,16 @@ use tokio::task::JoinSet;
 
 use super::claims;
 use super::contract::{self, Verdict};
+use super::events::{Events, RunEvent};
 use super::identity::sha256_file;
 use super::retry;
-use super::sink::Sink;
 use super::supervisor::{AttemptResult, AttemptSpec, Cancel, now_ms, run_attempt};
 use crate::agents::build::{self, Context};
 use crate::agents::invocation::By;
 use crate::graph::PhaseGraph;
 use crate::pipeline::model::Validation;
 use crate::pipeline::{Agent, Phase, Pipeline};
-use crate::store::{Outcome, Record, RunStatus};
+use crate::store::{Outcome, RunStatus};
 
 /// How a run is carried out.
 #[derive(Clone)]
@@ -130,8 +130,6 @@ impl AgentReport {
     }
 }
 
-pub use super::progress::{Progress, ProgressFn};
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     NotSelected,
@@ -144,8 +142,7 @@ struct Shared {
     pipeline: Arc<Pipeline>,
     ctx: Arc<Context>,
     opts: RunOptions,
-    sink: Sink,
-    progress: ProgressFn,
+    events: Events,
     permits: Arc<Semaphore>,
 }
 
@@ -155,9 +152,8 @@ pub async fn run(
     graph: &PhaseGraph,
     ctx: Arc<Context>,
     opts: RunOptions,
-    sink: Sink,
+    events: Events,
     cancel: watch::Receiver<Cancel>,
-    progress: ProgressFn,
 ) -> RunReport {
     let n = pipeline.phases.len();
     let mut state = vec![State::NotSelected; n];
@@ -189,8 +185,7 @@ pub async fn run(
         pipeline: Arc::clone(&pipeline),
         ctx,
         opts,
-        sink,
-        progress,
+        events,
     });
     let mut set: JoinSet<(usize, PhaseReport)> = JoinSet::new();
     // Which phase each task runs, to know a panicked one.
@@ -241,13 +236,9 @@ pub async fn run(
                     state[i] = State::Running;
                     // Announced here, in declaration order, not from the task.
                     let phase = &pipeline.phases[i];
-                    shared.sink.send(Record::PhaseStarted {
-                        run_id: shared.opts.run_id.clone(),
+                    shared.events.emit(RunEvent::PhaseStarted {
                         phase: phase.name.clone(),
                         started_ms: now_ms(),
-                    });
-                    (shared.progress)(Progress::PhaseStarted {
-                        phase: phase.name.clone(),
                     });
                     let shared = Arc::clone(&shared);
                     let cancel = cancel.clone();
@@ -307,25 +298,14 @@ fn ended_without_agents(
 ) -> PhaseReport {
     let p = &shared.pipeline.phases[i];
     let now = now_ms();
-    if !started {
-        shared.sink.send(Record::PhaseStarted {
-            run_id: shared.opts.run_id.clone(),
-            phase: p.name.clone(),
-            started_ms: now,
-        });
-    }
-    shared.sink.send(Record::PhaseFinished {
-        run_id: shared.opts.run_id.clone(),
+    shared.events.emit(RunEvent::PhaseFinished {
         phase: p.name.clone(),
         outcome,
-        attempts: 0,
-        ended_ms: now,
-    });
-    (shared.progress)(Progress::PhaseFinished {
-        phase: p.name.clone(),
-        outcome,
+        required: p.required,
         reason: Some(reason.clone()),
-        millis: 0,
+        attempts: 0,
+        started_ms: started.then_some(now),
+        ended_ms: now,
     });
     PhaseReport {
         name: p.name.clone(),
@@ -367,7 +347,7 @@ async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel
         let artifact = match contract::structural(c, workdir, &shared.opts.run_id, &phase.name) {
             Ok(a) => a,
             Err(why) if c.validation == Validation::Trust => {
-                (shared.progress)(Progress::ContractWarning {
+                shared.events.emit(RunEvent::ContractWarning {
                     phase: phase.name.clone(),
                     message: why,
                 });
@@ -380,8 +360,7 @@ async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel
             }
         };
         // The contract's artifact is one of the phase's (the last round's).
-        shared.sink.send(Record::Artifact {
-            run_id: shared.opts.run_id.clone(),
+        shared.events.emit(RunEvent::Artifact {
             phase: phase.name.clone(),
             path: artifact.path.clone(),
             sha256: artifact.sha256.clone(),
@@ -412,7 +391,7 @@ async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel
             Verdict::Rejected { reason, .. } => Some(reason.clone()),
             Verdict::Missing(why) => Some(why.clone()),
         };
-        (shared.progress)(Progress::Judged {
+        shared.events.emit(RunEvent::Judged {
             phase: phase.name.clone(),
             judge: judge.name.clone(),
             round,
@@ -446,18 +425,14 @@ async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel
     agents.extend(judges);
     let attempts = agents.iter().map(|a| a.attempts).sum();
     let ended = now_ms();
-    shared.sink.send(Record::PhaseFinished {
-        run_id: shared.opts.run_id.clone(),
+    shared.events.emit(RunEvent::PhaseFinished {
         phase: phase.name.clone(),
         outcome: status,
-        attempts,
-        ended_ms: ended,
-    });
-    (shared.progress)(Progress::PhaseFinished {
-        phase: phase.name.clone(),
-        outcome: status,
+        required: phase.required,
         reason: reason.clone(),
-        millis: ended.saturating_sub(started),
+        attempts,
+        started_ms: Some(started),
+        ended_ms: ended,
     });
     PhaseReport {
         name: phase.name.clone(),
@@ -589,8 +564,7 @@ fn settle(phase: &Phase, shared: &Shared, agents: &[AgentReport]) -> (Outcome, O
         for path in &phase.artifacts {
             let full = shared.ctx.workdir.join(path);
             match sha256_file(&full) {
-                Some(sha256) => shared.sink.send(Record::Artifact {
-                    run_id: shared.opts.run_id.clone(),
+                Some(sha256) => shared.events.emit(RunEvent::Artifact {
                     phase: phase.name.clone(),
                     path: path.clone(),
                     sha256,
@@ -755,8 +729,7 @@ async fn run_agent(
                 .collect::<std::collections::BTreeMap<_, _>>(),
         )
         .unwrap_or_default();
-        shared.sink.send(Record::AttemptStarted {
-            run_id: shared.opts.run_id.clone(),
+        shared.events.emit(RunEvent::AttemptStarted {
             phase: phase.name.clone(),
             agent: name.to_string(),
             attempt,
@@ -764,11 +737,6 @@ async fn run_agent(
             env_json,
             prompt_json: serde_json::to_string(&inv.prompt_tokens).unwrap_or_default(),
             started_ms: started,
-        });
-        (shared.progress)(Progress::AttemptStarted {
-            phase: phase.name.clone(),
-            agent: name.to_string(),
-            attempt,
         });
         let max_turns = (agent.kind.is_llm() && inv.enforcement.max_turns.by == By::Orch)
             .then(|| shared.pipeline.resolve(phase, agent).toolset.max_turns);
@@ -783,7 +751,6 @@ async fn run_agent(
             stall_timeout: phase.stall_timeout,
             max_turns,
             grace: shared.opts.grace,
-            progress: Some(Arc::clone(&shared.progress)),
             keeper: shared.opts.keeper.clone(),
             log_dir: log_dir(
                 &shared.ctx.state_dir(),
@@ -792,27 +759,12 @@ async fn run_agent(
                 name,
             ),
         };
-        let result = run_attempt(spec, shared.sink.clone(), cancel.clone()).await;
+        let result = run_attempt(spec, shared.events.clone(), cancel.clone()).await;
         // The attempt's own directory goes with it.
         drop(dir);
         drop(permit);
-        shared.sink.send(Record::AttemptFinished {
-            run_id: shared.opts.run_id.clone(),
-            phase: phase.name.clone(),
-            agent: name.to_string(),
-            attempt,
-            outcome: result.outcome,
-            exit_code: result.exit_code,
-            reason: result.reason.clone(),
-            session_id: result.session_id.clone(),
-            turns: result.turns,
-            tokens_in: result.tokens_in,
-            tokens_out: result.tokens_out,
-            cost_usd: result.cost_usd,
-            ended_ms: result.ended_ms,
-        });
         report.add_attempt(n, attempt, &result);
-        (shared.progress)(Progress::AttemptFinished {
+        shared.events.emit(RunEvent::AttemptFinished {
             phase: phase.name.clone(),
             agent: name.to_string(),
             attempt,
@@ -831,7 +783,7 @@ async fn run_agent(
         ) else {
             break;
         };
-        (shared.progress)(Progress::Retrying {
+        shared.events.emit(RunEvent::Retrying {
             phase: phase.name.clone(),
             agent: name.to_string(),
             wait,

@@ -21,10 +21,10 @@ use tokio::sync::{mpsc, watch};
 use crate::agents::invocation::{Invocation, Stdin};
 use crate::agents::{AgentKind, adapter, probe};
 use crate::events::{Event, RateLimit, rate_limit};
-use crate::store::{AttemptKey, Outcome, Record};
+use crate::store::{AttemptKey, Outcome};
 
+use super::events::{Events, RunEvent};
 use super::reaper;
-use super::sink::Sink;
 
 /// Longest line kept from an agent's output; the rest of a longer line is
 /// dropped (and the line marked), so one runaway line cannot eat memory.
@@ -57,8 +57,6 @@ pub struct AttemptSpec {
     /// Set when orch enforces the turn limit (the CLI has none).
     pub max_turns: Option<u32>,
     pub grace: Duration,
-    /// Told about tool calls and turns, for the live view.
-    pub progress: Option<super::progress::ProgressFn>,
     /// Kills the attempt's process group if orch dies.
     pub keeper: Option<std::sync::Arc<super::keeper::Keeper>>,
     /// Where the raw stdout/stderr of the attempt are kept.
@@ -263,7 +261,7 @@ fn flush_logs(
 /// Run one attempt to its end. Never panics on the agent's behaviour.
 pub async fn run_attempt(
     spec: AttemptSpec,
-    sink: Sink,
+    stream: Events,
     mut cancel: watch::Receiver<Cancel>,
 ) -> AttemptResult {
     let started_ms = now_ms();
@@ -373,7 +371,7 @@ pub async fn run_attempt(
     // The ids once per attempt; each event shares them.
     let key = AttemptKey::new(&spec.run_id, &spec.phase, &spec.agent, spec.attempt);
     let mut record = |kind: String, data_json: String, raw: String| {
-        sink.send(Record::Event {
+        stream.emit(RunEvent::Output {
             key: std::sync::Arc::clone(&key),
             seq,
             ts_ms: now_ms(),
@@ -495,14 +493,12 @@ pub async fn run_attempt(
                         }
                         let unparsed = events.is_empty();
                         for ev in events {
-                            if let Some(p) = &spec.progress
-                                && matches!(ev, Event::ToolCall { .. } | Event::TurnEnd)
-                            {
+                            if matches!(ev, Event::ToolCall { .. } | Event::TurnEnd) {
                                 let last_tool = match &ev {
                                     Event::ToolCall { name, .. } => Some(name.clone()),
                                     _ => None,
                                 };
-                                p(super::progress::Progress::Activity {
+                                stream.emit(RunEvent::Activity {
                                     phase: spec.phase.clone(),
                                     agent: spec.agent.clone(),
                                     turns: result.turns + u32::from(matches!(ev, Event::TurnEnd)),
@@ -666,11 +662,6 @@ pub async fn run_attempt(
 mod tests {
     use super::*;
 
-    struct Discard;
-    impl super::super::sink::RecordSink for Discard {
-        fn send(&self, _record: Record) {}
-    }
-
     /// An attempt of `sh -c script` in `dir`, confined as `confinement` says.
     fn spec(
         dir: &std::path::Path,
@@ -707,7 +698,6 @@ mod tests {
             stall_timeout: None,
             max_turns: None,
             grace: Duration::from_secs(1),
-            progress: None,
             keeper: None,
             log_dir: dir.join("logs"),
         }
@@ -739,7 +729,7 @@ mod tests {
         let script = format!("touch {}", marker.display());
         let r = run_attempt(
             spec(dir.path(), &script, Some(broken)),
-            Sink::new(Discard),
+            Events::discard("r"),
             rx,
         )
         .await;
@@ -753,7 +743,7 @@ mod tests {
         assert!(!marker.exists(), "it ran unconfined");
         // The same attempt unconfined runs (the test can fail).
         let (_tx, rx) = watch::channel(Cancel::No);
-        let r = run_attempt(spec(dir.path(), &script, None), Sink::new(Discard), rx).await;
+        let r = run_attempt(spec(dir.path(), &script, None), Events::discard("r"), rx).await;
         assert_eq!(r.outcome, Outcome::Succeeded, "{:?}", r.reason);
         assert!(marker.exists());
     }

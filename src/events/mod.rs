@@ -103,3 +103,33 @@ impl Event {
 }
 
 pub use rate_limit::{RateLimit, looks_rate_limited};
+
+/// How many lines of an attempt's output reports keep (JUnit, summaries).
+pub const TAIL_LINES: usize = 20;
+
+/// Longest line kept in a tail, in characters.
+const TAIL_LINE_CHARS: usize = 400;
+
+/// The readable lines a recorded event adds to an attempt's output tail:
+/// the model's text, tool calls, errors, refusals and unparsed lines;
+/// nothing for the rest. One rule for a live run and a stored one, so
+/// their reports read the same.
+pub fn readable_lines(kind: &str, data_json: &str, raw: &str) -> Vec<String> {
+    let data = || serde_json::from_str::<serde_json::Value>(data_json).unwrap_or_default();
+    let text = match kind {
+        "raw" | "stderr" => raw.to_string(),
+        "assistant_text" => data()["text"].as_str().unwrap_or_default().to_string(),
+        "tool_call" => format!("tool: {}", data()["name"].as_str().unwrap_or_default()),
+        "permission_denied" => format!("refused: {}", data()["tool"].as_str().unwrap_or_default()),
+        "error" => format!("error: {}", data()["message"].as_str().unwrap_or_default()),
+        _ => return Vec::new(),
+    };
+    text.lines()
+        .map(str::trim_end)
+        .filter(|l| !l.is_empty())
+        .map(|l| match l.char_indices().nth(TAIL_LINE_CHARS) {
+            Some((cut, _)) => format!("{}…", &l[..cut]),
+            None => l.to_string(),
+        })
+        .collect()
+}

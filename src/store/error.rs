@@ -62,6 +62,10 @@ pub enum StoreError {
     )]
     UnknownRun { spec: String, path: PathBuf },
 
+    #[error("{message}")]
+    #[diagnostic(code(orch::store::transfer))]
+    Transfer { message: String },
+
     #[error("`{spec}` matches more than one run: {candidates}")]
     #[diagnostic(
         code(orch::store::ambiguous_run),

@@ -56,6 +56,8 @@ pub fn phase_finished(
         run_id: run_id.into(),
         phase: phase.into(),
         outcome,
+        required: true,
+        reason: (outcome != Outcome::Succeeded).then(|| format!("it {outcome}")),
         attempts,
         ended_ms,
     }

@@ -16,6 +16,7 @@ pub mod record;
 mod reports;
 mod schema;
 mod status;
+pub mod transfer;
 mod writer;
 
 pub use error::StoreError;

@@ -66,6 +66,10 @@ pub struct RunDetail {
 pub struct PhaseDetail {
     pub name: String,
     pub status: Status,
+    /// A required phase's failure fails the run.
+    pub required: bool,
+    /// Why it did not succeed.
+    pub reason: Option<String>,
     pub attempts: u32,
     pub started_ms: Option<u64>,
     pub ended_ms: Option<u64>,
@@ -97,6 +101,9 @@ pub struct AttemptDetail {
     pub prompt: serde_json::Value,
     /// Events recorded for the attempt.
     pub events: u64,
+    /// The last lines of what it said and did (`events::readable_lines`),
+    /// at most `events::TAIL_LINES`.
+    pub output: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -325,7 +332,7 @@ impl Reader {
         };
 
         let mut st = conn.prepare_cached(
-            "SELECT phase, status, attempts, started_ms, ended_ms FROM phases
+            "SELECT phase, status, attempts, started_ms, ended_ms, required, reason FROM phases
              WHERE run_id = ?1 ORDER BY rowid",
         )?;
         run.phases = st
@@ -336,6 +343,8 @@ impl Reader {
                     attempts: r.get(2)?,
                     started_ms: r.get(3)?,
                     ended_ms: r.get(4)?,
+                    required: r.get(5)?,
+                    reason: r.get(6)?,
                     agents: Vec::new(),
                 })
             })?
@@ -371,11 +380,38 @@ impl Reader {
                     env: json(&r.get::<_, String>(14)?),
                     prompt: json(&r.get::<_, String>(15)?),
                     events: r.get(16)?,
+                    output: Vec::new(),
                 },
             ))
         })?;
+        let mut tail = conn.prepare_cached(
+            "SELECT kind, data_json, raw FROM events
+             WHERE run_id = ?1 AND phase = ?2 AND agent = ?3 AND attempt = ?4
+             ORDER BY seq DESC",
+        )?;
         for row in rows {
-            let (phase, attempt) = row?;
+            let (phase, mut attempt) = row?;
+            // Newest first, until the tail is full.
+            let mut lines: Vec<String> = Vec::new();
+            let mut ev = tail.query(rusqlite::params![
+                run_id,
+                phase,
+                attempt.agent,
+                attempt.attempt
+            ])?;
+            while lines.len() < crate::events::TAIL_LINES
+                && let Some(e) = ev.next()?
+            {
+                let (kind, data, raw): (String, String, String) = (e.get(0)?, e.get(1)?, e.get(2)?);
+                lines.extend(
+                    crate::events::readable_lines(&kind, &data, &raw)
+                        .into_iter()
+                        .rev(),
+                );
+            }
+            lines.truncate(crate::events::TAIL_LINES);
+            lines.reverse();
+            attempt.output = lines;
             if let Some(p) = run.phases.iter_mut().find(|p| p.name == phase) {
                 p.agents.push(attempt);
             }

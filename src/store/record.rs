@@ -68,6 +68,10 @@ pub enum Record {
         run_id: String,
         phase: String,
         outcome: Outcome,
+        /// A required phase's failure fails the run.
+        required: bool,
+        /// Why it did not succeed, in one line.
+        reason: Option<String>,
         attempts: u32,
         ended_ms: u64,
     },

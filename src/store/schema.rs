@@ -178,6 +178,12 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE attempts ADD COLUMN prompt_json TEXT NOT NULL DEFAULT '{}';
     "#,
+    // 6: whether a phase was required and why it did not succeed, so a
+    // stored run reports exactly as the live one did (JUnit, summaries).
+    r#"
+    ALTER TABLE phases ADD COLUMN required INTEGER NOT NULL DEFAULT 1;
+    ALTER TABLE phases ADD COLUMN reason TEXT;
+    "#,
 ];
 
 /// The schema version this code writes.

@@ -613,19 +613,32 @@ fn apply<'r>(
             run_id,
             phase,
             outcome,
+            required,
+            reason,
             attempts,
             ended_ms,
         } => {
             // A phase can end without starting (skipped after a failure).
             tx.prepare_cached(
-                "INSERT INTO phases (run_id, phase, status, attempts, started_ms, ended_ms)
-                 VALUES (?1, ?2, ?3, ?4, NULL, ?5)
+                "INSERT INTO phases (run_id, phase, status, attempts, started_ms, ended_ms,
+                                     required, reason)
+                 VALUES (?1, ?2, ?3, ?4, NULL, ?5, ?6, ?7)
                  ON CONFLICT (run_id, phase) DO UPDATE SET
                      status = excluded.status,
                      attempts = excluded.attempts,
-                     ended_ms = excluded.ended_ms",
+                     ended_ms = excluded.ended_ms,
+                     required = excluded.required,
+                     reason = excluded.reason",
             )?
-            .execute(params![run_id, phase, outcome.as_str(), attempts, ended_ms])?;
+            .execute(params![
+                run_id,
+                phase,
+                outcome.as_str(),
+                attempts,
+                ended_ms,
+                required,
+                reason
+            ])?;
         }
         Record::AttemptStarted {
             run_id,

@@ -1,0 +1,233 @@
+//! What a person watching `orch run` sees: plain timestamped lines on
+//! stderr when it is not a terminal (or `CI` is set); on a terminal, a live
+//! view with one line per running agent above which finished work scrolls.
+//! Both follow the run's event stream.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::output::{clock, date_time};
+use crate::engine::supervisor::now_ms;
+use crate::engine::{Listener, RunEvent};
+use crate::store::Outcome;
+
+/// The phase an event belongs to.
+fn phase_of(p: &RunEvent) -> Option<&str> {
+    Some(match p {
+        RunEvent::PhaseStarted { phase, .. }
+        | RunEvent::PhaseFinished { phase, .. }
+        | RunEvent::AttemptStarted { phase, .. }
+        | RunEvent::Activity { phase, .. }
+        | RunEvent::AttemptFinished { phase, .. }
+        | RunEvent::Retrying { phase, .. }
+        | RunEvent::Artifact { phase, .. }
+        | RunEvent::Judged { phase, .. }
+        | RunEvent::ContractWarning { phase, .. } => phase,
+        RunEvent::Output { key, .. } => &key.phase,
+        RunEvent::RunStarted { .. } | RunEvent::RunFinished { .. } => return None,
+    })
+}
+
+pub(super) fn secs(ms: u64) -> String {
+    format!("{:.2}s", ms as f64 / 1000.0)
+}
+
+/// The line printed for a progress event (`None`: nothing to print).
+fn progress_line(p: &RunEvent) -> Option<String> {
+    Some(match p {
+        RunEvent::PhaseStarted { phase, .. } => format!("phase {phase}: started"),
+        RunEvent::PhaseFinished {
+            phase,
+            outcome,
+            reason,
+            started_ms,
+            ended_ms,
+            ..
+        } => match reason {
+            Some(r) if *outcome != Outcome::Succeeded => {
+                format!("phase {phase}: {} ({r})", outcome.as_str())
+            }
+            _ => format!(
+                "phase {phase}: {} in {}",
+                outcome.as_str(),
+                secs(ended_ms.saturating_sub(started_ms.unwrap_or(*ended_ms)))
+            ),
+        },
+        RunEvent::AttemptStarted {
+            phase,
+            agent,
+            attempt,
+            ..
+        } => format!("  {phase}/{agent}: attempt {attempt} started"),
+        RunEvent::RunStarted { .. }
+        | RunEvent::RunFinished { .. }
+        | RunEvent::Output { .. }
+        | RunEvent::Artifact { .. }
+        | RunEvent::Activity { .. } => return None,
+        RunEvent::AttemptFinished {
+            phase,
+            agent,
+            attempt,
+            result,
+        } => {
+            let took = secs(result.ended_ms.saturating_sub(result.started_ms));
+            match &result.reason {
+                Some(r) if result.outcome != Outcome::Succeeded => format!(
+                    "  {phase}/{agent}: attempt {attempt} {} after {took}: {r}",
+                    result.outcome.as_str()
+                ),
+                _ => format!(
+                    "  {phase}/{agent}: attempt {attempt} {} in {took} ({} turns)",
+                    result.outcome.as_str(),
+                    result.turns
+                ),
+            }
+        }
+        RunEvent::Judged {
+            phase,
+            judge,
+            round,
+            rejected,
+        } => match rejected {
+            None => format!("  {phase}: judge {judge} approved round {round}"),
+            Some(why) => format!("  {phase}: judge {judge} rejected round {round}: {why}"),
+        },
+        RunEvent::ContractWarning { phase, message } => {
+            format!("  {phase}: warning (validation = \"trust\"): {message}")
+        }
+        RunEvent::Retrying {
+            phase,
+            agent,
+            wait,
+            rate_limited,
+        } => {
+            let shown = humantime::format_duration(Duration::from_millis(wait.as_millis() as u64));
+            match rate_limited {
+                Some(Some(lifts)) if *lifts > now_ms() + wait.as_millis() as u64 + 1000 => format!(
+                    "  {phase}/{agent}: rate limited until {} (more than orch waits); retrying in {shown}",
+                    date_time(*lifts)
+                ),
+                Some(Some(lifts)) => format!(
+                    "  {phase}/{agent}: rate limited until {}; retrying in {shown}",
+                    clock(*lifts)
+                ),
+                Some(None) => format!("  {phase}/{agent}: rate limited; retrying in {shown}"),
+                None => format!("  {phase}/{agent}: retrying in {shown}"),
+            }
+        }
+    })
+}
+
+/// How progress is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum View {
+    /// A live view with one line per running agent (phase, agent, elapsed,
+    /// turns, last tool) above which finished work scrolls.
+    Terminal,
+    /// Timestamped lines on stderr (not a terminal, or `CI` set).
+    Plain,
+    /// Timestamped lines, each phase's in a `::group::` of the GitHub
+    /// Actions log. Groups do not nest and phases run side by side, so a
+    /// phase's lines are held until it ends and printed as one group; its
+    /// start is printed at once, outside any group.
+    GitHub,
+}
+
+pub(super) fn progress_view(view: View) -> (Arc<dyn Listener>, Option<indicatif::MultiProgress>) {
+    if view == View::GitHub {
+        let held: std::sync::Mutex<HashMap<String, Vec<String>>> = Default::default();
+        let f: Arc<dyn Listener> = Arc::new(move |p: &RunEvent| {
+            let Some(line) = progress_line(p) else {
+                return;
+            };
+            let line = format!("[{}] {line}", clock(now_ms()));
+            let mut held = held.lock().unwrap_or_else(|e| e.into_inner());
+            let mut err = std::io::stderr().lock();
+            match p {
+                RunEvent::PhaseStarted { .. } => {
+                    let _ = writeln!(err, "{line}");
+                }
+                RunEvent::PhaseFinished { phase, .. } => {
+                    let lines = held.remove(phase).unwrap_or_default();
+                    let _ = writeln!(err, "{}", crate::report::github::group(&line));
+                    for l in lines {
+                        let _ = writeln!(err, "{l}");
+                    }
+                    let _ = writeln!(err, "{}", crate::report::github::END_GROUP);
+                }
+                _ => match phase_of(p) {
+                    Some(phase) => held.entry(phase.to_string()).or_default().push(line),
+                    None => {
+                        let _ = writeln!(err, "{line}");
+                    }
+                },
+            }
+        });
+        return (f, None);
+    }
+    if view == View::Plain {
+        let f: Arc<dyn Listener> = Arc::new(|p: &RunEvent| {
+            if let Some(line) = progress_line(p) {
+                let _ = writeln!(std::io::stderr(), "[{}] {line}", clock(now_ms()));
+            }
+        });
+        return (f, None);
+    }
+    use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+    let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+    let bars: Arc<std::sync::Mutex<HashMap<(String, String), ProgressBar>>> = Arc::default();
+    let style = ProgressStyle::with_template("{spinner} {prefix:<28} {elapsed:>4} {msg}")
+        .unwrap_or_else(|_| ProgressStyle::default_spinner());
+    let m = multi.clone();
+    let f: Arc<dyn Listener> = Arc::new(move |p: &RunEvent| {
+        let mut bars = bars.lock().unwrap_or_else(|e| e.into_inner());
+        match p {
+            RunEvent::AttemptStarted {
+                phase,
+                agent,
+                attempt,
+                ..
+            } => {
+                let bar = m.add(ProgressBar::new_spinner());
+                bar.set_style(style.clone());
+                bar.set_prefix(format!("{phase}/{agent}"));
+                bar.set_message(if *attempt > 1 {
+                    format!("attempt {attempt}")
+                } else {
+                    String::new()
+                });
+                bar.enable_steady_tick(Duration::from_millis(120));
+                bars.insert((phase.clone(), agent.clone()), bar);
+                return;
+            }
+            RunEvent::Activity {
+                phase,
+                agent,
+                turns,
+                last_tool,
+            } => {
+                if let Some(bar) = bars.get(&(phase.clone(), agent.clone())) {
+                    let tool = last_tool
+                        .as_deref()
+                        .map(|t| format!(", last tool {t}"))
+                        .unwrap_or_default();
+                    bar.set_message(format!("{turns} turns{tool}"));
+                }
+                return;
+            }
+            RunEvent::AttemptFinished { phase, agent, .. } => {
+                if let Some(bar) = bars.remove(&(phase.clone(), agent.clone())) {
+                    bar.finish_and_clear();
+                    m.remove(&bar);
+                }
+            }
+            _ => {}
+        }
+        if let Some(line) = progress_line(p) {
+            let _ = m.println(line);
+        }
+    });
+    (f, Some(multi))
+}

@@ -1,0 +1,260 @@
+//! A run from start to end: open the store, refuse a second run in the same
+//! state directory, pick up a resumed run (checking it was made from the
+//! same files), announce the run, start the keeper, schedule the phases,
+//! stop what agents left behind, announce the end, and close the store.
+//! What happens goes out as one stream of [`RunEvent`]s to the store and
+//! to the listeners the caller gives (the live view, report builders).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::events::{Events, Listener, RecordSink, RunEvent};
+use super::identity::{self, changes};
+use super::scheduler::{self, RunOptions, RunReport};
+use super::supervisor::{Cancel, now_ms};
+use crate::agents::build::Context;
+use crate::graph::PhaseGraph;
+use crate::pipeline::Pipeline;
+use crate::store::{Store, StoreError};
+
+/// What to run.
+pub struct Request {
+    pub pipeline: Pipeline,
+    pub graph: PhaseGraph,
+    pub ctx: Context,
+    /// Indices into `pipeline.phases`.
+    pub selected: Vec<usize>,
+    /// As recorded: `all`, `phase:a,b` or `from:a`.
+    pub selection: String,
+    /// Continue this run (`latest`: the pipeline's latest), skipping the
+    /// phases that succeeded in it.
+    pub resume: Option<String>,
+    /// Resume even though the files changed.
+    pub force: bool,
+    /// The id of a new run (default: a fresh one). CI jobs of one workflow
+    /// share one, so their stores merge into one run.
+    pub run_id: Option<String>,
+    pub max_parallel: usize,
+    pub grace: Duration,
+    pub listeners: Vec<Arc<dyn Listener>>,
+}
+
+/// Why a run did not start (nothing was recorded or spawned).
+#[derive(Debug)]
+pub struct Refused {
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+fn refused(message: String, hint: Option<&str>) -> Refused {
+    Refused {
+        message,
+        hint: hint.map(str::to_string),
+    }
+}
+
+/// How a run ended.
+pub struct Finished {
+    pub report: RunReport,
+    /// An incomplete record (a write refused, a lock another process held)
+    /// fails the run: what it did cannot be shown.
+    pub recorded: Result<(), StoreError>,
+}
+
+/// Run the request to its end (or until interrupted by SIGINT/SIGTERM).
+pub fn run(req: Request) -> Result<Finished, Refused> {
+    let state_dir = req.ctx.state_dir();
+    let store = Store::open(&state_dir).map_err(|e| {
+        refused(
+            format!(
+                "cannot open the run store in `{}`: {e}",
+                state_dir.display()
+            ),
+            None,
+        )
+    })?;
+    let _ = store.reader().mark_interrupted();
+    if let Ok(Some((run_id, pid))) = store.reader().active_run() {
+        return Err(refused(
+            format!(
+                "run `{run_id}` (orch process {pid}) is still running in `{}`",
+                state_dir.display()
+            ),
+            Some("wait for it to finish, or use another `--state-dir`"),
+        ));
+    }
+
+    let pipeline = req.pipeline;
+    let digests = identity::digests(&pipeline);
+    let mut done = Vec::new();
+    let mut attempt_base = HashMap::new();
+    let run_id = match &req.resume {
+        None => match req.run_id {
+            Some(id) => {
+                // A shared id continues nothing: its phases here must be new.
+                if let Ok(Some(d)) = store.reader().run_digests(&id)
+                    && d.0 != digests.digest
+                {
+                    return Err(refused(
+                        format!("run `{id}` is already recorded here, from different files"),
+                        Some("use a new --run-id"),
+                    ));
+                }
+                attempt_base = store.reader().attempt_counts(&id).unwrap_or_default();
+                id
+            }
+            None => identity::new_run_id(),
+        },
+        Some(which) => {
+            let id = if which == "latest" {
+                match store
+                    .reader()
+                    .latest_run(&pipeline.path.display().to_string())
+                {
+                    Ok(Some(id)) => id,
+                    _ => {
+                        return Err(refused(
+                            format!("no earlier run of `{}` to resume", pipeline.path.display()),
+                            Some("run it without --resume first"),
+                        ));
+                    }
+                }
+            } else {
+                match store.reader().resolve_run(which) {
+                    Ok(Some(id)) => id,
+                    _ => {
+                        return Err(refused(
+                            format!("no run `{which}`"),
+                            Some("`orch runs list` shows the runs"),
+                        ));
+                    }
+                }
+            };
+            if let Ok(Some((old_digest, old_files))) = store.reader().run_digests(&id)
+                && old_digest != digests.digest
+                && !req.force
+            {
+                let old: BTreeMap<String, String> =
+                    serde_json::from_str(&old_files).unwrap_or_default();
+                let what = changes(&old, &digests.files);
+                return Err(refused(
+                    format!(
+                        "run `{id}` was made from different files: {}",
+                        what.join("; ")
+                    ),
+                    Some("resume anyway with --force, or start a new run"),
+                ));
+            }
+            let succeeded = store.reader().succeeded_phases(&id).unwrap_or_default();
+            done = req
+                .selected
+                .iter()
+                .copied()
+                .filter(|&i| succeeded.contains(&pipeline.phases[i].name))
+                .collect();
+            attempt_base = store.reader().attempt_counts(&id).unwrap_or_default();
+            id
+        }
+    };
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| refused(format!("cannot start the async runtime: {e}"), None))?;
+
+    let writer = store.writer();
+    let recorder: Arc<dyn RecordSink> = Arc::new(writer.clone());
+    let events = Events::new(&run_id, Some(recorder), req.listeners);
+    events.emit(RunEvent::RunStarted {
+        run_id: run_id.clone(),
+        pipeline_name: pipeline.name.clone(),
+        pipeline_path: pipeline.path.display().to_string(),
+        digest: digests.digest.clone(),
+        digests_json: serde_json::to_string(&digests.files).unwrap_or_default(),
+        selection: req.selection,
+        pid: std::process::id(),
+        started_ms: now_ms(),
+    });
+
+    // The keeper kills the agents' process groups if this process dies.
+    let keeper = std::env::current_exe()
+        .and_then(|exe| super::keeper::Keeper::start(&exe))
+        .map(Arc::new)
+        .map_err(|e| {
+            eprintln!("warning: no keeper process ({e}); agents may outlive a killed orch");
+        })
+        .ok();
+    let opts = RunOptions {
+        keeper,
+        run_id: run_id.clone(),
+        selected: req.selected,
+        done,
+        max_parallel: req.max_parallel,
+        grace: req.grace,
+        retry_base: Duration::from_secs(2),
+        retry_max: Duration::from_secs(60),
+        attempt_base,
+    };
+    let pipeline = Arc::new(pipeline);
+    let ctx = Arc::new(req.ctx);
+    let graph = req.graph;
+    let report = runtime.block_on(async {
+        let (cancel_tx, cancel_rx) = watch::channel(Cancel::No);
+        tokio::spawn(watch_signals(cancel_tx));
+        scheduler::run(
+            Arc::clone(&pipeline),
+            &graph,
+            ctx,
+            opts,
+            events.clone(),
+            cancel_rx,
+        )
+        .await
+    });
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    super::reaper::sweep();
+    events.emit(RunEvent::RunFinished {
+        status: report.status,
+        ended_ms: now_ms(),
+    });
+    drop(events);
+    drop(writer);
+    let recorded = store.close();
+    Ok(Finished { report, recorded })
+}
+
+/// First Ctrl-C (or SIGTERM): stop gracefully; second: kill at once.
+async fn watch_signals(tx: watch::Sender<Cancel>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return;
+    };
+    let mut count = 0;
+    loop {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        count += 1;
+        let level = if count == 1 {
+            Cancel::Graceful
+        } else {
+            Cancel::Immediate
+        };
+        eprintln!(
+            "orch: {}",
+            if count == 1 {
+                "interrupted; stopping agents (press Ctrl-C again to kill them now)"
+            } else {
+                "killing agents now"
+            }
+        );
+        let _ = tx.send(level);
+    }
+}

@@ -1,0 +1,501 @@
+//! Moving runs between state directories (`orch state export` / `import`):
+//! a CI job exports its run, the jobs after it and the final one import
+//! what came before, so one run spread over many machines reads as one.
+//!
+//! Export copies one run's rows into a new database inside one read
+//! transaction of the source: in WAL mode that is a consistent snapshot,
+//! whatever a live writer does meanwhile (a copied `state.db` file could
+//! miss what is still in the `-wal` file). The file is left in rollback
+//! mode, one self-contained file.
+//!
+//! Import merges: rows are matched by their natural keys (run; run and
+//! phase; attempt; event), so importing the same file twice, or a file
+//! that holds runs already merged, changes nothing. Reports and learnings
+//! get new ids (task references follow), matched by content.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use super::error::StoreError;
+use super::schema::{self, DB_FILE};
+use super::status::{RunStatus, Status};
+
+/// What an export or import moved.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Moved {
+    pub runs: u64,
+    pub phases: u64,
+    pub attempts: u64,
+    pub events: u64,
+    pub artifacts: u64,
+    pub reports: u64,
+    pub learnings: u64,
+}
+
+/// The tables of a run, in the order their foreign keys need.
+const RUN_TABLES: &[&str] = &["runs", "phases", "attempts", "events", "artifacts"];
+
+fn transfer_error(message: String) -> StoreError {
+    StoreError::Transfer { message }
+}
+
+/// Write run `run_id` of `state_dir` to `out` (replaced if present).
+pub fn export(state_dir: &Path, run_id: &str, out: &Path) -> Result<Moved, StoreError> {
+    let src_path = state_dir.join(DB_FILE);
+    if !src_path.exists() {
+        return Err(StoreError::UnknownRun {
+            spec: run_id.to_string(),
+            path: src_path,
+        });
+    }
+    // Built beside its destination, renamed into place when complete.
+    let dir = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)
+        .map_err(|e| transfer_error(format!("cannot create `{}`: {e}", dir.display())))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".orch-export-")
+        .suffix(".db")
+        .tempfile_in(dir)
+        .map_err(|e| transfer_error(format!("cannot write in `{}`: {e}", dir.display())))?;
+    let tmp_path = tmp.path().to_path_buf();
+    {
+        // The new file gets the schema first (and rollback journaling, so
+        // it is one file when closed).
+        let dst = schema::open(&tmp_path, true)?;
+        dst.execute_batch("PRAGMA journal_mode = DELETE")?;
+    }
+    let mut conn = schema::open(&src_path, false)?;
+    conn.execute("ATTACH DATABASE ?1 AS dst", [tmp_path.to_string_lossy()])?;
+    let mut moved = Moved::default();
+    {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+        let found: Option<i64> = tx
+            .query_row("SELECT 1 FROM main.runs WHERE run_id = ?1", [run_id], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        if found.is_none() {
+            return Err(StoreError::UnknownRun {
+                spec: run_id.to_string(),
+                path: src_path,
+            });
+        }
+        for table in RUN_TABLES {
+            let n = tx.execute(
+                &format!(
+                    "INSERT INTO dst.{table} SELECT * FROM main.{table} WHERE run_id = ?1 ORDER BY rowid"
+                ),
+                [run_id],
+            )? as u64;
+            match *table {
+                "runs" => moved.runs = n,
+                "phases" => moved.phases = n,
+                "attempts" => moved.attempts = n,
+                "events" => moved.events = n,
+                _ => moved.artifacts = n,
+            }
+        }
+        tx.execute(
+            "INSERT INTO dst.event_spans (run_id, first_id, last_id)
+             SELECT run_id, min(rowid), max(rowid) FROM dst.events GROUP BY run_id",
+            [],
+        )?;
+        moved.reports = tx.execute(
+            "INSERT INTO dst.reports SELECT * FROM main.reports WHERE run_id = ?1 ORDER BY id",
+            [run_id],
+        )? as u64;
+        moved.learnings = tx.execute(
+            "INSERT INTO dst.learnings SELECT * FROM main.learnings WHERE run_id = ?1 ORDER BY id",
+            [run_id],
+        )? as u64;
+        tx.execute(
+            "INSERT INTO dst.learnings_fts (rowid, pattern, context, applies_to)
+             SELECT id, pattern, context, applies_to FROM dst.learnings",
+            [],
+        )?;
+        tx.commit()?;
+    }
+    conn.execute("DETACH DATABASE dst", [])?;
+    drop(conn);
+    tmp.persist(out)
+        .map_err(|e| transfer_error(format!("cannot write `{}`: {}", out.display(), e.error)))?;
+    Ok(moved)
+}
+
+/// A run's status from two records of it: the worse wins.
+fn combine(a: RunStatus, b: RunStatus) -> RunStatus {
+    let rank = |s: RunStatus| match s {
+        RunStatus::Succeeded => 0,
+        RunStatus::Running => 1,
+        RunStatus::Failed => 2,
+        RunStatus::Interrupted => 3,
+    };
+    if rank(a) >= rank(b) { a } else { b }
+}
+
+/// `all`, or the union of `phase:` lists (`from:` counts as its own).
+fn combine_selection(a: &str, b: &str) -> String {
+    if a == "all" || b == "all" {
+        return "all".into();
+    }
+    let mut parts: Vec<String> = Vec::new();
+    for s in [a, b] {
+        let (kind, list) = s.split_once(':').unwrap_or(("phase", s));
+        for p in list.split(',').filter(|p| !p.is_empty()) {
+            let item = if kind == "phase" {
+                p.to_string()
+            } else {
+                format!("{kind}:{p}")
+            };
+            if !parts.contains(&item) {
+                parts.push(item);
+            }
+        }
+    }
+    format!("phase:{}", parts.join(","))
+}
+
+/// Merge the runs of `file` (an export) into `state_dir`'s history.
+pub fn import(state_dir: &Path, file: &Path) -> Result<Moved, StoreError> {
+    if !file.is_file() {
+        return Err(transfer_error(format!(
+            "`{}` is not a file",
+            file.display()
+        )));
+    }
+    // Work on a copy: an export from an older orch is brought up to date
+    // (never the file itself); one from a newer orch is refused.
+    let scratch = tempfile::tempdir()
+        .map_err(|e| transfer_error(format!("cannot make a scratch folder: {e}")))?;
+    let copy = scratch.path().join("import.db");
+    std::fs::copy(file, &copy)
+        .map_err(|e| transfer_error(format!("cannot read `{}`: {e}", file.display())))?;
+    {
+        let c = schema::open(&copy, false).map_err(|e| match e {
+            StoreError::Open { source, .. } => transfer_error(format!(
+                "`{}` is not an orch state export: {source}",
+                file.display()
+            )),
+            StoreError::TooNew { found, known, .. } => StoreError::TooNew {
+                path: file.to_path_buf(),
+                found,
+                known,
+            },
+            other => other,
+        })?;
+        let is_orch: bool = c
+            .query_row(
+                "SELECT count(*) = 1 FROM sqlite_schema WHERE type = 'table' AND name = 'runs'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap_or(false);
+        if !is_orch {
+            return Err(transfer_error(format!(
+                "`{}` is not an orch state export",
+                file.display()
+            )));
+        }
+    }
+    // The store is created when missing, as `orch run` would.
+    drop(super::Store::open(state_dir)?);
+    let mut conn = schema::open(&state_dir.join(DB_FILE), true)?;
+    conn.execute("ATTACH DATABASE ?1 AS src", [copy.to_string_lossy()])?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let moved = merge(&tx, file)?;
+    tx.commit()?;
+    conn.execute("DETACH DATABASE src", [])?;
+    Ok(moved)
+}
+
+fn merge(tx: &Connection, file: &Path) -> Result<Moved, StoreError> {
+    let mut moved = Moved::default();
+    // Runs: new ones are added (a run still `running` in the file was cut
+    // off on its machine: interrupted); a known one must come from the
+    // same files, and takes the earliest start, the latest end, the worse
+    // status and both selections.
+    let runs: Vec<(String, String, String, String, u64, Option<u64>)> = tx
+        .prepare("SELECT run_id, digest, status, selection, started_ms, ended_ms FROM src.runs")?
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
+        })?
+        .collect::<Result<_, _>>()?;
+    for (run_id, digest, status, selection, started, ended) in runs {
+        let status: RunStatus = status.parse().unwrap_or(RunStatus::Interrupted);
+        let status = if status == RunStatus::Running {
+            RunStatus::Interrupted
+        } else {
+            status
+        };
+        let here: Option<(String, String, String, u64, Option<u64>)> = tx
+            .query_row(
+                "SELECT digest, status, selection, started_ms, ended_ms FROM main.runs WHERE run_id = ?1",
+                [&run_id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            )
+            .optional()?;
+        match here {
+            None => {
+                tx.execute(
+                    "INSERT INTO main.runs SELECT * FROM src.runs WHERE run_id = ?1",
+                    [&run_id],
+                )?;
+                tx.execute(
+                    "UPDATE main.runs SET status = ?2 WHERE run_id = ?1",
+                    params![run_id, status],
+                )?;
+                moved.runs += 1;
+            }
+            Some((d, s, sel, st, en)) => {
+                if d != digest {
+                    return Err(transfer_error(format!(
+                        "run `{run_id}` in `{}` was made from different files than the run `{run_id}` here",
+                        file.display()
+                    )));
+                }
+                let here_status: RunStatus = s.parse().unwrap_or(RunStatus::Interrupted);
+                let new_status = combine(here_status, status);
+                let new_sel = combine_selection(&sel, &selection);
+                let new_start = st.min(started);
+                let new_end = match (en, ended) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
+                let changed = tx.execute(
+                    "UPDATE main.runs SET status = ?2, selection = ?3, started_ms = ?4, ended_ms = ?5
+                     WHERE run_id = ?1 AND (status IS NOT ?2 OR selection IS NOT ?3
+                        OR started_ms IS NOT ?4 OR ended_ms IS NOT ?5)",
+                    params![run_id, new_status, new_sel, new_start, new_end],
+                )?;
+                moved.runs += changed as u64;
+            }
+        }
+    }
+    // Phases: a new one is added; a known one takes the file's record when
+    // that one ended later (or the one here never ended).
+    moved.phases = tx.execute(
+        "INSERT INTO main.phases SELECT * FROM src.phases WHERE true
+         ON CONFLICT (run_id, phase) DO UPDATE SET
+             status = excluded.status, attempts = excluded.attempts,
+             started_ms = excluded.started_ms, ended_ms = excluded.ended_ms,
+             required = excluded.required, reason = excluded.reason
+         WHERE excluded.ended_ms IS NOT NULL
+           AND (main.phases.ended_ms IS NULL OR excluded.ended_ms > main.phases.ended_ms)",
+        [],
+    )? as u64;
+    moved.attempts = tx.execute(
+        "INSERT INTO main.attempts SELECT * FROM src.attempts WHERE true
+         ON CONFLICT (run_id, phase, agent, attempt) DO UPDATE SET
+             outcome = excluded.outcome, exit_code = excluded.exit_code,
+             reason = excluded.reason, session_id = excluded.session_id,
+             turns = excluded.turns, tokens_in = excluded.tokens_in,
+             tokens_out = excluded.tokens_out, cost_usd = excluded.cost_usd,
+             ended_ms = excluded.ended_ms
+         WHERE main.attempts.outcome = 'running' AND excluded.outcome != 'running'",
+        [],
+    )? as u64;
+    // Events: new ones go in run by run, so each run's land in one span of
+    // rowids (`event_spans`).
+    let before: i64 = tx.query_row("SELECT coalesce(max(rowid), 0) FROM main.events", [], |r| {
+        r.get(0)
+    })?;
+    moved.events = tx.execute(
+        "INSERT OR IGNORE INTO main.events
+         SELECT * FROM src.events ORDER BY run_id, phase, agent, attempt, seq",
+        [],
+    )? as u64;
+    tx.execute(
+        "INSERT INTO main.event_spans (run_id, first_id, last_id)
+         SELECT run_id, min(rowid), max(rowid) FROM main.events WHERE rowid > ?1 GROUP BY run_id",
+        [before],
+    )?;
+    moved.artifacts = tx.execute(
+        "INSERT INTO main.artifacts SELECT * FROM src.artifacts WHERE true
+         ON CONFLICT (run_id, phase, path) DO UPDATE SET sha256 = excluded.sha256
+         WHERE main.artifacts.sha256 != excluded.sha256",
+        [],
+    )? as u64;
+    moved.reports = merge_reports(tx)?;
+    moved.learnings = merge_learnings(tx)?;
+    Ok(moved)
+}
+
+/// Reports by content; a report's `task_id` (the id of the task report it
+/// belongs to) is mapped to that task's id here.
+fn merge_reports(tx: &Connection) -> Result<u64, StoreError> {
+    type Row = (
+        i64,
+        String,
+        String,
+        String,
+        u32,
+        u64,
+        String,
+        Option<i64>,
+        String,
+    );
+    let rows: Vec<Row> = tx
+        .prepare(
+            "SELECT id, run_id, phase, agent, attempt, ts_ms, kind, task_id, data_json
+             FROM src.reports ORDER BY id",
+        )?
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+                r.get(7)?,
+                r.get(8)?,
+            ))
+        })?
+        .collect::<Result<_, _>>()?;
+    let mut ids: HashMap<i64, i64> = HashMap::new();
+    let mut added = 0;
+    for (id, run_id, phase, agent, attempt, ts, kind, task, data) in rows {
+        let task = task.map(|t| ids.get(&t).copied().unwrap_or(t));
+        let existing: Option<i64> = tx
+            .query_row(
+                "SELECT id FROM main.reports WHERE run_id = ?1 AND phase = ?2 AND agent = ?3
+                   AND attempt = ?4 AND ts_ms = ?5 AND kind = ?6 AND task_id IS ?7
+                   AND data_json = ?8",
+                params![run_id, phase, agent, attempt, ts, kind, task, data],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let new_id = match existing {
+            Some(e) => e,
+            None => {
+                tx.execute(
+                    "INSERT INTO main.reports (run_id, phase, agent, attempt, ts_ms, kind, task_id, data_json)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    params![run_id, phase, agent, attempt, ts, kind, task, data],
+                )?;
+                added += 1;
+                tx.last_insert_rowid()
+            }
+        };
+        ids.insert(id, new_id);
+    }
+    Ok(added)
+}
+
+/// Learnings, one per normalized text (as when agents add them), each
+/// added one indexed for search.
+fn merge_learnings(tx: &Connection) -> Result<u64, StoreError> {
+    let cols = "run_id, phase, agent, attempt, ts_ms, learning_type, pattern, context, applies_to, quality, normalized";
+    let ids: Vec<i64> = tx
+        .prepare("SELECT id FROM src.learnings ORDER BY id")?
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    let mut added = 0;
+    for id in ids {
+        let n = tx.execute(
+            &format!(
+                "INSERT OR IGNORE INTO main.learnings ({cols}) SELECT {cols} FROM src.learnings WHERE id = ?1"
+            ),
+            [id],
+        )?;
+        if n == 1 {
+            let new_id = tx.last_insert_rowid();
+            tx.execute(
+                "INSERT INTO main.learnings_fts (rowid, pattern, context, applies_to)
+                 SELECT id, pattern, context, applies_to FROM main.learnings WHERE id = ?1",
+                [new_id],
+            )?;
+            added += 1;
+        }
+    }
+    Ok(added)
+}
+
+/// A phase the run did not record, with why (`orch state import
+/// --pipeline`): it was skipped because a dependency did not succeed.
+#[derive(Debug, Clone)]
+pub struct Unrecorded {
+    pub phase: String,
+    pub required: bool,
+    /// Skipped, or cancelled when nothing explains it.
+    pub status: Status,
+    pub reason: String,
+}
+
+/// After an import: record the phases no job ran (`unrecorded`, skipped),
+/// and settle the run's status from its phases as one `orch run` would:
+/// interrupted if a phase was cancelled or never ended, failed if a
+/// required phase did not succeed, else succeeded.
+pub fn complete(
+    state_dir: &Path,
+    run_id: &str,
+    unrecorded: &[Unrecorded],
+) -> Result<RunStatus, StoreError> {
+    let mut conn = schema::open(&state_dir.join(DB_FILE), false)?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let ended: Option<u64> = tx
+        .query_row(
+            "SELECT ended_ms FROM runs WHERE run_id = ?1",
+            [run_id],
+            |r| r.get(0),
+        )
+        .optional()?
+        .flatten();
+    for u in unrecorded {
+        tx.execute(
+            "INSERT INTO phases (run_id, phase, status, attempts, started_ms, ended_ms, required, reason)
+             VALUES (?1, ?2, ?3, 0, NULL, ?4, ?5, ?6)
+             ON CONFLICT (run_id, phase) DO NOTHING",
+            params![run_id, u.phase, u.status, ended, u.required, u.reason],
+        )?;
+    }
+    let phases: Vec<(Status, bool)> = tx
+        .prepare("SELECT status, required FROM phases WHERE run_id = ?1")?
+        .query_map([run_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    let status = if phases
+        .iter()
+        .any(|(s, _)| matches!(s, Status::Cancelled | Status::Running))
+    {
+        RunStatus::Interrupted
+    } else if phases
+        .iter()
+        .any(|(s, required)| *required && *s != Status::Succeeded)
+    {
+        RunStatus::Failed
+    } else {
+        RunStatus::Succeeded
+    };
+    tx.execute(
+        "UPDATE runs SET status = ?2 WHERE run_id = ?1",
+        params![run_id, status],
+    )?;
+    tx.commit()?;
+    Ok(status)
+}
+
+/// The runs a state export holds.
+pub fn runs_in(file: &Path) -> Result<Vec<String>, StoreError> {
+    let conn = Connection::open_with_flags(file, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(|source| StoreError::Open {
+            path: file.to_path_buf(),
+            source,
+        })?;
+    Ok(conn
+        .prepare("SELECT run_id FROM runs ORDER BY started_ms")?
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<_, _>>()?)
+}
