@@ -12,6 +12,7 @@ pub mod cli;
 pub mod confine;
 pub mod engine;
 pub mod events;
+pub mod export;
 pub mod git;
 pub mod graph;
 pub mod mcp;

@@ -4,6 +4,7 @@
 mod config;
 mod doctor;
 mod explain;
+mod export;
 mod learnings;
 mod mcp;
 mod output;
@@ -85,6 +86,8 @@ pub enum Command {
     KeepGroups,
     /// The recorded runs: list them, show one, print its events
     Runs(runs::Args),
+    /// Write the pipeline as CI jobs, one per phase (GitHub Actions, GitLab CI)
+    Export(export::Args),
     /// Move runs between state directories (CI jobs): export one, import many
     State(state::Args),
     /// orch's MCP server, which every agent reports through
@@ -112,6 +115,7 @@ pub fn main() -> ExitCode {
             Ok(Exit::Success)
         }
         Command::Runs(args) => runs::run(args, &cli.global),
+        Command::Export(args) => export::run(args, &cli.global, color),
         Command::State(args) => state::run(args, &cli.global, color),
         Command::Mcp(args) => mcp::run(args),
         Command::Learnings(args) => learnings::run(args, &cli.global),

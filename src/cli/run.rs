@@ -243,6 +243,28 @@ fn write_reports(args: &Args, detail: Option<&crate::store::RunDetail>) -> Resul
         );
         ok = Err(());
     }
+    // The outcome of what this run ran, for the job's `outcome` output:
+    // an optional phase's failure shows here even though the job passes.
+    if let Some(path) = std::env::var_os("GITHUB_OUTPUT").filter(|p| !p.is_empty()) {
+        let outcome = detail
+            .phases
+            .iter()
+            .map(|p| p.status)
+            .find(|s| *s != crate::store::Status::Succeeded)
+            .map_or("succeeded", |s| s.as_str());
+        let appended = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&path)
+            .and_then(|mut f| writeln!(f, "outcome={outcome}"));
+        if let Err(e) = appended {
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: cannot write the step output: {e}"
+            );
+            ok = Err(());
+        }
+    }
     if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
         let md =
             crate::report::markdown::summary(detail, crate::report::markdown::STEP_SUMMARY_LIMIT);

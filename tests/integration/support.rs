@@ -23,7 +23,11 @@ pub fn orch() -> Command {
         .env("NO_COLOR", "1")
         .env("XDG_CONFIG_HOME", root().join("tests/fixtures/no-config"))
         .env_remove("ORCH_STATE_DIR")
-        .env_remove("ORCH_MAX_PARALLEL");
+        .env_remove("ORCH_MAX_PARALLEL")
+        // Tests that want GitHub's reports set these themselves.
+        .env_remove("GITHUB_ACTIONS")
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .env_remove("GITHUB_OUTPUT");
     c
 }
 

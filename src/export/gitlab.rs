@@ -1,0 +1,142 @@
+//! The job graph as a GitLab CI pipeline: the same jobs, `needs` from
+//! `depends_on`, `timeout`, `allow_failure` for optional phases, and each
+//! job's state and files as its artifacts (`when: always`). GitLab hands a
+//! job the artifacts of the jobs it needs, so each job passes on what it
+//! restored from upstream beside its own: every ancestor's work reaches
+//! every descendant through direct `needs` alone.
+
+use serde_yaml_ng::{Mapping, Value};
+
+use super::github::{header, restore_script, save_script};
+use super::{Job, Options, SUMMARY_JOB};
+
+fn s(v: &str) -> Value {
+    Value::String(v.to_string())
+}
+
+fn map(entries: Vec<(&str, Value)>) -> Value {
+    let mut m = Mapping::new();
+    for (k, v) in entries {
+        m.insert(s(k), v);
+    }
+    Value::Mapping(m)
+}
+
+fn lines(script: &str) -> Value {
+    Value::Sequence(vec![s(script)])
+}
+
+/// The setup every job runs: orch, and Node.js for agent CLIs.
+fn before(opts: &Options, clis: &[String]) -> Value {
+    // orch's own folder stays out of the changes a phase carries on.
+    let mut script = String::from(
+        "set -eu\nexport RUNNER_TEMP=\"$CI_PROJECT_DIR/.orch-ci\"\nmkdir -p \"$RUNNER_TEMP\"\necho '/.orch-ci/' >> .git/info/exclude\n",
+    );
+    script.push_str(&opts.orch.install_command());
+    script.push('\n');
+    if !clis.is_empty() {
+        script.push_str("apt-get update -qq && apt-get install -y -qq nodejs npm\n");
+        script.push_str(&format!("# {}\n", clis.join(", ")));
+        script.push_str(&super::install_clis_script("$RUNNER_TEMP/agent-clis"));
+        script.push_str("export PATH=\"$RUNNER_TEMP/agent-clis/node_modules/.bin:$PATH\"\n");
+    }
+    lines(&script)
+}
+
+pub fn render(opts: &Options, jobs: &[Job], name: &str) -> String {
+    let mut root = Mapping::new();
+    root.insert(
+        s("workflow"),
+        map(vec![("name", s(&format!("orch {name}")))]),
+    );
+    root.insert(
+        s("variables"),
+        map(vec![
+            ("ORCH_RUN_ID", s("gl-$CI_PIPELINE_ID")),
+            ("ORCH_PIPELINE", s(&opts.file)),
+        ]),
+    );
+    root.insert(s("default"), map(vec![("image", s("rust:1-bookworm"))]));
+    for job in jobs {
+        // Everything lands in .orch-ci inside the project: GitLab only
+        // keeps artifacts from there.
+        let out = format!("$CI_PROJECT_DIR/.orch-ci/out/{}", job.id);
+        let mut script = String::new();
+        // Upstream work arrives as artifacts under .orch-ci/out/<job>.
+        script.push_str(&restore_script(job, "$CI_PROJECT_DIR/.orch-ci/out"));
+        script.push_str(
+            "orch --state-dir \"$RUNNER_TEMP/orch-state\" run \"$ORCH_PIPELINE\" --phase \"$ORCH_PHASE\" --run-id \"$ORCH_RUN_ID\" --junit \"$RUNNER_TEMP/junit.xml\"\n",
+        );
+        let mut entries = vec![("stage", s("test"))];
+        entries.push((
+            "needs",
+            Value::Sequence(job.needs.iter().map(|n| s(n)).collect()),
+        ));
+        if let Some(t) = job.timeout_minutes {
+            entries.push(("timeout", s(&format!("{t} minutes"))));
+        }
+        if job.optional {
+            entries.push(("allow_failure", Value::Bool(true)));
+        }
+        entries.push(("variables", map(vec![("ORCH_PHASE", s(&job.phase))])));
+        entries.push(("before_script", before(opts, &job.clis)));
+        entries.push(("script", lines(&script)));
+        entries.push((
+            "after_script",
+            lines(&format!(
+                "export RUNNER_TEMP=\"$CI_PROJECT_DIR/.orch-ci\"\n{}",
+                save_script(job, &out)
+            )),
+        ));
+        entries.push((
+            "artifacts",
+            map(vec![
+                ("when", s("always")),
+                ("expire_in", s("1 week")),
+                ("paths", Value::Sequence(vec![s(".orch-ci/out/")])),
+                ("reports", map(vec![("junit", s(".orch-ci/junit.xml"))])),
+            ]),
+        ));
+        root.insert(s(&job.id), map(entries));
+    }
+    let summary_script = "set -eu\norch --state-dir \"$RUNNER_TEMP/orch-state\" state import --pipeline \"$ORCH_PIPELINE\" \"$CI_PROJECT_DIR\"/.orch-ci/out/*/state.db\norch --state-dir \"$RUNNER_TEMP/orch-state\" runs show \"$ORCH_RUN_ID\" --junit \"$CI_PROJECT_DIR/.orch-ci/summary-junit.xml\" --markdown\norch --state-dir \"$RUNNER_TEMP/orch-state\" state export --run \"$ORCH_RUN_ID\" -o \"$CI_PROJECT_DIR/.orch-ci/state.db\"\ntest \"$(orch --state-dir \"$RUNNER_TEMP/orch-state\" runs show \"$ORCH_RUN_ID\" --format json | grep -o '\"status\": \"[a-z_]*\"' | head -n1)\" = '\"status\": \"succeeded\"'\n";
+    root.insert(
+        s(SUMMARY_JOB),
+        map(vec![
+            ("stage", s("test")),
+            (
+                "needs",
+                Value::Sequence(
+                    jobs.iter()
+                        .map(|j| map(vec![("job", s(&j.id)), ("artifacts", Value::Bool(true))]))
+                        .collect(),
+                ),
+            ),
+            ("when", s("always")),
+            ("timeout", s("30 minutes")),
+            ("before_script", before(opts, &[])),
+            ("script", lines(summary_script)),
+            (
+                "artifacts",
+                map(vec![
+                    ("when", s("always")),
+                    ("paths", Value::Sequence(vec![s(".orch-ci/state.db")])),
+                    (
+                        "reports",
+                        map(vec![("junit", s(".orch-ci/summary-junit.xml"))]),
+                    ),
+                ]),
+            ),
+        ]),
+    );
+    let yaml = serde_yaml_ng::to_string(&Value::Mapping(root)).unwrap_or_default();
+    format!(
+        "{}\n{yaml}",
+        header(
+            opts,
+            jobs,
+            "gitlab-ci",
+            "Settings > CI/CD > Variables, masked"
+        )
+    )
+}

@@ -1,0 +1,319 @@
+//! A pipeline as CI jobs (`orch export github-actions|gitlab-ci`): one job
+//! per phase, `needs` from `depends_on`, each job running `orch run FILE
+//! --phase P` under one shared run id, carrying the run's state and the
+//! phases' files from job to job, and a final job that merges every
+//! phase's state and reports. The job graph is built once here; each CI
+//! system only renders it.
+
+pub mod github;
+pub mod gitlab;
+
+use std::collections::BTreeSet;
+
+use crate::agents::AgentKind;
+use crate::graph::PhaseGraph;
+use crate::pipeline::Pipeline;
+use crate::toolset::Permission;
+
+/// Where orch comes from in a job.
+#[derive(Debug, Clone)]
+pub enum OrchSource {
+    /// `cargo install --locked orch --version =VERSION`.
+    Registry { version: String },
+    /// `cargo install --locked --git URL --rev SHA orch` (a full SHA).
+    Git { url: String, rev: String },
+}
+
+impl OrchSource {
+    /// The shell command that installs it.
+    pub fn install_command(&self) -> String {
+        match self {
+            OrchSource::Registry { version } => {
+                format!("cargo install --locked orch --version '={version}'")
+            }
+            OrchSource::Git { url, rev } => {
+                format!("cargo install --locked --git '{url}' --rev {rev} orch")
+            }
+        }
+    }
+}
+
+/// How the export is made.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The pipeline file as the workflow names it (relative to the
+    /// repository root, `/`-separated).
+    pub file: String,
+    pub orch: OrchSource,
+}
+
+/// One phase's job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    /// Valid for GitHub and GitLab: `^[_a-zA-Z][a-zA-Z0-9_-]*$`.
+    pub id: String,
+    pub phase: String,
+    /// The jobs of its direct dependencies.
+    pub needs: Vec<String>,
+    /// Every job upstream of it, in an order that puts dependencies first:
+    /// whose state and files it restores.
+    pub upstream: Vec<String>,
+    /// An optional phase: its failure does not stop the jobs after it.
+    pub optional: bool,
+    /// Some agent of the phase may write the workspace: its changes are
+    /// carried to the jobs after it as a patch.
+    pub writes: bool,
+    /// Minutes the whole job may take (setup, every attempt, retries and
+    /// judge rounds); `None` when the phase sets no timeout.
+    pub timeout_minutes: Option<u64>,
+    /// The environment variables the job's agents need from secrets.
+    pub secrets: Vec<String>,
+    /// npm packages (pinned) of the agent CLIs the job runs.
+    pub clis: Vec<String>,
+    /// Files the phase produces (declared artifacts), carried downstream.
+    pub files: Vec<String>,
+}
+
+/// The name of the final job (merges state, writes the summary).
+pub const SUMMARY_JOB: &str = "orch-summary";
+
+/// Minutes a job gets for checkout, installs and state transfer.
+const SETUP_MINUTES: u64 = 15;
+
+/// The agent CLIs orch is tested with, at their pins, and npm's lock of
+/// them (integrity hashes of every package): jobs install from the lock
+/// with `npm ci`, never by name alone. The lock is for Linux x64 runners:
+/// opencode-ai's packages for other platforms are left out of it.
+pub const CLIS_PACKAGE_JSON: &str = include_str!("../../ci/agent-clis/package.json");
+pub const CLIS_PACKAGE_LOCK: &str = include_str!("../../ci/agent-clis/package-lock.json");
+
+/// The npm package of an agent CLI.
+fn cli_name(kind: AgentKind) -> Option<&'static str> {
+    Some(match kind {
+        AgentKind::Claude => "@anthropic-ai/claude-code",
+        AgentKind::Codex => "@openai/codex",
+        AgentKind::Gemini => "@google/gemini-cli",
+        AgentKind::Opencode => "opencode-ai",
+        AgentKind::Copilot => "@github/copilot",
+        AgentKind::Command => return None,
+    })
+}
+
+/// An agent CLI's npm package at its pin (`name@version`).
+pub fn cli_package(kind: AgentKind) -> Option<String> {
+    let name = cli_name(kind)?;
+    let pkg: serde_json::Value = serde_json::from_str(CLIS_PACKAGE_JSON).ok()?;
+    let version = pkg["dependencies"][name].as_str()?;
+    Some(format!("{name}@{version}"))
+}
+
+/// The shell lines that install the pinned CLIs into `dir` from the lock
+/// (compacted JSON in quoted here-documents).
+pub fn install_clis_script(dir: &str) -> String {
+    let compact = |j: &str| {
+        serde_json::from_str::<serde_json::Value>(j)
+            .map(|v| v.to_string())
+            .unwrap_or_default()
+    };
+    format!(
+        "set -eu\nmkdir -p \"{dir}\"\ncat > \"{dir}/package.json\" <<'ORCH_EOF'\n{}\nORCH_EOF\ncat > \"{dir}/package-lock.json\" <<'ORCH_EOF'\n{}\nORCH_EOF\nnpm ci --prefix \"{dir}\" --no-audit --no-fund\n",
+        compact(CLIS_PACKAGE_JSON),
+        compact(CLIS_PACKAGE_LOCK)
+    )
+}
+
+/// The credentials each agent CLI reads.
+pub fn credentials(kind: AgentKind) -> &'static [&'static str] {
+    match kind {
+        AgentKind::Claude => &["ANTHROPIC_API_KEY"],
+        AgentKind::Codex => &["OPENAI_API_KEY", "CODEX_API_KEY"],
+        AgentKind::Gemini => &["GEMINI_API_KEY"],
+        // OpenCode reads the key of the provider its model uses.
+        AgentKind::Opencode => &["ANTHROPIC_API_KEY", "OPENAI_API_KEY"],
+        AgentKind::Copilot => &["COPILOT_GITHUB_TOKEN"],
+        AgentKind::Command => &[],
+    }
+}
+
+/// A variable name a CI secret can stand for.
+fn secret_name(n: &str) -> bool {
+    let mut chars = n.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !n.to_ascii_uppercase().starts_with("GITHUB_")
+}
+
+/// A job id from a phase name: characters outside `[a-zA-Z0-9_-]` become
+/// `_`, a leading digit or `-` gets a `_` before it, and a name taken
+/// already gets `_2`, `_3`, ...
+pub fn job_id(name: &str, taken: &[String]) -> String {
+    let mut id: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if !id.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        id.insert(0, '_');
+    }
+    let reserved = |s: &str| s == SUMMARY_JOB || taken.iter().any(|t| t == s);
+    if !reserved(&id) {
+        return id;
+    }
+    (2..)
+        .map(|n| format!("{id}_{n}"))
+        .find(|c| !reserved(c))
+        .expect("some suffix is free")
+}
+
+/// The pipeline's jobs, in an order that puts dependencies first.
+pub fn jobs(pipeline: &Pipeline, graph: &PhaseGraph) -> Vec<Job> {
+    let all: Vec<usize> = (0..pipeline.phases.len()).collect();
+    let order: Vec<usize> = graph.stages_of(&all).into_iter().flatten().collect();
+    let mut ids: Vec<String> = vec![String::new(); pipeline.phases.len()];
+    let mut taken: Vec<String> = Vec::new();
+    // Ids in declaration order, so they do not move when stages do.
+    for (i, p) in pipeline.phases.iter().enumerate() {
+        ids[i] = job_id(&p.name, &taken);
+        taken.push(ids[i].clone());
+    }
+    let mut jobs = Vec::new();
+    for &i in &order {
+        let phase = &pipeline.phases[i];
+        let ancestors: BTreeSet<usize> = ancestors(graph, i);
+        let upstream = order
+            .iter()
+            .filter(|j| ancestors.contains(j))
+            .map(|&j| ids[j].clone())
+            .collect();
+        let mut secrets: Vec<String> = Vec::new();
+        let mut clis: Vec<String> = Vec::new();
+        let mut writes = false;
+        let mut agents: Vec<&str> = phase.agents.iter().map(String::as_str).collect();
+        if let Some(j) = phase.contract.as_ref().and_then(|c| c.judge.as_deref()) {
+            agents.push(j);
+        }
+        for name in agents {
+            let Some(agent) = pipeline.agent(name) else {
+                continue;
+            };
+            let resolved = pipeline.resolve(phase, agent);
+            let ts = &resolved.toolset;
+            writes |= ts.permission != Permission::ReadOnly;
+            if let Some(pkg) = cli_package(agent.kind)
+                && !clis.contains(&pkg)
+            {
+                clis.push(pkg);
+            }
+            let mut names: Vec<String> = credentials(agent.kind)
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            for (_, v) in &agent.env {
+                names.extend(template_names(v));
+            }
+            for tool in &ts.mcp {
+                let Some(server) = pipeline.mcp_servers.iter().find(|s| s.name == tool.server)
+                else {
+                    continue;
+                };
+                let values: Vec<&String> = match &server.transport {
+                    crate::pipeline::model::McpTransport::Stdio { env, .. } => {
+                        env.iter().map(|(_, v)| v).collect()
+                    }
+                    crate::pipeline::model::McpTransport::Http { url, headers } => {
+                        std::iter::once(url)
+                            .chain(headers.iter().map(|(_, v)| v))
+                            .collect()
+                    }
+                };
+                for v in values {
+                    names.extend(template_names(v));
+                }
+            }
+            for n in names {
+                if secret_name(&n) && !secrets.contains(&n) {
+                    secrets.push(n);
+                }
+            }
+        }
+        secrets.sort();
+        let mut files = phase.artifacts.clone();
+        if let Some(c) = &phase.contract {
+            // The contract's artifact names the run and phase: the same
+            // shell pattern matches it in any run.
+            files.push(
+                c.artifact
+                    .replace("{run}", "*")
+                    .replace("{phase}", &phase.name),
+            );
+        }
+        jobs.push(Job {
+            id: ids[i].clone(),
+            phase: phase.name.clone(),
+            needs: graph
+                .dependencies(i)
+                .into_iter()
+                .map(|d| ids[d].clone())
+                .collect(),
+            upstream,
+            optional: !phase.required,
+            writes,
+            timeout_minutes: timeout_minutes(pipeline, i),
+            secrets,
+            clis,
+            files,
+        });
+    }
+    jobs
+}
+
+/// The `${NAME}` a value refers to.
+fn template_names(v: &str) -> Vec<String> {
+    crate::agents::env::referenced(&crate::agents::invocation::EnvValue::Template(
+        v.to_string(),
+    ))
+}
+
+fn ancestors(graph: &PhaseGraph, i: usize) -> BTreeSet<usize> {
+    let mut seen = BTreeSet::new();
+    let mut todo = graph.dependencies(i);
+    while let Some(d) = todo.pop() {
+        if seen.insert(d) {
+            todo.extend(graph.dependencies(d));
+        }
+    }
+    seen
+}
+
+/// The most a phase can take: every attempt of every agent at its timeout
+/// (side by side when the phase is parallel), a minute of back-off per
+/// retry, the judge's turn in each round, plus setup. `None` without a
+/// timeout.
+fn timeout_minutes(pipeline: &Pipeline, i: usize) -> Option<u64> {
+    let phase = &pipeline.phases[i];
+    let per_attempt = phase.timeout?.as_secs();
+    let tries = 1 + u64::from(phase.retries);
+    let per_agent = tries * per_attempt + (tries - 1) * 60;
+    let agents = phase.agents.len().max(1) as u64;
+    let round = if phase.parallel {
+        per_agent
+    } else {
+        per_agent * agents
+    };
+    let (rounds, judge) = match &phase.contract {
+        Some(c) => (
+            u64::from(c.max_attempts),
+            if c.judge.is_some() { per_agent } else { 0 },
+        ),
+        None => (1, 0),
+    };
+    let secs = rounds * (round + judge);
+    Some(secs.div_ceil(60) + SETUP_MINUTES)
+}

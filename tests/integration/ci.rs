@@ -1,0 +1,530 @@
+//! Running in CI: exported workflows (validated by check-jsonschema's
+//! vendored schemas and zizmor), the job graph equal to the phase graph,
+//! state carried across simulated jobs, and the reports CI users read
+//! (JUnit, the step summary, annotations, log groups).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use proptest::prelude::*;
+use serde_json::Value;
+
+use super::support::*;
+
+/// The pinned validators (`ORCH_CI_VALIDATORS_DIR`, else the cache).
+fn validator(name: &str) -> PathBuf {
+    let dir = std::env::var_os("ORCH_CI_VALIDATORS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".cache/ci-validators"));
+    let bin = dir.join("venv/bin").join(name);
+    assert!(
+        bin.exists(),
+        "{name} is not installed in {}: run scripts/install-ci-validators.sh (scripts/test does)",
+        dir.display()
+    );
+    bin
+}
+
+fn examples() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(root().join("pipelines"))
+        .unwrap()
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            let name = p.file_name()?.to_str()?.to_string();
+            (p.extension()? == "toml").then(|| format!("pipelines/{name}"))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn export(target: &str, file: &str) -> String {
+    let o = run(&["export", target, file]);
+    assert!(o.status.success(), "{file}: {}", stderr(&o));
+    stdout(&o)
+}
+
+#[test]
+fn exported_workflows_validate_and_pass_zizmor() {
+    let dir = tempfile::tempdir().unwrap();
+    let wf = dir.path().join(".github/workflows");
+    let gl = dir.path().join("gitlab");
+    std::fs::create_dir_all(&wf).unwrap();
+    std::fs::create_dir_all(&gl).unwrap();
+    let mut gh_files = Vec::new();
+    let mut gl_files = Vec::new();
+    for f in examples() {
+        let name = Path::new(&f)
+            .file_stem()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string();
+        let p = wf.join(format!("{name}.yml"));
+        std::fs::write(&p, export("github-actions", &f)).unwrap();
+        gh_files.push(p);
+        let p = gl.join(format!("{name}.yml"));
+        std::fs::write(&p, export("gitlab-ci", &f)).unwrap();
+        gl_files.push(p);
+    }
+    assert!(gh_files.len() >= 4);
+    for (schema, files) in [
+        ("vendor.github-workflows", &gh_files),
+        ("vendor.gitlab-ci", &gl_files),
+    ] {
+        let o = Command::new(validator("check-jsonschema"))
+            .arg("--builtin-schema")
+            .arg(schema)
+            .args(files)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{schema}: {}{}", stdout(&o), stderr(&o));
+    }
+    let o = Command::new(validator("zizmor"))
+        .args(["--offline", "--no-progress", "--format", "plain"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let out = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(
+        o.status.success() && out.contains("No findings to report"),
+        "zizmor: {out}"
+    );
+}
+
+#[test]
+fn export_check_compares_with_the_checked_in_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("wf.yml");
+    let p = p.to_str().unwrap();
+    let o = run(&["export", "github-actions", "pipelines/demo.toml", "-o", p]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(&[
+        "export",
+        "github-actions",
+        "pipelines/demo.toml",
+        "-o",
+        p,
+        "--check",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    std::fs::write(p, std::fs::read_to_string(p).unwrap() + "# edited\n").unwrap();
+    let o = run(&[
+        "export",
+        "github-actions",
+        "pipelines/demo.toml",
+        "-o",
+        p,
+        "--check",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("is not what `orch export` writes"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn golden_exports_of_the_demo() {
+    insta::assert_snapshot!(
+        "github_demo",
+        export("github-actions", "pipelines/demo.toml")
+    );
+    insta::assert_snapshot!("gitlab_demo", export("gitlab-ci", "pipelines/demo.toml"));
+}
+
+#[test]
+fn secrets_go_only_to_the_jobs_whose_agents_read_them() {
+    let y = export("github-actions", "pipelines/research-audit.toml");
+    let wf: serde_yaml_ng::Value = serde_yaml_ng::from_str(&y).unwrap();
+    for (id, job) in wf["jobs"].as_mapping().unwrap() {
+        let text = serde_yaml_ng::to_string(job).unwrap();
+        let id = id.as_str().unwrap();
+        for step in job["steps"].as_sequence().unwrap() {
+            if step.get("id").and_then(|v| v.as_str()) != Some("run") {
+                assert!(
+                    !serde_yaml_ng::to_string(step).unwrap().contains("secrets."),
+                    "{id}: a secret outside the run step"
+                );
+            }
+        }
+        assert_eq!(
+            job["permissions"]["contents"].as_str(),
+            Some("read"),
+            "{id}: {text}"
+        );
+    }
+    assert!(y.starts_with("# Generated by `orch export github-actions"));
+    assert!(y.contains("#   ANTHROPIC_API_KEY:"), "{y}");
+}
+
+/// A pipeline of command phases with these dependencies (phase i may only
+/// depend on phases before it).
+fn dag_pipeline(deps: &[Vec<usize>]) -> String {
+    let mut t = String::from(
+        "version = 1\nname = \"dag\"\n[agents.a]\nkind = \"command\"\ncommand = [\"true\"]\n",
+    );
+    for (i, d) in deps.iter().enumerate() {
+        let names: Vec<String> = d.iter().map(|j| format!("\"p{j}\"")).collect();
+        t.push_str(&format!(
+            "[[phases]]\nname = \"p{i}\"\nagents = [\"a\"]\ndepends_on = [{}]\n",
+            names.join(", ")
+        ));
+    }
+    t
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    /// For generated DAGs, the exported jobs' `needs` are exactly the
+    /// phases' `depends_on`, in both CI systems; the summary job needs all.
+    #[test]
+    fn the_job_graph_is_the_phase_graph(raw in prop::collection::vec(prop::collection::vec(any::<prop::sample::Index>(), 0..4), 1..9)) {
+        let deps: Vec<Vec<usize>> = raw.iter().enumerate().map(|(i, idx)| {
+            let mut d: Vec<usize> = if i == 0 { Vec::new() } else { idx.iter().map(|x| x.index(i)).collect() };
+            d.sort();
+            d.dedup();
+            d
+        }).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("p.toml");
+        std::fs::write(&file, dag_pipeline(&deps)).unwrap();
+        for target in ["github-actions", "gitlab-ci"] {
+            let o = orch().current_dir(dir.path()).args(["export", target, "p.toml"]).output().unwrap();
+            prop_assert!(o.status.success(), "{}", stderr(&o));
+            let wf: serde_yaml_ng::Value = serde_yaml_ng::from_str(&stdout(&o)).unwrap();
+            let jobs = if target == "github-actions" { wf["jobs"].clone() } else { wf.clone() };
+            for (i, d) in deps.iter().enumerate() {
+                let job = &jobs[format!("p{i}").as_str()];
+                let mut needs: Vec<String> = job["needs"].as_sequence().map(|s| s.iter().map(|v| v.as_str().unwrap().to_string()).collect()).unwrap_or_default();
+                needs.sort();
+                let mut want: Vec<String> = d.iter().map(|j| format!("p{j}")).collect();
+                want.sort();
+                prop_assert_eq!(needs, want, "{} p{}", target, i);
+            }
+            let summary = &jobs["orch-summary"]["needs"];
+            prop_assert_eq!(summary.as_sequence().unwrap().len(), deps.len());
+        }
+    }
+}
+
+/// A pipeline with a required phase that fails, an optional one that
+/// fails, and phases after each.
+const MIXED: &str = r#"
+version = 1
+name = "mixed"
+[agents.ok]
+kind = "command"
+command = ["sh", "-c", "mkdir -p made && echo made > made/file.txt && echo done"]
+[agents.bad]
+kind = "command"
+command = ["sh", "-c", "echo 'something broke' >&2; exit 3"]
+[[phases]]
+name = "first"
+agents = ["ok"]
+[[phases]]
+name = "flaky"
+agents = ["bad"]
+required = false
+depends_on = ["first"]
+[[phases]]
+name = "after-flaky"
+agents = ["ok"]
+depends_on = ["flaky"]
+[[phases]]
+name = "broken"
+agents = ["bad"]
+depends_on = ["first"]
+[[phases]]
+name = "after-broken"
+agents = ["ok"]
+depends_on = ["broken"]
+"#;
+
+fn orch_in(dir: &Path, state: &str, args: &[&str]) -> std::process::Output {
+    orch()
+        .current_dir(dir)
+        .arg("--state-dir")
+        .arg(state)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn phases_of(dir: &Path, state: &str, run: &str) -> Vec<(String, String, Option<String>)> {
+    let o = orch_in(dir, state, &["runs", "show", run, "--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let mut p: Vec<(String, String, Option<String>)> = v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap().to_string(),
+                p["status"].as_str().unwrap().to_string(),
+                p["reason"].as_str().map(str::to_string),
+            )
+        })
+        .collect();
+    p.sort();
+    p
+}
+
+/// Every phase as its own job would run it (own state directory,
+/// `--phase`, state export/import between them, dependencies first, a job
+/// skipped when a required dependency failed, as CI's `needs` does), then
+/// the merge job: the merged run shows every phase with the outcome one
+/// local `orch run` gives.
+#[test]
+fn a_simulated_ci_run_merges_into_the_local_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("p.toml"), MIXED).unwrap();
+    let run_id = "gh-42";
+    let order = ["first", "flaky", "broken", "after-flaky", "after-broken"];
+    let deps = |p: &str| -> Vec<&str> {
+        match p {
+            "first" => vec![],
+            "flaky" | "broken" => vec!["first"],
+            "after-flaky" => vec!["flaky"],
+            _ => vec!["broken"],
+        }
+    };
+    let mut outcome: std::collections::HashMap<&str, bool> = Default::default();
+    for phase in order {
+        // CI skips a job whose required dependency failed.
+        if deps(phase).iter().any(|u| *u == "broken" && !outcome[u]) {
+            continue;
+        }
+        let state = format!("jobs/{phase}");
+        let mut ups: Vec<&str> = Vec::new();
+        let mut todo = deps(phase);
+        while let Some(u) = todo.pop() {
+            if !ups.contains(&u) {
+                ups.push(u);
+                todo.extend(deps(u));
+            }
+        }
+        for u in ups {
+            let o = orch_in(d, &state, &["state", "import", &format!("out/{u}.db")]);
+            assert!(o.status.success(), "{phase} imports {u}: {}", stderr(&o));
+        }
+        let o = orch_in(
+            d,
+            &state,
+            &["run", "p.toml", "--phase", phase, "--run-id", run_id],
+        );
+        outcome.insert(phase, o.status.success());
+        let o = orch_in(
+            d,
+            &state,
+            &[
+                "state",
+                "export",
+                "--run",
+                run_id,
+                "-o",
+                &format!("out/{phase}.db"),
+            ],
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let files: Vec<String> = std::fs::read_dir(d.join("out"))
+        .unwrap()
+        .map(|e| format!("out/{}", e.unwrap().file_name().to_str().unwrap()))
+        .collect();
+    let mut args = vec!["state", "import", "--pipeline", "p.toml"];
+    args.extend(files.iter().map(String::as_str));
+    let o = orch_in(d, "merged", &args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let merged = phases_of(d, "merged", run_id);
+    let before = orch_in(d, "merged", &["runs", "show", run_id, "--format", "json"]);
+    // Importing again changes nothing.
+    let o = orch_in(d, "merged", &args);
+    assert!(o.status.success());
+    let again = orch_in(d, "merged", &["runs", "show", run_id, "--format", "json"]);
+    assert_eq!(stdout(&before), stdout(&again));
+
+    let o = orch_in(d, "local", &["run", "p.toml"]);
+    assert_eq!(o.status.code(), Some(1));
+    let local = phases_of(d, "local", "latest");
+    assert_eq!(merged.len(), 5, "{merged:?}");
+    let strip = |v: &[(String, String, Option<String>)]| -> Vec<(String, String)> {
+        v.iter().map(|(n, s, _)| (n.clone(), s.clone())).collect()
+    };
+    assert_eq!(strip(&merged), strip(&local));
+    // The skipped phase says why, as the local run does.
+    let skipped = |v: &[(String, String, Option<String>)]| {
+        v.iter().find(|p| p.0 == "after-broken").unwrap().2.clone()
+    };
+    assert_eq!(skipped(&merged), skipped(&local));
+    let status = |state: &str, run: &str| {
+        let o = orch_in(d, state, &["runs", "show", run, "--format", "json"]);
+        serde_json::from_str::<Value>(&stdout(&o)).unwrap()["status"].clone()
+    };
+    assert_eq!(status("merged", run_id), status("local", "latest"));
+    assert_eq!(status("merged", run_id), "failed");
+}
+
+fn python_junit_cases(path: &Path) -> Vec<(String, String, String)> {
+    let o = Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sys, xml.etree.ElementTree as E\n\
+             for c in E.parse(sys.argv[1]).getroot().iter('testcase'):\n\
+             \x20 k = 'failure' if c.find('failure') is not None else 'skipped' if c.find('skipped') is not None else 'ok'\n\
+             \x20 print(c.get('classname'), c.get('name'), k, sep='\\t')",
+        )
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    stdout(&o)
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            (f[0].into(), f[1].into(), f[2].into())
+        })
+        .collect()
+}
+
+/// `orch run --junit`, the step summary and the job output with GitHub's
+/// variables set; the same JUnit from `orch runs show` after an import.
+#[test]
+fn junit_step_summary_and_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("p.toml"), MIXED).unwrap();
+    std::fs::write(d.join("summary.md"), "").unwrap();
+    let o = orch()
+        .current_dir(d)
+        .args(["--state-dir", "st", "run", "p.toml", "--junit", "live.xml"])
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_STEP_SUMMARY", d.join("summary.md"))
+        .env("GITHUB_OUTPUT", d.join("output.txt"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    // One group per phase that ran, none nested.
+    let mut open = false;
+    let mut groups = 0;
+    for l in err.lines() {
+        if l.starts_with("::group::") {
+            assert!(!open, "nested group: {err}");
+            open = true;
+            groups += 1;
+        } else if l == "::endgroup::" {
+            assert!(open);
+            open = false;
+        }
+    }
+    assert!(!open);
+    assert_eq!(groups, 5, "{err}");
+
+    let cases = python_junit_cases(&d.join("live.xml"));
+    // A case per phase and one per agent that ran.
+    assert_eq!(cases.len(), 5 + 4, "{cases:?}");
+    assert!(cases.contains(&("broken".into(), "bad".into(), "failure".into())));
+    assert!(cases.contains(&("after-broken".into(), "phase".into(), "skipped".into())));
+    assert!(cases.contains(&("first".into(), "ok".into(), "ok".into())));
+    let xml = std::fs::read_to_string(d.join("live.xml")).unwrap();
+    assert!(xml.contains("something broke"), "the output's tail: {xml}");
+
+    let md = std::fs::read_to_string(d.join("summary.md")).unwrap();
+    assert!(
+        md.contains("| Phase | Agent | Outcome | Duration | Turns | Tokens | Cost |"),
+        "{md}"
+    );
+    assert!(md.contains("| **broken** | | ❌ failed"), "{md}");
+    assert!(md.contains("something broke"), "{md}");
+    assert!(md.len() < 1024 * 1024);
+    assert_eq!(
+        std::fs::read_to_string(d.join("output.txt")).unwrap(),
+        "outcome=failed\n"
+    );
+
+    // The same report from the stored run, after an export and import.
+    let o = orch_in(
+        d,
+        "st",
+        &["state", "export", "--run", "latest", "-o", "run.db"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = orch_in(d, "other", &["state", "import", "run.db"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = orch_in(
+        d,
+        "other",
+        &["runs", "show", "latest", "--junit", "stored.xml"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(d.join("stored.xml")).unwrap(),
+        xml,
+        "a stored run reports as the live one"
+    );
+    let o = orch_in(d, "other", &["runs", "show", "latest", "--markdown"]);
+    assert_eq!(stdout(&o), md);
+}
+
+/// With `GITHUB_ACTIONS=true`, diagnostics become annotations at their
+/// file, line and column: errors first, at most 10 of each kind, then a
+/// notice of how many were left out.
+#[test]
+fn diagnostics_become_annotations() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut t = String::from("version = 1\nname = \"x\"\n");
+    for i in 0..12 {
+        t.push_str(&format!(
+            "[[phases]]\nname = \"p{i}\"\nagents = [\"missing{i}\"]\n"
+        ));
+    }
+    std::fs::write(d.join("bad.toml"), t).unwrap();
+    let o = orch()
+        .current_dir(d)
+        .args(["validate", "bad.toml"])
+        .env("GITHUB_ACTIONS", "true")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("::error ")).collect();
+    assert_eq!(errors.len(), 10, "{err}");
+    assert!(
+        errors[0].starts_with("::error file=bad.toml,line=5,col="),
+        "{}",
+        errors[0]
+    );
+    let notice: Vec<&str> = err.lines().filter(|l| l.starts_with("::notice")).collect();
+    assert_eq!(notice.len(), 1, "{err}");
+    assert!(notice[0].contains("2 more diagnostics"), "{}", notice[0]);
+    // Without GITHUB_ACTIONS, none.
+    let o = orch()
+        .current_dir(d)
+        .args(["validate", "bad.toml"])
+        .output()
+        .unwrap();
+    assert!(!stderr(&o).contains("::error"));
+}
+
+/// The README's workflow and the examples are what export writes now.
+#[test]
+fn the_documented_exports_are_current() {
+    let gh = export("github-actions", "pipelines/demo.toml");
+    let gl = export("gitlab-ci", "pipelines/demo.toml");
+    let read = |p: &str| std::fs::read_to_string(root().join(p)).unwrap();
+    assert_eq!(
+        read("examples/ci/demo.github.yml"),
+        gh,
+        "write it again with `orch export github-actions pipelines/demo.toml -o examples/ci/demo.github.yml`"
+    );
+    assert_eq!(read("examples/ci/demo.gitlab-ci.yml"), gl);
+    assert!(
+        read("README.md").contains(&format!("```yaml\n{gh}```")),
+        "README.md: paste examples/ci/demo.github.yml into \"Running in CI\""
+    );
+}
