@@ -232,52 +232,58 @@ fn write_reports(args: &Args, detail: Option<&crate::store::RunDetail>) -> Resul
     let Some(detail) = detail else {
         return Ok(());
     };
-    let mut ok = Ok(());
-    if let Some(path) = &args.junit
-        && let Err(e) = std::fs::write(path, crate::report::junit::xml(detail))
-    {
-        let _ = writeln!(
-            std::io::stderr(),
-            "error: cannot write the JUnit report `{}`: {e}",
-            path.display()
-        );
-        ok = Err(());
+    let env_file = |name: &str| {
+        std::env::var_os(name)
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+    };
+    // (what, where, text, appended to what is there)
+    let mut writes: Vec<(&str, PathBuf, String, bool)> = Vec::new();
+    if let Some(path) = &args.junit {
+        writes.push((
+            "the JUnit report",
+            path.clone(),
+            crate::report::junit::xml(detail),
+            false,
+        ));
     }
     // The outcome of what this run ran, for the job's `outcome` output:
     // an optional phase's failure shows here even though the job passes.
-    if let Some(path) = std::env::var_os("GITHUB_OUTPUT").filter(|p| !p.is_empty()) {
+    if let Some(path) = env_file("GITHUB_OUTPUT") {
         let outcome = detail
             .phases
             .iter()
             .map(|p| p.status)
             .find(|s| *s != crate::store::Status::Succeeded)
             .map_or("succeeded", |s| s.as_str());
-        let appended = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(&path)
-            .and_then(|mut f| writeln!(f, "outcome={outcome}"));
-        if let Err(e) = appended {
-            let _ = writeln!(
-                std::io::stderr(),
-                "error: cannot write the step output: {e}"
-            );
-            ok = Err(());
-        }
+        writes.push((
+            "the step output",
+            path,
+            format!("outcome={outcome}\n"),
+            true,
+        ));
     }
-    if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
+    if let Some(path) = env_file("GITHUB_STEP_SUMMARY") {
         let md =
             crate::report::markdown::summary(detail, crate::report::markdown::STEP_SUMMARY_LIMIT);
-        let appended = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(md.as_bytes()));
-        if let Err(e) = appended {
+        writes.push(("the step summary", path, md, true));
+    }
+    let mut ok = Ok(());
+    for (what, path, text, append) in writes {
+        let written = if append {
+            std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(&path)
+                .and_then(|mut f| f.write_all(text.as_bytes()))
+        } else {
+            std::fs::write(&path, text)
+        };
+        if let Err(e) = written {
             let _ = writeln!(
                 std::io::stderr(),
-                "error: cannot write the step summary `{}`: {e}",
-                std::path::Path::new(&path).display()
+                "error: cannot write {what} `{}`: {e}",
+                path.display()
             );
             ok = Err(());
         }

@@ -123,16 +123,7 @@ fn import(
     let mut report = Vec::new();
     let mut runs: Vec<String> = Vec::new();
     for f in &a.files {
-        let in_file = match transfer::runs_in(f) {
-            Ok(r) => r,
-            Err(_) => {
-                return usage_error(
-                    &format!("`{}` is not an orch state export", f.display()),
-                    Some("write one with `orch state export --run RUN -o FILE`".into()),
-                );
-            }
-        };
-        let moved = match transfer::import(state_dir, f) {
+        let (moved, in_file) = match transfer::import(state_dir, f) {
             Ok(m) => m,
             Err(e) => return store_error(e),
         };

@@ -11,92 +11,87 @@ use std::time::Duration;
 use super::output::{clock, date_time};
 use crate::engine::supervisor::now_ms;
 use crate::engine::{Listener, RunEvent};
-use crate::store::Outcome;
-
-/// The phase an event belongs to.
-fn phase_of(p: &RunEvent) -> Option<&str> {
-    Some(match p {
-        RunEvent::PhaseStarted { phase, .. }
-        | RunEvent::PhaseFinished { phase, .. }
-        | RunEvent::AttemptStarted { phase, .. }
-        | RunEvent::Activity { phase, .. }
-        | RunEvent::AttemptFinished { phase, .. }
-        | RunEvent::Retrying { phase, .. }
-        | RunEvent::Artifact { phase, .. }
-        | RunEvent::Judged { phase, .. }
-        | RunEvent::ContractWarning { phase, .. } => phase,
-        RunEvent::Output { key, .. } => &key.phase,
-        RunEvent::RunStarted { .. } | RunEvent::RunFinished { .. } => return None,
-    })
-}
+use crate::store::{Outcome, Record};
 
 pub(super) fn secs(ms: u64) -> String {
     format!("{:.2}s", ms as f64 / 1000.0)
 }
 
-/// The line printed for a progress event (`None`: nothing to print).
-fn progress_line(p: &RunEvent) -> Option<String> {
-    Some(match p {
-        RunEvent::PhaseStarted { phase, .. } => format!("phase {phase}: started"),
-        RunEvent::PhaseFinished {
+/// The phase an event is about and the line printed for it (`None`:
+/// nothing to print).
+fn progress_line(p: &RunEvent) -> Option<(&str, String)> {
+    let line = match p {
+        RunEvent::Recorded(Record::PhaseStarted { phase, .. }) => {
+            (phase, format!("phase {phase}: started"))
+        }
+        RunEvent::Recorded(Record::PhaseFinished {
             phase,
             outcome,
             reason,
             started_ms,
             ended_ms,
             ..
-        } => match reason {
-            Some(r) if *outcome != Outcome::Succeeded => {
-                format!("phase {phase}: {} ({r})", outcome.as_str())
-            }
-            _ => format!(
-                "phase {phase}: {} in {}",
-                outcome.as_str(),
-                secs(ended_ms.saturating_sub(started_ms.unwrap_or(*ended_ms)))
-            ),
-        },
-        RunEvent::AttemptStarted {
+        }) => (
+            phase,
+            match reason {
+                Some(r) if *outcome != Outcome::Succeeded => {
+                    format!("phase {phase}: {} ({r})", outcome.as_str())
+                }
+                _ => format!(
+                    "phase {phase}: {} in {}",
+                    outcome.as_str(),
+                    secs(ended_ms.saturating_sub(started_ms.unwrap_or(*ended_ms)))
+                ),
+            },
+        ),
+        RunEvent::Recorded(Record::AttemptStarted {
             phase,
             agent,
             attempt,
             ..
-        } => format!("  {phase}/{agent}: attempt {attempt} started"),
-        RunEvent::RunStarted { .. }
-        | RunEvent::RunFinished { .. }
-        | RunEvent::Output { .. }
-        | RunEvent::Artifact { .. }
-        | RunEvent::Activity { .. } => return None,
-        RunEvent::AttemptFinished {
+        }) => (
+            phase,
+            format!("  {phase}/{agent}: attempt {attempt} started"),
+        ),
+        RunEvent::Recorded(Record::AttemptFinished {
             phase,
             agent,
             attempt,
-            result,
-        } => {
-            let took = secs(result.ended_ms.saturating_sub(result.started_ms));
-            match &result.reason {
-                Some(r) if result.outcome != Outcome::Succeeded => format!(
-                    "  {phase}/{agent}: attempt {attempt} {} after {took}: {r}",
-                    result.outcome.as_str()
-                ),
+            outcome,
+            reason,
+            turns,
+            started_ms,
+            ended_ms,
+            ..
+        }) => {
+            let took = secs(ended_ms.saturating_sub(*started_ms));
+            let line = match reason {
+                Some(r) if *outcome != Outcome::Succeeded => {
+                    format!("  {phase}/{agent}: attempt {attempt} {outcome} after {took}: {r}")
+                }
                 _ => format!(
-                    "  {phase}/{agent}: attempt {attempt} {} in {took} ({} turns)",
-                    result.outcome.as_str(),
-                    result.turns
+                    "  {phase}/{agent}: attempt {attempt} {outcome} in {took} ({turns} turns)"
                 ),
-            }
+            };
+            (phase, line)
         }
+        RunEvent::Recorded(_) | RunEvent::Activity { .. } => return None,
         RunEvent::Judged {
             phase,
             judge,
             round,
             rejected,
-        } => match rejected {
-            None => format!("  {phase}: judge {judge} approved round {round}"),
-            Some(why) => format!("  {phase}: judge {judge} rejected round {round}: {why}"),
-        },
-        RunEvent::ContractWarning { phase, message } => {
-            format!("  {phase}: warning (validation = \"trust\"): {message}")
-        }
+        } => (
+            phase,
+            match rejected {
+                None => format!("  {phase}: judge {judge} approved round {round}"),
+                Some(why) => format!("  {phase}: judge {judge} rejected round {round}: {why}"),
+            },
+        ),
+        RunEvent::ContractWarning { phase, message } => (
+            phase,
+            format!("  {phase}: warning (validation = \"trust\"): {message}"),
+        ),
         RunEvent::Retrying {
             phase,
             agent,
@@ -104,7 +99,7 @@ fn progress_line(p: &RunEvent) -> Option<String> {
             rate_limited,
         } => {
             let shown = humantime::format_duration(Duration::from_millis(wait.as_millis() as u64));
-            match rate_limited {
+            let line = match rate_limited {
                 Some(Some(lifts)) if *lifts > now_ms() + wait.as_millis() as u64 + 1000 => format!(
                     "  {phase}/{agent}: rate limited until {} (more than orch waits); retrying in {shown}",
                     date_time(*lifts)
@@ -115,9 +110,11 @@ fn progress_line(p: &RunEvent) -> Option<String> {
                 ),
                 Some(None) => format!("  {phase}/{agent}: rate limited; retrying in {shown}"),
                 None => format!("  {phase}/{agent}: retrying in {shown}"),
-            }
+            };
+            (phase, line)
         }
-    })
+    };
+    Some((line.0.as_str(), line.1))
 }
 
 /// How progress is shown.
@@ -139,17 +136,17 @@ pub(super) fn progress_view(view: View) -> (Arc<dyn Listener>, Option<indicatif:
     if view == View::GitHub {
         let held: std::sync::Mutex<HashMap<String, Vec<String>>> = Default::default();
         let f: Arc<dyn Listener> = Arc::new(move |p: &RunEvent| {
-            let Some(line) = progress_line(p) else {
+            let Some((phase, line)) = progress_line(p) else {
                 return;
             };
             let line = format!("[{}] {line}", clock(now_ms()));
             let mut held = held.lock().unwrap_or_else(|e| e.into_inner());
             let mut err = std::io::stderr().lock();
             match p {
-                RunEvent::PhaseStarted { .. } => {
+                RunEvent::Recorded(Record::PhaseStarted { .. }) => {
                     let _ = writeln!(err, "{line}");
                 }
-                RunEvent::PhaseFinished { phase, .. } => {
+                RunEvent::Recorded(Record::PhaseFinished { .. }) => {
                     let lines = held.remove(phase).unwrap_or_default();
                     let _ = writeln!(err, "{}", crate::report::github::group(&line));
                     for l in lines {
@@ -157,19 +154,14 @@ pub(super) fn progress_view(view: View) -> (Arc<dyn Listener>, Option<indicatif:
                     }
                     let _ = writeln!(err, "{}", crate::report::github::END_GROUP);
                 }
-                _ => match phase_of(p) {
-                    Some(phase) => held.entry(phase.to_string()).or_default().push(line),
-                    None => {
-                        let _ = writeln!(err, "{line}");
-                    }
-                },
+                _ => held.entry(phase.to_string()).or_default().push(line),
             }
         });
         return (f, None);
     }
     if view == View::Plain {
         let f: Arc<dyn Listener> = Arc::new(|p: &RunEvent| {
-            if let Some(line) = progress_line(p) {
+            if let Some((_, line)) = progress_line(p) {
                 let _ = writeln!(std::io::stderr(), "[{}] {line}", clock(now_ms()));
             }
         });
@@ -184,12 +176,12 @@ pub(super) fn progress_view(view: View) -> (Arc<dyn Listener>, Option<indicatif:
     let f: Arc<dyn Listener> = Arc::new(move |p: &RunEvent| {
         let mut bars = bars.lock().unwrap_or_else(|e| e.into_inner());
         match p {
-            RunEvent::AttemptStarted {
+            RunEvent::Recorded(Record::AttemptStarted {
                 phase,
                 agent,
                 attempt,
                 ..
-            } => {
+            }) => {
                 let bar = m.add(ProgressBar::new_spinner());
                 bar.set_style(style.clone());
                 bar.set_prefix(format!("{phase}/{agent}"));
@@ -217,7 +209,7 @@ pub(super) fn progress_view(view: View) -> (Arc<dyn Listener>, Option<indicatif:
                 }
                 return;
             }
-            RunEvent::AttemptFinished { phase, agent, .. } => {
+            RunEvent::Recorded(Record::AttemptFinished { phase, agent, .. }) => {
                 if let Some(bar) = bars.remove(&(phase.clone(), agent.clone())) {
                     bar.finish_and_clear();
                     m.remove(&bar);
@@ -225,7 +217,7 @@ pub(super) fn progress_view(view: View) -> (Arc<dyn Listener>, Option<indicatif:
             }
             _ => {}
         }
-        if let Some(line) = progress_line(p) {
+        if let Some((_, line)) = progress_line(p) {
             let _ = m.println(line);
         }
     });

@@ -11,14 +11,14 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::events::{Events, Listener, RecordSink, RunEvent};
+use super::events::{Events, Listener, RecordSink};
 use super::identity::{self, changes};
 use super::scheduler::{self, RunOptions, RunReport};
 use super::supervisor::{Cancel, now_ms};
 use crate::agents::build::Context;
 use crate::graph::PhaseGraph;
 use crate::pipeline::Pipeline;
-use crate::store::{Store, StoreError};
+use crate::store::{Record, Store, StoreError};
 
 /// What to run.
 pub struct Request {
@@ -167,8 +167,8 @@ pub fn run(req: Request) -> Result<Finished, Refused> {
 
     let writer = store.writer();
     let recorder: Arc<dyn RecordSink> = Arc::new(writer.clone());
-    let events = Events::new(&run_id, Some(recorder), req.listeners);
-    events.emit(RunEvent::RunStarted {
+    let events = Events::new(Some(recorder), req.listeners);
+    events.record(Record::RunStarted {
         run_id: run_id.clone(),
         pipeline_name: pipeline.name.clone(),
         pipeline_path: pipeline.path.display().to_string(),
@@ -216,7 +216,8 @@ pub fn run(req: Request) -> Result<Finished, Refused> {
     });
     runtime.shutdown_timeout(Duration::from_secs(1));
     super::reaper::sweep();
-    events.emit(RunEvent::RunFinished {
+    events.record(Record::RunFinished {
+        run_id: run_id.clone(),
         status: report.status,
         ended_ms: now_ms(),
     });

@@ -25,7 +25,7 @@ use crate::agents::invocation::By;
 use crate::graph::PhaseGraph;
 use crate::pipeline::model::Validation;
 use crate::pipeline::{Agent, Phase, Pipeline};
-use crate::store::{Outcome, RunStatus};
+use crate::store::{Outcome, Record, RunStatus};
 
 /// How a run is carried out.
 #[derive(Clone)]
@@ -236,7 +236,8 @@ pub async fn run(
                     state[i] = State::Running;
                     // Announced here, in declaration order, not from the task.
                     let phase = &pipeline.phases[i];
-                    shared.events.emit(RunEvent::PhaseStarted {
+                    shared.events.record(Record::PhaseStarted {
+                        run_id: shared.opts.run_id.clone(),
                         phase: phase.name.clone(),
                         started_ms: now_ms(),
                     });
@@ -298,7 +299,8 @@ fn ended_without_agents(
 ) -> PhaseReport {
     let p = &shared.pipeline.phases[i];
     let now = now_ms();
-    shared.events.emit(RunEvent::PhaseFinished {
+    shared.events.record(Record::PhaseFinished {
+        run_id: shared.opts.run_id.clone(),
         phase: p.name.clone(),
         outcome,
         required: p.required,
@@ -360,7 +362,8 @@ async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel
             }
         };
         // The contract's artifact is one of the phase's (the last round's).
-        shared.events.emit(RunEvent::Artifact {
+        shared.events.record(Record::Artifact {
+            run_id: shared.opts.run_id.clone(),
             phase: phase.name.clone(),
             path: artifact.path.clone(),
             sha256: artifact.sha256.clone(),
@@ -425,7 +428,8 @@ async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel
     agents.extend(judges);
     let attempts = agents.iter().map(|a| a.attempts).sum();
     let ended = now_ms();
-    shared.events.emit(RunEvent::PhaseFinished {
+    shared.events.record(Record::PhaseFinished {
+        run_id: shared.opts.run_id.clone(),
         phase: phase.name.clone(),
         outcome: status,
         required: phase.required,
@@ -564,7 +568,8 @@ fn settle(phase: &Phase, shared: &Shared, agents: &[AgentReport]) -> (Outcome, O
         for path in &phase.artifacts {
             let full = shared.ctx.workdir.join(path);
             match sha256_file(&full) {
-                Some(sha256) => shared.events.emit(RunEvent::Artifact {
+                Some(sha256) => shared.events.record(Record::Artifact {
+                    run_id: shared.opts.run_id.clone(),
                     phase: phase.name.clone(),
                     path: path.clone(),
                     sha256,
@@ -729,7 +734,8 @@ async fn run_agent(
                 .collect::<std::collections::BTreeMap<_, _>>(),
         )
         .unwrap_or_default();
-        shared.events.emit(RunEvent::AttemptStarted {
+        shared.events.record(Record::AttemptStarted {
+            run_id: shared.opts.run_id.clone(),
             phase: phase.name.clone(),
             agent: name.to_string(),
             attempt,
@@ -764,11 +770,21 @@ async fn run_agent(
         drop(dir);
         drop(permit);
         report.add_attempt(n, attempt, &result);
-        shared.events.emit(RunEvent::AttemptFinished {
+        shared.events.record(Record::AttemptFinished {
+            run_id: shared.opts.run_id.clone(),
             phase: phase.name.clone(),
             agent: name.to_string(),
             attempt,
-            result: Box::new(result.clone()),
+            outcome: result.outcome,
+            exit_code: result.exit_code,
+            reason: result.reason.clone(),
+            session_id: result.session_id.clone(),
+            turns: result.turns,
+            tokens_in: result.tokens_in,
+            tokens_out: result.tokens_out,
+            cost_usd: result.cost_usd,
+            started_ms: result.started_ms,
+            ended_ms: result.ended_ms,
         });
         if result.outcome == Outcome::Succeeded || n == max_attempts {
             break;

@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, watch};
 use crate::agents::invocation::{Invocation, Stdin};
 use crate::agents::{AgentKind, adapter, probe};
 use crate::events::{Event, RateLimit, rate_limit};
-use crate::store::{AttemptKey, Outcome};
+use crate::store::{AttemptKey, Outcome, Record};
 
 use super::events::{Events, RunEvent};
 use super::reaper;
@@ -371,7 +371,7 @@ pub async fn run_attempt(
     // The ids once per attempt; each event shares them.
     let key = AttemptKey::new(&spec.run_id, &spec.phase, &spec.agent, spec.attempt);
     let mut record = |kind: String, data_json: String, raw: String| {
-        stream.emit(RunEvent::Output {
+        stream.record(Record::Event {
             key: std::sync::Arc::clone(&key),
             seq,
             ts_ms: now_ms(),
@@ -729,7 +729,7 @@ mod tests {
         let script = format!("touch {}", marker.display());
         let r = run_attempt(
             spec(dir.path(), &script, Some(broken)),
-            Events::discard("r"),
+            Events::discard(),
             rx,
         )
         .await;
@@ -743,7 +743,7 @@ mod tests {
         assert!(!marker.exists(), "it ran unconfined");
         // The same attempt unconfined runs (the test can fail).
         let (_tx, rx) = watch::channel(Cancel::No);
-        let r = run_attempt(spec(dir.path(), &script, None), Events::discard("r"), rx).await;
+        let r = run_attempt(spec(dir.path(), &script, None), Events::discard(), rx).await;
         assert_eq!(r.outcome, Outcome::Succeeded, "{:?}", r.reason);
         assert!(marker.exists());
     }

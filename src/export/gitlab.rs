@@ -7,20 +7,8 @@
 
 use serde_yaml_ng::{Mapping, Value};
 
-use super::github::{header, restore_script, save_script};
+use super::steps::{header, map, restore_script, s, save_script};
 use super::{Job, Options, SUMMARY_JOB};
-
-fn s(v: &str) -> Value {
-    Value::String(v.to_string())
-}
-
-fn map(entries: Vec<(&str, Value)>) -> Value {
-    let mut m = Mapping::new();
-    for (k, v) in entries {
-        m.insert(s(k), v);
-    }
-    Value::Mapping(m)
-}
 
 fn lines(script: &str) -> Value {
     Value::Sequence(vec![s(script)])

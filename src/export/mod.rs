@@ -7,6 +7,7 @@
 
 pub mod github;
 pub mod gitlab;
+mod steps;
 
 use std::collections::BTreeSet;
 

@@ -394,62 +394,50 @@ enum FrontMatter<'a> {
     Yaml { text: &'a str, offset: usize },
 }
 
-/// Split front matter from a Markdown body.
-fn split_front_matter(text: &str) -> (Option<FrontMatter<'_>>, &str) {
-    if let Some(rest) = text.strip_prefix("---") {
-        let Some(first_nl) = rest.find('\n') else {
-            return (None, text);
-        };
-        if !rest[..first_nl].trim().is_empty() {
-            return (None, text);
-        }
-        let start = 3 + first_nl + 1;
-        let mut offset = start;
-        for line in text[start..].split_inclusive('\n') {
-            if line.trim_end() == "---" {
-                let body_start = offset + line.len();
-                return (
-                    Some(FrontMatter::Yaml {
-                        text: &text[start..offset],
-                        offset: start,
-                    }),
-                    &text[body_start..],
-                );
-            }
-            offset += line.len();
-        }
-        return (None, text);
-    }
-    let Some(rest) = text.strip_prefix("+++") else {
-        return (None, text);
-    };
-    let Some(first_nl) = rest.find('\n') else {
-        return (None, text);
-    };
+/// Where a front matter fenced by `fence` lines (`---`, `+++`) opening the
+/// text is: (its first byte, the byte after it, where the body starts).
+fn fenced(text: &str, fence: &str) -> Option<(usize, usize, usize)> {
+    let rest = text.strip_prefix(fence)?;
+    let first_nl = rest.find('\n')?;
     if !rest[..first_nl].trim().is_empty() {
-        return (None, text);
+        return None;
     }
-    let start = 3 + first_nl + 1;
+    let start = fence.len() + first_nl + 1;
     let mut offset = start;
     for line in text[start..].split_inclusive('\n') {
-        if line.trim_end() == "+++" {
-            let end = offset;
-            let body_start = offset + line.len();
-            let masked: String = text
-                .char_indices()
-                .map(|(i, c)| {
-                    if (start..end).contains(&i) || c == '\n' {
-                        c.to_string()
-                    } else {
-                        " ".repeat(c.len_utf8())
-                    }
-                })
-                .collect();
-            return (Some(FrontMatter::Toml(masked)), &text[body_start..]);
+        if line.trim_end() == fence {
+            return Some((start, offset, offset + line.len()));
         }
         offset += line.len();
     }
-    (None, text)
+    None
+}
+
+/// Split front matter from a Markdown body.
+fn split_front_matter(text: &str) -> (Option<FrontMatter<'_>>, &str) {
+    if let Some((start, end, body)) = fenced(text, "---") {
+        let yaml = FrontMatter::Yaml {
+            text: &text[start..end],
+            offset: start,
+        };
+        return (Some(yaml), &text[body..]);
+    }
+    let Some((start, end, body)) = fenced(text, "+++") else {
+        return (None, text);
+    };
+    // The TOML keeps its offsets: everything else is blanked, newlines
+    // kept, so positions in it are positions in the file.
+    let masked: String = text
+        .char_indices()
+        .map(|(i, c)| {
+            if (start..end).contains(&i) || c == '\n' {
+                c.to_string()
+            } else {
+                " ".repeat(c.len_utf8())
+            }
+        })
+        .collect();
+    (Some(FrontMatter::Toml(masked)), &text[body..])
 }
 
 #[cfg(test)]

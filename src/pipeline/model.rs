@@ -90,6 +90,22 @@ pub struct Agent {
 }
 
 impl Agent {
+    /// A built-in agent named after its kind, with its defaults (a phase
+    /// may name `claude` without an `[agents.claude]` table).
+    pub fn builtin(name: &str, kind: AgentKind) -> Agent {
+        Agent {
+            name: name.to_string(),
+            kind,
+            binary: None,
+            model: None,
+            model_at: None,
+            env: Vec::new(),
+            command: None,
+            modes: Vec::new(),
+            declared: false,
+        }
+    }
+
     pub fn mode(&self, mode: Mode) -> Option<&ModeSettings> {
         self.modes.iter().find(|(m, _)| *m == mode).map(|(_, s)| s)
     }

@@ -736,17 +736,7 @@ impl<'s> Validator<'s> {
                         spans.push(a.span.clone());
                     } else if let Some(kind) = AgentKind::builtin(&a.value) {
                         if !agents.iter().any(|x| x.name == a.value) {
-                            agents.push(Agent {
-                                name: a.value.clone(),
-                                kind,
-                                binary: None,
-                                model: None,
-                                model_at: None,
-                                env: Vec::new(),
-                                command: None,
-                                modes: Vec::new(),
-                                declared: false,
-                            });
+                            agents.push(Agent::builtin(&a.value, kind));
                         }
                         phase_agents.push(a.value.clone());
                         spans.push(a.span.clone());
@@ -974,17 +964,7 @@ impl<'s> Validator<'s> {
                 && !agents.iter().any(|a| a.name == *j)
                 && let Some(kind) = AgentKind::builtin(j)
             {
-                agents.push(Agent {
-                    name: j.clone(),
-                    kind,
-                    binary: None,
-                    model: None,
-                    model_at: None,
-                    env: Vec::new(),
-                    command: None,
-                    modes: Vec::new(),
-                    declared: false,
-                });
+                agents.push(Agent::builtin(j, kind));
             }
             // The phase's model must suit every agent of the phase.
             let model = p.model.as_ref().map(|m| {

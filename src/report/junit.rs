@@ -94,16 +94,7 @@ pub fn report(d: &RunDetail) -> Report {
             suite.set_time(t);
         }
         suite.add_test_case(phase_case(p));
-        // One case per agent, in the order each first started.
-        let mut agents: Vec<&str> = Vec::new();
-        for a in &p.agents {
-            if !agents.contains(&a.agent.as_str()) {
-                agents.push(&a.agent);
-            }
-        }
-        for name in agents {
-            let attempts: Vec<&AttemptDetail> =
-                p.agents.iter().filter(|a| a.agent == name).collect();
+        for (_, attempts) in super::by_agent(p) {
             suite.add_test_case(agent_case(&p.name, &attempts));
         }
         report.add_test_suite(suite);

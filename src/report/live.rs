@@ -2,25 +2,31 @@
 //! [`RunDetail`] `orch runs show` reads from the store, so every report
 //! reads the same from a live run and from a stored (or imported) one.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 use crate::engine::{Listener, RunEvent};
 use crate::events::{TAIL_LINES, readable_lines};
 use crate::store::{
-    ArtifactRow, AttemptDetail, PhaseDetail, RunDetail, RunInfo, RunStatus, Status,
+    ArtifactRow, AttemptDetail, AttemptKey, PhaseDetail, Record, RunDetail, RunInfo, RunStatus,
+    Status,
 };
 
 /// Follows a run and keeps its detail.
 #[derive(Default)]
 pub struct LiveDetail(Mutex<State>);
 
+/// An attempt (the run is the one followed).
+type Key = AttemptKey;
+
 #[derive(Default)]
 struct State {
     detail: Option<RunDetail>,
-    /// The output tail of the attempt being built, per (phase, agent,
-    /// attempt), while it runs.
-    tails: Vec<((String, String, u32), VecDeque<String>)>,
+    /// Where each attempt is in `detail` (phase index, attempt index), so
+    /// an output line finds its attempt without a search.
+    attempts: HashMap<Key, (usize, usize)>,
+    /// The output tail of each running attempt.
+    tails: HashMap<Key, VecDeque<String>>,
 }
 
 fn json(s: &str) -> serde_json::Value {
@@ -36,49 +42,49 @@ impl LiveDetail {
 }
 
 impl State {
-    fn phase(&mut self, name: &str) -> Option<&mut PhaseDetail> {
+    /// The phase named `name`, added (running) when first seen.
+    fn phase(&mut self, name: &str) -> Option<(usize, &mut PhaseDetail)> {
         let d = self.detail.as_mut()?;
-        if let Some(k) = d.phases.iter().position(|p| p.name == name) {
-            return d.phases.get_mut(k);
-        }
-        d.phases.push(PhaseDetail {
-            name: name.to_string(),
-            status: Status::Running,
-            required: true,
-            reason: None,
-            attempts: 0,
-            started_ms: None,
-            ended_ms: None,
-            agents: Vec::new(),
-        });
-        d.phases.last_mut()
-    }
-
-    fn attempt(&mut self, phase: &str, agent: &str, attempt: u32) -> Option<&mut AttemptDetail> {
-        self.phase(phase)?
-            .agents
-            .iter_mut()
-            .find(|a| a.agent == agent && a.attempt == attempt)
-    }
-
-    fn tail(&mut self, phase: &str, agent: &str, attempt: u32) -> &mut VecDeque<String> {
-        let key = (phase.to_string(), agent.to_string(), attempt);
-        let k = match self.tails.iter().position(|(k, _)| *k == key) {
+        let k = match d.phases.iter().position(|p| p.name == name) {
             Some(k) => k,
             None => {
-                self.tails.push((key, VecDeque::new()));
-                self.tails.len() - 1
+                d.phases.push(PhaseDetail {
+                    name: name.to_string(),
+                    status: Status::Running,
+                    required: true,
+                    reason: None,
+                    attempts: 0,
+                    started_ms: None,
+                    ended_ms: None,
+                    agents: Vec::new(),
+                });
+                d.phases.len() - 1
             }
         };
-        &mut self.tails[k].1
+        Some((k, &mut d.phases[k]))
     }
-}
 
-impl Listener for LiveDetail {
-    fn on(&self, event: &RunEvent) {
-        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        match event {
-            RunEvent::RunStarted {
+    fn key(&self, phase: &str, agent: &str, attempt: u32) -> Key {
+        AttemptKey {
+            run_id: self
+                .detail
+                .as_ref()
+                .map(|d| d.run.run_id.clone())
+                .unwrap_or_default(),
+            phase: phase.to_string(),
+            agent: agent.to_string(),
+            attempt,
+        }
+    }
+
+    fn attempt(&mut self, key: &Key) -> Option<&mut AttemptDetail> {
+        let &(p, a) = self.attempts.get(key)?;
+        self.detail.as_mut()?.phases.get_mut(p)?.agents.get_mut(a)
+    }
+
+    fn record(&mut self, r: &Record) {
+        match r {
+            Record::RunStarted {
                 run_id,
                 pipeline_name,
                 pipeline_path,
@@ -88,7 +94,7 @@ impl Listener for LiveDetail {
                 pid,
                 started_ms,
             } => {
-                s.detail = Some(RunDetail {
+                self.detail = Some(RunDetail {
                     run: RunInfo {
                         run_id: run_id.clone(),
                         pipeline_name: pipeline_name.clone(),
@@ -107,14 +113,16 @@ impl Listener for LiveDetail {
                     learnings: Vec::new(),
                 });
             }
-            RunEvent::PhaseStarted { phase, started_ms } => {
-                if let Some(p) = s.phase(phase) {
+            Record::PhaseStarted {
+                phase, started_ms, ..
+            } => {
+                if let Some((_, p)) = self.phase(phase) {
                     p.status = Status::Running;
                     p.started_ms = Some(*started_ms);
                     p.ended_ms = None;
                 }
             }
-            RunEvent::PhaseFinished {
+            Record::PhaseFinished {
                 phase,
                 outcome,
                 required,
@@ -123,7 +131,7 @@ impl Listener for LiveDetail {
                 ended_ms,
                 ..
             } => {
-                if let Some(p) = s.phase(phase) {
+                if let Some((_, p)) = self.phase(phase) {
                     p.status = (*outcome).into();
                     p.required = *required;
                     p.reason = reason.clone();
@@ -131,7 +139,7 @@ impl Listener for LiveDetail {
                     p.ended_ms = Some(*ended_ms);
                 }
             }
-            RunEvent::AttemptStarted {
+            Record::AttemptStarted {
                 phase,
                 agent,
                 attempt,
@@ -139,42 +147,50 @@ impl Listener for LiveDetail {
                 env_json,
                 prompt_json,
                 started_ms,
+                ..
             } => {
-                if let Some(p) = s.phase(phase) {
-                    p.agents.push(AttemptDetail {
-                        agent: agent.clone(),
-                        attempt: *attempt,
-                        status: Status::Running,
-                        exit_code: None,
-                        reason: None,
-                        session_id: None,
-                        turns: 0,
-                        tokens_in: 0,
-                        tokens_out: 0,
-                        cost_usd: None,
-                        started_ms: Some(*started_ms),
-                        ended_ms: None,
-                        argv: json(argv_json),
-                        env: json(env_json),
-                        prompt: json(prompt_json),
-                        events: 0,
-                        output: Vec::new(),
-                    });
-                }
+                let Some((k, p)) = self.phase(phase) else {
+                    return;
+                };
+                p.agents.push(AttemptDetail {
+                    agent: agent.clone(),
+                    attempt: *attempt,
+                    status: Status::Running,
+                    exit_code: None,
+                    reason: None,
+                    session_id: None,
+                    turns: 0,
+                    tokens_in: 0,
+                    tokens_out: 0,
+                    cost_usd: None,
+                    started_ms: Some(*started_ms),
+                    ended_ms: None,
+                    argv: json(argv_json),
+                    env: json(env_json),
+                    prompt: json(prompt_json),
+                    events: 0,
+                    output: Vec::new(),
+                });
+                let at = (k, p.agents.len() - 1);
+                let key = self.key(phase, agent, *attempt);
+                self.attempts.insert(key, at);
             }
-            RunEvent::Output {
+            Record::Event {
                 key,
                 kind,
                 data_json,
                 raw,
                 ..
             } => {
-                if let Some(a) = s.attempt(&key.phase, &key.agent, key.attempt) {
+                if let Some(a) = self.attempt(key) {
                     a.events += 1;
                 }
                 let lines = readable_lines(kind, data_json, raw);
                 if !lines.is_empty() {
-                    let tail = s.tail(&key.phase, &key.agent, key.attempt);
+                    if !self.tails.contains_key(&**key) {
+                        self.tails.insert(Key::clone(key), VecDeque::new());
+                    }
+                    let tail = self.tails.get_mut(&**key).expect("just added");
                     for l in lines {
                         if tail.len() == TAIL_LINES {
                             tail.pop_front();
@@ -183,38 +199,43 @@ impl Listener for LiveDetail {
                     }
                 }
             }
-            RunEvent::AttemptFinished {
+            Record::AttemptFinished {
                 phase,
                 agent,
                 attempt,
-                result,
+                outcome,
+                exit_code,
+                reason,
+                session_id,
+                turns,
+                tokens_in,
+                tokens_out,
+                cost_usd,
+                ended_ms,
+                ..
             } => {
-                let key = (phase.clone(), agent.clone(), *attempt);
-                let tail = s
-                    .tails
-                    .iter()
-                    .position(|(k, _)| *k == key)
-                    .map(|k| s.tails.swap_remove(k).1)
-                    .unwrap_or_default();
-                if let Some(a) = s.attempt(phase, agent, *attempt) {
-                    a.status = result.outcome.into();
-                    a.exit_code = result.exit_code;
-                    a.reason = result.reason.clone();
-                    a.session_id = result.session_id.clone();
-                    a.turns = result.turns;
-                    a.tokens_in = result.tokens_in;
-                    a.tokens_out = result.tokens_out;
-                    a.cost_usd = result.cost_usd;
-                    a.ended_ms = Some(result.ended_ms);
+                let k = self.key(phase, agent, *attempt);
+                let tail = self.tails.remove(&k).unwrap_or_default();
+                if let Some(a) = self.attempt(&k) {
+                    a.status = (*outcome).into();
+                    a.exit_code = *exit_code;
+                    a.reason = reason.clone();
+                    a.session_id = session_id.clone();
+                    a.turns = *turns;
+                    a.tokens_in = *tokens_in;
+                    a.tokens_out = *tokens_out;
+                    a.cost_usd = *cost_usd;
+                    a.ended_ms = Some(*ended_ms);
                     a.output = tail.into();
                 }
             }
-            RunEvent::Artifact {
+            Record::Artifact {
                 phase,
                 path,
                 sha256,
+                ..
             } => {
-                if let Some(d) = s.detail.as_mut() {
+                if let Some(d) = self.detail.as_mut() {
                     match d
                         .artifacts
                         .iter_mut()
@@ -229,16 +250,23 @@ impl Listener for LiveDetail {
                     }
                 }
             }
-            RunEvent::RunFinished { status, ended_ms } => {
-                if let Some(d) = s.detail.as_mut() {
+            Record::RunFinished {
+                status, ended_ms, ..
+            } => {
+                if let Some(d) = self.detail.as_mut() {
                     d.run.status = *status;
                     d.run.ended_ms = Some(*ended_ms);
                 }
             }
-            RunEvent::Activity { .. }
-            | RunEvent::Retrying { .. }
-            | RunEvent::Judged { .. }
-            | RunEvent::ContractWarning { .. } => {}
+        }
+    }
+}
+
+impl Listener for LiveDetail {
+    fn on(&self, event: &RunEvent) {
+        if let RunEvent::Recorded(r) = event {
+            let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            s.record(r);
         }
     }
 }

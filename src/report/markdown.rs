@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use crate::store::{AttemptDetail, RunDetail, RunStatus, Status};
+use crate::store::{RunDetail, RunStatus, Status};
 
 /// GitHub's limit on a step summary, in bytes.
 pub const STEP_SUMMARY_LIMIT: usize = 1024 * 1024;
@@ -86,12 +86,6 @@ pub fn summary(d: &RunDetail, limit: usize) -> String {
     let mut rows = String::new();
     let mut left_out = 0;
     for p in &d.phases {
-        let mut agents: Vec<&str> = Vec::new();
-        for a in &p.agents {
-            if !agents.contains(&a.agent.as_str()) {
-                agents.push(&a.agent);
-            }
-        }
         let mut lines = vec![format!(
             "| **{}**{} | | {} {} | {} | | | |",
             cell(&p.name),
@@ -100,8 +94,7 @@ pub fn summary(d: &RunDetail, limit: usize) -> String {
             p.status,
             duration(p.started_ms, p.ended_ms)
         )];
-        for name in agents {
-            let tries: Vec<&AttemptDetail> = p.agents.iter().filter(|a| a.agent == name).collect();
+        for (name, tries) in super::by_agent(p) {
             let last = tries.last().expect("one");
             let tokens: u64 = tries.iter().map(|a| a.tokens_in + a.tokens_out).sum();
             let cost: Option<f64> = tries.iter().filter_map(|a| a.cost_usd).reduce(|x, y| x + y);

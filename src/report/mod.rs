@@ -10,3 +10,17 @@ mod live;
 pub mod markdown;
 
 pub use live::LiveDetail;
+
+use crate::store::{AttemptDetail, PhaseDetail};
+
+/// A phase's attempts by agent, each agent in the order it first started.
+pub fn by_agent(p: &PhaseDetail) -> Vec<(&str, Vec<&AttemptDetail>)> {
+    let mut out: Vec<(&str, Vec<&AttemptDetail>)> = Vec::new();
+    for a in &p.agents {
+        match out.iter_mut().find(|(n, _)| *n == a.agent) {
+            Some((_, tries)) => tries.push(a),
+            None => out.push((&a.agent, vec![a])),
+        }
+    }
+    out
+}

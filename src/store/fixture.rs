@@ -59,6 +59,7 @@ pub fn phase_finished(
         required: true,
         reason: (outcome != Outcome::Succeeded).then(|| format!("it {outcome}")),
         attempts,
+        started_ms: None,
         ended_ms,
     }
 }
@@ -159,6 +160,8 @@ impl Attempt {
             tokens_in: 1200,
             tokens_out: 300,
             cost_usd: Some(0.0125),
+            // The store keeps the start `start` recorded.
+            started_ms: ended_ms,
             ended_ms,
         }
     }

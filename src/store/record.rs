@@ -73,6 +73,8 @@ pub enum Record {
         /// Why it did not succeed, in one line.
         reason: Option<String>,
         attempts: u32,
+        /// `None`: it ended without starting (skipped, cancelled first).
+        started_ms: Option<u64>,
         ended_ms: u64,
     },
     AttemptStarted {
@@ -102,6 +104,7 @@ pub enum Record {
         tokens_in: u64,
         tokens_out: u64,
         cost_usd: Option<f64>,
+        started_ms: u64,
         ended_ms: u64,
     },
     Event {

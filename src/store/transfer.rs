@@ -34,9 +34,6 @@ pub struct Moved {
     pub learnings: u64,
 }
 
-/// The tables of a run, in the order their foreign keys need.
-const RUN_TABLES: &[&str] = &["runs", "phases", "attempts", "events", "artifacts"];
-
 fn transfer_error(message: String) -> StoreError {
     StoreError::Transfer { message }
 }
@@ -85,34 +82,28 @@ pub fn export(state_dir: &Path, run_id: &str, out: &Path) -> Result<Moved, Store
                 path: src_path,
             });
         }
-        for table in RUN_TABLES {
-            let n = tx.execute(
+        // In the order the foreign keys need.
+        let copy = |table: &str, order: &str| {
+            tx.execute(
                 &format!(
-                    "INSERT INTO dst.{table} SELECT * FROM main.{table} WHERE run_id = ?1 ORDER BY rowid"
+                    "INSERT INTO dst.{table} SELECT * FROM main.{table} WHERE run_id = ?1 ORDER BY {order}"
                 ),
                 [run_id],
-            )? as u64;
-            match *table {
-                "runs" => moved.runs = n,
-                "phases" => moved.phases = n,
-                "attempts" => moved.attempts = n,
-                "events" => moved.events = n,
-                _ => moved.artifacts = n,
-            }
-        }
+            )
+            .map(|n| n as u64)
+        };
+        moved.runs = copy("runs", "rowid")?;
+        moved.phases = copy("phases", "rowid")?;
+        moved.attempts = copy("attempts", "rowid")?;
+        moved.events = copy("events", "rowid")?;
+        moved.artifacts = copy("artifacts", "rowid")?;
+        moved.reports = copy("reports", "id")?;
+        moved.learnings = copy("learnings", "id")?;
         tx.execute(
             "INSERT INTO dst.event_spans (run_id, first_id, last_id)
              SELECT run_id, min(rowid), max(rowid) FROM dst.events GROUP BY run_id",
             [],
         )?;
-        moved.reports = tx.execute(
-            "INSERT INTO dst.reports SELECT * FROM main.reports WHERE run_id = ?1 ORDER BY id",
-            [run_id],
-        )? as u64;
-        moved.learnings = tx.execute(
-            "INSERT INTO dst.learnings SELECT * FROM main.learnings WHERE run_id = ?1 ORDER BY id",
-            [run_id],
-        )? as u64;
         tx.execute(
             "INSERT INTO dst.learnings_fts (rowid, pattern, context, applies_to)
              SELECT id, pattern, context, applies_to FROM dst.learnings",
@@ -160,8 +151,9 @@ fn combine_selection(a: &str, b: &str) -> String {
     format!("phase:{}", parts.join(","))
 }
 
-/// Merge the runs of `file` (an export) into `state_dir`'s history.
-pub fn import(state_dir: &Path, file: &Path) -> Result<Moved, StoreError> {
+/// Merge the runs of `file` (an export) into `state_dir`'s history; what
+/// moved, and the runs the file holds.
+pub fn import(state_dir: &Path, file: &Path) -> Result<(Moved, Vec<String>), StoreError> {
     if !file.is_file() {
         return Err(transfer_error(format!(
             "`{}` is not a file",
@@ -208,9 +200,13 @@ pub fn import(state_dir: &Path, file: &Path) -> Result<Moved, StoreError> {
     conn.execute("ATTACH DATABASE ?1 AS src", [copy.to_string_lossy()])?;
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let moved = merge(&tx, file)?;
+    let runs: Vec<String> = tx
+        .prepare("SELECT run_id FROM src.runs ORDER BY started_ms")?
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
     tx.commit()?;
     conn.execute("DETACH DATABASE src", [])?;
-    Ok(moved)
+    Ok((moved, runs))
 }
 
 fn merge(tx: &Connection, file: &Path) -> Result<Moved, StoreError> {
@@ -485,17 +481,4 @@ pub fn complete(
     )?;
     tx.commit()?;
     Ok(status)
-}
-
-/// The runs a state export holds.
-pub fn runs_in(file: &Path) -> Result<Vec<String>, StoreError> {
-    let conn = Connection::open_with_flags(file, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .map_err(|source| StoreError::Open {
-            path: file.to_path_buf(),
-            source,
-        })?;
-    Ok(conn
-        .prepare("SELECT run_id FROM runs ORDER BY started_ms")?
-        .query_map([], |r| r.get(0))?
-        .collect::<Result<_, _>>()?)
 }

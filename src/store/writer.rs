@@ -616,13 +616,14 @@ fn apply<'r>(
             required,
             reason,
             attempts,
+            started_ms,
             ended_ms,
         } => {
             // A phase can end without starting (skipped after a failure).
             tx.prepare_cached(
                 "INSERT INTO phases (run_id, phase, status, attempts, started_ms, ended_ms,
                                      required, reason)
-                 VALUES (?1, ?2, ?3, ?4, NULL, ?5, ?6, ?7)
+                 VALUES (?1, ?2, ?3, ?4, ?8, ?5, ?6, ?7)
                  ON CONFLICT (run_id, phase) DO UPDATE SET
                      status = excluded.status,
                      attempts = excluded.attempts,
@@ -637,7 +638,8 @@ fn apply<'r>(
                 attempts,
                 ended_ms,
                 required,
-                reason
+                reason,
+                started_ms
             ])?;
         }
         Record::AttemptStarted {
@@ -682,6 +684,7 @@ fn apply<'r>(
             tokens_out,
             cost_usd,
             ended_ms,
+            ..
         } => {
             // An attempt can end without a recorded start (it could not be
             // spawned).

@@ -528,3 +528,29 @@ fn the_documented_exports_are_current() {
         "README.md: paste examples/ci/demo.github.yml into \"Running in CI\""
     );
 }
+
+/// What is not an export, or not there, is a clear error naming the file.
+#[test]
+fn state_import_and_export_refuse_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("notes.db"), "hello\n").unwrap();
+    let o = orch_in(d, "st", &["state", "import", "notes.db"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        flat_stderr(&o).contains("`notes.db` is not an orch state export"),
+        "{}",
+        stderr(&o)
+    );
+    let o = orch_in(d, "st", &["state", "import", "missing.db"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        flat_stderr(&o).contains("`missing.db` is not a file"),
+        "{}",
+        stderr(&o)
+    );
+    let o = orch_in(d, "st", &["state", "export", "--run", "nope", "-o", "x.db"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(flat_stderr(&o).contains("no run `nope`"), "{}", stderr(&o));
+    assert!(!d.join("x.db").exists());
+}
