@@ -44,18 +44,107 @@ pub struct ExportArgs {
     #[arg(long = "on", value_enum, default_values_t = [Trigger::WorkflowDispatch])]
     pub on: Vec<Trigger>,
     /// Build orch in each job from this git repository (with --orch-rev)
-    /// instead of the registry
-    #[arg(long, value_name = "URL", requires = "orch_rev")]
+    #[arg(
+        long,
+        value_name = "URL",
+        requires = "orch_rev",
+        conflicts_with = "orch_binary"
+    )]
     pub orch_git: Option<String>,
     /// The full commit SHA of --orch-git to build
     #[arg(long, value_name = "SHA", requires = "orch_git")]
     pub orch_rev: Option<String>,
+    /// Install this Linux x86_64 orch binary (an https URL) in each job
+    /// instead of building it (with --orch-sha256)
+    #[arg(long, value_name = "URL", requires = "orch_sha256")]
+    pub orch_binary: Option<String>,
+    /// The SHA-256 the --orch-binary download must have
+    #[arg(long, value_name = "HEX", requires = "orch_binary")]
+    pub orch_sha256: Option<String>,
+}
+
+/// The arguments besides FILE, `-o` and `--check` that shape the output,
+/// as the header repeats them.
+fn flags(a: &ExportArgs, github: bool) -> String {
+    let mut f = Vec::new();
+    if let (Some(url), Some(rev)) = (&a.orch_git, &a.orch_rev) {
+        f.push(format!(
+            "--orch-git {url} --orch-rev {}",
+            rev.to_ascii_lowercase()
+        ));
+    }
+    if let (Some(url), Some(sum)) = (&a.orch_binary, &a.orch_sha256) {
+        f.push(format!(
+            "--orch-binary {url} --orch-sha256 {}",
+            sum.to_ascii_lowercase()
+        ));
+    }
+    if github && a.on != [Trigger::WorkflowDispatch] {
+        for t in &a.on {
+            if let Some(v) = clap::ValueEnum::to_possible_value(t) {
+                f.push(format!("--on {}", v.get_name()));
+            }
+        }
+    }
+    f.join(" ")
+}
+
+/// Which orch the jobs install; refused unless pinned (no default: the
+/// name `orch` on a public registry is not ours to trust).
+fn orch_source(a: &ExportArgs) -> Result<OrchSource, (String, String)> {
+    let plain = |url: &str| !url.contains(['\'', '\n', '\r', '"', '\\', '`', '$']);
+    let hex = |v: &str, n: usize| v.len() == n && v.chars().all(|c| c.is_ascii_hexdigit());
+    match (&a.orch_git, &a.orch_rev, &a.orch_binary, &a.orch_sha256) {
+        (Some(url), Some(rev), _, _) => {
+            if !hex(rev, 40) {
+                return Err((
+                    format!("--orch-rev `{rev}` is not a full commit SHA"),
+                    "give all 40 hex digits: a branch or tag can move".into(),
+                ));
+            }
+            if !plain(url) {
+                return Err((format!("--orch-git `{url}` is not a plain URL"), "give the repository's URL without quotes or shell characters".into()));
+            }
+            Ok(OrchSource::Git {
+                url: url.clone(),
+                rev: rev.to_ascii_lowercase(),
+            })
+        }
+        (_, _, Some(url), Some(sum)) => {
+            if !hex(sum, 64) {
+                return Err((
+                    format!("--orch-sha256 `{sum}` is not a SHA-256"),
+                    "give the 64 hex digits `sha256sum` prints for the binary".into(),
+                ));
+            }
+            if !url.starts_with("https://") || !plain(url) {
+                return Err((
+                    format!("--orch-binary `{url}` is not a plain https URL"),
+                    "the jobs download it with curl --proto '=https'".into(),
+                ));
+            }
+            Ok(OrchSource::Binary {
+                url: url.clone(),
+                sha256: sum.to_ascii_lowercase(),
+            })
+        }
+        _ => Err((
+            "say which orch the jobs install".into(),
+            "pin a build: --orch-git URL --orch-rev <full commit SHA> (built with cargo in each job), \
+             or --orch-binary https://… --orch-sha256 <hex> (a Linux x86_64 binary, checked before it runs)"
+                .into(),
+        )),
+    }
 }
 
 pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
     let (a, github) = match &args.target {
         Target::GithubActions(a) => (a, true),
         Target::GitlabCi(a) => (a, false),
+    };
+    let orch = match orch_source(a) {
+        Ok(o) => o,
+        Err((message, hint)) => return usage_error(&message, Some(hint)),
     };
     let ctx = match super::config::context(global) {
         Ok(c) => c,
@@ -69,26 +158,6 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
     let Ok(graph) = PhaseGraph::build(&pipeline) else {
         return usage_error("the pipeline has a dependency cycle", None);
     };
-    let orch = match (&a.orch_git, &a.orch_rev) {
-        (Some(url), Some(rev)) => {
-            if rev.len() != 40 || !rev.chars().all(|c| c.is_ascii_hexdigit()) {
-                return usage_error(
-                    &format!("--orch-rev `{rev}` is not a full commit SHA"),
-                    Some("give all 40 hex digits: a branch or tag can move".into()),
-                );
-            }
-            if url.contains(['\'', '\n', '\r']) {
-                return usage_error(&format!("--orch-git `{url}` is not a plain URL"), None);
-            }
-            OrchSource::Git {
-                url: url.clone(),
-                rev: rev.to_ascii_lowercase(),
-            }
-        }
-        _ => OrchSource::Registry {
-            version: env!("CARGO_PKG_VERSION").to_string(),
-        },
-    };
     if a.file.is_absolute() {
         return usage_error(
             &format!("`{}` is an absolute path", a.file.display()),
@@ -101,6 +170,7 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
             .to_string_lossy()
             .trim_start_matches("./")
             .to_string(),
+        flags: flags(a, github),
         orch,
     };
     let jobs = export::jobs(&pipeline, &graph);

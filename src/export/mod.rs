@@ -16,25 +16,33 @@ use crate::graph::PhaseGraph;
 use crate::pipeline::Pipeline;
 use crate::toolset::Permission;
 
-/// Where orch comes from in a job.
+/// Where orch comes from in a job. There is no default: a name on a
+/// public registry can belong to someone else, so the exporter must say
+/// which build the jobs run, pinned by commit or by checksum.
 #[derive(Debug, Clone)]
 pub enum OrchSource {
-    /// `cargo install --locked orch --version =VERSION`.
-    Registry { version: String },
     /// `cargo install --locked --git URL --rev SHA orch` (a full SHA).
     Git { url: String, rev: String },
+    /// A Linux x86_64 orch binary downloaded over HTTPS and installed
+    /// only when its SHA-256 is the one given.
+    Binary { url: String, sha256: String },
 }
 
 impl OrchSource {
-    /// The shell command that installs it.
+    /// The shell command that installs it (`orch` on `PATH` afterwards;
+    /// `$RUNNER_TEMP` names a scratch folder on both CI systems).
     pub fn install_command(&self) -> String {
         match self {
-            OrchSource::Registry { version } => {
-                format!("cargo install --locked orch --version '={version}'")
-            }
             OrchSource::Git { url, rev } => {
                 format!("cargo install --locked --git '{url}' --rev {rev} orch")
             }
+            OrchSource::Binary { url, sha256 } => format!(
+                "set -eu\n\
+                 curl --proto '=https' --tlsv1.2 -fsSL -o \"$RUNNER_TEMP/orch.download\" '{url}'\n\
+                 echo '{sha256}  '\"$RUNNER_TEMP/orch.download\" | sha256sum -c -\n\
+                 install -D -m 0755 \"$RUNNER_TEMP/orch.download\" \"${{CARGO_HOME:-$HOME/.cargo}}/bin/orch\"\n\
+                 rm -f \"$RUNNER_TEMP/orch.download\""
+            ),
         }
     }
 }
@@ -46,6 +54,9 @@ pub struct Options {
     /// repository root, `/`-separated).
     pub file: String,
     pub orch: OrchSource,
+    /// The export's other arguments, as a command line gives them: the
+    /// header repeats them so `--check` can be run as written.
+    pub flags: String,
 }
 
 /// One phase's job.

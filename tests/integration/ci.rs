@@ -38,8 +38,17 @@ fn examples() -> Vec<String> {
     v
 }
 
+/// A pinned orch for the jobs (export has no default source). The docs'
+/// examples use the same placeholder.
+const SOURCE: [&str; 4] = [
+    "--orch-git",
+    "https://git.example.com/orch.git",
+    "--orch-rev",
+    "0123456789abcdef0123456789abcdef01234567",
+];
+
 fn export(target: &str, file: &str) -> String {
-    let o = run(&["export", target, file]);
+    let o = run(&[&["export", target, file][..], &SOURCE].concat());
     assert!(o.status.success(), "{file}: {}", stderr(&o));
     stdout(&o)
 }
@@ -67,7 +76,25 @@ fn exported_workflows_validate_and_pass_zizmor() {
         std::fs::write(&p, export("gitlab-ci", &f)).unwrap();
         gl_files.push(p);
     }
-    assert!(gh_files.len() >= 4);
+    // The other pinned source: a binary checked by its SHA-256.
+    let sum = "a".repeat(64);
+    let bin = [
+        "--orch-binary",
+        "https://example.com/dl/orch",
+        "--orch-sha256",
+        &sum,
+    ];
+    for (target, dir, files) in [
+        ("github-actions", &wf, &mut gh_files),
+        ("gitlab-ci", &gl, &mut gl_files),
+    ] {
+        let o = run(&[&["export", target, "pipelines/demo.toml"][..], &bin].concat());
+        assert!(o.status.success(), "{}", stderr(&o));
+        let p = dir.join("demo-binary.yml");
+        std::fs::write(&p, stdout(&o)).unwrap();
+        files.push(p);
+    }
+    assert!(gh_files.len() >= 5);
     for (schema, files) in [
         ("vendor.github-workflows", &gh_files),
         ("vendor.gitlab-ci", &gl_files),
@@ -97,26 +124,24 @@ fn export_check_compares_with_the_checked_in_file() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("wf.yml");
     let p = p.to_str().unwrap();
-    let o = run(&["export", "github-actions", "pipelines/demo.toml", "-o", p]);
+    let args = [
+        &["export", "github-actions", "pipelines/demo.toml", "-o", p][..],
+        &SOURCE,
+    ]
+    .concat();
+    let o = run(&args);
     assert!(o.status.success(), "{}", stderr(&o));
-    let o = run(&[
-        "export",
-        "github-actions",
-        "pipelines/demo.toml",
-        "-o",
-        p,
-        "--check",
-    ]);
+    let check = [&args[..], &["--check"]].concat();
+    let o = run(&check);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    std::fs::write(p, std::fs::read_to_string(p).unwrap() + "# edited\n").unwrap();
-    let o = run(&[
-        "export",
-        "github-actions",
-        "pipelines/demo.toml",
-        "-o",
-        p,
-        "--check",
-    ]);
+    // The header's own command line is the one to run.
+    let header = std::fs::read_to_string(p).unwrap();
+    assert!(
+        header.contains(&format!("{} --check -o <this file>", SOURCE.join(" "))),
+        "{header}"
+    );
+    std::fs::write(p, header + "# edited\n").unwrap();
+    let o = run(&check);
     assert_eq!(o.status.code(), Some(1));
     assert!(
         stderr(&o).contains("is not what `orch export` writes"),
@@ -191,7 +216,7 @@ proptest! {
         let file = dir.path().join("p.toml");
         std::fs::write(&file, dag_pipeline(&deps)).unwrap();
         for target in ["github-actions", "gitlab-ci"] {
-            let o = orch().current_dir(dir.path()).args(["export", target, "p.toml"]).output().unwrap();
+            let o = orch().current_dir(dir.path()).args(["export", target, "p.toml"]).args(SOURCE).output().unwrap();
             prop_assert!(o.status.success(), "{}", stderr(&o));
             let wf: serde_yaml_ng::Value = serde_yaml_ng::from_str(&stdout(&o)).unwrap();
             let jobs = if target == "github-actions" { wf["jobs"].clone() } else { wf.clone() };
@@ -520,7 +545,7 @@ fn the_documented_exports_are_current() {
     assert_eq!(
         read("examples/ci/demo.github.yml"),
         gh,
-        "write it again with `orch export github-actions pipelines/demo.toml -o examples/ci/demo.github.yml`"
+        "write it again with the command in its header, -o examples/ci/demo.github.yml"
     );
     assert_eq!(read("examples/ci/demo.gitlab-ci.yml"), gl);
     assert!(
@@ -553,4 +578,116 @@ fn state_import_and_export_refuse_bad_input() {
     assert_eq!(o.status.code(), Some(2));
     assert!(flat_stderr(&o).contains("no run `nope`"), "{}", stderr(&o));
     assert!(!d.join("x.db").exists());
+}
+
+/// Export has no default orch for the jobs: a name on a public registry
+/// could be anyone's. Without a pinned source, or with a loose one, it
+/// refuses and says how to pin.
+#[test]
+fn export_refuses_an_unpinned_orch() {
+    let sha = "0".repeat(64);
+    for (args, says) in [
+        (vec![], "say which orch the jobs install"),
+        (
+            vec![
+                "--orch-git",
+                "https://git.example.com/o.git",
+                "--orch-rev",
+                "main",
+            ],
+            "is not a full commit SHA",
+        ),
+        (
+            vec![
+                "--orch-binary",
+                "http://example.com/orch",
+                "--orch-sha256",
+                &sha,
+            ],
+            "is not a plain https URL",
+        ),
+        (
+            vec![
+                "--orch-binary",
+                "https://example.com/orch",
+                "--orch-sha256",
+                "abc",
+            ],
+            "is not a SHA-256",
+        ),
+    ] {
+        let o = run(&[&["export", "gitlab-ci", "pipelines/demo.toml"][..], &args].concat());
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+        assert!(stdout(&o).is_empty());
+    }
+}
+
+/// `--orch-binary` jobs install orch only when the download has the given
+/// SHA-256: the exported step is run with a `curl` that serves a local
+/// file, once with the right sum and once with a wrong one.
+#[test]
+fn a_binary_orch_is_installed_only_with_its_checksum() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let payload = d.join("payload");
+    std::fs::write(&payload, "#!/bin/sh\necho orch-from-release\n").unwrap();
+    let sum = {
+        let o = Command::new("sha256sum").arg(&payload).output().unwrap();
+        stdout(&o).split_whitespace().next().unwrap().to_string()
+    };
+    let bin = d.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    // curl ... -o FILE URL: copy the payload to FILE.
+    let curl = bin.join("curl");
+    std::fs::write(
+        &curl,
+        format!(
+            "#!/bin/sh\nwhile [ $# -gt 1 ]; do [ \"$1\" = -o ] && out=$2; shift; done\ncp '{}' \"$out\"\n",
+            payload.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&curl, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (sum, installs) in [(sum.clone(), true), ("f".repeat(64), false)] {
+        let y = run(&[
+            "export",
+            "github-actions",
+            "pipelines/demo.toml",
+            "--orch-binary",
+            "https://example.com/orch",
+            "--orch-sha256",
+            &sum,
+        ]);
+        assert!(y.status.success(), "{}", stderr(&y));
+        let wf: serde_yaml_ng::Value = serde_yaml_ng::from_str(&stdout(&y)).unwrap();
+        let (_, job) = wf["jobs"].as_mapping().unwrap().iter().next().unwrap();
+        let step = job["steps"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"].as_str() == Some("Install orch"))
+            .unwrap();
+        let script = step["run"].as_str().unwrap();
+        assert!(script.contains(&sum), "{script}");
+        let home = d.join(format!("home-{installs}"));
+        let tmp = d.join(format!("tmp-{installs}"));
+        std::fs::create_dir_all(&tmp).unwrap();
+        let o = Command::new("bash")
+            .args(["-e", "-c", script])
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("HOME", &home)
+            .env("RUNNER_TEMP", &tmp)
+            .env_remove("CARGO_HOME")
+            .output()
+            .unwrap();
+        let installed = home.join(".cargo/bin/orch");
+        assert_eq!(o.status.success(), installs, "{}", stderr(&o));
+        assert_eq!(installed.exists(), installs);
+        if installs {
+            let o = Command::new(&installed).output().unwrap();
+            assert_eq!(stdout(&o).trim(), "orch-from-release");
+        }
+    }
 }
