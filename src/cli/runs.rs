@@ -49,6 +49,10 @@ pub struct ShowArgs {
     /// `>> "$GITHUB_STEP_SUMMARY"` in a CI job that merged the state
     #[arg(long, conflicts_with = "format")]
     pub markdown: bool,
+    /// Exit 1 unless the run succeeded (after printing), for a CI job that
+    /// merged the state and must fail with the run
+    #[arg(long)]
+    pub exit_status: bool,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
 }
@@ -194,17 +198,23 @@ fn show(reader: Option<&Reader>, state_dir: &Path, args: &ShowArgs) -> CmdResult
                 .as_bytes(),
         )?;
         out.flush()?;
-        return Ok(Exit::Success);
-    }
-    match args.format {
-        Format::Json => write_json(&detail)?,
-        Format::Text => {
-            let mut out = stdout();
-            show_text(&mut out, &detail)?;
-            out.flush()?;
+    } else {
+        match args.format {
+            Format::Json => write_json(&detail)?,
+            Format::Text => {
+                let mut out = stdout();
+                show_text(&mut out, &detail)?;
+                out.flush()?;
+            }
         }
     }
-    Ok(Exit::Success)
+    Ok(
+        if args.exit_status && detail.run.status != crate::store::RunStatus::Succeeded {
+            Exit::Failed
+        } else {
+            Exit::Success
+        },
+    )
 }
 
 fn show_text(out: &mut impl Write, d: &RunDetail) -> io::Result<()> {

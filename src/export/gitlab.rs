@@ -87,7 +87,7 @@ pub fn render(opts: &Options, jobs: &[Job], name: &str) -> String {
         ));
         root.insert(s(&job.id), map(entries));
     }
-    let summary_script = "set -eu\norch --state-dir \"$RUNNER_TEMP/orch-state\" state import --pipeline \"$ORCH_PIPELINE\" \"$CI_PROJECT_DIR\"/.orch-ci/out/*/state.db\norch --state-dir \"$RUNNER_TEMP/orch-state\" runs show \"$ORCH_RUN_ID\" --junit \"$CI_PROJECT_DIR/.orch-ci/summary-junit.xml\" --markdown\norch --state-dir \"$RUNNER_TEMP/orch-state\" state export --run \"$ORCH_RUN_ID\" -o \"$CI_PROJECT_DIR/.orch-ci/state.db\"\ntest \"$(orch --state-dir \"$RUNNER_TEMP/orch-state\" runs show \"$ORCH_RUN_ID\" --format json | grep -o '\"status\": \"[a-z_]*\"' | head -n1)\" = '\"status\": \"succeeded\"'\n";
+    let summary_script = "set -eu\norch --state-dir \"$RUNNER_TEMP/orch-state\" state import --pipeline \"$ORCH_PIPELINE\" \"$CI_PROJECT_DIR\"/.orch-ci/out/*/state.db\norch --state-dir \"$RUNNER_TEMP/orch-state\" runs show \"$ORCH_RUN_ID\" --junit \"$CI_PROJECT_DIR/.orch-ci/summary-junit.xml\" --markdown\norch --state-dir \"$RUNNER_TEMP/orch-state\" state export --run \"$ORCH_RUN_ID\" -o \"$CI_PROJECT_DIR/.orch-ci/state.db\"\norch --state-dir \"$RUNNER_TEMP/orch-state\" runs show \"$ORCH_RUN_ID\" --exit-status > /dev/null\n";
     root.insert(
         s(SUMMARY_JOB),
         map(vec![

@@ -391,6 +391,13 @@ fn a_simulated_ci_run_merges_into_the_local_outcome() {
     };
     assert_eq!(status("merged", run_id), status("local", "latest"));
     assert_eq!(status("merged", run_id), "failed");
+    // The merge job fails with the run (GitLab's summary job runs this).
+    let o = orch_in(d, "merged", &["runs", "show", run_id, "--exit-status"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let o = orch_in(d, "out-ok", &["run", "p.toml", "--phase", "first"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = orch_in(d, "out-ok", &["runs", "show", "latest", "--exit-status"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
 
 fn python_junit_cases(path: &Path) -> Vec<(String, String, String)> {
