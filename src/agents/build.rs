@@ -111,7 +111,7 @@ impl Context {
     /// each real attempt gets a fresh one with a random suffix.
     pub fn planned_dir(&self, phase: &str, agent: &str) -> PathBuf {
         self.attempts_root()
-            .join(format!("{phase}-{agent}-XXXXXXXXXXXXXXXX"))
+            .join(format!("{phase}-{agent}-{PREVIEW_ATTEMPT_ID}"))
     }
 
     pub fn state_dir(&self) -> PathBuf {
@@ -494,6 +494,8 @@ pub struct Slot<'a> {
 
 /// What previews show for the run id (each run gets its own).
 pub const PREVIEW_RUN: &str = "<run>";
+/// What stands for an attempt's random id in a previewed directory.
+pub const PREVIEW_ATTEMPT_ID: &str = "XXXXXXXXXXXXXXXX";
 
 impl<'a> Slot<'a> {
     /// A preview's slot (`explain`, `--dry-run`, `doctor --probe`).

@@ -13,7 +13,7 @@ use super::output::{
     CmdResult, Exit, Format, load_valid, phase_index, stdout, usage_error, write_json,
 };
 use crate::agents::build;
-use crate::agents::invocation::InvocationFile;
+use crate::agents::invocation::{InvocationFile, Stdin};
 use crate::agents::{By, Enforcement};
 use crate::confine::{Availability, Confinement};
 use crate::pipeline::diagnostic::suggest;
@@ -31,6 +31,9 @@ pub struct Args {
     /// Only this agent
     #[arg(long, value_name = "AGENT")]
     pub agent: Option<String>,
+    /// A value for `{{inputs.NAME}}` (repeatable), as `orch run` takes it
+    #[arg(long = "input", value_name = "NAME=VALUE", value_parser = super::run::parse_input)]
+    pub inputs: Vec<(String, String)>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
 }
@@ -43,7 +46,20 @@ struct ExplainJson<'a> {
     /// The MCP servers (other than orch's own) the invocations below are
     /// given, and where each was declared.
     mcp_servers: Vec<ServerJson>,
+    /// What only a run knows, written in its place below: replace these
+    /// texts (in `argv`, `env`, `cwd`, `stdin` and `files`) with the
+    /// attempt's directory and the run id to get what `orch run` starts.
+    placeholders: Placeholders,
     invocations: Vec<InvocationJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct Placeholders {
+    /// The end of each invocation's `dir`
+    /// (`<attempts>/<phase>-<agent>-XXXXXXXXXXXXXXXX`): a run puts the
+    /// attempt's 16 random hex digits in its place.
+    attempt_id: &'static str,
+    run_id: &'static str,
 }
 
 #[derive(Serialize)]
@@ -121,7 +137,15 @@ struct InvocationJson<'a> {
     /// The model and the layer it came from.
     model: build::ModelChoice,
     argv: Vec<String>,
-    /// The whole environment of the process, secrets redacted.
+    /// The working directory.
+    cwd: PathBuf,
+    /// What the process reads on standard input (the prompt, for the CLIs
+    /// that take it there), or `null`: nothing (`/dev/null`).
+    stdin: Option<String>,
+    /// The attempt's own directory (see `placeholders.attempt_id`).
+    dir: PathBuf,
+    /// The whole environment of the process, secrets redacted; `${NAME}`
+    /// is NAME from orch's environment (left out when orch has none).
     env: BTreeMap<String, String>,
     /// `true` for plain commands, which also inherit orch's environment.
     inherit_env: bool,
@@ -136,10 +160,11 @@ struct InvocationJson<'a> {
 }
 
 pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
-    let ctx = match super::config::context(global) {
+    let mut ctx = match super::config::context(global) {
         Ok(c) => c,
         Err(exit) => return Ok(exit),
     };
+    ctx.inputs = args.inputs.iter().cloned().collect();
     let loaded = match load_valid(&args.file, &ctx.confinement, color)? {
         Ok(l) => l,
         Err(exit) => return Ok(exit),
@@ -206,6 +231,12 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
                 resolved: resolved.as_ref().clone(),
                 model: build::model(ph, a, &ctx.settings),
                 argv: inv.argv(),
+                cwd: inv.cwd.clone(),
+                stdin: match &inv.stdin {
+                    Stdin::Null => None,
+                    Stdin::Text(t) => Some(t.clone()),
+                },
+                dir: inv.dir.clone(),
                 env: inv.shown_env().into_iter().collect(),
                 inherit_env: inv.inherit_env,
                 shell: inv.shell_line(),
@@ -241,6 +272,10 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
             pipeline: &p.name,
             confinement: &ctx.confinement,
             mcp_servers: servers,
+            placeholders: Placeholders {
+                attempt_id: build::PREVIEW_ATTEMPT_ID,
+                run_id: build::PREVIEW_RUN,
+            },
             invocations,
         })?,
         Format::Text => text(&servers, &invocations, ctx.home.as_deref())?,
@@ -367,6 +402,13 @@ fn text(
             writeln!(
                 out,
                 "    (as a shell line it runs unconfined; orch confines the process it starts)"
+            )?;
+        }
+        if let Some(prompt) = &inv.stdin {
+            writeln!(
+                out,
+                "    (PROMPT: the task on standard input, {} bytes: `orch prompt` shows it, `--format json` has it as `stdin`)",
+                prompt.len()
             )?;
         }
         for f in &inv.files {

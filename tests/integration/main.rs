@@ -13,6 +13,7 @@ mod examples;
 mod mcp;
 mod profiles;
 mod prompts;
+mod reproduce;
 mod robustness;
 mod run;
 mod runs;
