@@ -22,9 +22,10 @@ use crate::toolset::{Layer, Origin, Permission, Resolved};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The pipeline file
+    /// The pipeline file (default: `pipeline.toml` here, else the only
+    /// file in `pipelines/` or `.orch/pipelines/`)
     #[arg(value_name = "FILE")]
-    pub file: PathBuf,
+    pub file: Option<PathBuf>,
     /// Only this phase
     #[arg(long, value_name = "PHASE")]
     pub phase: Option<String>,
@@ -165,7 +166,11 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         Err(exit) => return Ok(exit),
     };
     ctx.inputs = args.inputs.iter().cloned().collect();
-    let loaded = match load_valid(&args.file, &ctx.confinement, color)? {
+    let file = match super::discover::pipeline_file(args.file.as_deref())? {
+        Ok(f) => f,
+        Err(exit) => return Ok(exit),
+    };
+    let loaded = match load_valid(&file, &ctx.confinement, color)? {
         Ok(l) => l,
         Err(exit) => return Ok(exit),
     };

@@ -2,6 +2,7 @@
 //! lives in its own file.
 
 mod config;
+mod discover;
 mod doctor;
 mod explain;
 mod export;

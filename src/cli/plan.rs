@@ -21,9 +21,10 @@ pub enum Format {
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The pipeline file
+    /// The pipeline file (default: `pipeline.toml` here, else the only
+    /// file in `pipelines/` or `.orch/pipelines/`)
     #[arg(value_name = "FILE")]
-    pub file: PathBuf,
+    pub file: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
     /// Only these phases (repeatable)
@@ -64,7 +65,11 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         Ok(c) => c,
         Err(exit) => return Ok(exit),
     };
-    let loaded = match load_valid(&args.file, &ctx.confinement, color)? {
+    let file = match super::discover::pipeline_file(args.file.as_deref())? {
+        Ok(f) => f,
+        Err(exit) => return Ok(exit),
+    };
+    let loaded = match load_valid(&file, &ctx.confinement, color)? {
         Ok(l) => l,
         Err(exit) => return Ok(exit),
     };

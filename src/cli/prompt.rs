@@ -15,9 +15,10 @@ use crate::prompt::{Layer, OMITTABLE, tokens};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The pipeline file
+    /// The pipeline file (default: `pipeline.toml` here, else the only
+    /// file in `pipelines/` or `.orch/pipelines/`)
     #[arg(value_name = "FILE")]
-    pub file: PathBuf,
+    pub file: Option<PathBuf>,
     #[arg(long, value_name = "PHASE")]
     pub phase: String,
     #[arg(long, value_name = "AGENT")]
@@ -62,7 +63,11 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         Err(exit) => return Ok(exit),
     };
     ctx.inputs = args.inputs.iter().cloned().collect();
-    let loaded = match load_valid(&args.file, &ctx.confinement, color)? {
+    let file = match super::discover::pipeline_file(args.file.as_deref())? {
+        Ok(f) => f,
+        Err(exit) => return Ok(exit),
+    };
+    let loaded = match load_valid(&file, &ctx.confinement, color)? {
         Ok(l) => l,
         Err(exit) => return Ok(exit),
     };

@@ -10,8 +10,9 @@ use crate::pipeline::diagnostic::DiagnosticJson;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Pipeline files to check
-    #[arg(required = true, value_name = "FILE")]
+    /// Pipeline files to check (default: `pipeline.toml` here, else the
+    /// only file in `pipelines/` or `.orch/pipelines/`)
+    #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -42,7 +43,15 @@ pub fn run(args: &Args, global: &super::GlobalArgs, color: bool) -> CmdResult {
         files: Vec::new(),
         diagnostics: Vec::new(),
     };
-    for file in &args.files {
+    let files = if args.files.is_empty() {
+        match super::discover::pipeline_file(None)? {
+            Ok(f) => vec![f],
+            Err(exit) => return Ok(exit),
+        }
+    } else {
+        args.files.clone()
+    };
+    for file in &files {
         let name = file.display().to_string();
         let (valid, diags, detail) = match crate::pipeline::load(file, &ctx.confinement) {
             Ok(l) => {

@@ -460,3 +460,63 @@ fn a_closed_stderr_does_not_change_the_exit_code() {
         Some(1)
     );
 }
+
+/// Without a FILE, run, validate, plan, explain and prompt use
+/// `pipeline.toml` here, else the only file in `pipelines/` or
+/// `.orch/pipelines/`; none or several is an error that lists them.
+#[test]
+fn a_pipeline_is_found_without_naming_it() {
+    let d = tempfile::tempdir().unwrap();
+    let at = |args: &[&str]| {
+        orch()
+            .current_dir(d.path())
+            .args(["--state-dir", ".state"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let one = |name: &str| {
+        format!(
+            "version = 1\nname = \"{name}\"\n[agents.say]\nkind = \"command\"\ncommand = [\"true\"]\n\
+             [[phases]]\nname = \"only\"\nagents = [\"say\"]\nprompt = \"hi\"\n"
+        )
+    };
+    let o = at(&["validate"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains(
+            "none found: looked for pipeline.toml, then pipelines/*.toml and .orch/pipelines/*.toml"
+        ),
+        "{e}"
+    );
+    assert!(e.contains("orch init"), "{e}");
+
+    write(d.path(), ".orch/pipelines/ci.toml", &one("hidden"));
+    for args in [
+        &["validate"][..],
+        &["plan"],
+        &["explain"],
+        &["prompt", "--phase", "only", "--agent", "say"],
+        &["run"],
+    ] {
+        let o = at(args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    }
+    let o = at(&["plan", "--format", "json"]);
+    assert_eq!(json_of(&o)["pipeline"], "hidden", "{}", stdout(&o));
+
+    write(d.path(), "pipelines/a.toml", &one("a"));
+    let o = at(&["run"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("2 were found: pipelines/a.toml, .orch/pipelines/ci.toml"),
+        "{e}"
+    );
+    // Naming one still works; pipeline.toml here wins over the folders.
+    assert!(at(&["validate", "pipelines/a.toml"]).status.success());
+    write(d.path(), "pipeline.toml", &one("top"));
+    let o = at(&["plan", "--format", "json"]);
+    assert_eq!(json_of(&o)["pipeline"], "top", "{}", stdout(&o));
+}

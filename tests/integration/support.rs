@@ -102,9 +102,12 @@ pub fn finish_within(mut child: Child, limit: Duration, what: &str) -> Output {
     }
 }
 
-/// Write `text` to `dir/name`; the path written.
+/// Write `text` to `dir/name` (folders made as needed); the path written.
 pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
     std::fs::write(&path, text).unwrap();
     path
 }
