@@ -1,6 +1,7 @@
 //! The command line: argument definitions and dispatch. Each subcommand
 //! lives in its own file.
 
+mod completions;
 mod config;
 mod discover;
 mod doctor;
@@ -95,6 +96,10 @@ pub enum Command {
     Mcp(mcp::Args),
     /// The learnings agents recorded, across every run
     Learnings(learnings::Args),
+    /// Print shell completions (bash, zsh, fish, powershell, elvish)
+    Completions(completions::CompletionsArgs),
+    /// Print orch's man page, or write one per command with --dir
+    Man(completions::ManArgs),
 }
 
 /// Parse the command line, run, and map the outcome to an exit code.
@@ -120,6 +125,8 @@ pub fn main() -> ExitCode {
         Command::State(args) => state::run(args, &cli.global, color),
         Command::Mcp(args) => mcp::run(args),
         Command::Learnings(args) => learnings::run(args, &cli.global),
+        Command::Completions(args) => completions::completions(args),
+        Command::Man(args) => completions::man(args),
     };
     output::finish(result)
 }

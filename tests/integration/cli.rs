@@ -520,3 +520,102 @@ fn a_pipeline_is_found_without_naming_it() {
     let o = at(&["plan", "--format", "json"]);
     assert_eq!(json_of(&o)["pipeline"], "top", "{}", stdout(&o));
 }
+
+/// Bash completions from `orch completions bash` complete orch's real
+/// subcommands and options (sourced into bash and asked, as a user's
+/// shell would); the other shells' scripts name them too.
+#[test]
+fn completions_complete_the_real_commands() {
+    let o = run(&["completions", "bash"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let script = stdout(&o);
+    let ask = |line: &str| -> Vec<String> {
+        let words: Vec<&str> = line.split(' ').collect();
+        let probe = format!(
+            "{script}\nCOMP_WORDS=({words})\nCOMP_CWORD={cword}\nCOMP_LINE='{line}'\nCOMP_POINT=${{#COMP_LINE}}\n_orch orch '{cur}' '{prev}'\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n",
+            words = words
+                .iter()
+                .map(|w| format!("'{w}'"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            cword = words.len() - 1,
+            cur = words[words.len() - 1],
+            prev = words[words.len() - 2],
+        );
+        let o = std::process::Command::new("bash")
+            .args(["--norc", "--noprofile", "-c", &probe])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o).lines().map(str::to_string).collect()
+    };
+    let subs = ask("orch ex");
+    assert!(subs.contains(&"explain".to_string()), "{subs:?}");
+    assert!(subs.contains(&"export".to_string()), "{subs:?}");
+    let opts = ask("orch export github-actions --orch-");
+    for want in ["--orch-git", "--orch-rev", "--orch-binary", "--orch-sha256"] {
+        assert!(opts.iter().any(|o| o == want), "{want}: {opts:?}");
+    }
+    for shell in ["zsh", "fish", "powershell", "elvish"] {
+        let o = run(&["completions", shell]);
+        assert!(o.status.success(), "{shell}: {}", stderr(&o));
+        let s = stdout(&o);
+        assert!(
+            s.contains("explain") && s.contains("orch-sha256"),
+            "{shell}"
+        );
+    }
+    let o = run(&["completions", "tcsh"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+/// `orch man` renders a page groff reads without a warning, and `--dir`
+/// writes one per command, every visible subcommand included.
+#[test]
+fn man_pages_render_for_every_command() {
+    let d = tempfile::tempdir().unwrap();
+    let o = run(&["man", "--dir", d.path().to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut pages: Vec<String> = std::fs::read_dir(d.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_str().unwrap().to_string())
+        .collect();
+    pages.sort();
+    for want in [
+        "orch.1",
+        "orch-run.1",
+        "orch-runs-show.1",
+        "orch-export-github-actions.1",
+        "orch-state-import.1",
+        "orch-completions.1",
+    ] {
+        assert!(pages.contains(&want.to_string()), "{want}: {pages:?}");
+    }
+    assert!(
+        !pages.iter().any(|p| p.contains("keep-groups")),
+        "{pages:?}"
+    );
+    let o = run(&["man"]);
+    assert!(o.status.success());
+    std::fs::write(d.path().join("stdout.1"), o.stdout).unwrap();
+    for page in ["stdout.1", "orch-run.1", "orch-explain.1"] {
+        let text = std::fs::read_to_string(d.path().join(page)).unwrap();
+        assert!(text.contains(".TH ") && text.contains(".SH NAME"), "{page}");
+        // groff, where the machine has it, reads it without a warning.
+        let Ok(o) = std::process::Command::new("groff")
+            .args(["-man", "-ww", "-z"])
+            .arg(d.path().join(page))
+            .output()
+        else {
+            eprintln!("groff is not installed: {page} checked for its sections only");
+            continue;
+        };
+        assert!(
+            o.status.success() && o.stderr.is_empty(),
+            "{page}: {}",
+            stderr(&o)
+        );
+    }
+    let text = std::fs::read_to_string(d.path().join("orch-run.1")).unwrap();
+    assert!(text.contains("\\-\\-max\\-parallel") || text.contains("max-parallel"));
+}

@@ -1,0 +1,70 @@
+//! `orch completions SHELL` and `orch man`: shell completions and man
+//! pages, generated from the same argument definitions as the parser, so
+//! they cannot fall behind it.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::CommandFactory;
+use clap_complete::Shell;
+
+use super::output::{CmdResult, Exit, stdout, usage_error};
+
+#[derive(Debug, clap::Args)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish, powershell or elvish
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: Shell,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ManArgs {
+    /// Write one page per command (orch.1, orch-run.1, orch-runs-show.1,
+    /// ...) into DIR instead of printing orch.1
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+pub fn completions(args: &CompletionsArgs) -> CmdResult {
+    let mut cmd = super::Cli::command();
+    let mut out = stdout();
+    clap_complete::generate(args.shell, &mut cmd, "orch", &mut out);
+    out.flush()?;
+    Ok(Exit::Success)
+}
+
+pub fn man(args: &ManArgs) -> CmdResult {
+    let mut cmd = super::Cli::command();
+    cmd.build();
+    match &args.dir {
+        None => {
+            let mut out = stdout();
+            clap_mangen::Man::new(cmd).render(&mut out)?;
+            out.flush()?;
+        }
+        Some(dir) => {
+            if let Err(e) = std::fs::create_dir_all(dir).and_then(|()| write_pages(&cmd, dir)) {
+                return usage_error(
+                    &format!("cannot write man pages in `{}`: {e}", dir.display()),
+                    None,
+                );
+            }
+        }
+    }
+    Ok(Exit::Success)
+}
+
+/// A page for `cmd` and for each visible subcommand, each named after
+/// its path (`orch.1`, `orch-runs-show.1`); `cmd` must be built.
+fn write_pages(cmd: &clap::Command, dir: &Path) -> std::io::Result<()> {
+    let name = cmd.get_display_name().unwrap_or(cmd.get_name());
+    let mut page = Vec::new();
+    clap_mangen::Man::new(cmd.clone()).render(&mut page)?;
+    std::fs::write(dir.join(format!("{name}.1")), page)?;
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        if sub.get_name() != "help" {
+            write_pages(sub, dir)?;
+        }
+    }
+    Ok(())
+}
