@@ -41,6 +41,19 @@ impl AgentKind {
         Self::ALL.into_iter().find(|k| k.as_str() == s)
     }
 
+    /// The credentials this CLI reads (the first is the usual one).
+    pub fn credentials(self) -> &'static [&'static str] {
+        match self {
+            AgentKind::Claude => &["ANTHROPIC_API_KEY"],
+            AgentKind::Codex => &["OPENAI_API_KEY", "CODEX_API_KEY"],
+            AgentKind::Gemini => &["GEMINI_API_KEY"],
+            // OpenCode reads the key of the provider its model uses.
+            AgentKind::Opencode => &["ANTHROPIC_API_KEY", "OPENAI_API_KEY"],
+            AgentKind::Copilot => &["COPILOT_GITHUB_TOKEN"],
+            AgentKind::Command => &[],
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             AgentKind::Claude => "claude",

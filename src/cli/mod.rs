@@ -7,6 +7,7 @@ mod discover;
 mod doctor;
 mod explain;
 mod export;
+mod init;
 mod learnings;
 mod mcp;
 mod output;
@@ -67,6 +68,8 @@ pub enum Color {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Write a starter pipeline.toml (an audit and a fix phase) for your agent CLIs
+    Init(init::Args),
     /// Check pipeline files and report every problem with its position
     Validate(validate::Args),
     /// Run a pipeline (or some of its phases) and record everything
@@ -108,6 +111,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let color = output::use_color(cli.global.color);
     let result = match &cli.command {
+        Command::Init(args) => init::run(args, &cli.global, color),
         Command::Validate(args) => validate::run(args, &cli.global, color),
         Command::Run(args) => run::run(args, &cli.global, color),
         Command::Plan(args) => plan::run(args, &cli.global, color),

@@ -134,19 +134,6 @@ pub fn install_clis_script(dir: &str) -> String {
     )
 }
 
-/// The credentials each agent CLI reads.
-pub fn credentials(kind: AgentKind) -> &'static [&'static str] {
-    match kind {
-        AgentKind::Claude => &["ANTHROPIC_API_KEY"],
-        AgentKind::Codex => &["OPENAI_API_KEY", "CODEX_API_KEY"],
-        AgentKind::Gemini => &["GEMINI_API_KEY"],
-        // OpenCode reads the key of the provider its model uses.
-        AgentKind::Opencode => &["ANTHROPIC_API_KEY", "OPENAI_API_KEY"],
-        AgentKind::Copilot => &["COPILOT_GITHUB_TOKEN"],
-        AgentKind::Command => &[],
-    }
-}
-
 /// A variable name a CI secret can stand for.
 fn secret_name(n: &str) -> bool {
     let mut chars = n.chars();
@@ -223,7 +210,9 @@ pub fn jobs(pipeline: &Pipeline, graph: &PhaseGraph) -> Vec<Job> {
             {
                 clis.push(pkg);
             }
-            let mut names: Vec<String> = credentials(agent.kind)
+            let mut names: Vec<String> = agent
+                .kind
+                .credentials()
                 .iter()
                 .map(|s| s.to_string())
                 .collect();

@@ -619,3 +619,117 @@ fn man_pages_render_for_every_command() {
     let text = std::fs::read_to_string(d.path().join("orch-run.1")).unwrap();
     assert!(text.contains("\\-\\-max\\-parallel") || text.contains("max-parallel"));
 }
+
+/// `orch init` writes a starter that validates here under strict
+/// enforcement for every agent CLI and for all of them together, with the
+/// audit read-only and every field enforced by someone; it overwrites
+/// nothing; `--settings` writes an `orch.toml` that orch reads.
+#[test]
+fn init_writes_a_starter_that_validates_for_every_agent() {
+    let all = "claude,codex,gemini,opencode,copilot";
+    for confinement in ["auto", "off"] {
+        for agents in ["claude", "codex", "gemini", "opencode", "copilot", all] {
+            let d = tempfile::tempdir().unwrap();
+            let at = |args: &[&str]| {
+                orch()
+                    .current_dir(d.path())
+                    .env("ORCH_CONFINEMENT", confinement)
+                    .args(args)
+                    .output()
+                    .unwrap()
+            };
+            let o = at(&["init", "--agents", agents]);
+            assert!(o.status.success(), "{agents}/{confinement}: {}", stderr(&o));
+            assert!(stdout(&o).contains("orch validate"), "{}", stdout(&o));
+            let text = std::fs::read_to_string(d.path().join("pipeline.toml")).unwrap();
+            assert!(text.starts_with("#:schema .orch/pipeline.schema.json\n"));
+            assert!(d.path().join(".orch/pipeline.schema.json").is_file());
+            assert!(!d.path().join("orch.toml").exists());
+            let o = at(&["validate"]);
+            assert!(o.status.success(), "{agents}/{confinement}: {}", stderr(&o));
+            assert!(
+                stderr(&o).is_empty(),
+                "{agents}/{confinement}: a warning: {}",
+                stderr(&o)
+            );
+            let o = at(&["explain", "--format", "json"]);
+            let v = json_of(&o);
+            let invs = v["invocations"].as_array().unwrap();
+            assert_eq!(invs.len(), agents.split(',').count() + 1);
+            for inv in invs {
+                let where_ = format!("{agents}/{confinement}: {}/{}", inv["phase"], inv["agent"]);
+                let want = if inv["phase"] == "audit" {
+                    "read-only"
+                } else {
+                    "workspace-write"
+                };
+                assert_eq!(inv["toolset"]["permission"], want, "{where_}");
+                for (field, e) in inv["enforcement"].as_object().unwrap() {
+                    assert_ne!(e["by"], "none", "{where_}: {field}: {e}");
+                }
+            }
+            // Nothing is overwritten.
+            std::fs::write(d.path().join("pipeline.toml"), "# mine\n").unwrap();
+            let o = at(&["init", "--agents", agents]);
+            assert_eq!(o.status.code(), Some(2));
+            assert!(stderr(&o).contains("does not overwrite"), "{}", stderr(&o));
+            assert_eq!(
+                std::fs::read_to_string(d.path().join("pipeline.toml")).unwrap(),
+                "# mine\n"
+            );
+        }
+    }
+    let d = tempfile::tempdir().unwrap();
+    let o = orch()
+        .current_dir(d.path())
+        .args(["init", "proj", "--agents", "codex,claude", "--settings"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("cd proj && orch run"), "{}", stdout(&o));
+    // Its commented-out keys, switched on, are settings orch accepts.
+    let settings = d.path().join("proj/orch.toml");
+    let on: String = std::fs::read_to_string(&settings)
+        .unwrap()
+        .lines()
+        .map(|l| match l.strip_prefix("# ") {
+            Some(rest) if rest.contains(" = ") || rest.starts_with('[') => format!("{rest}\n"),
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    assert!(
+        on.contains("\nmax_parallel = 2\n") && on.contains("\n[instructions]\n"),
+        "{on}"
+    );
+    std::fs::write(&settings, on).unwrap();
+    let o = orch()
+        .current_dir(d.path().join("proj"))
+        .args(["config", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let shown = json_of(&o);
+    for key in ["state_dir", "max_parallel", "knowledge", "prompt_tokens"] {
+        let row = shown
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["key"] == key)
+            .unwrap();
+        assert_eq!(row["source"], "project config (orch.toml)", "{key}");
+    }
+    for bad in ["bogus", "command", ","] {
+        let o = orch()
+            .current_dir(d.path())
+            .args(["init", "other", "--agents", bad])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        assert!(
+            stderr(&o).contains("choose from: claude, codex"),
+            "{}",
+            stderr(&o)
+        );
+        assert!(!d.path().join("other/pipeline.toml").exists());
+    }
+}
