@@ -267,18 +267,13 @@ agents = ["ok"]
 depends_on = ["broken"]
 "#;
 
-fn orch_in(dir: &Path, state: &str, args: &[&str]) -> std::process::Output {
-    orch()
-        .current_dir(dir)
-        .arg("--state-dir")
-        .arg(state)
-        .args(args)
-        .output()
-        .unwrap()
+/// `orch --state-dir STATE ARGS` in `dir`: one CI job's view.
+fn job_in(dir: &Path, state: &str, args: &[&str]) -> std::process::Output {
+    run_in(dir, &[&["--state-dir", state][..], args].concat())
 }
 
 fn phases_of(dir: &Path, state: &str, run: &str) -> Vec<(String, String, Option<String>)> {
-    let o = orch_in(dir, state, &["runs", "show", run, "--format", "json"]);
+    let o = job_in(dir, state, &["runs", "show", run, "--format", "json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     let mut p: Vec<(String, String, Option<String>)> = v["phases"]
@@ -333,16 +328,16 @@ fn a_simulated_ci_run_merges_into_the_local_outcome() {
             }
         }
         for u in ups {
-            let o = orch_in(d, &state, &["state", "import", &format!("out/{u}.db")]);
+            let o = job_in(d, &state, &["state", "import", &format!("out/{u}.db")]);
             assert!(o.status.success(), "{phase} imports {u}: {}", stderr(&o));
         }
-        let o = orch_in(
+        let o = job_in(
             d,
             &state,
             &["run", "p.toml", "--phase", phase, "--run-id", run_id],
         );
         outcome.insert(phase, o.status.success());
-        let o = orch_in(
+        let o = job_in(
             d,
             &state,
             &[
@@ -362,17 +357,17 @@ fn a_simulated_ci_run_merges_into_the_local_outcome() {
         .collect();
     let mut args = vec!["state", "import", "--pipeline", "p.toml"];
     args.extend(files.iter().map(String::as_str));
-    let o = orch_in(d, "merged", &args);
+    let o = job_in(d, "merged", &args);
     assert!(o.status.success(), "{}", stderr(&o));
     let merged = phases_of(d, "merged", run_id);
-    let before = orch_in(d, "merged", &["runs", "show", run_id, "--format", "json"]);
+    let before = job_in(d, "merged", &["runs", "show", run_id, "--format", "json"]);
     // Importing again changes nothing.
-    let o = orch_in(d, "merged", &args);
+    let o = job_in(d, "merged", &args);
     assert!(o.status.success());
-    let again = orch_in(d, "merged", &["runs", "show", run_id, "--format", "json"]);
+    let again = job_in(d, "merged", &["runs", "show", run_id, "--format", "json"]);
     assert_eq!(stdout(&before), stdout(&again));
 
-    let o = orch_in(d, "local", &["run", "p.toml"]);
+    let o = job_in(d, "local", &["run", "p.toml"]);
     assert_eq!(o.status.code(), Some(1));
     let local = phases_of(d, "local", "latest");
     assert_eq!(merged.len(), 5, "{merged:?}");
@@ -386,17 +381,17 @@ fn a_simulated_ci_run_merges_into_the_local_outcome() {
     };
     assert_eq!(skipped(&merged), skipped(&local));
     let status = |state: &str, run: &str| {
-        let o = orch_in(d, state, &["runs", "show", run, "--format", "json"]);
+        let o = job_in(d, state, &["runs", "show", run, "--format", "json"]);
         serde_json::from_str::<Value>(&stdout(&o)).unwrap()["status"].clone()
     };
     assert_eq!(status("merged", run_id), status("local", "latest"));
     assert_eq!(status("merged", run_id), "failed");
     // The merge job fails with the run (GitLab's summary job runs this).
-    let o = orch_in(d, "merged", &["runs", "show", run_id, "--exit-status"]);
+    let o = job_in(d, "merged", &["runs", "show", run_id, "--exit-status"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    let o = orch_in(d, "out-ok", &["run", "p.toml", "--phase", "first"]);
+    let o = job_in(d, "out-ok", &["run", "p.toml", "--phase", "first"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let o = orch_in(d, "out-ok", &["runs", "show", "latest", "--exit-status"]);
+    let o = job_in(d, "out-ok", &["runs", "show", "latest", "--exit-status"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
 
@@ -479,15 +474,15 @@ fn junit_step_summary_and_outputs() {
     );
 
     // The same report from the stored run, after an export and import.
-    let o = orch_in(
+    let o = job_in(
         d,
         "st",
         &["state", "export", "--run", "latest", "-o", "run.db"],
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    let o = orch_in(d, "other", &["state", "import", "run.db"]);
+    let o = job_in(d, "other", &["state", "import", "run.db"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let o = orch_in(
+    let o = job_in(
         d,
         "other",
         &["runs", "show", "latest", "--junit", "stored.xml"],
@@ -498,7 +493,7 @@ fn junit_step_summary_and_outputs() {
         xml,
         "a stored run reports as the live one"
     );
-    let o = orch_in(d, "other", &["runs", "show", "latest", "--markdown"]);
+    let o = job_in(d, "other", &["runs", "show", "latest", "--markdown"]);
     assert_eq!(stdout(&o), md);
 }
 
@@ -567,21 +562,21 @@ fn state_import_and_export_refuse_bad_input() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     std::fs::write(d.join("notes.db"), "hello\n").unwrap();
-    let o = orch_in(d, "st", &["state", "import", "notes.db"]);
+    let o = job_in(d, "st", &["state", "import", "notes.db"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         flat_stderr(&o).contains("`notes.db` is not an orch state export"),
         "{}",
         stderr(&o)
     );
-    let o = orch_in(d, "st", &["state", "import", "missing.db"]);
+    let o = job_in(d, "st", &["state", "import", "missing.db"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         flat_stderr(&o).contains("`missing.db` is not a file"),
         "{}",
         stderr(&o)
     );
-    let o = orch_in(d, "st", &["state", "export", "--run", "nope", "-o", "x.db"]);
+    let o = job_in(d, "st", &["state", "export", "--run", "nope", "-o", "x.db"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(flat_stderr(&o).contains("no run `nope`"), "{}", stderr(&o));
     assert!(!d.join("x.db").exists());

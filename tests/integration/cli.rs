@@ -467,14 +467,7 @@ fn a_closed_stderr_does_not_change_the_exit_code() {
 #[test]
 fn a_pipeline_is_found_without_naming_it() {
     let d = tempfile::tempdir().unwrap();
-    let at = |args: &[&str]| {
-        orch()
-            .current_dir(d.path())
-            .args(["--state-dir", ".state"])
-            .args(args)
-            .output()
-            .unwrap()
-    };
+    let at = |args: &[&str]| run_in(d.path(), &[&["--state-dir", ".state"][..], args].concat());
     let one = |name: &str| {
         format!(
             "version = 1\nname = \"{name}\"\n[agents.say]\nkind = \"command\"\ncommand = [\"true\"]\n\

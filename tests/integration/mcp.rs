@@ -396,17 +396,12 @@ const MCP_JSON: &str = r#"{
   }
 }"#;
 
-/// `orch ARGS` in `dir` (confinement as this machine allows).
-fn orch_in(dir: &Path, args: &[&str]) -> std::process::Output {
-    orch().current_dir(dir).args(args).output().unwrap()
-}
-
 #[test]
 fn the_decision_records_example_finds_its_servers_in_the_projects_mcp_json() {
     let ws = tempfile::tempdir().unwrap();
     write(ws.path(), "p.toml", ADR_RESEARCH);
     // Without the file: refused, saying where orch looked.
-    let out = orch_in(ws.path(), &["validate", "p.toml"]);
+    let out = run_in(ws.path(), &["validate", "p.toml"]);
     assert_eq!(out.status.code(), Some(2));
     let err = flat_stderr(&out);
     assert!(
@@ -417,10 +412,10 @@ fn the_decision_records_example_finds_its_servers_in_the_projects_mcp_json() {
     );
 
     write(ws.path(), ".mcp.json", MCP_JSON);
-    let out = orch_in(ws.path(), &["validate", "p.toml"]);
+    let out = run_in(ws.path(), &["validate", "p.toml"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let explain: Value = serde_json::from_slice(
-        &orch_in(ws.path(), &["explain", "p.toml", "--format", "json"]).stdout,
+        &run_in(ws.path(), &["explain", "p.toml", "--format", "json"]).stdout,
     )
     .unwrap();
     let servers = explain["mcp_servers"].as_array().unwrap();
@@ -441,7 +436,7 @@ fn the_decision_records_example_finds_its_servers_in_the_projects_mcp_json() {
     own.push_str("\n[mcp_servers.tavily]\ncommand = [\"tavily-local\"]\n");
     write(ws.path(), "p.toml", &own);
     let explain: Value = serde_json::from_slice(
-        &orch_in(ws.path(), &["explain", "p.toml", "--format", "json"]).stdout,
+        &run_in(ws.path(), &["explain", "p.toml", "--format", "json"]).stdout,
     )
     .unwrap();
     let tavily = explain["mcp_servers"]
@@ -460,7 +455,7 @@ fn the_decision_records_example_finds_its_servers_in_the_projects_mcp_json() {
     // The whole example: its MCP servers are found; what is left is the
     // audit phase's codex, which cannot drop apply_patch (orch says so).
     write(ws.path(), "p.toml", &format!("{ADR_RESEARCH}{ADR_AUDIT}"));
-    let out = orch_in(ws.path(), &["validate", "--format", "json", "p.toml"]);
+    let out = run_in(ws.path(), &["validate", "--format", "json", "p.toml"]);
     let report = json_of(&out);
     let codes: Vec<String> = report["diagnostics"]
         .as_array()
@@ -481,7 +476,7 @@ fn a_remote_server_in_a_read_only_phase_needs_the_pipelines_word() {
     write(ws.path(), ".mcp.json", MCP_JSON);
     let phase = "version = 1\nname = \"r\"\n[[phases]]\nname = \"research\"\nagents = [\"claude\"]\nprompt = \"x\"\n[phases.tools]\ninternal = [\"Read\"]\nmcp = [\"mcp__docs__search\"]\npermission = \"read-only\"\n";
     write(ws.path(), "p.toml", phase);
-    let out = orch_in(ws.path(), &["validate", "p.toml"]);
+    let out = run_in(ws.path(), &["validate", "p.toml"]);
     assert_eq!(out.status.code(), Some(2));
     let err = flat_stderr(&out);
     assert!(
@@ -498,7 +493,7 @@ fn a_remote_server_in_a_read_only_phase_needs_the_pipelines_word() {
             "{phase}[mcp_servers.docs]\nurl = \"https://docs.example.com/mcp\"\nheaders = {{ Authorization = \"Bearer ${{DOCS_TOKEN}}\" }}\nread_only = true\n"
         ),
     );
-    let out = orch_in(ws.path(), &["explain", "p.toml", "--format", "json"]);
+    let out = run_in(ws.path(), &["explain", "p.toml", "--format", "json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let explain = json_of(&out);
     let inv = &explain["invocations"][0];

@@ -2,16 +2,9 @@
 //! matter; a Claude Code sub-agent file loads unchanged; the profiles orch
 //! ships validate; a profile's model and tools reach the command line.
 
-use std::path::Path;
-
 use serde_json::Value;
 
-use crate::support::{flat_stderr, json_of, orch, root, stderr, write};
-
-/// `orch ARGS` in `dir`.
-fn orch_in(dir: &Path, args: &[&str]) -> std::process::Output {
-    orch().current_dir(dir).args(args).output().unwrap()
-}
+use crate::support::{flat_stderr, json_of, orch, root, run_in, stderr, write};
 
 fn phase_with(profile: &str, agent: &str) -> String {
     format!(
@@ -37,7 +30,7 @@ fn a_claude_code_sub_agent_file_loads_unchanged() {
         scratch.path().join("profiles/security-reviewer.md"),
     )
     .unwrap();
-    let out = orch_in(scratch.path(), &["explain", "p.toml", "--format", "json"]);
+    let out = run_in(scratch.path(), &["explain", "p.toml", "--format", "json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let v = json_of(&out);
     let inv = &v["invocations"][0];
@@ -87,7 +80,7 @@ fn yaml_front_matter_problems_point_into_the_profile() {
             "profiles/broken.md",
             &format!("---\n{front}---\nYou review.\n"),
         );
-        let out = orch_in(ws.path(), &["validate", "--format", "json", "p.toml"]);
+        let out = run_in(ws.path(), &["validate", "--format", "json", "p.toml"]);
         assert_eq!(out.status.code(), Some(2), "{front}");
         let d = &json_of(&out)["diagnostics"][0];
         assert_eq!(d["code"], "orch::pipeline::profile_front_matter", "{d}");
@@ -107,7 +100,7 @@ fn a_profiles_model_must_suit_every_agent_that_uses_it() {
         "---\ntools: Read\nmodel: sonnet\n---\nYou are quick.\n",
     );
     write(ws.path(), "p.toml", &phase_with("fast", "opencode"));
-    let out = orch_in(ws.path(), &["validate", "p.toml"]);
+    let out = run_in(ws.path(), &["validate", "p.toml"]);
     assert_eq!(out.status.code(), Some(2));
     let err = flat_stderr(&out);
     assert!(
@@ -122,7 +115,7 @@ fn a_profiles_model_must_suit_every_agent_that_uses_it() {
         "profiles/fast.md",
         "---\ntools: Read\nmodel: inherit\n---\nYou are quick.\n",
     );
-    let out = orch_in(ws.path(), &["explain", "p.toml", "--format", "json"]);
+    let out = run_in(ws.path(), &["explain", "p.toml", "--format", "json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let argv = json_of(&out)["invocations"][0]["argv"].to_string();
     assert!(!argv.contains("\"-m\""), "{argv}");
@@ -165,7 +158,7 @@ fn every_profile_orch_ships_validates_for_every_cli() {
                 "p.toml",
                 &phase_with(name, agent).replace("mode = \"audit\"", "mode = \"fix\""),
             );
-            let out = orch_in(ws.path(), &["validate", "--format", "json", "p.toml"]);
+            let out = run_in(ws.path(), &["validate", "--format", "json", "p.toml"]);
             let report: Value = json_of(&out);
             if out.status.success() {
                 continue;
@@ -291,7 +284,7 @@ fn prompt_variables_are_filled_checked_and_never_left_empty() {
     let run = |extra: &[&str]| {
         let mut args = vec!["--state-dir", ".orch", "run", "p.toml", "--format", "json"];
         args.extend_from_slice(extra);
-        orch_in(ws.path(), &args)
+        run_in(ws.path(), &args)
     };
     // Without the input: refused before anything starts.
     let out = run(&[]);
@@ -312,7 +305,7 @@ fn prompt_variables_are_filled_checked_and_never_left_empty() {
         format!("Fix BUG-7 using plan.md in run {run_id}, phase fix.\n")
     );
     // The size of what was sent is kept with the attempt.
-    let shown = orch_in(
+    let shown = run_in(
         ws.path(),
         &[
             "--state-dir",
@@ -342,7 +335,7 @@ fn prompt_variables_are_filled_checked_and_never_left_empty() {
         "p.toml",
         &pipeline.replace("depends_on = [\"plan\"]\n", ""),
     );
-    let out = orch_in(ws.path(), &["validate", "--format", "json", "p.toml"]);
+    let out = run_in(ws.path(), &["validate", "--format", "json", "p.toml"]);
     let d = &json_of(&out)["diagnostics"][0];
     assert_eq!(d["code"], "orch::pipeline::template", "{d}");
     assert!(
@@ -358,7 +351,7 @@ fn prompt_variables_are_filled_checked_and_never_left_empty() {
     );
     write(ws.path(), "prompts/fix.md", "Fix {{ticket}}.\n");
     write(ws.path(), "p.toml", pipeline);
-    let out = orch_in(ws.path(), &["validate", "--format", "json", "p.toml"]);
+    let out = run_in(ws.path(), &["validate", "--format", "json", "p.toml"]);
     let d = &json_of(&out)["diagnostics"][0];
     assert!(
         d["message"]
