@@ -109,6 +109,17 @@ pub fn shell_bound_permission(ts: &ToolSet, reasons: PermissionReasons) -> Enfor
     }
 }
 
+/// The first `Bash(<pattern>)` with a `*` anywhere but at its end. CLIs
+/// that match a command by prefix (Gemini's policy, Copilot's `:*` rules)
+/// cannot hold such a pattern: `Bash(git * --oneline)` would become every
+/// `git` command.
+pub fn inner_wildcard(ts: &ToolSet) -> Option<&str> {
+    ts.internal.iter().find_map(|t| match t {
+        InternalTool::BashPattern(p) if p.trim_end_matches('*').contains('*') => Some(p.as_str()),
+        _ => None,
+    })
+}
+
 /// Items in first-seen order without repeats.
 pub fn unique<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<T> {
     let mut out: Vec<T> = Vec::new();

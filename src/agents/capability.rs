@@ -400,6 +400,40 @@ mod tests {
         }
     }
 
+    /// A pattern is held only where the CLI can match it: Gemini and
+    /// Copilot match a command by prefix (a `*` inside would widen to the
+    /// prefix before it), Codex not at all; Claude and OpenCode match
+    /// wildcards anywhere.
+    #[test]
+    fn a_command_pattern_only_where_the_cli_can_match_it() {
+        let os = Availability::Available { abi: 7 };
+        let with = |p: &str| {
+            ts(
+                Permission::ReadOnly,
+                vec![InternalTool::Read, InternalTool::BashPattern(p.into())],
+            )
+        };
+        for kind in AgentKind::ALL.into_iter().filter(|k| k.is_llm()) {
+            let inner = enforcement(kind, &with("git * --oneline"), &Reach::default(), &os);
+            let trailing = enforcement(kind, &with("git log *"), &Reach::default(), &os);
+            match kind {
+                AgentKind::Gemini | AgentKind::Copilot => {
+                    assert_eq!(inner.internal.by, By::None, "{kind}");
+                    assert!(inner.internal.reason.contains("git * --oneline"), "{kind}");
+                    assert_eq!(trailing.internal.by, By::Cli, "{kind}");
+                }
+                AgentKind::Codex => {
+                    assert_eq!(inner.internal.by, By::None);
+                    assert_eq!(trailing.internal.by, By::None);
+                }
+                _ => {
+                    assert_eq!(inner.internal.by, By::Cli, "{kind}");
+                    assert_eq!(trailing.internal.by, By::Cli, "{kind}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn without_confinement_a_command_pattern_is_no_write_boundary() {
         let off = Availability::Off;

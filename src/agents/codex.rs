@@ -88,7 +88,14 @@ impl Adapter for Codex {
             writes,
         } = Tools::of(ts);
         let sandbox = sandbox(ts.permission);
+        let pattern = ts
+            .internal
+            .iter()
+            .any(|t| matches!(t, InternalTool::BashPattern(_)));
         let internal = match ts.permission {
+            Permission::ReadOnly if pattern => Enforced::none(
+                "codex's shell cannot be limited to commands: a Bash(<pattern>) would be its whole shell; grant Bash (nothing is written under read-only) or leave the pattern out",
+            ),
             Permission::ReadOnly => Enforced::cli(
                 "the read-only sandbox stops every write; codex reads through its shell",
             ),

@@ -8,7 +8,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::adapter::{Adapter, PermissionReasons, Probe, Request, shell_bound_permission, unique};
+use super::adapter::{
+    Adapter, PermissionReasons, Probe, Request, inner_wildcard, shell_bound_permission, unique,
+};
 use super::claude::pretty;
 use super::invocation::{Enforced, Enforcement, EnvVar, Invocation, InvocationFile, Stdin};
 use super::{AgentKind, env};
@@ -61,7 +63,12 @@ impl Adapter for Copilot {
             },
         );
         Enforcement {
-            internal: Enforced::cli("--available-tools is the set of tools the model sees"),
+            internal: match inner_wildcard(ts) {
+                Some(p) => Enforced::none(format!(
+                    "copilot's shell rules name a command or a prefix (`shell(git:*)`); `Bash({p})` has a `*` inside; end the pattern at its only `*`"
+                )),
+                None => Enforced::cli("--available-tools is the set of tools the model sees"),
+            },
             mcp: Enforced::cli(
                 "--available-tools lists only the granted MCP tools; calls need --allow-tool per tool",
             ),

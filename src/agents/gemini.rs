@@ -8,7 +8,9 @@
 
 use serde_json::{Value, json};
 
-use super::adapter::{Adapter, PermissionReasons, Probe, Request, shell_bound_permission, unique};
+use super::adapter::{
+    Adapter, PermissionReasons, Probe, Request, inner_wildcard, shell_bound_permission, unique,
+};
 use super::claude::pretty;
 use super::invocation::{Enforced, Enforcement, Invocation, InvocationFile, Stdin};
 use super::{AgentKind, env};
@@ -63,7 +65,13 @@ impl Adapter for Gemini {
             },
         );
         Enforcement {
-            internal: Enforced::cli("settings tools.core is the allow-list of built-in tools"),
+            internal: match inner_wildcard(ts) {
+                Some(p) => Enforced::none(format!(
+                    "gemini's policy matches a command by its prefix: `Bash({p})` would allow every command starting `{}`; end the pattern at its only `*`",
+                    command_prefix(p)
+                )),
+                None => Enforced::cli("settings tools.core is the allow-list of built-in tools"),
+            },
             mcp: Enforced::cli(
                 "only orch's servers are configured, with includeTools; policy allows only those tools",
             ),
