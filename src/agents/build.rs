@@ -618,7 +618,9 @@ pub fn invocation(
             .map(|m| &m.flags)
             .unwrap_or(&no_flags),
     };
-    let with_orch = req.mcp_servers.iter().any(|s| s.name == ORCH_MCP_SERVER);
+    // A plain command speaks no MCP: no server, so no marker for it.
+    let with_orch =
+        agent.kind.is_llm() && req.mcp_servers.iter().any(|s| s.name == ORCH_MCP_SERVER);
     let mut inv = adapter(agent.kind).invocation(&req);
     inv.prompt_tokens = prompts.tokens();
     if with_orch {
@@ -725,6 +727,12 @@ mod tests {
             serde_json::json!({"run": "r7", "phase": "a", "agent": "claude", "attempt": 2, "workspace": "/w"})
         );
         assert_eq!(marker("b"), (false, None), "no orch server, no marker");
+        // A plain command speaks no MCP: its attempt gets no marker.
+        let text = "version = 1\nname = \"c\"\n[agents.t]\nkind = \"command\"\ncommand = [\"true\"]\n[[phases]]\nname = \"a\"\nagents = [\"t\"]\n".to_string();
+        let loaded = crate::pipeline::load_str("c.toml", text, Path::new("."), &os).unwrap();
+        let p = &loaded.pipeline;
+        let inv = invocation(p, &p.phases[0], p.agent("t").unwrap(), &ctx, &slot);
+        assert!(inv.files.is_empty(), "{:?}", inv.files);
     }
 
     #[test]
