@@ -48,7 +48,7 @@ pub struct GlobalArgs {
     /// Directory for run state (`state.db`, logs) [default: .orch]
     #[arg(long, global = true, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
-    /// Agent processes at once when the pipeline does not say
+    /// Agent processes at once: over the pipeline's `max_parallel`, which is over the settings'
     #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_parallel: Option<u32>,
     /// Program for an agent kind, like `claude=/opt/bin/claude` (repeatable)

@@ -106,7 +106,7 @@ pub fn render(opts: &Options, jobs: &[Job], name: &str, on: &[Trigger]) -> Strin
             opts,
             jobs,
             "github-actions",
-            "Settings > Secrets and variables > Actions"
+            "Settings > Secrets and variables > Actions; each is passed only to the jobs listed"
         )
     )
 }

@@ -124,7 +124,7 @@ pub fn render(opts: &Options, jobs: &[Job], name: &str) -> String {
             opts,
             jobs,
             "gitlab-ci",
-            "Settings > CI/CD > Variables, masked"
+            "Settings > CI/CD > Variables, masked and protected; GitLab gives every variable to every job"
         )
     )
 }

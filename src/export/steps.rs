@@ -96,7 +96,7 @@ pub(super) fn header(opts: &Options, jobs: &[Job], check: &str, secret_hint: &st
         h.push_str("# Secrets: none (no job runs an agent CLI or names a variable).\n");
     } else {
         h.push_str(&format!(
-            "# Secrets to define ({secret_hint}), each passed only to the jobs listed:\n"
+            "# Secrets to define ({secret_hint}); the jobs that read each:\n"
         ));
         for (n, js) in secrets {
             h.push_str(&format!("#   {n}: {}\n", js.join(", ")));

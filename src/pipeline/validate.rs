@@ -896,7 +896,7 @@ impl<'s> Validator<'s> {
                             Problem::ProfileMissing {
                                 name: n.value.clone(),
                                 looked: format!(
-                                    "`profiles/{}.md` in `{dir}` and every directory above it",
+                                    "`profiles/{}.md` in `{dir}` and each directory above it up to the repository root (the nearest with a `.git`; without one, only `{dir}`)",
                                     n.value
                                 ),
                             },
