@@ -159,6 +159,10 @@ impl Policy {
             // whole: nothing in it can be hidden.)
             hidden.extend(places.also_hidden.iter().cloned());
         }
+        // A tree inside a writable one is readable with it whatever the
+        // list says (Landlock only adds): `explain` must not call it
+        // hidden (the state directory inside a writable workspace).
+        hidden.retain(|h| !writable.iter().any(|w| h.starts_with(w)));
         // The workspace and the own directory are readable wherever they are;
         // re-allowing a tree that is not hidden costs nothing.
         let mut readable = vec![places.workspace.clone(), places.own_dir.clone()];
@@ -443,6 +447,17 @@ mod tests {
             !ww.hidden.contains(&"/work/proj/.opencode".into()),
             "a writable workspace is readable whole"
         );
+        // So is the state directory inside it: not listed as hidden.
+        assert!(
+            !ww.hidden.contains(&"/work/proj/.orch".into()),
+            "{:?}",
+            ww.hidden
+        );
+        assert!(ww.hidden.contains(&"/home/u".into()));
+        let mut apart = places();
+        apart.state_dir = Some("/srv/orch-state".into());
+        let ww = Policy::for_permission(Permission::WorkspaceWrite, &apart, &[]).unwrap();
+        assert!(ww.hidden.contains(&"/srv/orch-state".into()));
     }
 
     #[test]

@@ -459,7 +459,7 @@ impl Problem {
             Problem::ReadOnlyWrites { from_defaults, .. } => Some(if *from_defaults {
                 "the mode's default tools write; set `internal` to read-only tools (Read, Glob, Grep) or raise `permission`".into()
             } else {
-                "remove the tool, use a `Bash(<pattern>)` rule, or raise `permission`".into()
+                "remove the tool or raise `permission`: without OS confinement nothing holds a writing tool or a shell under `read-only`".into()
             }),
             Problem::ControlledFlag { field, .. } => Some(match *field {
                 "model" => "remove the flag and set `model` in the agent's table".into(),
