@@ -7,6 +7,7 @@ mod cli;
 mod confinement;
 mod contracts;
 mod diagnostics;
+mod docs;
 mod e2e;
 mod events;
 mod examples;
