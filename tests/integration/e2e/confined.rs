@@ -185,7 +185,13 @@ pub fn cells(cli: &Cli) -> Vec<Check> {
             format!("git log --output={w}/git.txt"),
         ];
         let script: Vec<Value> = commands.iter().map(|cmd| c.shell(cmd)).collect();
-        let internal = r#"["Read", "Glob", "Grep", "Bash(python3 *)", "Bash(sed *)", "Bash(tee *)", "Bash(cp *)", "Bash(git *)"]"#;
+        // Codex cannot limit its shell to commands (a pattern would be
+        // refused): it gets its whole shell, which the OS holds the same.
+        let internal = if cli.kind == AgentKind::Codex {
+            r#"["Read", "Glob", "Grep", "Bash"]"#
+        } else {
+            r#"["Read", "Glob", "Grep", "Bash(python3 *)", "Bash(sed *)", "Bash(tee *)", "Bash(cp *)", "Bash(git *)"]"#
+        };
         let (run, text) = c.run(Level::ReadOnly, internal, "[]", json!(script));
         let written: Vec<&str> = ["py.txt", "tee.txt", "cp.txt", "git.txt"]
             .into_iter()
@@ -251,7 +257,11 @@ pub fn cells(cli: &Cli) -> Vec<Check> {
             c.shell(&format!("cat {}", secret.display())),
             (cli.read_call)(&secret),
         ]);
-        let internal = r#"["Read", "Glob", "Grep", "Bash(cat *)"]"#;
+        let internal = if cli.kind == AgentKind::Codex {
+            r#"["Read", "Glob", "Grep", "Bash"]"#
+        } else {
+            r#"["Read", "Glob", "Grep", "Bash(cat *)"]"#
+        };
         let (run, text) = c.run(Level::ReadOnly, internal, "[]", script);
         let leaked = run.tool_results().contains(SECRET);
         let ok = !leaked && answered(&run, 2);
