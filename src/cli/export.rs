@@ -64,23 +64,18 @@ pub struct ExportArgs {
 }
 
 /// The arguments besides FILE, `-o` and `--check` that shape the output,
-/// as the header repeats them.
-fn flags(a: &ExportArgs, github: bool) -> String {
-    let mut f = Vec::new();
-    if let (Some(url), Some(rev)) = (&a.orch_git, &a.orch_rev) {
-        f.push(format!(
-            "--orch-git {url} --orch-rev {}",
-            rev.to_ascii_lowercase()
-        ));
-    }
-    if let (Some(url), Some(sum)) = (&a.orch_binary, &a.orch_sha256) {
-        f.push(format!(
-            "--orch-binary {url} --orch-sha256 {}",
-            sum.to_ascii_lowercase()
-        ));
-    }
-    if github && a.on != [Trigger::WorkflowDispatch] {
-        for t in &a.on {
+/// as the header repeats them: from the validated source, each value
+/// quoted for a POSIX shell (the line is meant to be pasted).
+fn flags(orch: &OrchSource, on: &[Trigger], github: bool) -> String {
+    let q = crate::agents::invocation::shell_quote;
+    let mut f = vec![match orch {
+        OrchSource::Git { url, rev } => format!("--orch-git {} --orch-rev {rev}", q(url)),
+        OrchSource::Binary { url, sha256 } => {
+            format!("--orch-binary {} --orch-sha256 {sha256}", q(url))
+        }
+    }];
+    if github && on != [Trigger::WorkflowDispatch] {
+        for t in on {
             if let Some(v) = clap::ValueEnum::to_possible_value(t) {
                 f.push(format!("--on {}", v.get_name()));
             }
@@ -89,10 +84,19 @@ fn flags(a: &ExportArgs, github: bool) -> String {
     f.join(" ")
 }
 
+/// A URL a job may fetch: printable ASCII only (no line separator a YAML
+/// reader might honour inside the header's comments), nothing a shell or
+/// the single quotes around it would read, and one of `schemes`.
+fn safe_url(url: &str, schemes: &[&str]) -> bool {
+    schemes.iter().any(|s| url.starts_with(s))
+        && url
+            .chars()
+            .all(|c| c.is_ascii_graphic() && !matches!(c, '\'' | '"' | '\\' | '`' | '$'))
+}
+
 /// Which orch the jobs install; refused unless pinned (no default: the
 /// name `orch` on a public registry is not ours to trust).
 fn orch_source(a: &ExportArgs) -> Result<OrchSource, (String, String)> {
-    let plain = |url: &str| !url.contains(['\'', '\n', '\r', '"', '\\', '`', '$']);
     let hex = |v: &str, n: usize| v.len() == n && v.chars().all(|c| c.is_ascii_hexdigit());
     match (&a.orch_git, &a.orch_rev, &a.orch_binary, &a.orch_sha256) {
         (Some(url), Some(rev), _, _) => {
@@ -102,8 +106,11 @@ fn orch_source(a: &ExportArgs) -> Result<OrchSource, (String, String)> {
                     "give all 40 hex digits: a branch or tag can move".into(),
                 ));
             }
-            if !plain(url) {
-                return Err((format!("--orch-git `{url}` is not a plain URL"), "give the repository's URL without quotes or shell characters".into()));
+            if !safe_url(url, &["https://", "ssh://"]) {
+                return Err((
+                    format!("--orch-git `{}` is not a plain https:// or ssh:// URL", url.escape_debug()),
+                    "printable ASCII without spaces, quotes, `$` or backslashes".into(),
+                ));
             }
             Ok(OrchSource::Git {
                 url: url.clone(),
@@ -117,9 +124,9 @@ fn orch_source(a: &ExportArgs) -> Result<OrchSource, (String, String)> {
                     "give the 64 hex digits `sha256sum` prints for the binary".into(),
                 ));
             }
-            if !url.starts_with("https://") || !plain(url) {
+            if !safe_url(url, &["https://"]) {
                 return Err((
-                    format!("--orch-binary `{url}` is not a plain https URL"),
+                    format!("--orch-binary `{}` is not a plain https URL", url.escape_debug()),
                     "the jobs download it with curl --proto '=https'".into(),
                 ));
             }
@@ -142,6 +149,15 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         Target::GithubActions(a) => (a, true),
         Target::GitlabCi(a) => (a, false),
     };
+    if !github && a.on != [Trigger::WorkflowDispatch] {
+        return usage_error(
+            "--on is for GitHub Actions",
+            Some(
+                "a GitLab pipeline runs on the project's pipeline triggers (`workflow:` rules)"
+                    .into(),
+            ),
+        );
+    }
     let orch = match orch_source(a) {
         Ok(o) => o,
         Err((message, hint)) => return usage_error(&message, Some(hint)),
@@ -170,7 +186,7 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
             .to_string_lossy()
             .trim_start_matches("./")
             .to_string(),
-        flags: flags(a, github),
+        flags: flags(&orch, &a.on, github),
         orch,
     };
     let jobs = export::jobs(&pipeline, &graph);

@@ -262,8 +262,10 @@ fn summary_job(opts: &Options, jobs: &[Job]) -> Value {
     // job's own outcome (an optional job's conclusion is always success).
     let mut env: Vec<(String, String)> = Vec::new();
     let mut checks = String::from("set -eu\nfailed=0\n");
-    for j in jobs {
-        let var = format!("OUTCOME_{}", j.id.to_uppercase().replace('-', "_"));
+    for (n, j) in jobs.iter().enumerate() {
+        // Numbered: `a-b` and `a_b` would otherwise share one variable,
+        // and one phase's success could hide the other's failure.
+        let var = format!("OUTCOME_{n}_{}", j.id.to_uppercase().replace('-', "_"));
         env.push((
             var.clone(),
             format!("${{{{ needs.{}.outputs.outcome }}}}", j.id),

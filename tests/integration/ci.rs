@@ -588,6 +588,7 @@ fn state_import_and_export_refuse_bad_input() {
 #[test]
 fn export_refuses_an_unpinned_orch() {
     let sha = "0".repeat(64);
+    let rev = "0".repeat(40);
     for (args, says) in [
         (vec![], "say which orch the jobs install"),
         (
@@ -616,6 +617,49 @@ fn export_refuses_an_unpinned_orch() {
                 "abc",
             ],
             "is not a SHA-256",
+        ),
+        // A line separator YAML readers honour would end the header's
+        // comment and start a job; quotes, `$` and other schemes are out.
+        (
+            vec![
+                "--orch-binary",
+                "https://e.com/o\u{2028}evil:",
+                "--orch-sha256",
+                &sha,
+            ],
+            "is not a plain https URL",
+        ),
+        (
+            vec![
+                "--orch-binary",
+                "https://e.com/o\u{85}x",
+                "--orch-sha256",
+                &sha,
+            ],
+            "is not a plain https URL",
+        ),
+        (
+            vec!["--orch-git", "https://e.com/$(id)", "--orch-rev", &rev],
+            "is not a plain https:// or ssh:// URL",
+        ),
+        (
+            vec!["--orch-git", "ext::sh -c touch% /tmp/x", "--orch-rev", &rev],
+            "is not a plain https:// or ssh:// URL",
+        ),
+        (
+            vec!["--orch-git", "file:///srv/orch", "--orch-rev", &rev],
+            "is not a plain https:// or ssh:// URL",
+        ),
+        (
+            vec![
+                "--orch-git",
+                "https://e.com/o.git",
+                "--orch-rev",
+                &rev,
+                "--on",
+                "push",
+            ],
+            "--on is for GitHub Actions",
         ),
     ] {
         let o = run(&[&["export", "gitlab-ci", "pipelines/demo.toml"][..], &args].concat());
@@ -673,6 +717,12 @@ fn a_binary_orch_is_installed_only_with_its_checksum() {
             .unwrap();
         let script = step["run"].as_str().unwrap();
         assert!(script.contains(&sum), "{script}");
+        // The header repeats the pinned source for --check.
+        assert!(
+            stdout(&y).contains("--orch-binary https://example.com/orch --orch-sha256"),
+            "{}",
+            stdout(&y)
+        );
         let home = d.join(format!("home-{installs}"));
         let tmp = d.join(format!("tmp-{installs}"));
         std::fs::create_dir_all(&tmp).unwrap();
@@ -691,5 +741,38 @@ fn a_binary_orch_is_installed_only_with_its_checksum() {
             let o = Command::new(&installed).output().unwrap();
             assert_eq!(stdout(&o).trim(), "orch-from-release");
         }
+    }
+}
+
+/// Each phase's outcome reaches the summary job's check under a variable
+/// of its own: `a-b` and `a_b` would otherwise share one, and one phase's
+/// success could hide the other's failure.
+#[test]
+fn the_summary_reads_each_phases_outcome_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "p.toml",
+        "version = 1\nname = \"p\"\n[agents.t]\nkind = \"command\"\ncommand = [\"true\"]\n\
+         [[phases]]\nname = \"a-b\"\nagents = [\"t\"]\n[[phases]]\nname = \"a_b\"\nagents = [\"t\"]\n",
+    );
+    let o = run_in(
+        dir.path(),
+        &[&["export", "github-actions", "p.toml"][..], &SOURCE].concat(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let wf: serde_yaml_ng::Value = serde_yaml_ng::from_str(&stdout(&o)).unwrap();
+    let steps = wf["jobs"]["orch-summary"]["steps"].as_sequence().unwrap();
+    let check = steps.last().unwrap();
+    let env = check["env"].as_mapping().unwrap();
+    assert_eq!(env.len(), 2, "{env:?}");
+    let script = check["run"].as_str().unwrap();
+    for (k, v) in env {
+        let k = k.as_str().unwrap();
+        assert!(
+            script.contains(&format!("\"${k}\" != succeeded")),
+            "{k}: {script}"
+        );
+        assert!(v.as_str().unwrap().contains("needs.a"), "{v:?}");
     }
 }
