@@ -109,13 +109,18 @@ pub fn shell_bound_permission(ts: &ToolSet, reasons: PermissionReasons) -> Enfor
     }
 }
 
-/// The first `Bash(<pattern>)` with a `*` anywhere but at its end. CLIs
-/// that match a command by prefix (Gemini's policy, Copilot's `:*` rules)
-/// cannot hold such a pattern: `Bash(git * --oneline)` would become every
-/// `git` command.
-pub fn inner_wildcard(ts: &ToolSet) -> Option<&str> {
+/// The first `Bash(<pattern>)` that is not a command prefix: one `*`, at
+/// its end. CLIs that match a command by prefix (Gemini's policy,
+/// Copilot's `:*` rules) hold nothing else: `Bash(git * --oneline)` would
+/// become every `git` command, and `Bash(git status)` every `git status
+/// ...`.
+pub fn not_a_prefix(ts: &ToolSet) -> Option<&str> {
     ts.internal.iter().find_map(|t| match t {
-        InternalTool::BashPattern(p) if p.trim_end_matches('*').contains('*') => Some(p.as_str()),
+        InternalTool::BashPattern(p)
+            if !p.ends_with('*') || p.trim_end_matches('*').contains('*') =>
+        {
+            Some(p.as_str())
+        }
         _ => None,
     })
 }

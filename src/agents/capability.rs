@@ -416,10 +416,12 @@ mod tests {
         for kind in AgentKind::ALL.into_iter().filter(|k| k.is_llm()) {
             let inner = enforcement(kind, &with("git * --oneline"), &Reach::default(), &os);
             let trailing = enforcement(kind, &with("git log *"), &Reach::default(), &os);
+            let exact = enforcement(kind, &with("git status"), &Reach::default(), &os);
             match kind {
                 AgentKind::Gemini | AgentKind::Copilot => {
                     assert_eq!(inner.internal.by, By::None, "{kind}");
                     assert!(inner.internal.reason.contains("git * --oneline"), "{kind}");
+                    assert_eq!(exact.internal.by, By::None, "{kind}");
                     assert_eq!(trailing.internal.by, By::Cli, "{kind}");
                 }
                 AgentKind::Codex => {

@@ -9,7 +9,7 @@
 use serde_json::{Map, Value, json};
 
 use super::adapter::{
-    Adapter, PermissionReasons, Probe, Request, inner_wildcard, shell_bound_permission, unique,
+    Adapter, PermissionReasons, Probe, Request, not_a_prefix, shell_bound_permission, unique,
 };
 use super::claude::pretty;
 use super::invocation::{Enforced, Enforcement, EnvVar, Invocation, InvocationFile, Stdin};
@@ -63,9 +63,9 @@ impl Adapter for Copilot {
             },
         );
         Enforcement {
-            internal: match inner_wildcard(ts) {
+            internal: match not_a_prefix(ts) {
                 Some(p) => Enforced::none(format!(
-                    "copilot's shell rules name a command or a prefix (`shell(git:*)`); `Bash({p})` has a `*` inside; end the pattern at its only `*`"
+                    "copilot's shell rules match a command prefix (`shell(git log:*)`): `Bash({p})` is not one; write a prefix ending in its only `*`, like `Bash(git log *)`"
                 )),
                 None => Enforced::cli("--available-tools is the set of tools the model sees"),
             },

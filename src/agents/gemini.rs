@@ -9,7 +9,7 @@
 use serde_json::{Value, json};
 
 use super::adapter::{
-    Adapter, PermissionReasons, Probe, Request, inner_wildcard, shell_bound_permission, unique,
+    Adapter, PermissionReasons, Probe, Request, not_a_prefix, shell_bound_permission, unique,
 };
 use super::claude::pretty;
 use super::invocation::{Enforced, Enforcement, Invocation, InvocationFile, Stdin};
@@ -65,9 +65,9 @@ impl Adapter for Gemini {
             },
         );
         Enforcement {
-            internal: match inner_wildcard(ts) {
+            internal: match not_a_prefix(ts) {
                 Some(p) => Enforced::none(format!(
-                    "gemini's policy matches a command by its prefix: `Bash({p})` would allow every command starting `{}`; end the pattern at its only `*`",
+                    "gemini's policy matches a command by its prefix: `Bash({p})` would allow every command starting `{}`; write a prefix ending in its only `*`, like `Bash(git log *)`",
                     command_prefix(p)
                 )),
                 None => Enforced::cli("settings tools.core is the allow-list of built-in tools"),
