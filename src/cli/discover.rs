@@ -3,7 +3,7 @@
 //! `pipelines/` or `.orch/pipelines/`. None, or several, is an error that
 //! lists what was found.
 
-use std::io;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use super::output::{Exit, usage_error};
@@ -54,7 +54,11 @@ pub fn pipeline_file(given: Option<&Path>) -> io::Result<Result<PathBuf, Exit>> 
     }
     let cwd = std::env::current_dir()?;
     match search(&cwd) {
-        Found::One(p) => Ok(Ok(p)),
+        Found::One(p) => {
+            // Say which: a file found is not a file named.
+            let _ = writeln!(io::stderr(), "using {}", p.display());
+            Ok(Ok(p))
+        }
         Found::None => usage_error(
             &format!(
                 "no pipeline file given, and none found: looked for pipeline.toml, then {}",

@@ -50,10 +50,11 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
     let valid = |text: &String| {
         crate::pipeline::load_str("pipeline.toml", text.clone(), &base, &ctx.confinement)
     };
-    let mut pipeline = pipeline_text(&kinds, true);
+    let confined = ctx.confinement.is_available();
+    let mut pipeline = pipeline_text(&kinds, true, confined);
     let mut bash = true;
     if valid(&pipeline).is_err() {
-        pipeline = pipeline_text(&kinds, false);
+        pipeline = pipeline_text(&kinds, false, confined);
         bash = false;
         if let Err(invalid) = valid(&pipeline) {
             print_diagnostics(&invalid.diagnostics, color);
@@ -75,30 +76,51 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
     }
     for (rel, _) in &files {
         let path = args.dir.join(rel);
-        if path.exists() {
+        if path.symlink_metadata().is_ok() {
             return usage_error(
                 &format!("`{}` exists; orch init does not overwrite", path.display()),
                 Some("move it away, or init in another folder: `orch init DIR`".into()),
             );
         }
+        // Every folder on the way must be a folder (or not there yet), so
+        // nothing fails half-way through.
+        if let Some(blocked) = path
+            .ancestors()
+            .skip(1)
+            .find(|a| a.symlink_metadata().is_ok() && !a.is_dir())
+        {
+            return usage_error(
+                &format!(
+                    "`{}` is not a folder, so `{}` cannot be written",
+                    blocked.display(),
+                    path.display()
+                ),
+                Some("move it away, or init in another folder: `orch init DIR`".into()),
+            );
+        }
     }
+    let mut written: Vec<PathBuf> = Vec::new();
     for (rel, text) in &files {
         let path = args.dir.join(rel);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
         // create_new: a file that appeared since the check is not replaced.
-        let mut f = match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-        {
-            Ok(f) => f,
-            Err(e) => {
-                return usage_error(&format!("cannot write `{}`: {e}", path.display()), None);
+        let result = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&path)
+            })
+            .and_then(|mut f| f.write_all(text.as_bytes()));
+        if let Err(e) = result {
+            // All or nothing: take back what this run wrote.
+            for w in &written {
+                let _ = std::fs::remove_file(w);
             }
-        };
-        f.write_all(text.as_bytes())?;
+            return usage_error(&format!("cannot write `{}`: {e}", path.display()), None);
+        }
+        written.push(path);
     }
     next_steps(args, &kinds, detected, bash)?;
     Ok(Exit::Success)
@@ -154,8 +176,9 @@ fn chosen(
 
 /// The starter: every chosen agent audits side by side (read-only); the
 /// first one then fixes what they found (it may write the workspace).
-/// `bash`: the fixer may run commands (only where the OS confines them).
-fn pipeline_text(kinds: &[AgentKind], bash: bool) -> String {
+/// `bash`: the fixer may run commands; `confined`: the OS confines agents
+/// here (the comments say who holds what, so they must be true).
+fn pipeline_text(kinds: &[AgentKind], bash: bool, confined: bool) -> String {
     let list = |ks: &[AgentKind]| {
         ks.iter()
             .map(|k| format!("\"{}\"", k.as_str()))
@@ -176,10 +199,7 @@ description = "Audit the repository, then fix what the audit found."
 timeout = "30m"          # per attempt; a phase that takes longer fails
 retries = 1              # one more attempt after a failure
 
-# Every agent below audits at the same time. Read-only: the agent CLIs
-# get only these tools, and the operating system (Landlock on Linux) keeps
-# each agent's whole process tree from writing anywhere but its own
-# temporary folder.
+{audit_comment}
 [[phases]]
 name = "audit"
 agents = [{audit}]
@@ -193,7 +213,7 @@ is wrong and how you found it. Change nothing.
 
 [phases.tools]
 internal = ["Read", "Glob", "Grep"]   # what the agent CLI itself offers
-permission = "read-only"              # held by the OS, not by the prompt
+permission = "read-only"              # {held}
 max_turns = 40
 
 {fix_comment}
@@ -204,9 +224,8 @@ depends_on = ["audit"]
 mode = "fix"
 prompt = """
 Fix the most important findings of the audit phase (the latest come with
-this task; orch's get_context tool reads back the rest), one at a time,
-with a test for each where the project has tests. Run the tests before you
-finish.
+this task), one at a time, with a test for each where the project has
+tests. Run the tests before you finish.
 """
 
 [phases.tools]
@@ -216,14 +235,31 @@ max_turns = 80
 "#,
         audit = list(kinds),
         fix = list(&[fixer]),
+        audit_comment = if confined {
+            "# Every agent below audits at the same time. Read-only: the agent CLIs\n\
+             # get only these tools, and the operating system (Landlock on Linux) keeps\n\
+             # each agent's whole process tree from writing anywhere but its own\n\
+             # temporary folder."
+        } else {
+            "# Every agent below audits at the same time. Read-only: the agent CLIs\n\
+             # get only these tools and hold their own read-only rules. orch does not\n\
+             # confine agents on this machine (`orch doctor` says why), so no shell\n\
+             # is granted: nothing would hold what a shell starts."
+        },
+        held = if confined {
+            "held by the OS, not by the prompt"
+        } else {
+            "held by each CLI's own rules"
+        },
         fix_comment = if bash {
             "# One agent fixes the findings, after the audit succeeded. It may edit\n\
              # files and run commands, but only inside this folder."
         } else {
             "# One agent fixes the findings, after the audit succeeded. It may edit\n\
-             # files inside this folder. `Bash` is left out: this machine cannot\n\
-             # confine the programs a shell starts (`orch doctor`), so nothing\n\
-             # would hold them to this folder, and orch refuses what it cannot enforce."
+             # files inside this folder. `Bash` is left out: orch does not confine\n\
+             # agents on this machine (`orch doctor` says why), so nothing would hold\n\
+             # what a shell starts to this folder, and orch refuses what it cannot\n\
+             # enforce."
         },
         fix_tools = if bash {
             r#""Read", "Glob", "Grep", "Edit", "Write", "Bash""#
@@ -286,13 +322,21 @@ fn next_steps(args: &Args, kinds: &[AgentKind], detected: bool, bash: bool) -> s
     if !bash {
         writeln!(
             out,
-            "note: the fix phase cannot run commands (no Bash): this machine cannot confine them"
+            "note: the fix phase cannot run commands (no Bash): orch does not confine agents here, so nothing would hold what a shell starts"
         )?;
     }
-    let cd = if args.dir == Path::new(".") {
+    let here = std::env::current_dir().ok();
+    let cd = if args.dir.as_os_str().is_empty()
+        || args.dir == Path::new(".")
+        || args.dir == Path::new("./")
+        || here.as_deref() == Some(args.dir.as_path())
+    {
         String::new()
     } else {
-        format!("cd {} && ", args.dir.display())
+        format!(
+            "cd {} && ",
+            crate::agents::invocation::shell_quote(&args.dir.display().to_string())
+        )
     };
     writeln!(out, "\nnext:")?;
     writeln!(out, "  {cd}orch validate     check it (it passes now)")?;

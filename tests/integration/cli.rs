@@ -498,6 +498,7 @@ fn a_pipeline_is_found_without_naming_it() {
     }
     let o = at(&["plan", "--format", "json"]);
     assert_eq!(json_of(&o)["pipeline"], "hidden", "{}", stdout(&o));
+    assert_eq!(stderr(&o), "using .orch/pipelines/ci.toml\n");
 
     write(d.path(), "pipelines/a.toml", &one("a"));
     let o = at(&["run"]);
@@ -636,14 +637,29 @@ fn init_writes_a_starter_that_validates_for_every_agent() {
             assert!(stdout(&o).contains("orch validate"), "{}", stdout(&o));
             let text = std::fs::read_to_string(d.path().join("pipeline.toml")).unwrap();
             assert!(text.starts_with("#:schema .orch/pipeline.schema.json\n"));
+            // Its comments say who holds read-only, truly for this machine;
+            // a shell only where something holds it.
+            let confines = confinement == "auto" && landlock_here();
+            assert_eq!(text.contains("# held by the OS"), confines, "{text}");
+            assert_eq!(
+                text.contains("# held by each CLI's own rules"),
+                !confines,
+                "{text}"
+            );
+            let bash = text.contains(r#""Write", "Bash"]"#);
+            assert_eq!(
+                bash,
+                confines || agents == "codex" || agents.starts_with("codex,"),
+                "{agents}/{confinement}: {text}"
+            );
             assert!(d.path().join(".orch/pipeline.schema.json").is_file());
             assert!(!d.path().join("orch.toml").exists());
             let o = at(&["validate"]);
             assert!(o.status.success(), "{agents}/{confinement}: {}", stderr(&o));
-            assert!(
-                stderr(&o).is_empty(),
-                "{agents}/{confinement}: a warning: {}",
-                stderr(&o)
+            assert_eq!(
+                stderr(&o),
+                "using pipeline.toml\n",
+                "{agents}/{confinement}: a warning"
             );
             let o = at(&["explain", "--format", "json"]);
             let v = json_of(&o);
@@ -711,6 +727,34 @@ fn init_writes_a_starter_that_validates_for_every_agent() {
             .unwrap();
         assert_eq!(row["source"], "project config (orch.toml)", "{key}");
     }
+    // A file where a folder must go: refused before anything is written.
+    std::fs::write(d.path().join("blocked"), "").unwrap();
+    std::fs::create_dir_all(d.path().join("half")).unwrap();
+    std::fs::write(d.path().join("half/.orch"), "").unwrap();
+    for (dir, says) in [
+        ("blocked", "`blocked` is not a folder"),
+        ("half", "`half/.orch` is not a folder"),
+    ] {
+        let o = orch()
+            .current_dir(d.path())
+            .args(["init", dir, "--agents", "codex"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2));
+        assert!(stderr(&o).contains(says), "{}", stderr(&o));
+    }
+    assert!(!d.path().join("half/pipeline.toml").exists());
+    // A folder name with a space is quoted in the next steps.
+    let o = orch()
+        .current_dir(d.path())
+        .args(["init", "my dir", "--agents", "codex"])
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&o).contains("cd 'my dir' && orch run"),
+        "{}",
+        stdout(&o)
+    );
     for bad in ["bogus", "command", ","] {
         let o = orch()
             .current_dir(d.path())
@@ -725,4 +769,10 @@ fn init_writes_a_starter_that_validates_for_every_agent() {
         );
         assert!(!d.path().join("other/pipeline.toml").exists());
     }
+}
+
+/// Whether orch can confine agents on this machine (`orch doctor`).
+fn landlock_here() -> bool {
+    let o = run(&["doctor", "--format", "json"]);
+    json_of(&o)["confinement"]["state"] == "available"
 }
