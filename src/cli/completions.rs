@@ -39,7 +39,7 @@ pub fn man(args: &ManArgs) -> CmdResult {
     match &args.dir {
         None => {
             let mut out = stdout();
-            clap_mangen::Man::new(cmd).render(&mut out)?;
+            page(cmd).render(&mut out)?;
             out.flush()?;
         }
         Some(dir) => {
@@ -59,7 +59,7 @@ pub fn man(args: &ManArgs) -> CmdResult {
 fn write_pages(cmd: &clap::Command, dir: &Path) -> std::io::Result<()> {
     let name = cmd.get_display_name().unwrap_or(cmd.get_name());
     let mut page = Vec::new();
-    clap_mangen::Man::new(cmd.clone()).render(&mut page)?;
+    self::page(cmd.clone()).render(&mut page)?;
     std::fs::write(dir.join(format!("{name}.1")), page)?;
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         if sub.get_name() != "help" {
@@ -67,4 +67,10 @@ fn write_pages(cmd: &clap::Command, dir: &Path) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// One command's page; every page's footer names orch and its version
+/// (not the subcommand's name).
+fn page(cmd: clap::Command) -> clap_mangen::Man {
+    clap_mangen::Man::new(cmd).source(format!("orch {}", env!("CARGO_PKG_VERSION")))
 }

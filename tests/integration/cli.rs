@@ -611,6 +611,8 @@ fn man_pages_render_for_every_command() {
         );
     }
     let text = std::fs::read_to_string(d.path().join("orch-run.1")).unwrap();
+    let footer = format!("\"orch {}\"", env!("CARGO_PKG_VERSION"));
+    assert!(text.contains(&footer), "{}", &text[..200]);
     assert!(text.contains("\\-\\-max\\-parallel") || text.contains("max-parallel"));
 }
 
