@@ -30,6 +30,9 @@ use super::reaper;
 /// dropped (and the line marked), so one runaway line cannot eat memory.
 pub const MAX_LINE: usize = 1 << 20;
 
+/// How much of the last stderr line a failure's reason quotes.
+const LAST_ERR_CHARS: usize = 300;
+
 /// How often, at most, a busy attempt asks whether its process has exited.
 const REAP_CHECK: Duration = Duration::from_millis(5);
 
@@ -395,6 +398,9 @@ pub async fn run_attempt(
     // The CLI's own final result event was seen: its session finished.
     let mut finished = false;
     let mut weakened: Option<String> = None;
+    // The last thing the process said on stderr: a failure's reason names
+    // it, so "exited with status 41" comes with the CLI's own why.
+    let mut last_err: Option<String> = None;
     let mut streams_open = true;
     let mut leader_gone = false;
     let tick = Duration::from_millis(100);
@@ -556,6 +562,10 @@ pub async fn run_attempt(
                             use std::io::Write;
                             let _ = writeln!(f, "{text}");
                         }
+                        let said = text.trim();
+                        if !said.is_empty() {
+                            last_err = Some(said.chars().take(LAST_ERR_CHARS).collect());
+                        }
                         if weakened.is_none()
                             && let Some(why) = adapter.weakened(&text)
                         {
@@ -643,10 +653,14 @@ pub async fn run_attempt(
             }
             (Ok(_), false) => {
                 result.outcome = Outcome::Failed;
-                result.reason = Some(match (result.exit_code, signal) {
+                let how = match (result.exit_code, signal) {
                     (Some(c), _) => format!("exited with status {c}"),
                     (None, Some(sig)) => format!("killed by signal {sig}"),
                     _ => "exited abnormally".into(),
+                };
+                result.reason = Some(match &last_err {
+                    Some(said) => format!("{how}; its last stderr line: {said}"),
+                    None => how,
                 });
             }
             (Err(e), _) => {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{json_of, orch, root, stderr, stdout, write};
+use crate::support::{json_of, orch, root, run_in, stderr, stdout, write};
 
 /// A scratch workspace with its own state dir.
 struct Space {
@@ -574,4 +574,61 @@ fn a_terminal_gets_the_live_view_and_a_pipe_gets_plain_lines() {
         first.starts_with('[') && first.ends_with("] phase first: started"),
         "{first}"
     );
+}
+
+/// A failed attempt's reason carries the last line the process wrote on
+/// stderr (capped), so "exited with status 41" comes with the CLI's own
+/// explanation in the log, `runs show` and the report.
+#[test]
+fn a_failure_says_what_the_process_said() {
+    let ws = tempfile::tempdir().unwrap();
+    let long = "x".repeat(1000);
+    write(
+        ws.path(),
+        "p.toml",
+        &format!(
+            "version = 1\nname = \"p\"\n[agents.t]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"echo out; echo 'error: set GEMINI_API_KEY' >&2; echo >&2; exit 41\"]\n\
+             [agents.l]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"echo {long} >&2; exit 3\"]\n\
+             [[phases]]\nname = \"a\"\nagents = [\"t\"]\n[[phases]]\nname = \"b\"\nagents = [\"l\"]\n"
+        ),
+    );
+    let out = run_in(
+        ws.path(),
+        &["--state-dir", ".s", "run", "p.toml", "--format", "json"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let shown = run_in(
+        ws.path(),
+        &[
+            "--state-dir",
+            ".s",
+            "runs",
+            "show",
+            "latest",
+            "--format",
+            "json",
+        ],
+    );
+    let v = json_of(&shown);
+    let reason = |phase: &str| -> String {
+        v["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == phase)
+            .unwrap()["agents"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        reason("a"),
+        "exited with status 41; its last stderr line: error: set GEMINI_API_KEY"
+    );
+    let b = reason("b");
+    assert!(
+        b.starts_with("exited with status 3; its last stderr line: xxx"),
+        "{b}"
+    );
+    assert!(b.len() < 400, "capped: {}", b.len());
 }
