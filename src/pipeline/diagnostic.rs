@@ -197,6 +197,10 @@ pub enum Problem {
     },
     #[error("phase `{phase}` depends on itself")]
     SelfDependency { phase: String },
+    #[error(
+        "phase `{phase}` must leave `{path}` behind, but none of its agents may write: every one is read-only"
+    )]
+    UnwritableArtifact { phase: String, path: String },
     #[error("dependency cycle: {path}")]
     Cycle { path: String },
     #[error("`agent_tools.{agent}` names an agent that phase `{phase}` does not list")]
@@ -324,6 +328,7 @@ impl Problem {
             Problem::ProfileMissing { .. } => "orch::pipeline::profile_missing",
             Problem::UnknownDependency { .. } => "orch::pipeline::unknown_dependency",
             Problem::SelfDependency { .. } => "orch::pipeline::self_dependency",
+            Problem::UnwritableArtifact { .. } => "orch::pipeline::unwritable_artifact",
             Problem::Cycle { .. } => "orch::pipeline::cycle",
             Problem::AgentToolsNotInPhase { .. } => "orch::pipeline::agent_tools_key",
             Problem::UnknownTool { .. } => "orch::pipeline::unknown_tool",
@@ -410,6 +415,9 @@ impl Problem {
             Problem::UnknownDependency { suggestion, .. } => did_you_mean(suggestion)
                 .or_else(|| Some("`depends_on` lists names of phases in this file".into())),
             Problem::SelfDependency { .. } => Some("remove the phase from its own `depends_on`".into()),
+            Problem::UnwritableArtifact { .. } => Some(
+                "give the agent that writes it `permission = \"workspace-write\"` and `Write` in the phase's tools, or have a read-only phase report through orch's MCP server (`add_finding`) instead".into(),
+            ),
             Problem::Cycle { .. } => Some(
                 "`x -> y` means `x` depends on `y`; remove one of these dependencies to break the cycle"
                     .into(),

@@ -1526,6 +1526,42 @@ impl<'s> Validator<'s> {
                 }
             }
         }
+        self.unwritable_artifacts(pipeline);
+    }
+
+    /// A phase that must leave a file behind where none of its agents may
+    /// write (read-only; a plain command without a `permission` runs
+    /// unconfined and may): its agents cannot produce it. The contract's
+    /// artifact is this run's and this phase's alone, so that is an error;
+    /// a declared `artifacts` path is a warning, since an earlier phase
+    /// may have left it there.
+    fn unwritable_artifacts(&mut self, pipeline: &Pipeline) {
+        for phase in &pipeline.phases {
+            let (path, error) = match (&phase.contract, phase.artifacts.first()) {
+                (Some(c), _) => (c.artifact.clone(), true),
+                (None, Some(a)) => (a.clone(), false),
+                (None, None) => continue,
+            };
+            let can_write = phase.agents.iter().any(|name| {
+                pipeline.agent(name).is_none_or(|agent| {
+                    let r = pipeline.resolve(phase, agent);
+                    r.toolset.permission != Permission::ReadOnly
+                        || (!agent.kind.is_llm() && r.provenance.permission.layer == Layer::Default)
+                })
+            });
+            if !can_write {
+                let span = phase.location.offset..phase.location.offset + phase.location.len;
+                let problem = Problem::UnwritableArtifact {
+                    phase: phase.name.clone(),
+                    path,
+                };
+                self.diags.push(if error {
+                    Diagnostic::error(problem, self.source, span)
+                } else {
+                    Diagnostic::warning(problem, self.source, span)
+                });
+            }
+        }
     }
 
     fn source_for(&self, at: &Location) -> Arc<SourceFile> {

@@ -116,6 +116,7 @@ fixtures! {
     profile_missing => [at("profile_missing", 9, 11)],
     unknown_dependency => [at("unknown_dependency", 13, 15)],
     self_dependency => [at("self_dependency", 8, 15)],
+    unwritable_artifact => [at("unwritable_artifact", 7, 8)],
     cycle => [at("cycle", 8, 15)],
     agent_tools_key => [at("agent_tools_key", 9, 21)],
     unknown_tool => [at("unknown_tool", 11, 13)],

@@ -89,7 +89,8 @@ fn the_system_prompt_is_in_layers_in_order_with_their_sizes() {
     write(
         ws.path(),
         "p.toml",
-        "version = 1\nname = \"p\"\n[[phases]]\nname = \"review\"\nagents = [\"claude\", \"codex\"]\nmode = \"audit\"\nprofile = \"reviewer\"\nprompt = \"Review the diff of the rollout code.\"\nartifact = \"out/{run}-{phase}.md\"\nrequired_sections = [\"Findings\"]\n",
+        "version = 1\nname = \"p\"\n[[phases]]\nname = \"review\"\nagents = [\"claude\", \"codex\"]\nmode = \"audit\"\nprofile = \"reviewer\"\nprompt = \"Review the diff of the rollout code.\"\nartifact = \"out/{run}-{phase}.md\"\nrequired_sections = [\"Findings\"]\n\
+         [phases.tools]\ninternal = [\"Read\", \"Glob\", \"Grep\", \"Write\", \"Edit\", \"Bash\"]\npermission = \"workspace-write\"\n",
     );
     learn(
         ws.path(),
