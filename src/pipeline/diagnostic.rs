@@ -179,6 +179,10 @@ pub enum Problem {
     MissingCommand { name: String },
     #[error("`command` is only for agents of kind `command`, not `{kind}`")]
     CommandOnNonCommand { kind: String },
+    #[error(
+        "`binary` does not apply to agent `{name}` of kind `command`: its `command` names the program"
+    )]
+    BinaryOnCommand { name: String },
     #[error("phase `{phase}`'s contract: {reason}")]
     Contract { phase: String, reason: String },
     #[error("phase `{phase}` sets both `prompt` and `prompt_file`")]
@@ -321,6 +325,7 @@ impl Problem {
             Problem::MissingKind { .. } => "orch::pipeline::missing_kind",
             Problem::MissingCommand { .. } => "orch::pipeline::missing_command",
             Problem::CommandOnNonCommand { .. } => "orch::pipeline::command_on_agent",
+            Problem::BinaryOnCommand { .. } => "orch::pipeline::binary_on_command",
             Problem::PromptConflict { .. } => "orch::pipeline::prompt_conflict",
             Problem::Contract { .. } => "orch::pipeline::contract",
             Problem::MissingPrompt { .. } => "orch::pipeline::missing_prompt",
@@ -398,6 +403,9 @@ impl Problem {
             }
             Problem::CommandOnNonCommand { .. } => {
                 Some("set `kind = \"command\"` or remove `command`".into())
+            }
+            Problem::BinaryOnCommand { .. } => {
+                Some("remove `binary` and put the program first in `command`".into())
             }
             Problem::PromptConflict { .. } => Some("keep one of `prompt` and `prompt_file`".into()),
             Problem::Contract { .. } => Some(

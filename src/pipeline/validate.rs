@@ -589,6 +589,14 @@ impl<'s> Validator<'s> {
                 ),
                 _ => {}
             }
+            if let (AgentKind::Command, Some(b)) = (&kind, &a.binary) {
+                self.error(
+                    Problem::BinaryOnCommand {
+                        name: name.value.clone(),
+                    },
+                    b.span.clone(),
+                );
+            }
             let mut modes = Vec::new();
             for (mode_name, settings) in &a.modes.0 {
                 let Some(mode) =

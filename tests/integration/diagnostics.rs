@@ -110,6 +110,7 @@ fixtures! {
     missing_kind => [at("missing_kind", 5, 9)],
     missing_command => [at("missing_command", 5, 9)],
     command_on_agent => [at("command_on_agent", 6, 11)],
+    binary_on_command => [at("binary_on_command", 7, 10)],
     prompt_conflict => [at("prompt_conflict", 9, 15)],
     missing_prompt => [at("missing_prompt", 7, 11)],
     prompt_file => [at("prompt_file", 8, 15)],
