@@ -16,7 +16,7 @@
 //!   for pipelines under 100 phases); each phase after the first layer
 //!   depends on one or two phases of the layer before. [`Topology::Chain`]: each phase depends on the one before;
 //! - `[phases.tools]` on every other phase, `[phases.agent_tools.<agent>]`
-//!   on every third, inline prompts everywhere, artifacts on some.
+//!   on every third, inline prompts everywhere, artifacts on the fix phases.
 //!
 //! Every generated file validates: the read-only phases never get a write
 //! tool, and every LLM agent has a prompt.
@@ -211,7 +211,9 @@ pub fn generate(n: usize, topology: Topology) -> Generated {
         if i % 4 == 1 {
             out.push_str("timeout = \"45m\"\n");
         }
-        if mode == "plan" || mode == "fix" {
+        // Only a phase that may write leaves a file (a read-only one that
+        // must is a validation warning).
+        if mode == "fix" {
             let _ = writeln!(out, "artifacts = [\"docs/{this}.md\"]");
         }
         // Layer 2: `[phases.tools]` on every other phase.
