@@ -371,6 +371,21 @@ fn dry_run(
                 writeln!(out, "# stage {} / {} / {}", s + 1, phase.name, name)?;
                 writeln!(out, "{}", inv.shell_line())?;
             }
+            // The judge runs after the workers, as the same phase in
+            // `review` mode (its prompt names the artifact once written).
+            if let Some(judged) = phase.judge_preview() {
+                let name = &judged.agents[0];
+                let agent = pipeline.agent(name).expect("validated");
+                let inv = build::invocation(
+                    pipeline,
+                    &judged,
+                    agent,
+                    ctx,
+                    &build::Slot::preview(&ctx.planned_dir(&judged.name, &agent.name)),
+                );
+                writeln!(out, "# stage {} / {} / {name} (judge)", s + 1, phase.name)?;
+                writeln!(out, "{}", inv.shell_line())?;
+            }
         }
     }
     out.flush()?;

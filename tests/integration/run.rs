@@ -632,3 +632,34 @@ fn a_failure_says_what_the_process_said() {
     );
     assert!(b.len() < 400, "capped: {}", b.len());
 }
+
+/// `--dry-run` prints every process the run would start, the phase's
+/// judge included (after its workers, marked as the judge).
+#[test]
+fn dry_run_lists_the_judge_too() {
+    let out = crate::support::run(&[
+        "run",
+        "pipelines/judged-fix.toml",
+        "--dry-run",
+        "--input",
+        "ticket=BUG-7",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let heads: Vec<String> = stdout(&out)
+        .lines()
+        .filter(|l| l.starts_with("# stage"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        heads,
+        [
+            "# stage 1 / implement / claude",
+            "# stage 1 / implement / tests (judge)"
+        ]
+    );
+    assert!(
+        stdout(&out).contains("cargo test --quiet"),
+        "{}",
+        stdout(&out)
+    );
+}
