@@ -8,6 +8,7 @@
 //! ([`graph`]). Later stages (adapters, engine, store, MCP) build on these.
 
 pub mod agents;
+pub mod beneath;
 pub mod cli;
 pub mod confine;
 pub mod engine;
@@ -15,6 +16,7 @@ pub mod events;
 pub mod export;
 pub mod git;
 pub mod graph;
+pub mod lines;
 pub mod mcp;
 pub mod pipeline;
 pub mod prompt;

@@ -19,8 +19,10 @@ use crate::agents::AgentKind;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Settings {
-    /// Where runs are recorded (`state.db`, logs).
-    pub state_dir: PathBuf,
+    /// Where runs are recorded (`state.db`, logs); by default a folder of
+    /// the repository's own outside it (see `Context::state_dir`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_dir: Option<PathBuf>,
     /// Agent processes at once when a pipeline does not say.
     pub max_parallel: u32,
     /// Per-kind agent settings.
@@ -144,7 +146,7 @@ impl Default for Settings {
             })
             .collect();
         Self {
-            state_dir: PathBuf::from(".orch"),
+            state_dir: None,
             max_parallel: default_max_parallel(),
             agents,
             confinement: ConfinementMode::Auto,
@@ -457,7 +459,7 @@ mod tests {
             project,
         };
         let l = load(&sources, &Overrides::default()).unwrap();
-        assert_eq!(l.settings.state_dir, PathBuf::from("/from/user"));
+        assert_eq!(l.settings.state_dir, Some(PathBuf::from("/from/user")));
         assert_eq!(l.settings.max_parallel, 5);
         assert_eq!(l.settings.agents[&AgentKind::Claude].binary, "/opt/claude");
         assert_eq!(l.settings.agents[&AgentKind::Codex].binary, "codex");

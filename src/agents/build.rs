@@ -10,11 +10,9 @@ use super::capability::{self, Reach};
 use super::env;
 use super::invocation::{EnvValue, Invocation};
 use crate::confine::{Availability, Confinement, Places, Policy, policy};
-use crate::mcp::ServeArgs;
 use crate::pipeline::model::McpTransport;
 use crate::pipeline::{Agent, Phase, Pipeline};
 use crate::settings::{Settings, default_pass_env};
-use crate::store::DB_FILE;
 use crate::toolset::{Layer, ORCH_MCP_SERVER, Permission, Resolved, ToolSet};
 
 /// Where and how invocations are built.
@@ -114,12 +112,107 @@ impl Context {
             .join(format!("{phase}-{agent}-{PREVIEW_ATTEMPT_ID}"))
     }
 
+    /// Where runs are recorded: the `state_dir` setting (relative to the
+    /// workspace), else the repository's own folder outside it (see
+    /// [`default_state_dir`]).
     pub fn state_dir(&self) -> PathBuf {
-        let s = &self.settings.state_dir;
-        if s.is_absolute() {
-            s.clone()
+        match &self.settings.state_dir {
+            Some(s) if s.is_absolute() => s.clone(),
+            Some(s) => self.workdir.join(s),
+            None => default_state_dir(&self.workdir, self.home.as_deref()),
+        }
+    }
+}
+
+/// The state directory of the repository `workdir` is in, when no setting
+/// names one: `$XDG_STATE_HOME/orch/<name>-<hash>` (by default
+/// `~/.local/state/orch/...`), where `<name>` is the repository's folder
+/// name and `<hash>` 16 hex digits of the SHA-256 of its real path. The
+/// repository is the nearest folder at or above `workdir` that holds
+/// `.git`; outside one, `workdir` itself. Outside the workspace, so that
+/// no agent that may write the workspace can reach the run history, and
+/// the same from every folder of the repository.
+pub fn default_state_dir(workdir: &Path, home: Option<&Path>) -> PathBuf {
+    let real = std::fs::canonicalize(workdir).unwrap_or_else(|_| workdir.to_path_buf());
+    let repo = real
+        .ancestors()
+        .find(|a| a.join(".git").symlink_metadata().is_ok())
+        .unwrap_or(&real);
+    let name: String = repo
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "root".into())
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    let hash = crate::mcp::sha256_hex(repo.as_os_str().as_encoded_bytes());
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| home.map(|h| h.join(".local").join("state")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("orch").join(format!("{name}-{}", &hash[..16]))
+}
+
+/// Why the state directory is not out of the agents' reach, if it is not:
+/// it is inside the workspace (or holds it) while an agent of the pipeline
+/// may write the workspace (Landlock cannot keep a folder inside a
+/// writable tree from the process that may write the tree, and a CLI's own
+/// rules let it write anywhere in the workspace). An agent with
+/// `full-access` is not confined at all: it is not counted here.
+pub fn state_dir_problem(pipeline: &Pipeline, ctx: &Context) -> Option<String> {
+    let state = real_or_lexical(&ctx.state_dir());
+    let workspace = real_or_lexical(&ctx.workdir);
+    if !(state.starts_with(&workspace) || workspace.starts_with(&state)) {
+        return None;
+    }
+    let writer = pipeline.invocations().find(|(phase, agent)| {
+        let resolved = pipeline.resolve(phase, agent);
+        let level = resolved.toolset.permission;
+        let set = resolved.provenance.permission.layer != Layer::Default;
+        level == Permission::WorkspaceWrite && (agent.kind.is_llm() || set)
+    })?;
+    Some(format!(
+        "the state directory `{}` is {} the workspace `{}`, which agent `{}` of phase `{}` may write: it could change the run history and the judges' verdicts",
+        state.display(),
+        if state.starts_with(&workspace) {
+            "inside"
         } else {
-            self.workdir.join(s)
+            "above"
+        },
+        workspace.display(),
+        writer.1.name,
+        writer.0.name,
+    ))
+}
+
+/// `p` with links resolved as far as it exists, the rest appended as
+/// written (a state directory that does not exist yet).
+fn real_or_lexical(p: &Path) -> PathBuf {
+    let abs = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(p)
+    };
+    let mut rest = Vec::new();
+    let mut at = abs.as_path();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(at) {
+            return rest.iter().rev().fold(real, |acc, c| acc.join(c));
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                at = parent;
+            }
+            _ => return abs,
         }
     }
 }
@@ -190,8 +283,6 @@ pub fn kind_program(kind: AgentKind, settings: &Settings) -> String {
 pub fn mcp_servers(
     pipeline: &Pipeline,
     toolset: &ToolSet,
-    phase: &Phase,
-    agent: &Agent,
     ctx: &Context,
     slot: &Slot<'_>,
 ) -> Vec<McpServerSpec> {
@@ -260,24 +351,47 @@ pub fn mcp_servers(
             _ => {}
         }
     }
+    // orch's own tools are served by `orch run` itself, at the attempt's
+    // endpoint; the CLI starts only a relay to it, which carries no
+    // identity (see `crate::mcp::host`).
     for spec in out.iter_mut().filter(|s| s.name == ORCH_MCP_SERVER) {
-        let args = ServeArgs {
-            run: slot.run_id.to_string(),
-            phase: phase.name.clone(),
-            agent: agent.name.clone(),
-            attempt: slot.attempt,
-            state_dir: ctx.state_dir(),
-            workspace: ctx.workdir.clone(),
-            tools: spec.tools.clone(),
-            pipeline: Some(absolute(&ctx.workdir, &pipeline.path)),
-            knowledge: ctx.settings.knowledge.clone(),
-            marker: Some(marker_path(slot.dir)),
-        };
-        spec.command = std::iter::once(ctx.orch_exe.clone())
-            .chain(args.to_argv())
-            .collect();
+        spec.command = vec![
+            ctx.orch_exe.clone(),
+            "mcp".into(),
+            "relay".into(),
+            endpoint_path(slot.dir).display().to_string(),
+        ];
     }
     out
+}
+
+/// The tools of orch's own server `agent` may call with `toolset`: `None`
+/// when it gets none (a plain command speaks no MCP), `Some(None)` for all
+/// (`mcp__orch__*`), else the names.
+pub fn orch_tools(agent: &Agent, toolset: &ToolSet) -> Option<Option<Vec<String>>> {
+    if !agent.kind.is_llm() {
+        return None;
+    }
+    let mut granted: Option<Option<Vec<String>>> = None;
+    for m in toolset.mcp.iter().filter(|m| m.server == ORCH_MCP_SERVER) {
+        granted = Some(match (granted, &m.tool) {
+            (_, None) | (Some(None), _) => None,
+            (None, Some(t)) => Some(vec![t.clone()]),
+            (Some(Some(mut v)), Some(t)) => {
+                if !v.contains(t) {
+                    v.push(t.clone());
+                }
+                Some(v)
+            }
+        });
+    }
+    granted
+}
+
+/// Where orch listens for the attempt whose own directory is `dir`.
+pub fn endpoint_path(dir: &Path) -> PathBuf {
+    dir.join(super::adapter::ORCH_FILES)
+        .join(crate::mcp::host::SOCKET)
 }
 
 /// The model an agent uses in a phase, and where that came from.
@@ -340,7 +454,7 @@ pub fn model(phase: &Phase, agent: &Agent, settings: &Settings) -> ModelChoice {
 
 /// Where orch leaves the workspace marker of an attempt whose own
 /// directory is `dir` (readable, not writable, by the agent).
-fn marker_path(dir: &Path) -> PathBuf {
+pub fn marker_path(dir: &Path) -> PathBuf {
     dir.join(super::adapter::ORCH_FILES).join("workspace.json")
 }
 
@@ -363,14 +477,6 @@ fn marker(
     }
 }
 
-fn absolute(base: &Path, p: &Path) -> PathBuf {
-    if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        base.join(p)
-    }
-}
-
 /// The level the OS holds `agent` to, if it confines it: an LLM agent's
 /// permission, a command's only when a layer sets one; never full access.
 fn confined_level(agent: &Agent, resolved: &Resolved) -> Option<Permission> {
@@ -384,7 +490,6 @@ fn confinement(
     ctx: &Context,
     kind: AgentKind,
     level: Permission,
-    toolset: &ToolSet,
     inv: &Invocation,
     dir: &Path,
 ) -> Option<Confinement> {
@@ -408,24 +513,6 @@ fn confinement(
             program.as_deref(),
         ),
         None => Vec::new(),
-    };
-    // orch's own MCP server (an LLM agent's) records in the run database.
-    let also_writable = if kind.is_llm() && toolset.mcp.iter().any(|m| m.server == ORCH_MCP_SERVER)
-    {
-        let db = ctx.state_dir().join(DB_FILE);
-        let mut w: Vec<PathBuf> = ["", "-wal", "-shm"]
-            .iter()
-            .map(|suffix| PathBuf::from(format!("{}{suffix}", db.display())))
-            .collect();
-        // `update_memory` writes the memory files (made with the database).
-        if toolset.mcp.iter().any(|m| {
-            m.server == ORCH_MCP_SERVER && m.tool.as_deref().is_none_or(|t| t == "update_memory")
-        }) {
-            w.push(ctx.state_dir().join(crate::store::MEMORY_DIR));
-        }
-        w
-    } else {
-        Vec::new()
     };
     // What the CLI would load code from, in the workspace and above it.
     let workspace = std::fs::canonicalize(&ctx.workdir).unwrap_or_else(|_| ctx.workdir.clone());
@@ -454,7 +541,7 @@ fn confinement(
         own_writable,
         home: ctx.home.clone(),
         home_readable,
-        also_writable,
+        also_writable: Vec::new(),
         also_hidden,
         state_dir: Some(std::fs::canonicalize(ctx.state_dir()).unwrap_or_else(|_| ctx.state_dir())),
     };
@@ -607,7 +694,7 @@ pub fn invocation(
         toolset,
         prompts: &prompts,
         model: model.value.as_deref(),
-        mcp_servers: mcp_servers(pipeline, toolset, phase, agent, ctx, slot),
+        mcp_servers: mcp_servers(pipeline, toolset, ctx, slot),
         workdir: ctx.workdir.clone(),
         dir: dir.to_path_buf(),
         pass_env,
@@ -632,8 +719,7 @@ pub fn invocation(
         inv.env
             .push(env::plain("TMPDIR", dir.join("tmp").display().to_string()));
     }
-    inv.confinement =
-        level.and_then(|level| confinement(ctx, agent.kind, level, toolset, &inv, dir));
+    inv.confinement = level.and_then(|level| confinement(ctx, agent.kind, level, &inv, dir));
     last_of_each_name(&mut inv.env);
     inv
 }
@@ -655,7 +741,7 @@ mod tests {
     }
 
     #[test]
-    fn only_an_agent_with_orchs_server_may_write_the_run_database() {
+    fn no_agent_may_read_or_write_the_state_directory() {
         let text = "version = 1\nname = \"d\"\n[agents.lint]\nkind = \"command\"\ncommand = [\"true\"]\n[[phases]]\nname = \"a\"\nagents = [\"claude\", \"lint\"]\nmode = \"audit\"\nprompt = \"x\"\n[phases.tools]\npermission = \"read-only\"\n[[phases]]\nname = \"b\"\nagents = [\"claude\"]\nmode = \"audit\"\nprompt = \"x\"\n[phases.tools]\nmcp = []\n".to_string();
         let os = Availability::Available { abi: 7 };
         let loaded = crate::pipeline::load_str("d.toml", text, Path::new("."), &os).unwrap();
@@ -664,18 +750,19 @@ mod tests {
             confinement: os,
             ..Context::new(Settings::default(), PathBuf::from("/w"))
         };
-        let writes_db = |phase: &str, agent: &str| {
-            let (ph, a) = p
-                .invocations()
-                .find(|(ph, a)| ph.name == phase && a.name == agent)
-                .unwrap();
+        let state = ctx.state_dir();
+        for (ph, a) in p.invocations() {
             let inv = invocation(p, ph, a, &ctx, &Slot::preview(Path::new("/own")));
             let c = inv.confinement.expect("confined");
-            c.policy.writable.iter().any(|w| w.ends_with(DB_FILE))
-        };
-        assert!(writes_db("a", "claude"), "mcp__orch__* by default");
-        assert!(!writes_db("a", "lint"), "a command has no MCP server");
-        assert!(!writes_db("b", "claude"), "no orch server granted");
+            assert!(
+                !c.policy.writable.iter().any(|w| w.starts_with(&state)),
+                "{}/{}: {:?}",
+                ph.name,
+                a.name,
+                c.policy.writable
+            );
+            assert!(c.policy.hidden.contains(&state), "{:?}", c.policy.hidden);
+        }
     }
 
     #[test]
@@ -706,10 +793,10 @@ mod tests {
                 .map(|f| f.content.clone())
                 .chain(inv.args.iter().cloned())
                 .collect();
-            let named = config.contains(r#""--marker","/own/orch/workspace.json""#)
+            let named = config.contains(r#""relay","/own/orch/orch.sock""#)
                 || config.contains(
-                    r#""--marker",
-        "/own/orch/workspace.json""#,
+                    r#""relay",
+        "/own/orch/orch.sock""#,
                 );
             let file = inv
                 .files
@@ -719,7 +806,7 @@ mod tests {
         };
         let (named, file) = marker("a");
         let file = file.expect("the marker is written");
-        assert!(named, "the server is told where it is");
+        assert!(named, "the relay is told where the endpoint is");
         assert_eq!(file.path, Path::new("/own/orch/workspace.json"));
         let v: serde_json::Value = serde_json::from_str(&file.content).unwrap();
         assert_eq!(

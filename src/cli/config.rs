@@ -86,11 +86,28 @@ pub fn run(args: &Args, global: &GlobalArgs) -> CmdResult {
             return Ok(Exit::Invalid);
         }
     };
-    let rows: Vec<Row> = layered
+    let mut rows: Vec<Row> = layered
         .explain()
         .into_iter()
         .map(|(key, value, source)| Row { key, value, source })
         .collect();
+    if layered.settings.state_dir.is_none() {
+        // The repository's own state directory, outside it.
+        let workdir = std::env::current_dir().unwrap_or_else(|_| ".".into());
+        let home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .and_then(|h| std::fs::canonicalize(h).ok());
+        rows.insert(
+            0,
+            Row {
+                key: "state_dir".into(),
+                value: crate::agents::build::default_state_dir(&workdir, home.as_deref())
+                    .display()
+                    .to_string(),
+                source: "default (this repository's, outside it)".into(),
+            },
+        );
+    }
     match args.format {
         Format::Json => write_json(&rows)?,
         Format::Text => {

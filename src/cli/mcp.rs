@@ -1,10 +1,11 @@
-//! `orch mcp serve`: orch's MCP server for one agent, over stdio. The
-//! adapters start it through each CLI's MCP configuration.
+//! `orch mcp relay SOCKET`: the stdio MCP server each CLI starts for orch's
+//! tools; it carries bytes to the attempt's endpoint in `orch run`.
+
+use std::path::PathBuf;
 
 use clap::Subcommand;
 
 use super::output::{CmdResult, Exit};
-use crate::mcp::ServeArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -14,16 +15,21 @@ pub struct Args {
 
 #[derive(Debug, Subcommand)]
 pub enum McpCommand {
-    /// Serve orch's tools to one agent over stdio (the CLIs start this)
-    Serve(ServeArgs),
+    /// Carry an agent's MCP messages to its attempt's endpoint in `orch run`
+    /// (the CLIs start this; it serves only the attempt it belongs to)
+    Relay {
+        /// The attempt's endpoint (a Unix socket in its own folder)
+        #[arg(value_name = "SOCKET")]
+        socket: PathBuf,
+    },
 }
 
 pub fn run(args: &Args) -> CmdResult {
     match &args.command {
-        McpCommand::Serve(a) => match crate::mcp::serve(a.clone()) {
+        McpCommand::Relay { socket } => match crate::mcp::relay::relay(socket) {
             Ok(()) => Ok(Exit::Success),
             Err(message) => {
-                eprintln!("error: orch mcp serve: {message}");
+                eprintln!("error: orch mcp relay: {message}");
                 Ok(Exit::Failed)
             }
         },

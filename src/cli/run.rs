@@ -149,6 +149,15 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         return dry_run(&pipeline, &graph, &selected, &ctx);
     }
 
+    // The run history and the judges' word must be out of every agent's
+    // reach.
+    if let Some(problem) = build::state_dir_problem(&pipeline, &ctx) {
+        return usage_error(
+            &problem,
+            Some("keep the default state directory (outside the repository), or set `state_dir` (or `--state-dir`) to a folder outside the workspace".into()),
+        );
+    }
+
     // Before anything is spawned: every program must be there.
     let mut missing = Vec::new();
     for &i in &selected {
@@ -274,16 +283,10 @@ fn write_reports(args: &Args, detail: Option<&crate::store::RunDetail>) -> Resul
         writes.push(("the step summary", path, md, true));
     }
     let mut ok = Ok(());
+    let workspace = std::env::current_dir().unwrap_or_else(|_| ".".into());
     for (what, path, text, append) in writes {
-        let written = if append {
-            std::fs::OpenOptions::new()
-                .append(true)
-                .create(true)
-                .open(&path)
-                .and_then(|mut f| f.write_all(text.as_bytes()))
-        } else {
-            std::fs::write(&path, text)
-        };
+        // Never through a link an agent planted in the workspace.
+        let written = crate::beneath::write_report(&path, &workspace, text.as_bytes(), append);
         if let Err(e) = written {
             let _ = writeln!(
                 std::io::stderr(),

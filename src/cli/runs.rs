@@ -90,7 +90,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> CmdResult {
         Err(e) => return store_error(e),
     };
     if let Some(r) = &reader
-        && let Err(e) = r.mark_interrupted()
+        && let Err(e) = mark_interrupted(r, &state_dir)
     {
         // Reading still works; say why statuses may be stale.
         let _ = writeln!(io::stderr(), "warning: cannot mark interrupted runs: {e}");
@@ -345,7 +345,7 @@ fn events(reader: Option<&Reader>, state_dir: &Path, args: &EventsArgs) -> CmdRe
         }
         out.flush()?;
         // Ends when the run does, including when its orch died.
-        if let Err(e) = reader.mark_interrupted() {
+        if let Err(e) = mark_interrupted(reader, state_dir) {
             return store_error(e);
         }
         match reader.run_status(&run_id) {
@@ -471,6 +471,20 @@ fn duration(ms: u64) -> String {
         format!("{}m{:02}s", secs / 60, secs % 60)
     } else {
         format!("{}h{:02}m", secs / 3600, (secs % 3600) / 60)
+    }
+}
+
+/// Mark the runs whose orch is gone as interrupted: all that say running
+/// when no orch holds the state directory's run lock, else those whose
+/// orch's process is gone.
+fn mark_interrupted(
+    reader: &Reader,
+    state_dir: &Path,
+) -> Result<Vec<String>, crate::store::StoreError> {
+    if crate::store::RunLock::is_free(state_dir) {
+        reader.mark_all_interrupted()
+    } else {
+        reader.mark_interrupted()
     }
 }
 

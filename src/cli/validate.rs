@@ -54,6 +54,15 @@ pub fn run(args: &Args, global: &super::GlobalArgs, color: bool) -> CmdResult {
     for file in &files {
         let name = file.display().to_string();
         let (valid, diags, detail) = match crate::pipeline::load(file, &ctx.confinement) {
+            Ok(l) if crate::agents::build::state_dir_problem(&l.pipeline, &ctx).is_some() => {
+                let problem =
+                    crate::agents::build::state_dir_problem(&l.pipeline, &ctx).unwrap_or_default();
+                let _ = writeln!(
+                    io::stderr(),
+                    "error: {problem}\n  = help: keep the default state directory (outside the repository), or set `state_dir` (or `--state-dir`) to a folder outside the workspace"
+                );
+                (false, l.warnings, String::new())
+            }
             Ok(l) => {
                 let invocations = l.pipeline.invocations().count();
                 let detail = format!(

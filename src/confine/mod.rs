@@ -12,7 +12,9 @@ pub mod policy;
 mod process;
 #[cfg(target_os = "linux")]
 mod syscalls;
+pub mod tree;
 
 pub use availability::{Availability, MIN_ABI};
 pub use policy::{Places, Policy};
 pub use process::{ConfineError, Confinement, keep_inherited_descriptors, keep_orch_private};
+pub use tree::ProcessTree;

@@ -101,11 +101,26 @@ pub fn changes(old: &BTreeMap<String, String>, new: &BTreeMap<String, String>) -
 
 /// SHA-256 (hex) of a regular file, `None` when it is missing or not a file.
 pub fn sha256_file(path: &Path) -> Option<String> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path).ok()?;
+    let f = std::fs::File::open(path).ok()?;
     if !f.metadata().ok()?.is_file() {
         return None;
     }
+    sha256_of(f)
+}
+
+/// SHA-256 (hex) of the regular file `rel` beneath `root`, opened without
+/// following any link (see [`crate::beneath`]): `None` when it is missing,
+/// not a regular file, or reached through a link.
+pub fn sha256_beneath(root: &Path, rel: &str) -> Option<String> {
+    let f = crate::beneath::Root::open(root)
+        .ok()?
+        .open_file(Path::new(rel))
+        .ok()?;
+    sha256_of(f)
+}
+
+fn sha256_of(mut f: std::fs::File) -> Option<String> {
+    use std::io::Read;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {

@@ -67,6 +67,22 @@ pub struct Finished {
 /// Run the request to its end (or until interrupted by SIGINT/SIGTERM).
 pub fn run(req: Request) -> Result<Finished, Refused> {
     let state_dir = req.ctx.state_dir();
+    // One orch per state directory, decided before anything is recorded
+    // or started; held until the run ends.
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        let _ = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&state_dir);
+    }
+    let _lock = crate::store::RunLock::take(&state_dir).map_err(|e| match e {
+        crate::store::LockError::Held { .. } => refused(
+            e.to_string(),
+            Some("wait for it to finish, or use another `--state-dir`"),
+        ),
+        crate::store::LockError::Open { .. } => refused(e.to_string(), None),
+    })?;
     let store = Store::open(&state_dir).map_err(|e| {
         refused(
             format!(
@@ -76,16 +92,9 @@ pub fn run(req: Request) -> Result<Finished, Refused> {
             None,
         )
     })?;
-    let _ = store.reader().mark_interrupted();
-    if let Ok(Some((run_id, pid))) = store.reader().active_run() {
-        return Err(refused(
-            format!(
-                "run `{run_id}` (orch process {pid}) is still running in `{}`",
-                state_dir.display()
-            ),
-            Some("wait for it to finish, or use another `--state-dir`"),
-        ));
-    }
+    // This orch holds the lock: every run still marked running was left
+    // by an orch that is gone.
+    let _ = store.reader().mark_all_interrupted();
 
     let pipeline = req.pipeline;
     let digests = identity::digests(&pipeline);
@@ -160,6 +169,27 @@ pub fn run(req: Request) -> Result<Finished, Refused> {
         }
     };
 
+    // orch serves every agent's tools itself; their reports go into the
+    // same history, on a connection of this process.
+    let reports = crate::store::Reports::open(
+        &state_dir,
+        crate::store::Reporter {
+            run_id: run_id.clone(),
+            phase: String::new(),
+            agent: "orch".into(),
+            attempt: 0,
+        },
+    )
+    .map_err(|e| {
+        refused(
+            format!("cannot open the run store for agents' reports: {e}"),
+            None,
+        )
+    })?;
+    let host = Arc::new(crate::mcp::Host::new(
+        reports,
+        Arc::new(crate::mcp::Ledger::new()),
+    ));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -188,6 +218,7 @@ pub fn run(req: Request) -> Result<Finished, Refused> {
         })
         .ok();
     let opts = RunOptions {
+        host,
         keeper,
         run_id: run_id.clone(),
         selected: req.selected,

@@ -118,21 +118,8 @@ fn children_by_scan(parent: i32) -> Vec<i32> {
     };
     entries
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|stat| parent_of(&stat))
-                == Some(parent)
-        })
+        .filter(|pid| crate::confine::tree::parent(*pid) == Some(parent))
         .collect()
-}
-
-/// The parent pid in a `/proc/PID/stat` line: the fourth field, counted
-/// after the command name's closing parenthesis (the name may hold spaces
-/// and parentheses).
-fn parent_of(stat: &str) -> Option<i32> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 #[cfg(test)]
@@ -170,14 +157,5 @@ mod tests {
                 .collect()
         };
         assert_eq!(ours(&listed), ours(&scanned));
-    }
-
-    #[test]
-    fn parent_from_stat() {
-        assert_eq!(
-            parent_of("123 (a (b) c) S 45 123 123 0 -1 4194560"),
-            Some(45)
-        );
-        assert_eq!(parent_of("garbage"), None);
     }
 }

@@ -46,6 +46,9 @@ pub struct RunOptions {
     /// Attempts already recorded per (phase, agent) in a resumed run: new
     /// attempts are numbered after them, so nothing recorded is replaced.
     pub attempt_base: std::collections::HashMap<(String, String), u32>,
+    /// Serves orch's tools to each attempt; what agents claim and judges
+    /// decide reaches the engine through it.
+    pub host: Arc<crate::mcp::Host>,
 }
 
 /// What happened, for `--format json` and the summary.
@@ -382,7 +385,6 @@ async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel
             phase,
             judge,
             &artifact,
-            round,
             &shared,
             &cancel,
             &mut prior,
@@ -478,7 +480,7 @@ async fn run_agents(
                     cancel,
                     before,
                     feedback.as_deref(),
-                    false,
+                    None,
                 )
                 .await;
                 (k, r)
@@ -517,7 +519,7 @@ async fn run_agents(
             cancel.clone(),
             prior_of(name),
             feedback,
-            false,
+            None,
         )
         .await;
         stopped = r.status != Outcome::Succeeded;
@@ -589,8 +591,7 @@ fn settle(phase: &Phase, shared: &Shared, agents: &[AgentReport]) -> (Outcome, O
             .map(|a| (a.agent.clone(), a.last_attempt))
             .collect();
         if let Err(why) = claims::check(
-            &shared.ctx.state_dir(),
-            &shared.opts.run_id,
+            shared.opts.host.ledger(),
             &phase.name,
             &finals,
             &shared.ctx.workdir,
@@ -608,24 +609,17 @@ async fn judge_round(
     phase: &Phase,
     judge: &Agent,
     artifact: &contract::Artifact,
-    round: u32,
     shared: &Arc<Shared>,
     cancel: &watch::Receiver<Cancel>,
     prior: &mut HashMap<String, u32>,
     judges: &mut Vec<AgentReport>,
 ) -> Verdict {
     let state_dir = shared.ctx.state_dir();
-    if judge.kind.is_llm()
-        && let Err(e) = contract::record_claim(
-            &state_dir,
-            &shared.opts.run_id,
-            &phase.name,
-            round,
-            artifact,
-        )
-    {
-        return Verdict::Missing(format!("cannot record the artifact for the judge: {e}"));
-    }
+    let judging = crate::mcp::Judging {
+        phase: phase.name.clone(),
+        artifact_path: artifact.path.clone(),
+        artifact_hash: artifact.sha256.clone(),
+    };
     let jphase = phase.for_judge(&judge.name, contract::judge_prompt(phase, judge, artifact));
     let before = prior.get(&judge.name).copied().unwrap_or(0);
     let r = run_agent(
@@ -635,15 +629,14 @@ async fn judge_round(
         cancel.clone(),
         before,
         None,
-        true,
+        Some(&judging),
     )
     .await;
     *prior.entry(judge.name.clone()).or_default() += r.attempts;
     let verdict = if judge.kind.is_llm() {
         if r.status == Outcome::Succeeded {
             contract::llm_verdict(
-                &state_dir,
-                &shared.opts.run_id,
+                shared.opts.host.ledger(),
                 &phase.name,
                 &judge.name,
                 r.last_attempt,
@@ -684,7 +677,7 @@ async fn run_agent(
     mut cancel: watch::Receiver<Cancel>,
     prior: u32,
     feedback: Option<&str>,
-    judging: bool,
+    judging: Option<&crate::mcp::Judging>,
 ) -> AgentReport {
     let agent = shared
         .pipeline
@@ -724,9 +717,11 @@ async fn run_agent(
             run_id: &shared.opts.run_id,
             attempt,
             feedback,
-            judging,
+            judging: judging.is_some(),
         };
         let inv = build::invocation(&shared.pipeline, phase, agent, &shared.ctx, &slot);
+        let tree = Arc::new(crate::confine::ProcessTree::new());
+        let endpoint = orch_endpoint(shared, phase, agent, &slot, judging, &tree);
         let argv_json = serde_json::to_string(&inv.argv()).unwrap_or_default();
         let env_json = serde_json::to_string(
             &inv.shown_env()
@@ -764,9 +759,11 @@ async fn run_agent(
                 &phase.name,
                 name,
             ),
+            tree,
+            endpoint,
         };
         let result = run_attempt(spec, shared.events.clone(), cancel.clone()).await;
-        // The attempt's own directory goes with it.
+        // The attempt's own directory goes with it (its endpoint too).
         drop(dir);
         drop(permit);
         report.add_attempt(n, attempt, &result);
@@ -811,6 +808,50 @@ async fn run_agent(
         }
     }
     report
+}
+
+/// orch's endpoint for an attempt of `agent` in `phase`, when its ToolSet
+/// grants orch's tools: who calls (set here, never by the agent), what it
+/// may call, and for a judge the claim it judges.
+fn orch_endpoint(
+    shared: &Shared,
+    phase: &Phase,
+    agent: &Agent,
+    slot: &build::Slot<'_>,
+    judging: Option<&crate::mcp::Judging>,
+    tree: &Arc<crate::confine::ProcessTree>,
+) -> Option<Arc<crate::mcp::Endpoint>> {
+    let resolved = shared.pipeline.resolve(phase, agent);
+    let tools = build::orch_tools(agent, &resolved.toolset)?;
+    let ctx = &shared.ctx;
+    let prompt = crate::prompt::Prompts::of(
+        &shared.pipeline,
+        phase,
+        crate::prompt::Vars {
+            run_id: slot.run_id,
+            inputs: &ctx.inputs,
+            feedback: slot.feedback,
+        },
+    )
+    .user;
+    let caller = crate::mcp::Caller {
+        run: slot.run_id.to_string(),
+        phase: phase.name.clone(),
+        agent: agent.name.clone(),
+        attempt: slot.attempt,
+        workspace: ctx.workdir.clone(),
+        tools,
+        judging: judging.cloned(),
+        prompt: Some(prompt),
+        knowledge: ctx.settings.knowledge.clone(),
+        marker: Some(build::marker_path(slot.dir)),
+        memory_dir: ctx.state_dir().join(crate::store::MEMORY_DIR),
+    };
+    Some(Arc::new(shared.opts.host.endpoint(
+        caller,
+        build::endpoint_path(slot.dir),
+        Arc::clone(tree),
+    )))
 }
 
 /// `<state_dir>/runs/<run>/<phase>/<agent>/`: the raw logs of every attempt.

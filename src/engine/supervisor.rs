@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 use tokio::sync::{mpsc, watch};
 
@@ -64,6 +64,11 @@ pub struct AttemptSpec {
     pub keeper: Option<std::sync::Arc<super::keeper::Keeper>>,
     /// Where the raw stdout/stderr of the attempt are kept.
     pub log_dir: PathBuf,
+    /// The attempt's process tree, known once its process starts.
+    pub tree: std::sync::Arc<crate::confine::ProcessTree>,
+    /// orch's endpoint for the attempt (its MCP tools), opened once the
+    /// attempt's directory exists and before its process starts.
+    pub endpoint: Option<std::sync::Arc<crate::mcp::Endpoint>>,
 }
 
 /// How an attempt ended.
@@ -200,52 +205,20 @@ enum Line {
 async fn read_lines<R: AsyncRead + Unpin>(r: R, tx: mpsc::Sender<Line>, stdout: bool) {
     let mut reader = BufReader::with_capacity(64 * 1024, r);
     let mut buf: Vec<u8> = Vec::new();
-    let mut cut = false;
-    while let Ok(chunk) = reader.fill_buf().await {
-        if chunk.is_empty() {
-            if !buf.is_empty() || cut {
-                let line = String::from_utf8_lossy(&buf).into_owned();
-                let _ = tx
-                    .send(if stdout {
-                        Line::Out(line, cut)
-                    } else {
-                        Line::Err(line, cut)
-                    })
-                    .await;
-            }
+    while let Ok((n, cut)) = crate::lines::read_capped(&mut reader, &mut buf, MAX_LINE).await {
+        if n == 0 {
             break;
         }
-        let (used, end) = match memchr::memchr(b'\n', chunk) {
-            Some(i) => (i + 1, true),
-            None => (chunk.len(), false),
-        };
-        let take = &chunk[..if end { used - 1 } else { used }];
-        let room = MAX_LINE.saturating_sub(buf.len());
-        if take.len() > room {
-            buf.extend_from_slice(&take[..room]);
-            cut = true;
-        } else {
-            buf.extend_from_slice(take);
-        }
-        reader.consume(used);
-        if end {
-            if buf.last() == Some(&b'\r') {
-                buf.pop();
-            }
-            let line = String::from_utf8_lossy(&buf).into_owned();
-            buf.clear();
-            let flag = std::mem::take(&mut cut);
-            if tx
-                .send(if stdout {
-                    Line::Out(line, flag)
-                } else {
-                    Line::Err(line, flag)
-                })
-                .await
-                .is_err()
-            {
-                break;
-            }
+        let line = String::from_utf8_lossy(&buf).into_owned();
+        let sent = tx
+            .send(if stdout {
+                Line::Out(line, cut)
+            } else {
+                Line::Err(line, cut)
+            })
+            .await;
+        if sent.is_err() {
+            break;
         }
     }
 }
@@ -277,6 +250,17 @@ pub async fn run_attempt(
 
     if let Err(e) = probe::write_files(inv) {
         result.reason = Some(format!("cannot prepare the attempt's own directory: {e}"));
+        result.permanent = true;
+        return finish(result);
+    }
+    if let Some(endpoint) = &spec.endpoint
+        && let Err(e) = endpoint.open()
+    {
+        probe::remove_files(inv);
+        result.reason = Some(format!(
+            "cannot open orch's endpoint `{}` for the attempt: {e}",
+            endpoint.socket().display()
+        ));
         result.permanent = true;
         return finish(result);
     }
@@ -330,6 +314,9 @@ pub async fn run_attempt(
         }
     };
     let leader = child.id();
+    if let Some(pid) = leader {
+        spec.tree.started(pid);
+    }
     let pgid = leader.map(|p| Pid::from_raw(p as i32));
     if let (Some(k), Some(pg)) = (&spec.keeper, pgid) {
         k.watch(pg.as_raw());
@@ -361,6 +348,7 @@ pub async fn run_attempt(
             .create(true)
             .truncate(true)
             .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(
                 spec.log_dir
                     .join(format!("attempt-{}.{stream}", spec.attempt)),
@@ -714,6 +702,8 @@ mod tests {
             grace: Duration::from_secs(1),
             keeper: None,
             log_dir: dir.join("logs"),
+            tree: Default::default(),
+            endpoint: None,
         }
     }
 

@@ -61,14 +61,16 @@ pub fn range(field: &str, n: i64, lo: i64, hi: i64) -> Result<(), String> {
     Ok(())
 }
 
-/// The file `given` names inside `workspace` (canonical), refusing
-/// absolute paths, `..`, and links that lead out of it. Returns the
-/// canonical path and the path relative to the workspace.
+/// The bytes of the regular file `given` names inside `workspace`, at
+/// most `max`: no absolute path, no `..`, and no symbolic link anywhere on
+/// the way (opened beneath the workspace, see [`crate::beneath`]). Returns
+/// the path relative to the workspace and the bytes.
 pub fn workspace_file(
     field: &str,
     given: &str,
     workspace: &Path,
-) -> Result<(PathBuf, String), String> {
+    max: u64,
+) -> Result<(String, Vec<u8>), String> {
     text(field, given, 1, 4096)?;
     let p = Path::new(given);
     if p.is_absolute() {
@@ -81,19 +83,19 @@ pub fn workspace_file(
             "`{field}` `{given}` climbs with `..`: give a path inside the workspace"
         ));
     }
-    let full = workspace.join(p);
-    let real = std::fs::canonicalize(&full).map_err(|e| {
-        format!("`{field}`: cannot open `{given}` in the workspace: {e}; write the file first")
+    let rel: PathBuf = p
+        .components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .collect();
+    let bytes = crate::beneath::read(workspace, &rel, max).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            format!("`{field}`: cannot open `{given}` in the workspace: {e}; write the file first")
+        }
+        _ => format!(
+            "`{field}` `{given}`: {e}; give a regular file inside the workspace, not a link"
+        ),
     })?;
-    let rel = real.strip_prefix(workspace).map_err(|_| {
-        format!(
-            "`{field}` `{given}` leads out of the workspace (through a link): give a file inside it"
-        )
-    })?;
-    if !real.is_file() {
-        return Err(format!("`{field}` `{given}` is not a file"));
-    }
-    Ok((real.clone(), rel.display().to_string()))
+    Ok((rel.display().to_string(), bytes))
 }
 
 #[cfg(test)]
@@ -127,32 +129,18 @@ mod tests {
         std::fs::write(outside.path().join("secret.md"), "# s").unwrap();
         std::os::unix::fs::symlink(outside.path().join("secret.md"), ws_path.join("link.md"))
             .unwrap();
-        let (_, rel) = workspace_file("f", "d/plan.md", &ws_path).unwrap();
-        assert_eq!(rel, "d/plan.md");
+        std::os::unix::fs::symlink("d/plan.md", ws_path.join("inner.md")).unwrap();
+        let (rel, bytes) = workspace_file("f", "./d/plan.md", &ws_path, 100).unwrap();
+        assert_eq!((rel.as_str(), bytes.as_slice()), ("d/plan.md", &b"# x"[..]));
+        let err = |given: &str| workspace_file("f", given, &ws_path, 100).unwrap_err();
+        assert!(err("/etc/passwd").contains("absolute"));
+        assert!(err("d/../../x").contains(".."));
+        assert!(err("link.md").contains("link"), "{}", err("link.md"));
         assert!(
-            workspace_file("f", "/etc/passwd", &ws_path)
-                .unwrap_err()
-                .contains("absolute")
+            err("inner.md").contains("link"),
+            "a link inside is no better"
         );
-        assert!(
-            workspace_file("f", "d/../../x", &ws_path)
-                .unwrap_err()
-                .contains("..")
-        );
-        assert!(
-            workspace_file("f", "link.md", &ws_path)
-                .unwrap_err()
-                .contains("out of the workspace")
-        );
-        assert!(
-            workspace_file("f", "missing.md", &ws_path)
-                .unwrap_err()
-                .contains("cannot open")
-        );
-        assert!(
-            workspace_file("f", "d", &ws_path)
-                .unwrap_err()
-                .contains("not a file")
-        );
+        assert!(err("missing.md").contains("cannot open"));
+        assert!(err("d").contains("not a regular file"), "{}", err("d"));
     }
 }

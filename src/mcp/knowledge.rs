@@ -344,12 +344,7 @@ impl OrchServer {
                 MemoryScope::Project => "project",
                 MemoryScope::Global => "global",
             };
-            let dir = self
-                .state
-                .args
-                .state_dir
-                .join(crate::store::MEMORY_DIR)
-                .join(scope);
+            let dir = self.state.caller.memory_dir.join(scope);
             std::fs::create_dir_all(&dir)
                 .map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
             // Atomic: a reader sees the old file or the new one, never half.
@@ -372,7 +367,7 @@ impl OrchServer {
         Parameters(_a): Parameters<NoArguments>,
     ) -> Result<CallToolResult, ErrorData> {
         reply((|| {
-            let phase = &self.state.args.phase;
+            let phase = &self.state.caller.phase;
             let record = self
                 .state
                 .reports()
@@ -445,28 +440,13 @@ impl OrchServer {
 }
 
 impl OrchServer {
-    /// This phase's prompt, from the pipeline file when the server was
-    /// told it (`null` otherwise, or when it no longer loads).
+    /// This phase's prompt, as the engine gave it to the endpoint.
     fn prompt(&self) -> Value {
-        let Some(path) = &self.state.args.pipeline else {
-            return Value::Null;
-        };
-        let os = crate::confine::Availability::detect(Default::default());
-        let Ok(loaded) = crate::pipeline::load(path, &os) else {
-            return Value::Null;
-        };
-        let inputs = Default::default();
-        let vars = crate::prompt::Vars {
-            run_id: &self.state.args.run,
-            inputs: &inputs,
-            feedback: None,
-        };
-        let pipeline = &loaded.pipeline;
-        pipeline
-            .phase(&self.state.args.phase)
-            .map_or(Value::Null, |p| {
-                Value::String(crate::prompt::Prompts::of(pipeline, p, vars).user)
-            })
+        self.state
+            .caller
+            .prompt
+            .clone()
+            .map_or(Value::Null, Value::String)
     }
 }
 

@@ -1,19 +1,29 @@
-//! orch's MCP server: the tools agents report through (one file per
-//! family), their argument rules, portable schemas, and the scope.
+//! orch's MCP tools: served by `orch run` itself to each attempt through
+//! its own endpoint ([`host`]), reached by the CLI through `orch mcp
+//! relay` ([`relay`]). One file per tool family, their argument rules,
+//! portable schemas, who calls ([`caller`]) and what reaches the engine
+//! ([`ledger`]).
 
-mod args;
+mod caller;
 mod check;
+pub mod host;
 mod knowledge;
+pub mod ledger;
+mod peer;
 mod phase;
 mod portable;
+pub mod relay;
 mod server;
+mod wire;
 mod work;
 mod workspace;
 
-pub use args::ServeArgs;
+pub use caller::{Caller, Judging, VERDICT_TOOLS};
+pub use host::{Endpoint, Host};
+pub use ledger::Ledger;
 pub use phase::sha256_hex;
 pub use portable::problems as schema_problems;
-pub use server::{OrchServer, serve, tool_names};
+pub use server::{OrchServer, tool_names};
 
 #[cfg(test)]
 mod tests;

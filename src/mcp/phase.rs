@@ -11,9 +11,10 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::check::{self, MAX_SHORT, MAX_TEXT};
+use super::ledger::{Claim, Verdict as LedgerVerdict};
 use super::server::{OrchServer, reply, store_err};
 use crate::engine::supervisor::now_ms;
-use crate::store::{ReportFilter, ReportKind};
+use crate::store::ReportKind;
 
 /// The fewest characters an artifact may have.
 pub const MIN_ARTIFACT_CHARS: usize = 100;
@@ -106,41 +107,25 @@ fn verdict(server: &OrchServer, a: Verdict, approved: bool) -> Result<serde_json
         MAX_TEXT,
     )?;
     let hash = hash_arg(&a.artifact_hash)?;
-    let claims = server
-        .state
-        .reports()
-        .list(&ReportFilter {
-            kinds: &[ReportKind::Claim],
-            phase: Some(&a.phase),
-            ..Default::default()
-        })
-        .map_err(store_err)?;
-    // Only claims orch accepted can be judged.
-    let claims: Vec<_> = claims
-        .iter()
-        .filter(|c| c.data["accepted"] != false)
-        .collect();
-    if !claims
-        .iter()
-        .any(|c| c.data["artifact_hash"] == hash.as_str())
-    {
-        let known: Vec<String> = claims
-            .iter()
-            .filter_map(|c| c.data["artifact_hash"].as_str().map(str::to_string))
-            .collect();
-        return Err(if known.is_empty() {
-            format!(
-                "phase `{}` has no completion claim in this run to judge",
-                a.phase
-            )
-        } else {
-            format!(
-                "no claim of phase `{}` has hash {hash}; its claims: {}",
-                a.phase,
-                known.join(", ")
-            )
-        });
+    let caller = &server.state.caller;
+    // The server exists with this tool only for a judge's attempt (see
+    // `OrchServer::new`); it judges one artifact.
+    let Some(judging) = &caller.judging else {
+        return Err("only a judge's attempt may give a verdict".into());
+    };
+    if a.phase != judging.phase {
+        return Err(format!(
+            "you judge phase `{}`, not `{}`: give phase = \"{}\"",
+            judging.phase, a.phase, judging.phase
+        ));
     }
+    if hash != judging.artifact_hash {
+        return Err(format!(
+            "you judge `{}` at SHA-256 {}, not {hash}: give artifact_hash = \"{}\"",
+            judging.artifact_path, judging.artifact_hash, judging.artifact_hash
+        ));
+    }
+    let fix = a.fix_instructions.clone().unwrap_or_default();
     let id = server
         .state
         .reports()
@@ -152,6 +137,15 @@ fn verdict(server: &OrchServer, a: Verdict, approved: bool) -> Result<serde_json
             now_ms(),
         )
         .map_err(store_err)?;
+    server.state.ledger.verdict(LedgerVerdict {
+        phase: a.phase,
+        judge: caller.agent.clone(),
+        attempt: caller.attempt,
+        artifact_hash: hash,
+        approved,
+        reason: a.reason,
+        fix,
+    });
     Ok(json!({"verdict_id": id, "approved": approved}))
 }
 
@@ -178,15 +172,12 @@ impl OrchServer {
                 MAX_SHORT,
             )?;
             let hash = hash_arg(&a.artifact_hash)?;
-            let (real, rel) =
-                check::workspace_file("artifact_path", &a.artifact_path, &self.state.workspace)?;
-            let size = std::fs::metadata(&real).map(|m| m.len()).unwrap_or(0);
-            if size > MAX_ARTIFACT_BYTES {
-                return Err(format!(
-                    "`{rel}` has {size} bytes, more than the {MAX_ARTIFACT_BYTES} orch checks"
-                ));
-            }
-            let bytes = std::fs::read(&real).map_err(|e| format!("cannot read `{rel}`: {e}"))?;
+            let (rel, bytes) = check::workspace_file(
+                "artifact_path",
+                &a.artifact_path,
+                &self.state.workspace,
+                MAX_ARTIFACT_BYTES,
+            )?;
             let actual = sha256_hex(&bytes);
             let mut problems = Vec::new();
             if actual != hash {
@@ -215,6 +206,15 @@ impl OrchServer {
                 .reports()
                 .append(ReportKind::Claim, None, &claim, now_ms())
                 .map_err(store_err)?;
+            let caller = &self.state.caller;
+            self.state.ledger.claim(Claim {
+                phase: caller.phase.clone(),
+                agent: caller.agent.clone(),
+                attempt: caller.attempt,
+                artifact_path: rel.clone(),
+                artifact_hash: hash.clone(),
+                refused: refused.clone(),
+            });
             match refused {
                 Some(why) => Err(why),
                 None => Ok(json!({"claim_id": id, "artifact_path": rel, "artifact_hash": hash})),

@@ -1,13 +1,15 @@
-//! orch's MCP server for one agent: the tools of every family in one
-//! router, their schemas made portable, narrowed to the agent's scope,
-//! and served over stdio.
+//! orch's MCP server for one attempt: the tools of every family in one
+//! router, their schemas made portable, narrowed to the attempt's scope.
+//! orch serves it from its own process, through the attempt's endpoint
+//! ([`super::host`]); nothing of it runs inside the agent's sandbox.
 //!
 //! Scope is enforced twice, by orch: a tool outside it is not listed, and
 //! a call to it is a tool error (`isError: true`), whatever the CLI does.
+//! The verdict tools exist only on a judge's endpoint.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
@@ -16,56 +18,86 @@ use rmcp::model::{
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleServer};
-use rmcp::{ErrorData, ServerHandler, ServiceExt};
+use rmcp::{ErrorData, ServerHandler};
 
-use super::args::ServeArgs;
+use super::caller::{Caller, VERDICT_TOOLS};
+use super::ledger::Ledger;
 use super::portable::portable;
-use crate::store::{Reporter, Reports, StoreError};
+use crate::store::{Reports, StoreError};
 
 /// The server of one agent's attempt.
+#[derive(Clone)]
 pub struct OrchServer {
     pub(super) state: Arc<State>,
-    router: ToolRouter<OrchServer>,
+    router: Arc<ToolRouter<OrchServer>>,
     /// Every tool orch has, granted or not (to tell "not granted" from
     /// "no such tool").
-    all: BTreeSet<String>,
+    all: Arc<BTreeSet<String>>,
 }
 
 /// What the tools share.
 pub struct State {
-    pub reports: Mutex<Reports>,
-    pub args: ServeArgs,
+    pub reports: Reports,
+    pub caller: Caller,
     /// The workspace, canonical (artifact paths are checked against it).
     pub workspace: PathBuf,
+    /// Where claims and verdicts go to the engine.
+    pub ledger: Arc<Ledger>,
+    /// The working directory of the process at the other end (the relay
+    /// the CLI started), when known: where `verify_workspace` looks by
+    /// default.
+    pub peer_cwd: Option<PathBuf>,
 }
 
 impl State {
-    pub fn reports(&self) -> MutexGuard<'_, Reports> {
-        self.reports.lock().unwrap_or_else(|e| e.into_inner())
+    pub fn reports(&self) -> &Reports {
+        &self.reports
     }
 }
 
 impl OrchServer {
-    /// The server for `args`, writing through `reports`.
-    pub fn new(args: ServeArgs, reports: Reports) -> OrchServer {
-        let workspace = std::fs::canonicalize(&args.workspace).unwrap_or(args.workspace.clone());
+    /// The server for `caller`, recording through `reports` (which must
+    /// report as the caller) and telling the engine through `ledger`.
+    pub fn new(caller: Caller, reports: Reports, ledger: Arc<Ledger>) -> OrchServer {
+        OrchServer::with_peer(caller, reports, ledger, None)
+    }
+
+    /// [`OrchServer::new`], knowing where the process at the other end
+    /// works.
+    pub fn with_peer(
+        caller: Caller,
+        reports: Reports,
+        ledger: Arc<Ledger>,
+        peer_cwd: Option<PathBuf>,
+    ) -> OrchServer {
+        let workspace =
+            std::fs::canonicalize(&caller.workspace).unwrap_or(caller.workspace.clone());
         let mut router = all_tools();
         let all: BTreeSet<String> = router.map.keys().map(|k| k.to_string()).collect();
-        if let Some(scope) = &args.tools {
-            for name in &all {
-                if !scope.iter().any(|s| s == name) {
-                    router.remove_route(name);
-                }
+        for name in &all {
+            let verdict = VERDICT_TOOLS.contains(&name.as_str());
+            let granted = if verdict {
+                caller.judging.is_some()
+            } else {
+                caller
+                    .tools
+                    .as_ref()
+                    .is_none_or(|scope| scope.iter().any(|s| s == name))
+            };
+            if !granted {
+                router.remove_route(name);
             }
         }
         OrchServer {
             state: Arc::new(State {
-                reports: Mutex::new(reports),
-                args,
+                reports,
+                caller,
                 workspace,
+                ledger,
+                peer_cwd,
             }),
-            router,
-            all,
+            router: Arc::new(router),
+            all: Arc::new(all),
         }
     }
 
@@ -104,7 +136,7 @@ impl ServerHandler for OrchServer {
             .with_server_info(Implementation::new("orch", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
                 "orch records what you report for phase `{}` of run `{}`: tasks, decisions, blockers, milestones, findings, learnings, and the phase's completion claim. Every record is final.",
-                self.state.args.phase, self.state.args.run
+                self.state.caller.phase, self.state.caller.run
             ))
     }
 
@@ -128,12 +160,17 @@ impl ServerHandler for OrchServer {
                 .into_iter()
                 .map(|t| t.name.to_string())
                 .collect();
-            let why = if self.all.contains(request.name.as_ref()) {
+            let why = if VERDICT_TOOLS.contains(&request.name.as_ref()) {
+                format!(
+                    "tool `{}` is only for a judge: orch gives it to the judge of a phase, on the judge's own connection",
+                    request.name
+                )
+            } else if self.all.contains(request.name.as_ref()) {
                 format!(
                     "tool `{}` is not granted to agent `{}` in phase `{}`; granted here: {}. The pipeline grants it with `mcp__orch__{}` in the phase's `mcp` list",
                     request.name,
-                    self.state.args.agent,
-                    self.state.args.phase,
+                    self.state.caller.agent,
+                    self.state.caller.phase,
                     granted.join(", "),
                     request.name
                 )
@@ -210,71 +247,4 @@ pub fn reply(result: Result<serde_json::Value, String>) -> Result<CallToolResult
 /// A store error as an agent reads it.
 pub fn store_err(e: StoreError) -> String {
     format!("orch could not record this: {e}")
-}
-
-/// Standard input as the server reads it: line by line on a thread of its
-/// own (so nothing waits on it at exit), with any bytes that are not UTF-8
-/// replaced by U+FFFD. A message with such bytes then still parses, gets
-/// its answer, and the tool refuses the damaged text by name (see
-/// `check::text`); rmcp alone would drop the line and leave the client
-/// waiting.
-fn utf8_stdin() -> Result<tokio::net::UnixStream, String> {
-    use std::io::{BufRead, Write};
-    let (ours, theirs) = std::os::unix::net::UnixStream::pair()
-        .map_err(|e| format!("cannot make the stdin pipe: {e}"))?;
-    std::thread::Builder::new()
-        .name("stdin".into())
-        .spawn(move || {
-            let mut input = std::io::stdin().lock();
-            let mut out = std::io::BufWriter::new(theirs);
-            let mut line = Vec::with_capacity(4096);
-            loop {
-                line.clear();
-                match input.read_until(b'\n', &mut line) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
-                let fixed = String::from_utf8_lossy(&line);
-                if out.write_all(fixed.as_bytes()).is_err() || out.flush().is_err() {
-                    break;
-                }
-            }
-            // Dropping `out` closes the pipe: the server sees the end.
-        })
-        .map_err(|e| format!("cannot start the stdin thread: {e}"))?;
-    ours.set_nonblocking(true)
-        .map_err(|e| format!("cannot set up the stdin pipe: {e}"))?;
-    tokio::net::UnixStream::from_std(ours).map_err(|e| format!("cannot set up the stdin pipe: {e}"))
-}
-
-/// Serve `args` on stdin/stdout until the client goes; logs go to stderr.
-pub fn serve(args: ServeArgs) -> Result<(), String> {
-    let reports = Reports::open(
-        &args.state_dir,
-        Reporter {
-            run_id: args.run.clone(),
-            phase: args.phase.clone(),
-            agent: args.agent.clone(),
-            attempt: args.attempt,
-        },
-    )
-    .map_err(|e| e.to_string())?;
-    let server = OrchServer::new(args, reports);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    rt.block_on(async move {
-        let running = match server.serve((utf8_stdin()?, tokio::io::stdout())).await {
-            Ok(r) => r,
-            // stdin closed before the handshake: the client went away.
-            Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
-            Err(e) => return Err(format!("the MCP handshake failed: {e}")),
-        };
-        running
-            .waiting()
-            .await
-            .map(|_| ())
-            .map_err(|e| format!("the server stopped: {e}"))
-    })
 }

@@ -10,41 +10,57 @@ use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-use super::{OrchServer, ServeArgs, schema_problems, sha256_hex, tool_names};
+use super::{Caller, Judging, Ledger, OrchServer, schema_problems, sha256_hex, tool_names};
 use crate::store::{Reporter, Reports, Store};
 
 struct Harness {
     client: RunningService<RoleClient, ()>,
     ws: PathBuf,
     state: PathBuf,
+    ledger: std::sync::Arc<Ledger>,
     _dirs: (tempfile::TempDir, tempfile::TempDir),
 }
 
+fn caller(ws: &Path, state: &Path, tools: Option<&[&str]>) -> Caller {
+    Caller {
+        run: "r1".into(),
+        phase: "plan".into(),
+        agent: "claude".into(),
+        attempt: 1,
+        workspace: ws.to_path_buf(),
+        tools: tools.map(|t| t.iter().map(|s| s.to_string()).collect()),
+        judging: None,
+        prompt: None,
+        knowledge: vec!["README.md".into(), "docs/**/*.md".into()],
+        marker: Some(state.join("workspace.json")),
+        memory_dir: state.join(crate::store::MEMORY_DIR),
+    }
+}
+
 async fn start(tools: Option<&[&str]>) -> Harness {
+    start_as(tools, None).await
+}
+
+async fn start_as(tools: Option<&[&str]>, judging: Option<Judging>) -> Harness {
     let ws_dir = tempfile::tempdir().unwrap();
     let state_dir = tempfile::tempdir().unwrap();
     let ws = std::fs::canonicalize(ws_dir.path()).unwrap();
     let state = state_dir.path().to_path_buf();
     Store::open(&state).unwrap().close().unwrap();
-    let args = ServeArgs {
-        run: "r1".into(),
-        phase: "plan".into(),
-        agent: "claude".into(),
-        attempt: 1,
-        state_dir: state.clone(),
-        workspace: ws.clone(),
-        tools: tools.map(|t| t.iter().map(|s| s.to_string()).collect()),
-        pipeline: None,
-        knowledge: vec!["README.md".into(), "docs/**/*.md".into()],
-        marker: Some(state.join("workspace.json")),
-    };
-    let who = Reporter {
+    let mut who = caller(&ws, &state, tools);
+    who.judging = judging;
+    let reporter = Reporter {
         run_id: "r1".into(),
         phase: "plan".into(),
-        agent: "claude".into(),
+        agent: who.agent.clone(),
         attempt: 1,
     };
-    let server = OrchServer::new(args, Reports::open(&state, who).unwrap());
+    let ledger = std::sync::Arc::new(Ledger::new());
+    let server = OrchServer::new(
+        who,
+        Reports::open(&state, reporter).unwrap(),
+        std::sync::Arc::clone(&ledger),
+    );
     let (c, s) = tokio::io::duplex(1 << 20);
     tokio::spawn(async move {
         if let Ok(running) = server.serve(s).await {
@@ -56,6 +72,7 @@ async fn start(tools: Option<&[&str]>) -> Harness {
         client,
         ws,
         state,
+        ledger,
         _dirs: (ws_dir, state_dir),
     }
 }
@@ -137,7 +154,13 @@ impl Harness {
 
 #[tokio::test]
 async fn every_tool_is_listed_with_a_schema_every_cli_accepts() {
-    let h = start(None).await;
+    // A judge's endpoint: every tool, the verdicts included.
+    let judging = Judging {
+        phase: "plan".into(),
+        artifact_path: "p.md".into(),
+        artifact_hash: "0".repeat(64),
+    };
+    let h = start_as(None, Some(judging)).await;
     let tools = h.client.list_all_tools().await.unwrap();
     let mut names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
     names.sort();
@@ -326,7 +349,7 @@ async fn a_phase_claim_is_checked_against_the_file() {
     for (path, says) in [
         ("../x.md", ".."),
         ("/etc/passwd", "absolute"),
-        ("link.md", "out of the workspace"),
+        ("link.md", "link"),
         ("nope.md", "cannot open"),
     ] {
         let why = h.refused("complete_phase", claim(path, &hash)).await;
@@ -359,20 +382,55 @@ async fn a_phase_claim_is_checked_against_the_file() {
     );
     assert_eq!(claims[0]["data"]["actual_hash"], hash.as_str());
 
-    let verdict = |hash: &str| json!({"phase": "plan", "artifact_hash": hash, "reason": "complete", "fix_instructions": "none"});
-    let no_claim = h.refused("approve_phase", verdict(&"1".repeat(64))).await;
-    assert!(no_claim.contains(&hash), "lists the claims: {no_claim}");
-    let refused_claim = h.refused("approve_phase", verdict(&"0".repeat(64))).await;
-    let listed = refused_claim
-        .split("its claims:")
-        .nth(1)
-        .unwrap_or_default();
-    assert!(
-        listed.contains(&hash) && !listed.contains(&"0".repeat(64)),
-        "a refused claim cannot be judged: {refused_claim}"
+    // What reached the engine: the same four claims, in order.
+    let ledger = h.ledger.claims("plan");
+    assert_eq!(
+        ledger
+            .iter()
+            .map(|c| c.refused.is_none())
+            .collect::<Vec<_>>(),
+        [false, false, false, true]
     );
-    h.ok("approve_phase", verdict(&hash)).await;
-    h.ok("reject_phase", verdict(&hash)).await;
+    // A worker has no verdict tool, whatever its scope says.
+    let verdict = |hash: &str| json!({"phase": "plan", "artifact_hash": hash, "reason": "complete", "fix_instructions": "none"});
+    let not_a_judge = h.refused("approve_phase", verdict(&hash)).await;
+    assert!(not_a_judge.contains("only for a judge"), "{not_a_judge}");
+    assert!(h.rows("verdict").is_empty());
+}
+
+#[tokio::test]
+async fn a_judge_gives_its_verdict_on_the_one_claim_it_judges() {
+    let hash = sha256_hex(b"the artifact");
+    let judging = Judging {
+        phase: "plan".into(),
+        artifact_path: "docs/plan.md".into(),
+        artifact_hash: hash.clone(),
+    };
+    let h = start_as(Some(&["log_decision"]), Some(judging)).await;
+    let listed: Vec<String> = h
+        .client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(listed, ["approve_phase", "log_decision", "reject_phase"]);
+    let verdict = |phase: &str, hash: &str| json!({"phase": phase, "artifact_hash": hash, "reason": "complete", "fix_instructions": "none"});
+    let wrong_hash = h
+        .refused("approve_phase", verdict("plan", &"1".repeat(64)))
+        .await;
+    assert!(
+        wrong_hash.contains(&hash),
+        "names the hash it judges: {wrong_hash}"
+    );
+    let wrong_phase = h.refused("reject_phase", verdict("build", &hash)).await;
+    assert!(
+        wrong_phase.contains("you judge phase `plan`"),
+        "{wrong_phase}"
+    );
+    h.ok("approve_phase", verdict("plan", &hash)).await;
+    h.ok("reject_phase", verdict("plan", &hash)).await;
     let v = h.rows("verdict");
     assert_eq!(
         (
@@ -381,13 +439,11 @@ async fn a_phase_claim_is_checked_against_the_file() {
         ),
         (Some(true), Some(false))
     );
-    let other = h
-        .refused(
-            "reject_phase",
-            json!({"phase": "build", "artifact_hash": hash, "reason": "r"}),
-        )
-        .await;
-    assert!(other.contains("no completion claim"), "{other}");
+    // The engine takes the last one the judge's attempt gave.
+    let last = h.ledger.verdict_of("plan", "claude", 1, &hash).unwrap();
+    assert!(!last.approved);
+    assert_eq!(last.fix, "none");
+    assert!(h.ledger.verdict_of("plan", "claude", 2, &hash).is_none());
 }
 
 #[tokio::test]

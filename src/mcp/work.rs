@@ -374,7 +374,7 @@ impl OrchServer {
                     let n = counts.entry(r.kind.as_str()).or_insert(json!(0));
                     *n = json!(n.as_u64().unwrap_or(0) + 1);
                 }
-                out.insert("phase_summary".into(), json!({"run": self.state.args.run, "phase": a.phase.as_deref().unwrap_or(&self.state.args.phase), "records": counts}));
+                out.insert("phase_summary".into(), json!({"run": self.state.caller.run, "phase": a.phase.as_deref().unwrap_or(&self.state.caller.phase), "records": counts}));
             }
             if want(ContextPart::Tasks) {
                 let tasks: Vec<Value> = rows

@@ -41,45 +41,45 @@ pub struct SearchKnowledge {
     pub limit: Option<u32>,
 }
 
-/// The workspace's documents that `patterns` match, with their hashes:
-/// regular files inside the workspace (links out of it and hidden paths
-/// are left out), each once, in path order.
-pub fn documents(workspace: &Path, patterns: &[String]) -> Vec<Document> {
+/// The workspace's documents that `patterns` match, with their bytes:
+/// regular files inside the workspace, opened beneath it without
+/// following any link (see [`crate::beneath`]); hidden paths are left
+/// out; each once, in path order.
+pub fn documents(workspace: &Path, patterns: &[String]) -> Vec<(Document, Vec<u8>)> {
     let opts = glob::MatchOptions {
         case_sensitive: true,
         require_literal_separator: true,
         require_literal_leading_dot: true,
     };
+    let Ok(root) = crate::beneath::Root::open(workspace) else {
+        return Vec::new();
+    };
     let base = glob::Pattern::escape(&workspace.display().to_string());
-    let mut found: Vec<(String, PathBuf)> = Vec::new();
+    let mut found: Vec<PathBuf> = Vec::new();
     for pattern in patterns {
         let Ok(paths) = glob::glob_with(&format!("{base}/{pattern}"), opts) else {
             continue;
         };
         for path in paths.flatten() {
-            let Ok(real) = std::fs::canonicalize(&path) else {
-                continue;
-            };
-            let Ok(rel) = real.strip_prefix(workspace) else {
-                continue;
-            };
-            if real.is_file() {
-                found.push((rel.display().to_string(), real));
+            if let Some(rel) = crate::beneath::relative_to(workspace, &path) {
+                found.push(rel.to_path_buf());
             }
         }
     }
     found.sort();
-    found.dedup_by(|a, b| a.0 == b.0);
+    found.dedup();
     found
         .into_iter()
         .take(MAX_DOCUMENTS)
-        .filter(|(_, real)| std::fs::metadata(real).is_ok_and(|m| m.len() <= MAX_DOCUMENT_BYTES))
-        .filter_map(|(rel, real)| {
-            let bytes = std::fs::read(real).ok()?;
-            Some(Document {
-                path: rel,
-                sha256: sha256_hex(&bytes),
-            })
+        .filter_map(|rel| {
+            let bytes = root.read(&rel, MAX_DOCUMENT_BYTES).ok()?;
+            Some((
+                Document {
+                    path: rel.display().to_string(),
+                    sha256: sha256_hex(&bytes),
+                },
+                bytes,
+            ))
         })
         .collect()
 }
@@ -87,12 +87,11 @@ pub fn documents(workspace: &Path, patterns: &[String]) -> Vec<Document> {
 impl OrchServer {
     fn verify(&self, a: VerifyWorkspace) -> Result<Value, String> {
         check::opt_text("path", a.path.as_deref(), 1, 4096)?;
-        let args = &self.state.args;
+        let args = &self.state.caller;
         let workspace = &self.state.workspace;
         let Some(marker_path) = &args.marker else {
             return Err(
-                "this server was started without a workspace marker (`--marker`); orch run gives one to every agent"
-                    .into(),
+                "this attempt has no workspace marker; orch run gives one to every agent".into(),
             );
         };
         let recover = format!("run `cd {}` and work there", workspace.display());
@@ -113,10 +112,11 @@ impl OrchServer {
                 marker_path.display()
             ));
         }
-        let here = match &a.path {
-            Some(p) => PathBuf::from(p),
-            None => {
-                std::env::current_dir().map_err(|e| format!("cannot tell where you are: {e}"))?
+        let here = match (&a.path, &self.state.peer_cwd) {
+            (Some(p), _) => PathBuf::from(p),
+            (None, Some(cwd)) => cwd.clone(),
+            (None, None) => {
+                return Err("cannot tell where you are: give `path` (what `pwd` prints)".into());
             }
         };
         let real = std::fs::canonicalize(&here).map_err(|e| {
@@ -145,13 +145,15 @@ impl OrchServer {
         let limit = a.limit.unwrap_or(10);
         check::range("limit", limit.into(), 1, MAX_HITS.into())?;
         let workspace = &self.state.workspace;
-        let docs = documents(workspace, &self.state.args.knowledge);
+        let found = documents(workspace, &self.state.caller.knowledge);
+        let docs: Vec<Document> = found.iter().map(|(d, _)| d.clone()).collect();
         let key = workspace.display().to_string();
-        let mut reports = self.state.reports();
+        let reports = self.state.reports();
         let synced = reports
             .sync_knowledge(&key, &docs, |rel| {
-                let text = std::fs::read_to_string(workspace.join(rel)).ok()?;
-                Some(sections(rel, &text))
+                let (_, bytes) = found.iter().find(|(d, _)| d.path == rel)?;
+                let text = std::str::from_utf8(bytes).ok()?;
+                Some(sections(rel, text))
             })
             .map_err(store_err)?;
         let hits = reports
@@ -159,7 +161,7 @@ impl OrchServer {
             .map_err(store_err)?;
         Ok(
             json!({"results": hits, "documents": docs.len(), "reindexed": synced.indexed,
-                  "patterns": self.state.args.knowledge}),
+                  "patterns": self.state.caller.knowledge}),
         )
     }
 }

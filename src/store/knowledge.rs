@@ -47,14 +47,13 @@ impl Reports {
     /// one that is gone is dropped. One transaction, so servers indexing
     /// the same workspace at once leave one copy of each section.
     pub fn sync_knowledge(
-        &mut self,
+        &self,
         workspace: &str,
         now: &[Document],
         sections: impl Fn(&str) -> Option<Vec<Section>>,
     ) -> Result<SyncCount, StoreError> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let known: Vec<(String, String)> = {
             let mut st =
                 tx.prepare_cached("SELECT path, sha256 FROM knowledge_files WHERE workspace = ?1")?;
@@ -117,7 +116,8 @@ impl Reports {
         let Some(fts) = fts_query(query) else {
             return Ok(Vec::new());
         };
-        let mut st = self.conn.prepare_cached(
+        let conn = self.conn();
+        let mut st = conn.prepare_cached(
             "SELECT path, heading, snippet(knowledge_fts, 3, '[', ']', '...', 24)
              FROM knowledge_fts
              WHERE knowledge_fts MATCH ?1 AND workspace = ?2
@@ -196,7 +196,7 @@ mod tests {
 
     #[test]
     fn a_changed_document_is_indexed_again_and_a_gone_one_dropped() {
-        let mut r = reports();
+        let r = reports();
         let files = std::cell::RefCell::new(std::collections::HashMap::from([
             ("a.md", "# Deploy\nUse the blue-green rollout."),
             ("b.md", "# Style\nTabs, never spaces."),

@@ -1,16 +1,18 @@
-//! The run history: SQLite (`<state_dir>/state.db`) in WAL mode. Who
-//! writes what: the engine's writer thread (`writer.rs`, one per `orch
-//! run`) the runs, phases, attempts, events and artifacts; each agent's
-//! `orch mcp serve` process (`reports.rs`, `knowledge.rs`) its reports,
-//! learnings and the document index, one IMMEDIATE transaction per call,
-//! committed before it replies. Readers (`query.rs`) never write, except
-//! to mark runs whose orch is gone as interrupted.
+//! The run history: SQLite (`<state_dir>/state.db`) in WAL mode, written
+//! by `orch run` alone: the engine's writer thread (`writer.rs`) the runs,
+//! phases, attempts, events and artifacts; the endpoints that serve orch's
+//! tools to agents (`reports.rs`, `knowledge.rs`, one connection of the
+//! same process) their reports, learnings and the document index, one
+//! IMMEDIATE transaction per call. No agent can reach the state directory.
+//! Readers (`query.rs`) never write, except to mark runs whose orch is
+//! gone as interrupted; one orch runs per state directory (`lock.rs`).
 
 mod error;
 #[doc(hidden)]
 pub mod fixture;
 mod knowledge;
 mod liveness;
+mod lock;
 mod query;
 pub mod record;
 mod reports;
@@ -21,6 +23,7 @@ mod writer;
 
 pub use error::StoreError;
 pub use knowledge::{Document, KnowledgeHit, Section, SyncCount, sections};
+pub use lock::{LOCK_FILE, LockError, RunLock};
 pub use query::{
     ArtifactRow, AttemptDetail, EventPage, EventRow, PhaseDetail, Reader, RunDetail, RunInfo,
     RunSummary,

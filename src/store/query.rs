@@ -599,15 +599,27 @@ impl Reader {
     /// (ending at their last recorded event). Returns those runs' ids.
     /// Takes the write lock only when there is something to mark.
     pub fn mark_interrupted(&self) -> Result<Vec<String>, StoreError> {
+        self.mark_where(|pid| !pid_alive(pid))
+    }
+
+    /// Every run still `running` becomes `interrupted`, as in
+    /// [`Reader::mark_interrupted`]: for when no orch holds the state
+    /// directory's run lock (see `RunLock`), so none of them is running,
+    /// whatever process has their orch's number now.
+    pub fn mark_all_interrupted(&self) -> Result<Vec<String>, StoreError> {
+        self.mark_where(|_| true)
+    }
+
+    fn mark_where(&self, gone: impl Fn(u32) -> bool) -> Result<Vec<String>, StoreError> {
         let mut conn = self.conn();
-        if running_runs(&conn)?.iter().all(|(_, pid)| pid_alive(*pid)) {
+        if !running_runs(&conn)?.iter().any(|(_, pid)| gone(*pid)) {
             return Ok(Vec::new());
         }
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         // Again under the lock: a resume may have taken a run over since.
         let dead: Vec<String> = running_runs(&tx)?
             .into_iter()
-            .filter(|(_, pid)| !pid_alive(*pid))
+            .filter(|(_, pid)| gone(*pid))
             .map(|(id, _)| id)
             .collect();
         for run_id in &dead {
@@ -1176,6 +1188,9 @@ mod tests {
 
         // Nothing left to mark.
         assert!(store.mark_interrupted().unwrap().is_empty());
+        // With no orch holding the state directory, even a run whose
+        // number names a live process (pid 1, this one) was left behind.
+        assert_eq!(store.mark_all_interrupted().unwrap(), ["alive"]);
     }
 
     #[test]

@@ -3,15 +3,16 @@
 //! follow-ups, test health (the `reports` table), and learnings (their own
 //! table, searched across runs with FTS5).
 //!
-//! Who writes: one `orch mcp serve` process per running agent, each with
-//! its own connection ([`Reports`]), next to the engine's writer thread
-//! (which writes runs, phases, attempts, events and artifacts, never these
-//! tables). Each write is one IMMEDIATE transaction committed before the
-//! tool replies: the CLIs kill their servers without waiting, so nothing
-//! may be held back. WAL and the busy timeout let all of them write the
-//! same file at once. Rows are only ever appended.
+//! Who writes: `orch run` alone, which serves every agent's tools itself;
+//! each attempt's endpoint has its own [`Reports`] (its identity) over one
+//! connection they share, next to the engine's writer thread (which writes
+//! runs, phases, attempts, events and artifacts, never these tables). Each
+//! write is one IMMEDIATE transaction committed before the tool replies, so
+//! what an agent was told is recorded is on disk. Rows are only ever
+//! appended.
 
 use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
@@ -109,9 +110,10 @@ pub struct ReportFilter<'a> {
     pub since_ms: Option<u64>,
 }
 
-/// One agent's server's connection to `state.db`.
+/// What one attempt reports, as `who`, over a connection to `state.db`
+/// that every attempt's endpoint shares ([`Reports::sharing`]).
 pub struct Reports {
-    pub(super) conn: Connection,
+    conn: Arc<Mutex<Connection>>,
     who: Reporter,
 }
 
@@ -120,7 +122,10 @@ impl Reports {
     /// made it) to write as `who`.
     pub fn open(state_dir: &Path, who: Reporter) -> Result<Reports, StoreError> {
         let conn = schema::open(&state_dir.join(DB_FILE), false)?;
-        Ok(Reports { conn, who })
+        Ok(Reports {
+            conn: Arc::new(Mutex::new(conn)),
+            who,
+        })
     }
 
     /// A history in memory, for tests.
@@ -128,24 +133,39 @@ impl Reports {
     pub fn in_memory(who: Reporter) -> Result<Reports, StoreError> {
         let mut conn = Connection::open_in_memory()?;
         schema::migrate(&mut conn, Path::new(":memory:"))?;
-        Ok(Reports { conn, who })
+        Ok(Reports {
+            conn: Arc::new(Mutex::new(conn)),
+            who,
+        })
+    }
+
+    /// Another reporter on the same connection.
+    pub fn sharing(&self, who: Reporter) -> Reports {
+        Reports {
+            conn: Arc::clone(&self.conn),
+            who,
+        }
     }
 
     pub fn reporter(&self) -> &Reporter {
         &self.who
     }
 
+    /// The shared connection, for one call.
+    pub(super) fn conn(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Append a report, committed when this returns; its id.
     pub fn append(
-        &mut self,
+        &self,
         kind: ReportKind,
         task_id: Option<i64>,
         data: &serde_json::Value,
         ts_ms: u64,
     ) -> Result<i64, StoreError> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         tx.execute(
             "INSERT INTO reports (run_id, phase, agent, attempt, ts_ms, kind, task_id, data_json)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -168,7 +188,7 @@ impl Reports {
     /// A report of this run by id.
     pub fn report(&self, id: i64) -> Result<Option<ReportRow>, StoreError> {
         Ok(self
-            .conn
+            .conn()
             .query_row(
                 &format!("SELECT {REPORT_COLUMNS} FROM reports WHERE id = ?1 AND run_id = ?2"),
                 params![id, self.who.run_id],
@@ -179,19 +199,14 @@ impl Reports {
 
     /// This run's reports that match `filter`, oldest first.
     pub fn list(&self, filter: &ReportFilter<'_>) -> Result<Vec<ReportRow>, StoreError> {
-        list(&self.conn, &self.who.run_id, filter)
+        list(&self.conn(), &self.who.run_id, filter)
     }
 
     /// Add a learning at the starting quality; `Ok(None)` when one with
     /// the same words (whatever the case, spacing and punctuation) exists.
-    pub fn add_learning(
-        &mut self,
-        l: &NewLearning<'_>,
-        ts_ms: u64,
-    ) -> Result<Option<i64>, StoreError> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+    pub fn add_learning(&self, l: &NewLearning<'_>, ts_ms: u64) -> Result<Option<i64>, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let inserted = tx.execute(
             "INSERT INTO learnings (run_id, phase, agent, attempt, ts_ms, learning_type, pattern,
                                     context, applies_to, quality, normalized)
@@ -231,26 +246,26 @@ impl Reports {
         limit: usize,
         min_quality: i64,
     ) -> Result<Vec<LearningRow>, StoreError> {
-        search_learnings(&self.conn, query, limit, min_quality)
+        search_learnings(&self.conn(), query, limit, min_quality)
     }
 
     /// The learnings this run added, oldest first.
     pub fn run_learnings(&self) -> Result<Vec<LearningRow>, StoreError> {
-        run_learnings(&self.conn, &self.who.run_id)
+        run_learnings(&self.conn(), &self.who.run_id)
     }
 
     /// A phase of this run as the engine recorded it so far: its status
     /// (`None` before the engine's writer committed it) and its attempts.
     pub fn phase_record(&self, phase: &str) -> Result<PhaseRecord, StoreError> {
-        let status = self
-            .conn
+        let conn = self.conn();
+        let status = conn
             .query_row(
                 "SELECT status FROM phases WHERE run_id = ?1 AND phase = ?2",
                 params![self.who.run_id, phase],
                 |r| r.get(0),
             )
             .optional()?;
-        let mut st = self.conn.prepare_cached(
+        let mut st = conn.prepare_cached(
             "SELECT agent, attempt, outcome, reason FROM attempts
              WHERE run_id = ?1 AND phase = ?2 ORDER BY rowid",
         )?;
@@ -269,7 +284,8 @@ impl Reports {
 
     /// This run's events matching `q`, in the order they arrived.
     pub fn events(&self, q: &EventQuery<'_>) -> Result<Vec<EventRecord>, StoreError> {
-        let mut st = self.conn.prepare_cached(
+        let conn = self.conn();
+        let mut st = conn.prepare_cached(
             "SELECT phase, agent, attempt, seq, ts_ms, kind, data_json FROM events
              WHERE run_id = ?1 AND (?2 IS NULL OR phase = ?2) AND (?3 IS NULL OR agent = ?3)
                AND (?4 IS NULL OR attempt = ?4) AND (?5 IS NULL OR kind = ?5)
@@ -502,7 +518,7 @@ mod tests {
 
     #[test]
     fn a_report_is_stamped_with_its_attempt_and_read_back() {
-        let mut r = reports();
+        let r = reports();
         let id = r
             .append(ReportKind::Decision, None, &serde_json::json!({"x": 1}), 7)
             .unwrap();
@@ -530,7 +546,7 @@ mod tests {
 
     #[test]
     fn a_learning_that_differs_only_in_case_and_punctuation_is_a_duplicate() {
-        let mut r = reports();
+        let r = reports();
         assert!(
             r.add_learning(&learning("Run `cargo fmt` before clippy!"), 1)
                 .unwrap()
@@ -545,7 +561,7 @@ mod tests {
 
     #[test]
     fn learnings_are_found_by_any_word_and_quotes_are_not_syntax() {
-        let mut r = reports();
+        let r = reports();
         r.add_learning(
             &learning("sqlite busy timeout must be set per connection"),
             1,

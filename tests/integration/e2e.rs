@@ -489,7 +489,7 @@ fn run_cell(cli: &Cli, level: Level, dir: &Path, script: Value) -> Run {
     let file = dir.join("pipeline.toml");
     std::fs::write(&file, pipeline(cli, level, &server, dir)).unwrap();
     let mut settings = orch::settings::Settings {
-        state_dir: dir.join("state"),
+        state_dir: Some(dir.join("state")),
         ..Default::default()
     };
     let bin = clis_bin();

@@ -2,10 +2,8 @@
 //! the official Python SDK and the MCP Inspector CLI (both installed by
 //! `scripts/install-mcp-clients.sh`, which the test command runs).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
 use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
 
 use super::support::*;
 
@@ -23,93 +21,126 @@ fn clients() -> PathBuf {
     dir
 }
 
-/// A state directory holding one finished run; its id.
-fn state_with_a_run(dir: &Path) -> (PathBuf, String) {
-    let state = dir.join("state");
-    let p = dir.join("p.toml");
-    std::fs::write(
-        &p,
-        "version = 1\nname = \"t\"\n[agents.sh]\nkind = \"command\"\ncommand = [\"true\"]\n[[phases]]\nname = \"plan\"\nagents = [\"sh\"]\n",
-    )
-    .unwrap();
-    let out = orch()
-        .args([
-            "--state-dir",
-            state.to_str().unwrap(),
-            "run",
-            p.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let list = orch()
-        .args([
-            "--state-dir",
-            state.to_str().unwrap(),
-            "runs",
-            "list",
-            "--format",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    let run = json_of(&list)[0]["run_id"].as_str().unwrap().to_string();
-    (state, run)
+/// An `orch run` whose phase `plan` has stand-ins for Claude Code
+/// (`tests/mcp/stand_in_cli.py`) as its agents: each runs `client` (a JSON
+/// argv in which "{server}" stands for orch's server command, from the MCP
+/// configuration orch wrote for the attempt) as its MCP client, through the
+/// relay to the attempt's endpoint, as every real CLI does.
+struct Through {
+    dir: tempfile::TempDir,
+    out: std::process::Output,
 }
 
-fn serve_argv(state: &Path, run: &str, ws: &Path, tools: Option<&str>) -> Vec<String> {
-    let mut a: Vec<String> = [
-        env!("CARGO_BIN_EXE_orch"),
-        "mcp",
-        "serve",
-        "--run",
-        run,
-        "--phase",
-        "plan",
-        "--agent",
-        "claude",
-        "--state-dir",
-        state.to_str().unwrap(),
-        "--workspace",
-        ws.to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    if let Some(t) = tools {
-        a.extend(["--tools".to_string(), t.to_string()]);
+impl Through {
+    fn ws(&self) -> PathBuf {
+        self.dir.path().join("ws")
     }
-    a
+
+    fn state(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    /// What the client printed (of the stand-in named `out`).
+    fn client(&self, out: &str) -> Value {
+        let text = std::fs::read_to_string(self.ws().join(out))
+            .unwrap_or_else(|e| panic!("{out}: {e}\n{}", stderr(&self.out)));
+        serde_json::from_str(&text).unwrap_or_else(|e| {
+            let err =
+                std::fs::read_to_string(self.ws().join(format!("{out}.err"))).unwrap_or_default();
+            panic!(
+                "{out} is not JSON ({e}): {text}\n{err}\n{}",
+                stderr(&self.out)
+            )
+        })
+    }
+
+    fn run_id(&self) -> String {
+        json_of(&self.out)["run_id"].as_str().unwrap().to_string()
+    }
+
+    fn orch(&self, args: &[&str]) -> String {
+        let out = orch()
+            .arg("--state-dir")
+            .arg(self.state())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        stdout(&out)
+    }
+}
+
+/// A run of the phase `plan` with the agents `names` (stand-ins, but for
+/// those `extra_agents` declares), granted `mcp` of orch's tools, in a
+/// workspace `prepare` fills first.
+fn through(
+    client: Value,
+    mcp: &str,
+    names: &[&str],
+    extra_agents: &str,
+    prepare: impl Fn(&Path),
+) -> Through {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    prepare(&ws);
+    std::fs::write(ws.join("client.json"), client.to_string()).unwrap();
+    let stand_in = root().join("tests/mcp/stand_in_cli.py");
+    let mut p = String::from("version = 1\nname = \"t\"\n[defaults]\nmax_parallel = 16\n");
+    p.push_str(extra_agents);
+    for n in names
+        .iter()
+        .filter(|n| !extra_agents.contains(&format!("[agents.{n}]")))
+    {
+        p.push_str(&format!(
+            "[agents.{n}]\nkind = \"claude\"\nbinary = \"{}\"\n",
+            stand_in.display()
+        ));
+    }
+    p.push_str(&format!(
+        "[[phases]]\nname = \"plan\"\nagents = {names:?}\nparallel = true\nmode = \"fix\"\nprompt = \"x\"\n\
+         [phases.tools]\ninternal = [\"Read\", \"Write\"]\nmcp = {mcp}\npermission = \"workspace-write\"\n"
+    ));
+    std::fs::write(ws.join("p.toml"), p).unwrap();
+    let child = orch()
+        .current_dir(&ws)
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .args(["run", "p.toml", "--format", "json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = finish_within(child, std::time::Duration::from_secs(300), "orch run");
+    Through { dir, out }
 }
 
 #[test]
 fn the_python_sdk_lists_calls_and_is_refused_outside_the_scope() {
     let py = clients().join("venv/bin/python");
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    let (state, run) = state_with_a_run(dir.path());
     let calls = json!([
         ["log_decision", {"category": "library_choice", "question": "which MCP SDK", "options_considered": ["rmcp", "hand-written"], "chosen": "rmcp", "reasoning": "maintained"}],
         ["start_task", {"name": "n", "goal": "g"}],
         ["log_decision", {"category": "vibes"}],
         ["complete_phase", {"artifact_path": "../x.md", "artifact_hash": "0", "summary": "s", "confidence": "low"}],
-        ["add_learning", {"pattern": "Run the MCP conformance checks before touching any tool schema in this repo", "learning_type": "convention", "applies_to": "src/mcp"}]
+        ["add_learning", {"pattern": "Run the MCP conformance checks before touching any tool schema in this repo", "learning_type": "convention", "applies_to": "src/mcp"}],
+        ["approve_phase", {"phase": "plan", "artifact_hash": "0", "reason": "I approve myself"}]
     ]);
-    let out = Command::new(py)
-        .arg(root().join("tests/mcp/python_client.py"))
-        .arg(calls.to_string())
-        .arg("--")
-        .args(serve_argv(
-            &state,
-            &run,
-            &ws,
-            Some("log_decision,complete_phase,add_learning"),
-        ))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let t = through(
+        json!([
+            py,
+            root().join("tests/mcp/python_client.py"),
+            calls.to_string(),
+            "--",
+            "{server}"
+        ]),
+        r#"["mcp__orch__log_decision", "mcp__orch__complete_phase", "mcp__orch__add_learning", "mcp__orch__approve_phase"]"#,
+        &["claude"],
+        "",
+        |_| {},
+    );
+    assert!(t.out.status.success(), "{}", stderr(&t.out));
+    let got = t.client("client-out.json");
     assert_eq!(got["server"], "orch");
     let names: Vec<&str> = got["tools"]
         .as_array()
@@ -117,6 +148,7 @@ fn the_python_sdk_lists_calls_and_is_refused_outside_the_scope() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
+    // The verdict is not a worker's, whatever its ToolSet says.
     assert_eq!(names, ["add_learning", "complete_phase", "log_decision"]);
     let r = got["results"].as_array().unwrap();
     assert_eq!(r[0]["is_error"], false, "{}", r[0]);
@@ -132,28 +164,26 @@ fn the_python_sdk_lists_calls_and_is_refused_outside_the_scope() {
         r[2]
     );
     assert!(r[3]["is_error"].as_bool().unwrap(), "{}", r[3]);
-    // The decision is in the run's record, stamped with the attempt.
-    let conn = rusqlite::Connection::open(state.join("state.db")).unwrap();
+    assert_eq!(r[4]["is_error"], false, "{}", r[4]);
+    assert!(
+        r[5]["is_error"].as_bool().unwrap()
+            && r[5]["text"].as_str().unwrap().contains("only for a judge"),
+        "{}",
+        r[5]
+    );
+    // The decision is in the run's record, stamped with the attempt orch
+    // opened the endpoint for.
+    let run = t.run_id();
+    let conn = rusqlite::Connection::open(t.state().join("state.db")).unwrap();
     let (k, who, data): (String, String, String) = conn
         .query_row("SELECT kind, run_id || '/' || phase || '/' || agent || '/' || attempt, data_json FROM reports", [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .unwrap();
     assert_eq!(k, "decision");
     assert_eq!(who, format!("{run}/plan/claude/1"));
     assert!(data.contains("which MCP SDK"));
-    assert_eq!(r[4]["is_error"], false, "{}", r[4]);
 
     // A person sees it too: `orch runs show` and `orch learnings search`.
-    let orch_in_state = |args: &[&str]| {
-        let out = orch()
-            .arg("--state-dir")
-            .arg(&state)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
-        stdout(&out)
-    };
-    let shown = orch_in_state(&["runs", "show", &run]);
+    let shown = t.orch(&["runs", "show", &run]);
     assert!(
         shown.contains(
             "decisions\n  plan/claude#1  [library_choice] which MCP SDK -> rmcp: maintained"
@@ -162,18 +192,18 @@ fn the_python_sdk_lists_calls_and_is_refused_outside_the_scope() {
     );
     assert!(shown.contains("learnings\n"), "{shown}");
     let json: Value =
-        serde_json::from_str(&orch_in_state(&["runs", "show", &run, "--format", "json"])).unwrap();
+        serde_json::from_str(&t.orch(&["runs", "show", &run, "--format", "json"])).unwrap();
     assert_eq!(json["reports"][0]["kind"], "decision");
     assert_eq!(json["reports"][0]["data"]["chosen"], "rmcp");
     assert_eq!(json["learnings"][0]["learning_type"], "convention");
-    let found = orch_in_state(&["learnings", "search", "conformance schema"]);
+    let found = t.orch(&["learnings", "search", "conformance schema"]);
     assert!(
         found.contains("[convention] (quality 50) Run the MCP conformance checks"),
         "{found}"
     );
     let none = orch()
         .arg("--state-dir")
-        .arg(&state)
+        .arg(t.state())
         .args(["learnings", "search", "kubernetes"])
         .output()
         .unwrap();
@@ -188,143 +218,78 @@ fn the_python_sdk_lists_calls_and_is_refused_outside_the_scope() {
 #[test]
 fn the_inspector_finds_every_tool_schema_portable() {
     let inspector = clients().join("node_modules/.bin/mcp-inspector");
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    let (state, run) = state_with_a_run(dir.path());
-    let out = Command::new(inspector)
-        .arg("--cli")
-        .args(serve_argv(&state, &run, &ws, None))
-        .args(["--method", "tools/list", "--strict", "--format", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}\n{}",
-        out.status,
-        stdout(&out),
-        stderr(&out)
+    let t = through(
+        json!([
+            inspector,
+            "--cli",
+            "{server}",
+            "--method",
+            "tools/list",
+            "--strict",
+            "--format",
+            "json"
+        ]),
+        r#"["mcp__orch__*"]"#,
+        &["claude"],
+        "",
+        |_| {},
     );
-    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(t.out.status.success(), "{}", stderr(&t.out));
+    let got = t.client("client-out.json");
     let tools = got["result"]["tools"].as_array().unwrap();
     assert!(tools.len() >= 19, "{}", tools.len());
     assert_eq!(got.get("schemaFindings"), None, "{}", got["schemaFindings"]);
 }
 
-/// `orch mcp serve` for `run` driven over raw JSON-RPC lines: `n`
-/// `add_comment` calls sent at once, each answered; the texts it wrote.
-fn comment_through_a_server(state: &Path, ws: &Path, run: &str, agent: &str, n: usize) {
-    use std::io::{BufRead, BufReader, Write};
-    let mut argv = serve_argv(state, run, ws, None);
-    let at = argv.iter().position(|a| a == "--agent").unwrap();
-    argv[at + 1] = agent.to_string();
-    let mut child = Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || {
-        let mut lines = vec![
-            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "load", "version": "1"}}}),
-            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        ];
-        lines.extend((1..=n).map(|i| {
+/// `n` `add_comment` calls, one per line.
+fn comments(n: usize) -> String {
+    (1..=n)
+        .map(|i| {
             json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
-            "params": {"name": "add_comment", "arguments": {"text": format!("comment {i}")}}})
-        }));
-        for l in lines {
-            writeln!(stdin, "{l}").unwrap();
-        }
-        stdin
-    });
-    let mut answered = 0;
-    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-        let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
-        if v["id"].as_u64().is_some_and(|id| id > 0) {
-            assert_eq!(v["result"]["isError"], false, "{agent}: {v}");
-            answered += 1;
-            if answered == n {
-                break;
-            }
-        }
-    }
-    assert_eq!(answered, n, "{agent}: every call answered");
-    drop(writer.join().unwrap());
-    child.wait().unwrap();
+                   "params": {"name": "add_comment", "arguments": {"text": format!("comment {i}")}}})
+            .to_string()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[test]
-fn eight_servers_and_the_engine_write_at_once_and_nothing_is_lost_or_doubled() {
-    // The engine records a command agent's lines (one event each) until the
-    // servers are done; meanwhile 8 `orch mcp serve` processes append 500
-    // comments each to the same run.
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    let state = dir.path().join("state");
-    let p = dir.path().join("p.toml");
+fn eight_endpoints_and_the_engine_write_at_once_and_nothing_is_lost_or_doubled() {
+    // In one parallel phase, a command agent prints lines (one event each)
+    // until the eight stand-ins are done, while each of them sends 500
+    // comments through its own endpoint at once.
+    let names = ["c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7"];
+
     // Bounded: at most 60 s or 400,000 lines, whichever comes first.
-    std::fs::write(
-        &p,
-        r#"version = 1
-name = "load"
+    let talker = r#"
 [agents.talker]
 kind = "command"
-command = ["python3", "-c", "import os, sys, time\nend = time.time() + 60\nn = 0\nwhile not os.path.exists('stop') and time.time() < end and n < 400000:\n    print(f'line {n}')\n    n += 1\n    if n % 100 == 0:\n        sys.stdout.flush()\n        time.sleep(0.005)\nsys.stdout.flush()\nopen('count', 'w').write(str(n))\n"]
-[[phases]]
-name = "plan"
-agents = ["talker"]
-"#,
-    )
-    .unwrap();
-    let engine = orch()
-        .current_dir(&ws)
-        .args(["--state-dir", state.to_str().unwrap(), "run"])
-        .arg(&p)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    let run = loop {
-        assert!(started.elapsed().as_secs() < 30, "the run never started");
-        let list = orch()
-            .args(["--state-dir", state.to_str().unwrap()])
-            .args(["runs", "list", "--format", "json"])
-            .output()
-            .unwrap();
-        if let Some(id) = serde_json::from_slice::<Value>(&list.stdout)
-            .ok()
-            .and_then(|v| v[0]["run_id"].as_str().map(str::to_string))
-            && !ws.join("count").exists()
-        {
-            break id;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
-    let servers: Vec<_> = (0..8)
-        .map(|k| {
-            let (state, ws, run) = (state.clone(), ws.clone(), run.clone());
-            std::thread::spawn(move || {
-                comment_through_a_server(&state, &ws, &run, &format!("agent{k}"), 500)
-            })
-        })
-        .collect();
-    for s in servers {
-        s.join().unwrap();
-    }
-    std::fs::write(ws.join("stop"), "").unwrap();
-    let out = finish_within(engine, std::time::Duration::from_secs(90), "orch run");
-    assert!(out.status.success(), "{}", stderr(&out));
-    let printed: u64 = std::fs::read_to_string(ws.join("count"))
+command = ["python3", "-c", "import glob, sys, time\nend = time.time() + 60\nn = 0\nwhile len(glob.glob('out-*.err')) < 8 and time.time() < end and n < 400000:\n    print(f'line {n}')\n    n += 1\n    if n % 100 == 0:\n        sys.stdout.flush()\n        time.sleep(0.005)\nsys.stdout.flush()\nopen('count', 'w').write(str(n))\n"]
+"#;
+    let client = json!({"argv": ["python3", root().join("tests/mcp/raw_client.py"), "lines.txt", "--", "{server}"], "out": "{attempt}"});
+    let mut all: Vec<&str> = names.to_vec();
+    all.push("talker");
+    let t = through(client, r#"["mcp__orch__*"]"#, &all, talker, |ws| {
+        std::fs::write(ws.join("lines.txt"), comments(500)).unwrap();
+    });
+    assert!(t.out.status.success(), "{}", stderr(&t.out));
+    let printed: u64 = std::fs::read_to_string(t.ws().join("count"))
         .unwrap()
         .parse()
         .unwrap();
-
-    let conn = rusqlite::Connection::open(state.join("state.db")).unwrap();
+    for n in names {
+        let got = t.client(&format!("out-plan-{n}.json"));
+        assert_eq!(got["unanswered"], json!([]), "{n}: {got}");
+        for i in 1..=500 {
+            assert_eq!(
+                got["answers"][i.to_string()]["result"]["isError"],
+                false,
+                "{n}: {i}"
+            );
+        }
+    }
+    let run = t.run_id();
+    let conn = rusqlite::Connection::open(t.state().join("state.db")).unwrap();
     let (total, distinct): (u64, u64) = conn
         .query_row(
             "SELECT count(*), count(DISTINCT agent || data_json) FROM reports
@@ -341,18 +306,18 @@ agents = ["talker"]
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
+    assert_eq!(per_agent.len(), 8, "{per_agent:?}");
     assert!(per_agent.iter().all(|(_, n)| *n == 500), "{per_agent:?}");
     let events: u64 = conn
         .query_row(
-            "SELECT count(*) FROM events WHERE run_id = ?1 AND kind = 'raw'",
+            "SELECT count(*) FROM events WHERE run_id = ?1 AND agent = 'talker' AND kind = 'raw'",
             [&run],
             |r| r.get(0),
         )
         .unwrap();
     assert_eq!(events, printed, "every line the agent printed is an event");
-    // It stopped on `stop`, so it was talking all the while the servers wrote.
     assert!(printed > 0 && printed < 400_000, "{printed}");
-    eprintln!("engine events while the servers wrote: {printed}");
+    eprintln!("engine events while the endpoints wrote: {printed}");
 }
 
 /// The research phase of the ToolSet decision record's own example
@@ -512,51 +477,69 @@ fn a_remote_server_in_a_read_only_phase_needs_the_pipelines_word() {
 }
 
 #[test]
-fn a_message_with_bytes_that_are_not_utf8_gets_a_tool_error_and_the_server_goes_on() {
-    use std::io::{BufRead, BufReader, Write};
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    let (state, run) = state_with_a_run(dir.path());
-    let argv = serve_argv(&state, &run, &ws, None);
-    let mut child = Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut send = |bytes: &[u8]| {
-        stdin.write_all(bytes).unwrap();
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
-    };
-    send(br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#);
-    send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-    send(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"add_comment\",\"arguments\":{\"text\":\"bad \xff\xfe bytes\"}}}");
-    send(br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"add_comment","arguments":{"text":"fine"}}}"#);
-    let mut answers = std::collections::BTreeMap::new();
-    while answers.len() < 3 {
-        let v: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
-        answers.insert(v["id"].as_u64().unwrap(), v);
-    }
-    drop(stdin);
-    child.wait().unwrap();
-    let bad = &answers[&1]["result"];
-    assert_eq!(bad["isError"], true, "{bad}");
-    assert!(
-        bad["content"][0]["text"]
+fn every_broken_message_gets_an_error_and_the_endpoint_goes_on() {
+    let lines: Vec<Vec<u8>> = vec![
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"add_comment\",\"arguments\":{\"text\":\"bad \xff\xfe bytes\"}}}".to_vec(),
+        br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"add_comment","arguments":{"text":"fine"}}}"#.to_vec(),
+        br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"add_comment","arguments":{"text":"\ud800"}}}"#.to_vec(),
+        br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"add_comment","arguments":{"text":"x","n":1e400}}}"#.to_vec(),
+        format!(r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{{"name":"add_comment","arguments":{{"text":"x","deep":{}{}}}}}}}"#, "[".repeat(300), "]".repeat(300)).into_bytes(),
+        b"this is not json".to_vec(),
+        br#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"arguments":{}}}"#.to_vec(),
+        br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"add_comment","arguments":["x"]}}"#.to_vec(),
+        b"@big 20000000".to_vec(),
+        b"@null 1".to_vec(),
+        br#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"add_comment","arguments":{"text":"still serving"}}}"#.to_vec(),
+    ];
+    let client = json!([
+        "python3",
+        root().join("tests/mcp/raw_client.py"),
+        "lines.txt",
+        "--",
+        "{server}"
+    ]);
+    let t = through(client, r#"["mcp__orch__*"]"#, &["claude"], "", |ws| {
+        std::fs::write(ws.join("lines.txt"), lines.join(&b"\n"[..])).unwrap();
+    });
+    assert!(t.out.status.success(), "{}", stderr(&t.out));
+    let got = t.client("client-out.json");
+    assert_eq!(got["unanswered"], json!([]), "{got}");
+    let a = &got["answers"];
+    let text = |id: &str| {
+        a[id]["result"]["content"][0]["text"]
             .as_str()
-            .unwrap()
-            .contains("not UTF-8"),
-        "{bad}"
+            .unwrap_or("")
+            .to_string()
+    };
+    assert_eq!(a["1"]["result"]["isError"], true, "{}", a["1"]);
+    assert!(text("1").contains("not UTF-8"), "{}", a["1"]);
+    assert_eq!(a["2"]["result"]["isError"], false);
+    for (id, code) in [
+        ("3", -32700),
+        ("4", -32700),
+        ("5", -32700),
+        ("6", -32602),
+        ("7", -32602),
+        ("big", -32600),
+    ] {
+        assert_eq!(a[id]["error"]["code"], code, "{id}: {}", a[id]);
+    }
+    assert_eq!(
+        got["nulls"][0]["error"]["code"], -32700,
+        "the line that is not JSON"
     );
-    assert_eq!(answers[&2]["result"]["isError"], false);
-    let conn = rusqlite::Connection::open(state.join("state.db")).unwrap();
-    let n: i64 = conn
-        .query_row("SELECT count(*) FROM reports", [], |r| r.get(0))
+    assert_eq!(a["8"]["result"]["isError"], false, "{}", a["8"]);
+    let conn = rusqlite::Connection::open(t.state().join("state.db")).unwrap();
+    let texts: Vec<String> = conn
+        .prepare("SELECT json_extract(data_json, '$.text') FROM reports ORDER BY id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(n, 1, "only the good comment is recorded");
+    assert_eq!(
+        texts,
+        ["fine", "still serving"],
+        "only the good comments are recorded"
+    );
 }

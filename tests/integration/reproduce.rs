@@ -12,8 +12,8 @@ use serde_json::Value;
 use super::support::*;
 
 /// Stands in for an agent CLI: prints, as one line, what it was started
-/// with, and every file in its attempt's directory (the parent of
-/// `TMPDIR`).
+/// with, and every regular file in its attempt's directory (the parent of
+/// `TMPDIR`; orch's endpoint there is a socket, not a file it wrote).
 const RECORDER: &str = r#"#!/usr/bin/python3
 import json, os, stat, sys
 st = os.fstat(0)
@@ -25,6 +25,8 @@ if root:
     for d, _, names in os.walk(root):
         for n in names:
             p = os.path.join(d, n)
+            if not os.path.isfile(p):
+                continue
             with open(p, encoding="utf-8", errors="replace") as f:
                 files[p] = f.read()
 print("ORCH-REC " + json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "env": dict(os.environ),

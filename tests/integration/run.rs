@@ -11,16 +11,23 @@ use serde_json::Value;
 
 use crate::support::{json_of, orch, root, run_in, stderr, stdout, write};
 
-/// A scratch workspace with its own state dir.
+/// A scratch workspace with its own state dir (outside it, as orch
+/// requires where an agent may write the workspace).
 struct Space {
     dir: tempfile::TempDir,
+    state: tempfile::TempDir,
 }
 
 impl Space {
     fn new() -> Self {
         Space {
             dir: tempfile::tempdir().unwrap(),
+            state: tempfile::tempdir().unwrap(),
         }
+    }
+
+    fn state(&self) -> &Path {
+        self.state.path()
     }
 
     fn path(&self) -> &Path {
@@ -40,7 +47,7 @@ impl Space {
         let mut c = orch();
         c.current_dir(self.path())
             .arg("--state-dir")
-            .arg(self.path().join(".orch"))
+            .arg(self.state())
             .args(args);
         c
     }
@@ -160,7 +167,7 @@ fn dry_run_spawns_nothing() {
         stdout(&out)
     );
     assert!(!s.path().join("spawned").exists());
-    assert!(!s.path().join(".orch/state.db").exists());
+    assert!(!s.state().join("state.db").exists());
 }
 
 #[test]
@@ -488,7 +495,7 @@ fn a_second_run_on_a_busy_state_dir_is_refused() {
     let out = s.run(&["run", p.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains("is still running"),
+        stderr(&out).contains("another orch run"),
         "{}",
         stderr(&out)
     );
@@ -543,7 +550,7 @@ fn a_terminal_gets_the_live_view_and_a_pipe_gets_plain_lines() {
     let line = format!(
         "{} --state-dir {} run {}",
         env!("CARGO_BIN_EXE_orch"),
-        s.path().join(".orch").display(),
+        s.state().display(),
         p.display()
     );
     let out = Command::new("script")

@@ -406,6 +406,8 @@ const FOLLOW: &str = "`orch runs events --follow`";
 fn follow_prints_new_events_until_the_run_ends() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
+    // This test stands for the orch that runs: it holds the run lock.
+    let _lock = orch::store::RunLock::take(dir.path()).unwrap();
     let w = store.writer();
     let write = |records: Vec<orch::store::Record>| {
         for r in records {

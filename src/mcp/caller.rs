@@ -1,0 +1,47 @@
+//! Who calls orch's tools through one endpoint, and what they may do: set
+//! by the engine when it opens the endpoint for an attempt, never taken
+//! from the agent (its arguments, environment or files).
+
+use std::path::PathBuf;
+
+/// The attempt an endpoint serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The run every record belongs to.
+    pub run: String,
+    /// The phase the agent works in.
+    pub phase: String,
+    /// The agent (its name in the pipeline).
+    pub agent: String,
+    /// The agent's attempt in the phase, from 1.
+    pub attempt: u32,
+    /// The workspace the agent works in (artifacts, git), as given.
+    pub workspace: PathBuf,
+    /// The tools it may list and call; all when `None` (the ToolSet's
+    /// `mcp__orch__*`). A verdict tool is never among them unless
+    /// `judging` says so.
+    pub tools: Option<Vec<String>>,
+    /// Set for a judge's attempt: the one claim it may give a verdict on.
+    pub judging: Option<Judging>,
+    /// The phase's prompt, for `get_phase`.
+    pub prompt: Option<String>,
+    /// The project documents `search_knowledge` searches: globs relative
+    /// to the workspace (the `knowledge` setting).
+    pub knowledge: Vec<String>,
+    /// The workspace marker orch wrote for this attempt, which
+    /// `verify_workspace` checks.
+    pub marker: Option<PathBuf>,
+    /// Where `update_memory` writes (`<state_dir>/memory`).
+    pub memory_dir: PathBuf,
+}
+
+/// What a judge's attempt judges: a phase's artifact, by its hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Judging {
+    pub phase: String,
+    pub artifact_path: String,
+    pub artifact_hash: String,
+}
+
+/// The tools only a judge's endpoint has.
+pub const VERDICT_TOOLS: [&str; 2] = ["approve_phase", "reject_phase"];

@@ -1,0 +1,261 @@
+//! orch serves its tools itself, from `orch run`'s own process, outside
+//! every sandbox: each attempt that is granted them gets an endpoint, a
+//! Unix socket in the attempt's own directory, which the CLI reaches
+//! through `orch mcp relay` (a byte pipe it starts as a stdio MCP server).
+//!
+//! Who is served is decided here, never by the agent: the endpoint was
+//! opened for one attempt (its [`Caller`]: run, phase, agent, attempt,
+//! scope, and for a judge the one claim it judges), and a connection is
+//! admitted only from a process of that attempt's tree, as the kernel
+//! tells (the peer's credentials, held by a pidfd, and its chain of
+//! parents). A relay started anywhere else (another attempt's agent, a
+//! shell) is refused before it reads a byte; so is one started before the
+//! attempt's process was known.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::caller::Caller;
+use super::ledger::Ledger;
+use super::peer::Peer;
+use super::server::OrchServer;
+use super::wire::{self, Line, MAX_MESSAGE};
+use crate::confine::ProcessTree;
+use crate::store::{Reporter, Reports};
+
+/// How long a connection waits for its attempt's process to be known
+/// (it is, microseconds after the process starts; a relay cannot be
+/// started by the attempt before that).
+const LEADER_WAIT: Duration = Duration::from_secs(5);
+
+/// The name of orch's endpoint in an attempt's folder of orch files.
+pub const SOCKET: &str = "orch.sock";
+
+/// Serves every endpoint of a run: where their records go and where
+/// their claims and verdicts reach the engine.
+pub struct Host {
+    reports: Reports,
+    ledger: Arc<Ledger>,
+}
+
+impl Host {
+    /// A host recording through `reports` (any reporter: each endpoint
+    /// reports as its own attempt).
+    pub fn new(reports: Reports, ledger: Arc<Ledger>) -> Host {
+        Host { reports, ledger }
+    }
+
+    pub fn ledger(&self) -> &Arc<Ledger> {
+        &self.ledger
+    }
+
+    /// The endpoint of `caller`'s attempt at `socket`, admitting only
+    /// processes of `tree`. It listens once [`Endpoint::open`] is called
+    /// and stops when dropped.
+    pub fn endpoint(&self, caller: Caller, socket: PathBuf, tree: Arc<ProcessTree>) -> Endpoint {
+        let who = Reporter {
+            run_id: caller.run.clone(),
+            phase: caller.phase.clone(),
+            agent: caller.agent.clone(),
+            attempt: caller.attempt,
+        };
+        Endpoint {
+            shared: Arc::new(Shared {
+                reports: self.reports.sharing(who),
+                ledger: Arc::clone(&self.ledger),
+                caller,
+                tree,
+                refused: AtomicUsize::new(0),
+            }),
+            socket,
+            task: Mutex::new(None),
+        }
+    }
+}
+
+/// One attempt's endpoint.
+pub struct Endpoint {
+    shared: Arc<Shared>,
+    socket: PathBuf,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+struct Shared {
+    reports: Reports,
+    ledger: Arc<Ledger>,
+    caller: Caller,
+    tree: Arc<ProcessTree>,
+    refused: AtomicUsize,
+}
+
+impl Endpoint {
+    /// Listen (on the current tokio runtime), before the attempt's process
+    /// starts. The socket's folder is made when missing.
+    pub fn open(&self) -> io::Result<()> {
+        let listener = bind(&self.socket)?;
+        let shared = Arc::clone(&self.shared);
+        let task = tokio::spawn(accept(listener, shared));
+        *self.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
+        Ok(())
+    }
+
+    /// Connections refused so far (from processes outside the attempt).
+    pub fn refused(&self) -> usize {
+        self.shared.refused.load(Ordering::Relaxed)
+    }
+
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            task.abort();
+        }
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+/// Bind `socket` through its folder's descriptor (`/proc/self/fd/N/name`),
+/// so its length is no limit (a socket path has at most 107 bytes) and no
+/// link is followed to the folder; private to the user.
+fn bind(socket: &Path) -> io::Result<tokio::net::UnixListener> {
+    use std::os::unix::fs::DirBuilderExt;
+    let (Some(dir), Some(name)) = (socket.parent(), socket.file_name()) else {
+        return Err(io::Error::other("an endpoint needs a folder and a name"));
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let folder = crate::beneath::Root::open(dir)?;
+    let via = folder.fd_path().join(name);
+    let listener = std::os::unix::net::UnixListener::bind(&via)?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&via, std::fs::Permissions::from_mode(0o600))?;
+    }
+    listener.set_nonblocking(true)?;
+    tokio::net::UnixListener::from_std(listener)
+}
+
+async fn accept(listener: tokio::net::UnixListener, shared: Arc<Shared>) {
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        match admit(&stream, &shared).await {
+            Some(peer_cwd) => {
+                let server = OrchServer::with_peer(
+                    shared.caller.clone(),
+                    shared.reports.sharing(shared.reports.reporter().clone()),
+                    Arc::clone(&shared.ledger),
+                    peer_cwd,
+                );
+                connections.spawn(serve(stream, server));
+            }
+            None => {
+                shared.refused.fetch_add(1, Ordering::Relaxed);
+                drop(stream);
+            }
+        }
+        // Reap finished connections as we go.
+        while connections.try_join_next().is_some() {}
+    }
+}
+
+/// Whether the process that connected `stream` belongs to the attempt;
+/// if so, its working directory (when readable).
+async fn admit(stream: &UnixStream, shared: &Shared) -> Option<Option<PathBuf>> {
+    let peer = Peer::of(stream).ok()?;
+    // SAFETY: geteuid has no arguments.
+    if peer.uid != unsafe { libc::geteuid() } {
+        return None;
+    }
+    let waited = tokio::time::Instant::now();
+    while shared.tree.leader().is_none() {
+        if waited.elapsed() > LEADER_WAIT {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    if !shared.tree.holds(peer.pid) {
+        return None;
+    }
+    let cwd = std::fs::read_link(format!("/proc/{}/cwd", peer.pid)).ok();
+    // Checked while it ran: its number named it all along.
+    peer.alive().then_some(cwd)
+}
+
+/// Serve one admitted connection until either side closes it: every line
+/// the client sends goes through [`wire::judge`] before the protocol
+/// library sees it.
+async fn serve(stream: UnixStream, server: OrchServer) {
+    let (from_client, mut to_client) = stream.into_split();
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    let service = tokio::spawn(async move {
+        if let Ok(running) = server.serve(theirs).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let (from_server, mut to_server) = tokio::io::split(ours);
+    let (tx, mut rx) = mpsc::channel::<String>(64);
+    // The server's answers, line by line, to the client.
+    let answers = tx.clone();
+    let out = tokio::spawn(async move {
+        let mut lines = BufReader::new(from_server).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if answers.send(line + "\n").await.is_err() {
+                break;
+            }
+        }
+    });
+    let writer = tokio::spawn(async move {
+        while let Some(line) = rx.recv().await {
+            if to_client.write_all(line.as_bytes()).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut reader = BufReader::with_capacity(64 * 1024, from_client);
+    let mut buf: Vec<u8> = Vec::new();
+    loop {
+        let (n, cut) = match crate::lines::read_capped(&mut reader, &mut buf, MAX_MESSAGE).await {
+            Ok(r) => r,
+            Err(_) => break,
+        };
+        if n == 0 {
+            break;
+        }
+        match wire::judge(&buf, cut) {
+            Line::Pass(line) => {
+                if to_server.write_all(line.as_bytes()).await.is_err() {
+                    break;
+                }
+            }
+            Line::Answer(line) => {
+                if tx.send(line).await.is_err() {
+                    break;
+                }
+            }
+            Line::Skip => {}
+        }
+    }
+    drop(to_server);
+    drop(tx);
+    let _ = out.await;
+    let _ = writer.await;
+    service.abort();
+}

@@ -1,0 +1,87 @@
+//! What agents tell orch through their endpoints that the engine decides
+//! gates on: completion claims and judges' verdicts. They reach the engine
+//! here, in orch's memory, in the order they came, from the endpoint that
+//! took them (so a verdict is a judge's because it came through that
+//! judge's endpoint); the run database only logs them.
+
+use std::sync::{Mutex, MutexGuard};
+
+/// An agent's claim that its phase is complete with an artifact.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub phase: String,
+    pub agent: String,
+    pub attempt: u32,
+    /// Relative to the workspace.
+    pub artifact_path: String,
+    pub artifact_hash: String,
+    /// Why orch refused it (`None`: accepted).
+    pub refused: Option<String>,
+}
+
+/// A judge's verdict on a phase's artifact.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub phase: String,
+    pub judge: String,
+    pub attempt: u32,
+    pub artifact_hash: String,
+    pub approved: bool,
+    pub reason: String,
+    pub fix: String,
+}
+
+/// Every claim and verdict of a run so far.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    claims: Mutex<Vec<Claim>>,
+    verdicts: Mutex<Vec<Verdict>>,
+}
+
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Ledger {
+    pub fn new() -> Ledger {
+        Ledger::default()
+    }
+
+    pub fn claim(&self, c: Claim) {
+        locked(&self.claims).push(c);
+    }
+
+    pub fn verdict(&self, v: Verdict) {
+        locked(&self.verdicts).push(v);
+    }
+
+    /// The claims made in `phase`, oldest first.
+    pub fn claims(&self, phase: &str) -> Vec<Claim> {
+        locked(&self.claims)
+            .iter()
+            .filter(|c| c.phase == phase)
+            .cloned()
+            .collect()
+    }
+
+    /// The last verdict attempt `attempt` of `judge` gave on `phase`'s
+    /// artifact `hash`.
+    pub fn verdict_of(
+        &self,
+        phase: &str,
+        judge: &str,
+        attempt: u32,
+        hash: &str,
+    ) -> Option<Verdict> {
+        locked(&self.verdicts)
+            .iter()
+            .rev()
+            .find(|v| {
+                v.phase == phase
+                    && v.judge == judge
+                    && v.attempt == attempt
+                    && v.artifact_hash == hash
+            })
+            .cloned()
+    }
+}

@@ -1,0 +1,111 @@
+//! One `orch run` per state directory: the run lock, a file orch holds an
+//! exclusive `flock` on for as long as it runs. It is taken before
+//! anything is recorded or any agent starts, so a second orch is refused
+//! at once; and it is the truth about liveness: when orch takes it, every
+//! run still marked running was left by an orch that is gone, whatever
+//! process now has its number.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// The lock file, in the state directory.
+pub const LOCK_FILE: &str = "run.lock";
+
+/// The run lock, held until dropped.
+#[derive(Debug)]
+pub struct RunLock {
+    _file: File,
+}
+
+/// Why the lock could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("another orch run (process {pid}) is using `{}`", dir.display())]
+    Held { pid: String, dir: PathBuf },
+    #[error("cannot open the run lock `{}`: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn open(state_dir: &Path) -> Result<File, LockError> {
+    let path = state_dir.join(LOCK_FILE);
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(|source| LockError::Open { path, source })
+}
+
+fn try_flock(f: &File, how: libc::c_int) -> bool {
+    // SAFETY: flock on a descriptor this process owns.
+    unsafe { libc::flock(f.as_raw_fd(), how | libc::LOCK_NB) == 0 }
+}
+
+impl RunLock {
+    /// Take the lock of `state_dir` (which exists), or say who holds it.
+    pub fn take(state_dir: &Path) -> Result<RunLock, LockError> {
+        use std::io::{Read, Seek, Write};
+        let mut f = open(state_dir)?;
+        if !try_flock(&f, libc::LOCK_EX) {
+            let mut pid = String::new();
+            let _ = f.read_to_string(&mut pid);
+            return Err(LockError::Held {
+                pid: pid.trim().chars().take(20).collect(),
+                dir: state_dir.to_path_buf(),
+            });
+        }
+        let _ = f.set_len(0);
+        let _ = f.rewind();
+        let _ = writeln!(f, "{}", std::process::id());
+        Ok(RunLock { _file: f })
+    }
+
+    /// Whether no orch holds the lock of `state_dir` now (so every run
+    /// marked running there is one whose orch is gone).
+    pub fn is_free(state_dir: &Path) -> bool {
+        match open(state_dir) {
+            Ok(f) => try_flock(&f, libc::LOCK_SH),
+            Err(_) => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_holder_at_a_time_and_free_once_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(RunLock::is_free(dir.path()));
+        let held = RunLock::take(dir.path()).unwrap();
+        assert!(!RunLock::is_free(dir.path()));
+        let e = RunLock::take(dir.path()).unwrap_err().to_string();
+        assert!(
+            e.contains(&std::process::id().to_string()) && e.contains("another orch run"),
+            "{e}"
+        );
+        drop(held);
+        assert!(RunLock::is_free(dir.path()));
+        RunLock::take(dir.path()).unwrap();
+    }
+
+    #[test]
+    fn a_link_in_place_of_the_lock_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("elsewhere");
+        std::fs::write(&target, "keep").unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join(LOCK_FILE)).unwrap();
+        assert!(RunLock::take(dir.path()).is_err());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+    }
+}

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""A raw JSON-RPC client for orch's tools over a stdio server command
+(no SDK: the lines are exactly what is sent).
+
+    raw_client.py LINES_FILE -- SERVER_ARGV...
+
+LINES_FILE holds one message per line, sent as bytes after the handshake
+(initialize, initialized); a line `@big N` is a message of N bytes. It
+prints one JSON document: {"answers": {id: answer}, "unanswered": [...],
+"stderr": ...}, waiting at most 60 s for the answers to every line that
+has an id, and for as many answers with a null id as `@null N` says.
+"""
+
+import json
+import subprocess
+import sys
+import threading
+import time
+
+sep = sys.argv.index("--")
+lines = open(sys.argv[1], "rb").read().split(b"\n")
+argv = sys.argv[sep + 1:]
+proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE)
+
+answers = {}
+nulls = []
+lock = threading.Lock()
+
+
+def read():
+    for line in proc.stdout:
+        try:
+            v = json.loads(line)
+        except ValueError:
+            continue
+        with lock:
+            if v.get("id") is None:
+                nulls.append(v)
+            else:
+                answers[str(v["id"])] = v
+
+
+threading.Thread(target=read, daemon=True).start()
+
+
+def send(b):
+    proc.stdin.write(b + b"\n")
+    proc.stdin.flush()
+
+
+send(json.dumps({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {},
+    "clientInfo": {"name": "raw", "version": "1"}}}).encode())
+send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+want = {"init"}
+want_nulls = 0
+for line in lines:
+    if not line.strip():
+        continue
+    if line.startswith(b"@big "):
+        n = int(line.split()[1])
+        head = b'{"jsonrpc":"2.0","id":"big","method":"tools/call","params":{"name":"add_comment","arguments":{"text":"'
+        send(head + b"a" * (n - len(head) - 4) + b'"}}}')
+        want.add("big")
+        continue
+    if line.startswith(b"@null "):
+        want_nulls = int(line.split()[1])
+        continue
+    send(line)
+    try:
+        v = json.loads(line)
+        if isinstance(v, dict) and "id" in v and v["id"] is not None:
+            want.add(str(v["id"]))
+    except ValueError:
+        pass
+end = time.time() + 60
+while time.time() < end:
+    with lock:
+        if want <= set(answers) and len(nulls) >= want_nulls:
+            break
+    time.sleep(0.02)
+proc.stdin.close()
+try:
+    proc.wait(timeout=10)
+except subprocess.TimeoutExpired:
+    proc.kill()
+with lock:
+    print(json.dumps({"answers": answers, "nulls": nulls,
+                      "unanswered": sorted(want - set(answers)),
+                      "stderr": proc.stderr.read().decode(errors="replace")}))
