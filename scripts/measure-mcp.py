@@ -1,50 +1,110 @@
 #!/usr/bin/env python3
-"""Round trip of a small write tool over stdio to a running `orch mcp serve`,
-and the time from process start to the first response (initialize).
+"""What a tool call costs through the path every agent CLI takes: the CLI
+starts `orch mcp relay SOCKET` (from the MCP configuration orch wrote for
+the attempt), which carries the bytes to the attempt's endpoint in
+`orch run`, where orch checks the process that connected and serves the
+tool.
 
     cargo build --release && python3 scripts/measure-mcp.py [N]
 
-Speaks JSON-RPC lines directly (no SDK) so the figures are orch's, not a
-client library's. Makes a scratch state directory with one run first.
+Runs `orch run` on a one-phase pipeline whose agent is a stand-in for
+Claude Code (tests/mcp/stand_in_cli.py); the stand-in runs this script
+again as its MCP client (`--client`), which speaks JSON-RPC lines directly
+(no SDK: the figures are orch's, not a client library's). It prints:
+
+- the round trip of `add_comment` (a write, committed before the answer),
+  N calls one after the other: p50 and p99;
+- the time from starting the relay to the first answer (initialize), over
+  20 starts: median and max.
 """
-import json, os, statistics, subprocess, sys, tempfile, time
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
 
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
-ORCH = os.path.abspath(os.environ.get("ORCH", "target/release/orch"))
-tmp = tempfile.mkdtemp(prefix="orch-mcp-measure-")
-ws = os.path.join(tmp, "ws"); os.mkdir(ws)
-state = os.path.join(tmp, "state")
-p = os.path.join(tmp, "p.toml")
-open(p, "w").write('version = 1\nname = "m"\n[agents.sh]\nkind = "command"\ncommand = ["true"]\n[[phases]]\nname = "p"\nagents = ["sh"]\n')
-subprocess.run([ORCH, "--state-dir", state, "run", p], check=True, cwd=ws, capture_output=True)
-argv = [ORCH, "mcp", "serve", "--run", "r", "--phase", "p", "--agent", "a", "--state-dir", state, "--workspace", ws]
 
-def first_response():
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
-    send(proc, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "m", "version": "1"}}})
-    proc.stdout.readline()
-    return proc, (time.perf_counter() - t0) * 1000
+def client(n, server):
+    def start():
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(server, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, bufsize=0)
+        send(proc, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "m", "version": "1"}}})
+        line = proc.stdout.readline()
+        assert b'"result"' in line, line
+        return proc, (time.perf_counter() - t0) * 1000
 
-def send(proc, msg):
-    proc.stdin.write((json.dumps(msg) + "\n").encode())
+    def send(proc, msg):
+        proc.stdin.write((json.dumps(msg) + "\n").encode())
 
-starts = []
-for _ in range(20):
-    proc, ms = first_response()
-    starts.append(ms)
-    proc.stdin.close(); proc.wait()
-proc, _ = first_response()
-send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-times = []
-for i in range(1, N + 1):
-    t0 = time.perf_counter()
-    send(proc, {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "add_comment", "arguments": {"text": f"comment {i}"}}})
-    line = proc.stdout.readline()
-    times.append((time.perf_counter() - t0) * 1000)
-    assert b'"isError":false' in line or b'comment_id' in line, line
-proc.stdin.close(); proc.wait()
-times.sort()
-q = lambda f: times[min(len(times) - 1, int(f * len(times)))]
-print(f"add_comment round trip over stdio, {N} calls: p50 {q(0.5):.3f} ms, p99 {q(0.99):.3f} ms (targets 0.3 / 2)")
-print(f"first response after process start (initialize), 20 starts: median {statistics.median(starts):.2f} ms, max {max(starts):.2f} ms (target 10)")
+    starts = []
+    for _ in range(20):
+        proc, ms = start()
+        starts.append(ms)
+        proc.stdin.close()
+        proc.wait()
+    proc, _ = start()
+    send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    times = []
+    for i in range(1, n + 1):
+        t0 = time.perf_counter()
+        send(proc, {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+            "name": "add_comment", "arguments": {"text": f"comment {i}"}}})
+        line = proc.stdout.readline()
+        times.append((time.perf_counter() - t0) * 1000)
+        assert b'comment_id' in line, line
+    proc.stdin.close()
+    proc.wait()
+    times.sort()
+    q = lambda f: times[min(len(times) - 1, int(f * len(times)))]
+    print(f"add_comment round trip through the relay, {n} calls: p50 {q(0.5):.3f} ms, "
+          f"p99 {q(0.99):.3f} ms (targets 0.3 / 2)")
+    print(f"first answer after starting the relay (initialize), 20 starts: median "
+          f"{statistics.median(starts):.2f} ms, max {max(starts):.2f} ms (target 10)")
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--client":
+        sep = sys.argv.index("--")
+        client(int(sys.argv[2]), sys.argv[sep + 1:])
+        return
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    orch = os.path.abspath(os.environ.get("ORCH", os.path.join(root, "target/release/orch")))
+    tmp = tempfile.mkdtemp(prefix="orch-mcp-measure-")
+    ws = os.path.join(tmp, "ws")
+    os.mkdir(ws)
+    me = os.path.abspath(__file__)
+    json.dump([sys.executable, me, "--client", str(n), "--", "{server}"],
+              open(os.path.join(ws, "client.json"), "w"))
+    stand_in = os.path.join(root, "tests/mcp/stand_in_cli.py")
+    open(os.path.join(ws, "p.toml"), "w").write(f'''version = 1
+name = "m"
+[agents.claude]
+kind = "claude"
+binary = "{stand_in}"
+[[phases]]
+name = "p"
+agents = ["claude"]
+mode = "fix"
+prompt = "measure"
+[phases.tools]
+internal = ["Read", "Write"]
+mcp = ["mcp__orch__add_comment"]
+permission = "workspace-write"
+''')
+    done = subprocess.run([orch, "--state-dir", os.path.join(tmp, "state"), "run", "p.toml"],
+                          cwd=ws, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        sys.exit(f"orch run failed ({done.returncode}):\n{done.stderr}")
+    out = open(os.path.join(ws, "client-out.json")).read()
+    if not out.strip():
+        sys.exit("the client printed nothing:\n" + open(os.path.join(ws, "client-out.json.err")).read())
+    print(out, end="")
+
+
+main()

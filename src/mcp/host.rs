@@ -253,6 +253,9 @@ async fn serve(stream: UnixStream, server: OrchServer) {
             Line::Skip => {}
         }
     }
+    // The client is done: the server's input ends (a split half does not
+    // close the pipe when dropped), it ends, and with it its answers.
+    let _ = to_server.shutdown().await;
     drop(to_server);
     drop(tx);
     let _ = out.await;

@@ -504,6 +504,7 @@ fn every_broken_message_gets_an_error_and_the_endpoint_goes_on() {
     assert!(t.out.status.success(), "{}", stderr(&t.out));
     let got = t.client("client-out.json");
     assert_eq!(got["unanswered"], json!([]), "{got}");
+    assert_eq!(got["exited"], true, "the relay ends when its input does");
     let a = &got["answers"];
     let text = |id: &str| {
         a[id]["result"]["content"][0]["text"]

@@ -7,6 +7,7 @@
 LINES_FILE holds one message per line, sent as bytes after the handshake
 (initialize, initialized); a line `@big N` is a message of N bytes. It
 prints one JSON document: {"answers": {id: answer}, "unanswered": [...],
+"exited": whether the server ended by itself once its input closed,
 "stderr": ...}, waiting at most 60 s for the answers to every line that
 has an id, and for as many answers with a null id as `@null N` says.
 """
@@ -81,11 +82,14 @@ while time.time() < end:
             break
     time.sleep(0.02)
 proc.stdin.close()
+# The relay ends by itself once its input does (orch closes its side).
 try:
     proc.wait(timeout=10)
+    exited = True
 except subprocess.TimeoutExpired:
     proc.kill()
+    exited = False
 with lock:
-    print(json.dumps({"answers": answers, "nulls": nulls,
+    print(json.dumps({"answers": answers, "nulls": nulls, "exited": exited,
                       "unanswered": sorted(want - set(answers)),
                       "stderr": proc.stderr.read().decode(errors="replace")}))
