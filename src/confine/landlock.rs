@@ -376,6 +376,13 @@ mod tests {
     }
 
     fn sh(s: &Scene, level: Permission, script: &str) -> i32 {
+        run(s, level, "/bin/sh", &["-c", script])
+            .code()
+            .unwrap_or(-1)
+    }
+
+    /// Run `program` with `args` confined at `level`; how it ended.
+    fn run(s: &Scene, level: Permission, program: &str, args: &[&str]) -> std::process::ExitStatus {
         let places = Places {
             workspace: s.workspace.clone(),
             own_dir: s.own.clone(),
@@ -388,17 +395,12 @@ mod tests {
         };
         let policy = crate::confine::Policy::for_permission(level, &places, &[]).unwrap();
         let confinement = Confinement { policy, abi: abi() };
-        let mut cmd = Command::new("/bin/sh");
-        cmd.args(["-c", script])
+        let mut cmd = Command::new(program);
+        cmd.args(args)
             .current_dir(&s.workspace)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
-        confinement
-            .spawn_with(|| cmd.status())
-            .unwrap()
-            .unwrap()
-            .code()
-            .unwrap_or(-1)
+        confinement.spawn_with(|| cmd.status()).unwrap().unwrap()
     }
 
     #[test]
@@ -644,6 +646,63 @@ mod tests {
                 "TIOCSTI"
             );
         }
+    }
+
+    /// A system call from the x32 table (its number with bit 0x40000000
+    /// set) kills the process at both levels, whatever the call: the
+    /// filter's other rules match the plain numbers only, so an x32
+    /// `chmod` or `openat` would pass them on a kernel that runs x32 calls.
+    /// It is made through libc's raw `syscall()`, as any program could.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn an_x32_system_call_kills_the_process() {
+        use std::os::unix::process::ExitStatusExt;
+        let s = scene();
+        let file = s.workspace.join("src.rs");
+        std::fs::write(&file, "x").unwrap();
+        let new = s.own.join("home/new");
+        let quoted = |p: &Path| format!("b{:?}", p.display().to_string());
+        // chmod is 90 and openat 257 in both tables; 0o101 is
+        // O_CREAT | O_WRONLY.
+        let calls = [
+            format!("c.syscall(0x40000000 | 90, {}, 0o4777)", quoted(&file)),
+            format!(
+                "c.syscall(0x40000000 | 257, -100, {}, 0o101, 0o4755)",
+                quoted(&new)
+            ),
+        ];
+        for level in [Permission::ReadOnly, Permission::WorkspaceWrite] {
+            for call in &calls {
+                // The same script without the x32 bit runs to its end: the
+                // refusal (EPERM) is an answer, not a kill.
+                for x32 in [true, false] {
+                    let call = if x32 {
+                        call.clone()
+                    } else {
+                        call.replace("0x40000000 | ", "")
+                    };
+                    let code = format!(
+                        "import ctypes, os\nc = ctypes.CDLL(None, use_errno=True)\nc.syscall.restype = ctypes.c_long\n{call}\nos._exit(7)"
+                    );
+                    let status = run(&s, level, "python3", &["-c", &code]);
+                    if x32 {
+                        assert_eq!(
+                            status.signal(),
+                            Some(libc::SIGSYS),
+                            "{level:?}: {call}: {status}"
+                        );
+                    } else {
+                        assert_eq!(status.code(), Some(7), "{level:?}: {call}: {status}");
+                    }
+                }
+            }
+        }
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o6000, 0, "{mode:o}");
+        assert!(
+            !new.exists() || std::fs::metadata(&new).unwrap().permissions().mode() & 0o6000 == 0
+        );
     }
 
     #[test]

@@ -33,6 +33,12 @@
 //!
 //! A call aimed at the caller itself (pid or "who" 0) is allowed: that is
 //! how programs set their own limits and priorities.
+//!
+//! The rules match system-call numbers, and on x86_64 the x32 ABI numbers
+//! the same calls again with bit 0x40000000 set (`openat` is 257 and
+//! `0x40000000 | 257`): on a kernel that runs x32 calls, each of them
+//! would pass every rule below. So any x32 call kills the process first,
+//! as a call from another architecture's table (32-bit `int 0x80`) does.
 
 use std::collections::BTreeMap;
 
@@ -61,11 +67,13 @@ const FS_IOC_FSSETXATTR: u64 = 0x401C_5820;
 /// be entered by a thread that has `no_new_privs` set (compiled once per
 /// level and kept).
 ///
-/// Two programs, entered in turn: the refusals (`EPERM`), and the calls
-/// that look absent (`ENOSYS`, so that programs fall back to the plain
-/// calls the first can see into): `io_uring`, whose operations (setting
-/// extended attributes, creating files with any mode) no filter sees, and
-/// `openat2`, whose mode is behind a pointer.
+/// Programs entered in turn: on x86_64 the x32 guard (kill), the refusals
+/// (`EPERM`), and the calls that look absent (`ENOSYS`, so that programs
+/// fall back to the plain calls the refusals can see into): `io_uring`,
+/// whose operations (setting extended attributes, creating files with any
+/// mode) no filter sees, and `openat2`, whose mode is behind a pointer.
+/// The kernel runs every program on every call and takes the strictest
+/// answer, and a kill is the strictest: the guard holds before any rule.
 pub fn filter(permission: Permission) -> Result<Vec<BpfProgram>, Error> {
     static COMPILED: std::sync::Mutex<BTreeMap<Permission, Vec<BpfProgram>>> =
         std::sync::Mutex::new(BTreeMap::new());
@@ -73,14 +81,65 @@ pub fn filter(permission: Permission) -> Result<Vec<BpfProgram>, Error> {
     if let Some(programs) = compiled.get(&permission) {
         return Ok(programs.clone());
     }
-    let programs = vec![refusals(permission)?, absent()?];
+    let programs = vec![
+        #[cfg(target_arch = "x86_64")]
+        x32_guard(),
+        refusals(permission)?,
+        absent()?,
+    ];
     compiled.insert(permission, programs.clone());
     Ok(programs)
 }
 
+/// Kills the process on any x32 system call (x86_64 only).
+///
+/// Kill, not `ENOSYS`: nothing legitimate on an x86_64 machine makes one.
+/// glibc's and musl's x86_64 builds, node (libuv) and every other 64-bit
+/// program number their calls from the x86_64 table and never set the
+/// bit, and a kernel without x32 (the usual default) answers such a call
+/// with `ENOSYS` anyway, so no program relies on one succeeding. A process
+/// that makes one on purpose is reaching around the rules; killing it
+/// (`SIGSYS`) says so at once, as the architecture check does for
+/// `int 0x80`, where an error code could be probed and ignored.
+#[cfg(target_arch = "x86_64")]
+fn x32_guard() -> BpfProgram {
+    use seccompiler::sock_filter;
+    const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+    /// `EM_X86_64 | __AUDIT_ARCH_64BIT | __AUDIT_ARCH_LE`.
+    const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
+    /// Offsets of `nr` and `arch` in `struct seccomp_data`.
+    const NR: u32 = 0;
+    const ARCH: u32 = 4;
+    const LOAD: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    const JEQ: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    const JGE: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
+    const JSET: u16 = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
+    const RET: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    let op = |code, k, jt, jf| sock_filter { code, jt, jf, k };
+    vec![
+        // Another architecture's table: killed, as in the other programs.
+        op(LOAD, ARCH, 0, 0),
+        op(JEQ, AUDIT_ARCH_X86_64, 1, 0),
+        op(RET, libc::SECCOMP_RET_KILL_PROCESS, 0, 0),
+        op(LOAD, NR, 0, 0),
+        // A negative number (-1 and below) is in no table: the kernel
+        // answers ENOSYS without running anything, so it may pass.
+        op(JGE, 0x8000_0000, 2, 0),
+        // The x32 bit: kill.
+        op(JSET, X32_SYSCALL_BIT, 0, 1),
+        op(RET, libc::SECCOMP_RET_KILL_PROCESS, 0, 0),
+        op(RET, libc::SECCOMP_RET_ALLOW, 0, 0),
+    ]
+}
+
 fn absent() -> Result<BpfProgram, Error> {
     let rules: BTreeMap<i64, Rules> = [
+        // Its rings run file operations (setxattr, openat with any mode)
+        // that no system-call filter sees; without a ring the other
+        // io_uring calls have nothing to act on.
         (libc::SYS_io_uring_setup, Vec::new()),
+        // Its mode is behind a pointer the filter cannot read; programs
+        // fall back to openat, whose mode the refusals check.
         (libc::SYS_openat2, Vec::new()),
     ]
     .into_iter()
@@ -96,36 +155,56 @@ fn absent() -> Result<BpfProgram, Error> {
 
 fn refusals(permission: Permission) -> Result<BpfProgram, Error> {
     let mut rules: BTreeMap<i64, Rules> = BTreeMap::new();
-    // Aimed at another process.
+    // Aimed at another process (pid not 0); Landlock's scoping covers
+    // signals and tracing, not these.
+    // A file-size or CPU limit on orch kills it; a core-size limit plus a
+    // crash dumps its memory (the API keys) where the agent may write.
     rules.insert(libc::SYS_prlimit64, arg_not(0, 0)?);
+    // Pinning orch or another agent to one CPU starves it.
     rules.insert(libc::SYS_sched_setaffinity, arg_not(0, 0)?);
+    // Moving orch to SCHED_IDLE (or another's policy) starves it.
     rules.insert(libc::SYS_sched_setscheduler, arg_not(0, 0)?);
+    // The same, through its real-time priority.
     rules.insert(libc::SYS_sched_setparam, arg_not(0, 0)?);
+    // The same, through the newer call that sets both.
     rules.insert(libc::SYS_sched_setattr, arg_not(0, 0)?);
-    // setpriority(which, who, prio): only PRIO_PROCESS (0) of itself.
+    // setpriority(which, who, prio): only PRIO_PROCESS (0) of itself, so
+    // that no process group or user (orch's, the user's shell) is reniced.
     let mut priority = arg_not(0, libc::PRIO_PROCESS as u64)?;
     priority.extend(arg_not(1, 0)?);
     rules.insert(libc::SYS_setpriority, priority);
-    // ioprio_set(which, who, ioprio): only IOPRIO_WHO_PROCESS (1) of itself.
+    // ioprio_set(which, who, ioprio): only IOPRIO_WHO_PROCESS (1) of
+    // itself, for the same reason with the disk's time.
     let mut ioprio = arg_not(0, 1)?;
     ioprio.extend(arg_not(1, 0)?);
     rules.insert(libc::SYS_ioprio_set, ioprio);
     // Always refused (an empty rule list matches every call).
     for call in [
+        // The kernel keyrings hold the user's credentials (Kerberos
+        // tickets, ecryptfs and NFS keys) outside any file tree.
         libc::SYS_keyctl,
         libc::SYS_add_key,
         libc::SYS_request_key,
+        // System V shared memory is shared by every process of the user,
+        // outside any file tree: another program's segment is reached by
+        // its key alone.
         libc::SYS_shmget,
         libc::SYS_shmat,
         libc::SYS_shmctl,
+        // System V semaphores: the same sharing; holding another
+        // program's can hang it.
         libc::SYS_semget,
         libc::SYS_semop,
         libc::SYS_semtimedop,
         libc::SYS_semctl,
+        // System V message queues: the same sharing, a channel to and
+        // from unconfined programs.
         libc::SYS_msgget,
         libc::SYS_msgsnd,
         libc::SYS_msgrcv,
         libc::SYS_msgctl,
+        // POSIX message queues: named in a filesystem (mqueue) that
+        // Landlock does not cover, the same channel.
         libc::SYS_mq_open,
         libc::SYS_mq_unlink,
         libc::SYS_mq_timedsend,
@@ -137,10 +216,17 @@ fn refusals(permission: Permission) -> Result<BpfProgram, Error> {
     }
     let mut ioctl = Rules::new();
     for request in [
+        // Pushes characters into a terminal's input: commands typed into
+        // the user's shell, which runs them unconfined.
         TIOCSTI,
+        // Its selection-paste subcommand types into a console the same way.
         TIOCLINUX,
+        // Inode flags (append-only, immutable, no-dump) change what later
+        // writers and backups do with a file; Landlock does not cover them.
         FS_IOC_SETFLAGS,
+        // The same request in its 32-bit numbering.
         FS_IOC32_SETFLAGS,
+        // The same flags (and project ids) through the xattr interface.
         FS_IOC_FSSETXATTR,
     ] {
         ioctl.extend(arg_is(1, request)?);
@@ -229,13 +315,18 @@ fn arg_is(arg: u8, value: u64) -> Result<Rules, Error> {
     )?])?])
 }
 
-/// The calls that set a mode, with the index of their mode argument.
+/// The calls that set a mode, with the index of their mode argument:
+/// every way to reach one, or the rule on the others is bypassed.
 fn mode_calls() -> Vec<(i64, u8)> {
     let mut calls = vec![
+        // By descriptor.
         (libc::SYS_fchmod, 1),
+        // By path from a directory descriptor.
         (libc::SYS_fchmodat, 2),
+        // The same with flags (Linux 6.6), used by newer libcs.
         (libc::SYS_fchmodat2, 2),
     ];
+    // By path, the old call x86_64 still has (newer architectures don't).
     #[cfg(target_arch = "x86_64")]
     calls.push((libc::SYS_chmod, 1));
     calls
@@ -244,7 +335,14 @@ fn mode_calls() -> Vec<(i64, u8)> {
 /// The calls that create a file with a mode: the index of their flags
 /// argument (when they have one) and of their mode argument.
 fn create_calls() -> Vec<(i64, Option<u8>, u8)> {
-    let mut calls = vec![(libc::SYS_openat, Some(2), 3), (libc::SYS_mknodat, None, 2)];
+    let mut calls = vec![
+        // How every libc opens (and creates) files.
+        (libc::SYS_openat, Some(2), 3),
+        // Creates a node (a regular file, a FIFO) with the mode given.
+        (libc::SYS_mknodat, None, 2),
+    ];
+    // The old calls x86_64 still has for the same (always creating, for
+    // creat and mknod).
     #[cfg(target_arch = "x86_64")]
     calls.extend([
         (libc::SYS_open, Some(1), 2),
@@ -256,19 +354,25 @@ fn create_calls() -> Vec<(i64, Option<u8>, u8)> {
 
 /// Every call that changes a file's mode, owner or extended attributes.
 fn metadata_calls() -> Vec<i64> {
+    // Modes: any mode change is a change to the sources (`chmod +x`).
     let mut calls: Vec<i64> = mode_calls().into_iter().map(|(c, _)| c).collect();
     calls.extend([
+        // Owners (a root agent could give a file away, or take one).
         libc::SYS_fchown,
         libc::SYS_fchownat,
+        // Extended attributes: labels and metadata other tools trust,
+        // which Landlock does not cover.
         libc::SYS_setxattr,
         libc::SYS_lsetxattr,
         libc::SYS_fsetxattr,
         libc::SYS_removexattr,
         libc::SYS_lremovexattr,
         libc::SYS_fremovexattr,
+        // The same from a directory descriptor (Linux 6.13).
         SYS_SETXATTRAT,
         SYS_REMOVEXATTRAT,
     ]);
+    // Owners by path, the old calls x86_64 still has.
     #[cfg(target_arch = "x86_64")]
     calls.extend([libc::SYS_chown, libc::SYS_lchown]);
     calls
