@@ -51,8 +51,9 @@ impl Context {
         let home = std::env::var_os("HOME")
             .filter(|h| !h.is_empty())
             .and_then(|h| std::fs::canonicalize(h).ok());
-        let home_aliases = match (&home, std::fs::read_to_string("/proc/self/mountinfo")) {
-            (Some(h), Ok(text)) => policy::home_aliases(h, &policy::parse_mountinfo(&text)),
+        // Bytes: a mount point need not be UTF-8 (see `parse_mountinfo`).
+        let home_aliases = match (&home, std::fs::read("/proc/self/mountinfo")) {
+            (Some(h), Ok(text)) => policy::home_aliases(h, &policy::parse_mountinfo(text)),
             _ => Vec::new(),
         };
         Self {

@@ -299,26 +299,33 @@ pub struct Mount {
 }
 
 /// Parse `/proc/self/mountinfo`; lines it cannot read are skipped.
-pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
-    text.lines()
+///
+/// Read as bytes, not text: the kernel writes paths as they are (only
+/// space, tab, newline and backslash escaped), and a path need not be
+/// UTF-8. A lossy reading would turn a home mounted at such a path into
+/// another path, which would then not be hidden.
+pub fn parse_mountinfo(text: impl AsRef<[u8]>) -> Vec<Mount> {
+    text.as_ref()
+        .split(|&b| b == b'\n')
         .filter_map(|line| {
-            let mut f = line.split(' ');
+            let mut f = line.split(|&b| b == b' ');
             let (_id, _parent) = (f.next()?, f.next()?);
-            let device = f.next()?.to_string();
+            let device = String::from_utf8_lossy(f.next()?).into_owned();
             let root = unescape(f.next()?);
             let mount_point = unescape(f.next()?);
             Some(Mount {
                 device,
-                root: PathBuf::from(root),
-                mount_point: PathBuf::from(mount_point),
+                root,
+                mount_point,
             })
         })
         .collect()
 }
 
-/// mountinfo writes space, tab, newline and backslash as `\ooo`.
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
+/// mountinfo writes space, tab, newline and backslash as `\ooo`; the
+/// path, byte for byte.
+fn unescape(b: &[u8]) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
@@ -334,7 +341,7 @@ fn unescape(s: &str) -> String {
             i += 1;
         }
     }
-    String::from_utf8_lossy(&out).into_owned()
+    PathBuf::from(std::ffi::OsString::from_vec(out))
 }
 
 /// Every other path `home` (resolved) is reachable at through the mounts:
@@ -641,6 +648,41 @@ mod tests {
         assert_eq!(
             home_aliases(Path::new("/home/u/"), &mounts),
             vec![PathBuf::from("/mnt/me")]
+        );
+    }
+
+    /// mountinfo holds paths as the kernel has them, bytes that need not be
+    /// UTF-8: raw, or escaped as `\ooo` (space, tab, newline, backslash;
+    /// any byte is read back the same way). A home mounted again at such a
+    /// path, or living at one, is still found.
+    #[test]
+    fn mount_points_that_are_not_utf8_are_read_as_bytes() {
+        use std::ffi::OsStr;
+        use std::os::unix::ffi::OsStrExt;
+        let path = |b: &[u8]| PathBuf::from(OsStr::from_bytes(b));
+        let mounts = parse_mountinfo(
+            b"27 1 254:0 / / rw - ext4 /dev/vda rw\n\
+              30 27 254:0 /home /mnt/h\xe9me rw - ext4 /dev/vda rw\n\
+              31 27 254:0 / /srv/\\377old\\040roots rw - ext4 /dev/vda rw\n",
+        );
+        assert_eq!(mounts.len(), 3);
+        assert_eq!(mounts[1].mount_point, path(b"/mnt/h\xe9me"));
+        assert_eq!(mounts[2].mount_point, path(b"/srv/\xffold roots"));
+        assert_eq!(
+            home_aliases(Path::new("/home/u"), &mounts),
+            vec![path(b"/mnt/h\xe9me/u"), path(b"/srv/\xffold roots/home/u")]
+        );
+        // A home whose own path is not UTF-8, on its own file system,
+        // bind-mounted from a directory whose name is not either.
+        let mounts = parse_mountinfo(
+            b"27 1 254:0 / / rw - ext4 /dev/vda rw\n\
+              40 27 8:1 / /home rw - ext4 /dev/sdb rw\n\
+              41 27 8:1 /\xe9l\xe8ve /mnt/\\351 rw - ext4 /dev/sdb rw\n",
+        );
+        assert_eq!(mounts[2].root, path(b"/\xe9l\xe8ve"));
+        assert_eq!(
+            home_aliases(&path(b"/home/\xe9l\xe8ve"), &mounts),
+            vec![path(b"/mnt/\xe9")]
         );
     }
 }
