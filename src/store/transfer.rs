@@ -11,7 +11,8 @@
 //! Import merges: rows are matched by their natural keys (run; run and
 //! phase; attempt; event), so importing the same file twice, or a file
 //! that holds runs already merged, changes nothing. Reports and learnings
-//! get new ids (task references follow), matched by content.
+//! get new ids (task references follow), matched by content (a report
+//! here stands for one report of the file).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -330,9 +331,17 @@ fn merge(tx: &Connection, file: &Path) -> Result<Moved, StoreError> {
 
 /// Reports by content; a report's `task_id` (the id of the task report it
 /// belongs to) is mapped to that task's id here.
+///
+/// Each report here matches one report of the file at most: a file
+/// holding a report twice alike (an agent may say the same thing twice in
+/// one millisecond) brings both, and importing it again brings neither.
+/// The reports here of the file's runs are read once into a map by
+/// content, so the merge is linear in the reports (a lookup per report in
+/// SQL scanned every report of its run and kind: quadratic, 13 s for
+/// 16,000).
 fn merge_reports(tx: &Connection) -> Result<u64, StoreError> {
-    type Row = (
-        i64,
+    /// What matches a report: everything but its id.
+    type Content = (
         String,
         String,
         String,
@@ -342,14 +351,10 @@ fn merge_reports(tx: &Connection) -> Result<u64, StoreError> {
         Option<i64>,
         String,
     );
-    let rows: Vec<Row> = tx
-        .prepare(
-            "SELECT id, run_id, phase, agent, attempt, ts_ms, kind, task_id, data_json
-             FROM src.reports ORDER BY id",
-        )?
-        .query_map([], |r| {
-            Ok((
-                r.get(0)?,
+    let row = |r: &rusqlite::Row<'_>| -> rusqlite::Result<(i64, Content)> {
+        Ok((
+            r.get(0)?,
+            (
                 r.get(1)?,
                 r.get(2)?,
                 r.get(3)?,
@@ -358,30 +363,39 @@ fn merge_reports(tx: &Connection) -> Result<u64, StoreError> {
                 r.get(6)?,
                 r.get(7)?,
                 r.get(8)?,
-            ))
-        })?
-        .collect::<Result<_, _>>()?;
+            ),
+        ))
+    };
+    let cols = "id, run_id, phase, agent, attempt, ts_ms, kind, task_id, data_json";
+    // The reports here of the runs the file holds, by content, each id
+    // free to be matched once (oldest first).
+    let mut here: HashMap<Content, std::collections::VecDeque<i64>> = HashMap::new();
+    {
+        let mut stmt = tx.prepare(&format!(
+            "SELECT {cols} FROM main.reports
+             WHERE run_id IN (SELECT DISTINCT run_id FROM src.reports) ORDER BY id"
+        ))?;
+        for r in stmt.query_map([], row)? {
+            let (id, content) = r?;
+            here.entry(content).or_default().push_back(id);
+        }
+    }
+    let mut insert = tx.prepare(
+        "INSERT INTO main.reports (run_id, phase, agent, attempt, ts_ms, kind, task_id, data_json)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?;
+    let mut read = tx.prepare(&format!("SELECT {cols} FROM src.reports ORDER BY id"))?;
     let mut ids: HashMap<i64, i64> = HashMap::new();
     let mut added = 0;
-    for (id, run_id, phase, agent, attempt, ts, kind, task, data) in rows {
-        let task = task.map(|t| ids.get(&t).copied().unwrap_or(t));
-        let existing: Option<i64> = tx
-            .query_row(
-                "SELECT id FROM main.reports WHERE run_id = ?1 AND phase = ?2 AND agent = ?3
-                   AND attempt = ?4 AND ts_ms = ?5 AND kind = ?6 AND task_id IS ?7
-                   AND data_json = ?8",
-                params![run_id, phase, agent, attempt, ts, kind, task, data],
-                |r| r.get(0),
-            )
-            .optional()?;
-        let new_id = match existing {
-            Some(e) => e,
+    for r in read.query_map([], row)? {
+        let (id, mut content) = r?;
+        content.6 = content.6.map(|t| ids.get(&t).copied().unwrap_or(t));
+        let matched = here.get_mut(&content).and_then(|free| free.pop_front());
+        let new_id = match matched {
+            Some(existing) => existing,
             None => {
-                tx.execute(
-                    "INSERT INTO main.reports (run_id, phase, agent, attempt, ts_ms, kind, task_id, data_json)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                    params![run_id, phase, agent, attempt, ts, kind, task, data],
-                )?;
+                let (run_id, phase, agent, attempt, ts, kind, task, data) = &content;
+                insert.execute(params![run_id, phase, agent, attempt, ts, kind, task, data])?;
                 added += 1;
                 tx.last_insert_rowid()
             }
@@ -481,4 +495,151 @@ pub fn complete(
     )?;
     tx.commit()?;
     Ok(status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::fixture::{store_with, whole_run};
+    use crate::store::reports::NewLearning;
+    use crate::store::{Outcome, ReportKind, Reporter, Reports};
+    use serde_json::json;
+
+    fn reports(state: &Path, run: &str) -> Reports {
+        Reports::open(
+            state,
+            Reporter {
+                run_id: run.into(),
+                phase: "p".into(),
+                agent: "a".into(),
+                attempt: 1,
+            },
+        )
+        .unwrap()
+    }
+
+    /// A run's reports as content, in order: each with the data of the
+    /// task it belongs to (ids differ between histories, the task does
+    /// not); and the history's ids of them.
+    /// Kind, time, data and the task's data of each report.
+    type Content = Vec<(String, u64, String, Option<String>)>;
+
+    fn contents(state: &Path, run: &str) -> (Content, Vec<i64>) {
+        let conn = Connection::open(state.join(DB_FILE)).unwrap();
+        let rows: Vec<(i64, String, u64, String, Option<String>)> = conn
+            .prepare(
+                "SELECT r.id, r.kind, r.ts_ms, r.data_json, t.data_json
+                 FROM reports r LEFT JOIN reports t ON t.id = r.task_id
+                 WHERE r.run_id = ?1 ORDER BY r.id",
+            )
+            .unwrap()
+            .query_map([run], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let ids = rows.iter().map(|r| r.0).collect();
+        let content = rows
+            .into_iter()
+            .map(|(_, k, ts, d, t)| (k, ts, d, t))
+            .collect();
+        (content, ids)
+    }
+
+    fn learnings(state: &Path) -> i64 {
+        let conn = Connection::open(state.join(DB_FILE)).unwrap();
+        conn.query_row("SELECT count(*) FROM learnings", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    /// Import merges reports by content: every report of the file arrives
+    /// once (two alike included: an agent may say the same thing twice in
+    /// one millisecond), task references follow their task's new id,
+    /// importing again adds nothing, and a later export of the same run
+    /// adds only what is new.
+    #[test]
+    fn import_keeps_every_report_once() {
+        let ok = [("p", Outcome::Succeeded)];
+        let (src, _s) = store_with(whole_run("r1", 1, 0, &ok, 2, Some(RunStatus::Succeeded)));
+        let src = src.path();
+        let mut r = reports(src, "r1");
+        let task = r
+            .append(ReportKind::TaskStarted, None, &json!({"task": "one"}), 1)
+            .unwrap();
+        r.append(
+            ReportKind::Comment,
+            Some(task),
+            &json!({"text": "on it"}),
+            2,
+        )
+        .unwrap();
+        for _ in 0..2 {
+            r.append(ReportKind::Comment, None, &json!({"text": "same"}), 3)
+                .unwrap();
+        }
+        r.append(
+            ReportKind::TaskCompleted,
+            Some(task),
+            &json!({"task": "one"}),
+            4,
+        )
+        .unwrap();
+        r.add_learning(
+            &NewLearning {
+                learning_type: "pattern",
+                pattern: "run the tests first",
+                context: "c",
+                applies_to: "*",
+            },
+            5,
+        )
+        .unwrap();
+        drop(r);
+        let file = src.join("r1.db");
+        export(src, "r1", &file).unwrap();
+
+        // The destination holds another run's reports first, so ids differ.
+        let (dst, _d) = store_with(whole_run("r0", 1, 0, &ok, 1, Some(RunStatus::Succeeded)));
+        let dst = dst.path();
+        let mut r = reports(dst, "r0");
+        for ts in 0..3 {
+            r.append(ReportKind::Comment, None, &json!({"text": "same"}), ts)
+                .unwrap();
+        }
+        drop(r);
+
+        let (want, _) = contents(src, "r1");
+        assert_eq!(want.len(), 5);
+        let (moved, runs) = import(dst, &file).unwrap();
+        assert_eq!(runs, vec!["r1".to_string()]);
+        assert_eq!(moved.reports, 5);
+        assert_eq!(moved.learnings, 1);
+        let (got, ids) = contents(dst, "r1");
+        assert_eq!(got, want, "nothing lost, doubled or misattached");
+
+        // Again: nothing moves, nothing changes.
+        let (moved, _) = import(dst, &file).unwrap();
+        assert_eq!((moved.reports, moved.learnings, moved.events), (0, 0, 0));
+        assert_eq!(contents(dst, "r1"), (want, ids.clone()));
+        assert_eq!(learnings(dst), 1);
+        assert_eq!(contents(dst, "r0").0.len(), 3);
+
+        // The run goes on where it was exported from: a later export adds
+        // what is new, the same report said a third time included.
+        let mut r = reports(src, "r1");
+        r.append(ReportKind::Comment, None, &json!({"text": "same"}), 3)
+            .unwrap();
+        r.append(ReportKind::Comment, Some(task), &json!({"text": "done"}), 6)
+            .unwrap();
+        drop(r);
+        export(src, "r1", &file).unwrap();
+        let (moved, _) = import(dst, &file).unwrap();
+        assert_eq!(moved.reports, 2);
+        let (got, again) = contents(dst, "r1");
+        assert_eq!(got, contents(src, "r1").0);
+        assert_eq!(again[..5], ids[..]);
+        let (moved, _) = import(dst, &file).unwrap();
+        assert_eq!(moved.reports, 0);
+    }
 }
