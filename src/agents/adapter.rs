@@ -189,6 +189,7 @@ impl Request<'_> {
             inherit_env: false,
             confinement: None,
             prompt_tokens: Default::default(),
+            shown: None,
         }
     }
 

@@ -8,7 +8,7 @@ use super::AgentKind;
 use super::adapter::{McpServerSpec, RemoteHeader, RemoteSpec, Request, adapter};
 use super::capability::{self, Reach};
 use super::env;
-use super::invocation::{EnvValue, Invocation};
+use super::invocation::{EnvValue, Invocation, Shown};
 use crate::confine::{Availability, Confinement, Places, Policy, policy};
 use crate::pipeline::model::McpTransport;
 use crate::pipeline::{Agent, Phase, Pipeline};
@@ -453,6 +453,45 @@ pub fn model(phase: &Phase, agent: &Agent, settings: &Settings) -> ModelChoice {
     }
 }
 
+/// What to show and store of `real`, `req`'s invocation, when the
+/// pipeline's argvs in it (a plain command's `command`, an MCP server's)
+/// hold a secret: the adapter builds the invocation again from the same
+/// request with those secrets redacted ([`env::shown_argv`]), so a secret
+/// is redacted wherever the CLI gets it (an argument, a `--config` value,
+/// a variable, a configuration file). `None` when there is nothing to
+/// redact.
+fn shown(req: &Request<'_>, real: &Invocation, ctx: &Context) -> Option<Shown> {
+    let agent = req.agent.command.as_ref().map(|c| Agent {
+        command: Some(env::shown_argv(c)),
+        ..req.agent.clone()
+    });
+    let servers: Vec<McpServerSpec> = req
+        .mcp_servers
+        .iter()
+        .map(|s| McpServerSpec {
+            // orch's own server's command is orch's.
+            command: if s.name == ORCH_MCP_SERVER {
+                s.command.clone()
+            } else {
+                env::shown_argv(&s.command)
+            },
+            ..s.clone()
+        })
+        .collect();
+    let agent = agent.filter(|a| a.command != req.agent.command);
+    if agent.is_none() && servers == req.mcp_servers {
+        return None;
+    }
+    let agent = agent.as_ref().unwrap_or(req.agent);
+    let redacted = adapter(agent.kind).invocation(&Request {
+        agent,
+        program: program(agent, &ctx.settings),
+        mcp_servers: servers,
+        ..req.clone()
+    });
+    Some(Shown::between(real, redacted))
+}
+
 /// Where orch leaves the workspace marker of an attempt whose own
 /// directory is `dir` (readable, not writable, by the agent).
 pub fn marker_path(dir: &Path) -> PathBuf {
@@ -710,6 +749,7 @@ pub fn invocation(
     let with_orch =
         agent.kind.is_llm() && req.mcp_servers.iter().any(|s| s.name == ORCH_MCP_SERVER);
     let mut inv = adapter(agent.kind).invocation(&req);
+    inv.shown = shown(&req, &inv, ctx);
     inv.prompt_tokens = prompts.tokens();
     if with_orch {
         inv.files.push(marker(ctx, phase, agent, slot));
@@ -841,5 +881,52 @@ mod tests {
             names.dedup();
             assert_eq!(names.len(), n, "{}: {:?}", agent.name, inv.env);
         }
+    }
+
+    /// An MCP server's command reaches each CLI with its secret as written
+    /// (an argument, a variable, a file), and is shown redacted in each of
+    /// those places; with nothing to redact, nothing is shown otherwise.
+    #[test]
+    fn a_secret_in_a_servers_command_is_real_for_the_cli_and_redacted_when_shown() {
+        let secret = "mcp-literal-key-77";
+        let text = ["claude", "codex", "gemini", "opencode", "copilot"]
+            .iter()
+            .map(|a| format!("[[phases]]\nname = \"p-{a}\"\nagents = [\"{a}\"]\nprompt = \"x\"\n[phases.tools]\nmcp = [\"mcp__orch__*\", \"mcp__s__*\"]\n"))
+            .fold(
+                format!("version = 1\nname = \"e\"\n[mcp_servers.s]\ncommand = [\"s-mcp\", \"--api-key\", \"{secret}\"]\n"),
+                |a, p| a + &p,
+            );
+        let os = Availability::Available { abi: 7 };
+        let loaded = crate::pipeline::load_str("e.toml", text, Path::new("."), &os).unwrap();
+        let p = &loaded.pipeline;
+        let ctx = Context::new(Settings::default(), PathBuf::from("/w"));
+        for (phase, agent) in p.invocations() {
+            let inv = invocation(p, phase, agent, &ctx, &Slot::preview(Path::new("/own")));
+            let real: String = inv
+                .argv()
+                .into_iter()
+                .chain(inv.env.iter().filter_map(|v| v.resolve(|_| None)))
+                .chain(inv.files.iter().map(|f| f.content.clone()))
+                .collect();
+            assert!(real.contains(secret), "{}: {inv:?}", agent.name);
+            let shown: String = inv
+                .shown_argv()
+                .into_iter()
+                .chain(inv.shown_env().into_iter().map(|(_, v)| v))
+                .chain(inv.shown_files().into_iter().map(|f| f.content))
+                .chain([inv.shell_line()])
+                .collect();
+            assert!(!shown.contains(secret), "{}: {shown}", agent.name);
+            assert!(shown.contains("<redacted>"), "{}: {shown}", agent.name);
+            // The marker and every other file are shown as they are.
+            assert_eq!(inv.shown_files().len(), inv.files.len());
+        }
+        let plain = "version = 1\nname = \"e\"\n[mcp_servers.s]\ncommand = [\"s-mcp\", \"--region\", \"eu\"]\n[[phases]]\nname = \"p\"\nagents = [\"opencode\"]\nprompt = \"x\"\n[phases.tools]\nmcp = [\"mcp__s__*\"]\n";
+        let loaded =
+            crate::pipeline::load_str("e.toml", plain.into(), Path::new("."), &os).unwrap();
+        let p = &loaded.pipeline;
+        let (phase, agent) = p.invocations().next().unwrap();
+        let inv = invocation(p, phase, agent, &ctx, &Slot::preview(Path::new("/own")));
+        assert_eq!(inv.shown, None);
     }
 }

@@ -58,6 +58,7 @@ impl Adapter for Command {
             inherit_env: true,
             confinement: None,
             prompt_tokens: Default::default(),
+            shown: None,
         }
     }
 

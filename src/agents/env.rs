@@ -3,7 +3,7 @@
 //! the credentials on the pass-through list, and the agent's own `env`.
 
 use super::adapter::Request;
-use super::invocation::{EnvValue, EnvVar};
+use super::invocation::{EnvValue, EnvVar, REDACTED};
 
 /// Variables every agent gets from orch's environment: enough to find
 /// programs and speak the user's locale, nothing that configures a CLI.
@@ -98,6 +98,56 @@ pub fn classify(name: &str, value: &str) -> EnvValue {
     } else {
         EnvValue::Plain(value.to_string())
     }
+}
+
+/// An argv as shown and stored (`explain`, the run's records): a plain
+/// command's `command` or an MCP server's, with each secret it holds
+/// redacted by the rules of [`classify`], the process getting the values
+/// as written. An entry that
+///
+/// - holds `${VAR}` is shown as written (a reference names the variable,
+///   it holds no secret; orch does not fill it in an argv);
+/// - looks like a credential ([`looks_secret_value`]) is `<redacted>`;
+/// - is `NAME=VALUE` or `--NAME=VALUE` with a secret-looking name
+///   ([`looks_secret`]) or value is shown as `NAME=<redacted>`;
+/// - follows a flag with a secret-looking name (`--password`, `--api-key`,
+///   `--token`), and is not a flag itself, is `<redacted>`.
+pub fn shown_argv(argv: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(argv.len());
+    let mut after_secret_flag = false;
+    for arg in argv {
+        let flag = secret_flag(arg);
+        out.push(if arg.contains("${") {
+            arg.clone()
+        } else if after_secret_flag && !arg.starts_with('-') {
+            REDACTED.to_string()
+        } else if let Some((name, value)) = arg.split_once('=')
+            && is_name(name.trim_start_matches('-'))
+            && !value.is_empty()
+            && (looks_secret(name.trim_start_matches('-')) || looks_secret_value(value))
+        {
+            format!("{name}={REDACTED}")
+        } else if looks_secret_value(arg) {
+            REDACTED.to_string()
+        } else {
+            arg.clone()
+        });
+        after_secret_flag = flag;
+    }
+    out
+}
+
+/// A flag (`-x`, `--name`, no `=`) whose name says its value is a secret.
+fn secret_flag(arg: &str) -> bool {
+    let name = arg.trim_start_matches('-');
+    arg.starts_with('-') && !arg.contains('=') && is_name(name) && looks_secret(name)
+}
+
+/// A variable or option name: letters, digits, `_` and `-`.
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 /// Whether a variable name says it holds a secret: one of its `_`-separated
@@ -359,5 +409,54 @@ mod tests {
         );
         let lookup = |n: &str| (n == "A").then(|| "1".to_string());
         assert_eq!(expand("x${A}y${B}z${", &lookup), "x1yz${");
+    }
+
+    #[test]
+    fn secrets_in_an_argv() {
+        let argv: Vec<String> = [
+            "tool",
+            "sk-proj-abcdefghijklmnop",
+            "--password",
+            "hunter2",
+            "--token",
+            "${TOKEN}",
+            "--api-key=k1",
+            "API_TOKEN=t1",
+            "--db=postgres://u:p@h/db",
+            "--max-tokens",
+            "100",
+            "--auth",
+            "--verbose",
+            "MODE=fast",
+            "a=b=c",
+            "--url=https://example.com/x",
+            "-c",
+            "echo $TOKEN",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            shown_argv(&argv),
+            [
+                "tool",
+                REDACTED,
+                "--password",
+                REDACTED,
+                "--token",
+                "${TOKEN}",
+                "--api-key=<redacted>",
+                "API_TOKEN=<redacted>",
+                "--db=<redacted>",
+                "--max-tokens",
+                "100",
+                "--auth",
+                "--verbose",
+                "MODE=fast",
+                "a=b=c",
+                "--url=https://example.com/x",
+                "-c",
+                "echo $TOKEN",
+            ]
+        );
     }
 }

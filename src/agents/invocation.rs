@@ -192,14 +192,96 @@ pub struct Invocation {
     pub inherit_env: bool,
     /// How the OS confines the process tree, when it does.
     pub confinement: Option<Confinement>,
+    /// The argv, variables and files as shown and stored, when they differ
+    /// from the real ones: a secret the pipeline wrote in an argv (a plain
+    /// command's, an MCP server's) redacted. `None`: shown as they are.
+    pub shown: Option<Shown>,
+}
+
+/// What to show of an invocation whose real argv, environment or files
+/// carry a secret of the pipeline's argvs (see
+/// [`super::env::shown_argv`]): the whole argv, and the variables (by
+/// name) and files (by path) whose shown form differs from the real one
+/// (OpenCode gets its MCP servers in a variable, Claude Code in a file).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Shown {
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub files: Vec<InvocationFile>,
+}
+
+impl Shown {
+    /// What differs between `real` and `redacted`, two invocations of the
+    /// same request, the second with the pipeline's argvs redacted.
+    pub fn between(real: &Invocation, redacted: Invocation) -> Shown {
+        let argv = redacted.program_and_args();
+        let env = redacted
+            .env
+            .iter()
+            .filter(|v| {
+                real.env
+                    .iter()
+                    .rfind(|r| r.name == v.name)
+                    .is_none_or(|r| r.shown() != v.shown())
+            })
+            .map(|v| (v.name.clone(), v.shown()))
+            .collect();
+        let files = redacted
+            .files
+            .into_iter()
+            .filter(|f| !real.files.contains(f))
+            .collect();
+        Shown { argv, env, files }
+    }
 }
 
 impl Invocation {
-    /// `argv[0]` and the arguments.
+    /// `argv[0]` and the arguments, as the process gets them: never show
+    /// or store this, but [`Invocation::shown_argv`].
     pub fn argv(&self) -> Vec<String> {
+        self.program_and_args()
+    }
+
+    fn program_and_args(&self) -> Vec<String> {
         std::iter::once(self.program.clone())
             .chain(self.args.iter().cloned())
             .collect()
+    }
+
+    /// The argv as shown and stored: secrets the pipeline wrote in it
+    /// `<redacted>`.
+    pub fn shown_argv(&self) -> Vec<String> {
+        match &self.shown {
+            Some(s) => s.argv.clone(),
+            None => self.argv(),
+        }
+    }
+
+    /// The files as shown: secrets the pipeline wrote in an MCP server's
+    /// command `<redacted>` in the configuration that carries it.
+    pub fn shown_files(&self) -> Vec<InvocationFile> {
+        self.files
+            .iter()
+            .map(|f| {
+                self.shown
+                    .iter()
+                    .flat_map(|s| &s.files)
+                    .find(|s| s.path == f.path)
+                    .unwrap_or(f)
+                    .clone()
+            })
+            .collect()
+    }
+
+    /// A variable's value as shown (see [`EnvVar::shown`]), or the
+    /// redacted form of a value that carries a secret of the pipeline's
+    /// argvs.
+    fn shown_value(&self, var: &EnvVar) -> String {
+        self.shown
+            .iter()
+            .flat_map(|s| &s.env)
+            .find(|(name, _)| *name == var.name)
+            .map_or_else(|| var.shown(), |(_, v)| v.clone())
     }
 
     /// A process for `program` with `args`, run where the invocation runs
@@ -242,7 +324,7 @@ impl Invocation {
         let mut v: Vec<(String, String)> = self
             .env
             .iter()
-            .map(|e| (e.name.clone(), e.shown()))
+            .map(|e| (e.name.clone(), self.shown_value(e)))
             .collect();
         v.sort();
         v
@@ -262,10 +344,10 @@ impl Invocation {
                 // Filled in by the shell from the user's environment.
                 EnvValue::PassThrough => format!("{name}=\"${{{name}}}\""),
                 EnvValue::Template(t) => format!("{name}=\"{t}\""),
-                _ => format!("{name}={}", shell_quote(&var.shown())),
+                _ => format!("{name}={}", shell_quote(&self.shown_value(var))),
             });
         }
-        parts.extend(self.argv().iter().map(|a| shell_quote(a)));
+        parts.extend(self.shown_argv().iter().map(|a| shell_quote(a)));
         let mut line = parts.join(" ");
         match &self.stdin {
             Stdin::Null => line.push_str(" < /dev/null"),

@@ -382,6 +382,7 @@ mod tests {
             inherit_env: false,
             prompt_tokens: Default::default(),
             confinement: None,
+            shown: None,
         };
         write_files(&inv).unwrap();
         assert_eq!(
@@ -422,6 +423,7 @@ mod tests {
             inherit_env: false,
             prompt_tokens: Default::default(),
             confinement: None,
+            shown: None,
         };
         write_files(&inv).unwrap();
         // The agent swaps its (writable) CLI folder for a link elsewhere.

@@ -84,9 +84,13 @@ struct ServerJson {
 impl ServerJson {
     fn of(s: &McpServer) -> Self {
         let (transport, command, url, headers) = match &s.transport {
-            McpTransport::Stdio { command, .. } => {
-                ("stdio", Some(command.clone()), None, BTreeMap::new())
-            }
+            McpTransport::Stdio { command, .. } => (
+                "stdio",
+                // Secrets in it redacted, as in the invocations' argvs.
+                Some(crate::agents::env::shown_argv(command)),
+                None,
+                BTreeMap::new(),
+            ),
             McpTransport::Http { url, headers } => (
                 "http",
                 None,
@@ -235,7 +239,7 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
                 judge,
                 resolved: resolved.as_ref().clone(),
                 model: build::model(ph, a, &ctx.settings),
-                argv: inv.argv(),
+                argv: inv.shown_argv(),
                 cwd: inv.cwd.clone(),
                 stdin: match &inv.stdin {
                     Stdin::Null => None,
@@ -245,7 +249,7 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
                 env: inv.shown_env().into_iter().collect(),
                 inherit_env: inv.inherit_env,
                 shell: inv.shell_line(),
-                files: inv.files,
+                files: inv.shown_files(),
                 enforcement: inv.enforcement,
                 unconfined_because: if a.kind.is_llm()
                     || resolved.provenance.permission.layer != Layer::Default

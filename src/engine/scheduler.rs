@@ -722,7 +722,8 @@ async fn run_agent(
         let inv = build::invocation(&shared.pipeline, phase, agent, &shared.ctx, &slot);
         let tree = Arc::new(crate::confine::ProcessTree::new());
         let endpoint = orch_endpoint(shared, phase, agent, &slot, judging, &tree);
-        let argv_json = serde_json::to_string(&inv.argv()).unwrap_or_default();
+        // As shown: a secret the pipeline wrote in an argv is not stored.
+        let argv_json = serde_json::to_string(&inv.shown_argv()).unwrap_or_default();
         let env_json = serde_json::to_string(
             &inv.shown_env()
                 .into_iter()

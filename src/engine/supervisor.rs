@@ -695,6 +695,7 @@ mod tests {
                 inherit_env: true,
                 prompt_tokens: Default::default(),
                 confinement,
+                shown: None,
             },
             timeout: Some(Duration::from_secs(30)),
             stall_timeout: None,

@@ -266,3 +266,151 @@ mcp = ["mcp__search__*"]
     );
     assert_eq!(v["confinement"]["state"], "available", "{v}");
 }
+
+/// A secret written in an argv (a plain command's `command`, an MCP
+/// server's `command`) is redacted wherever the argv is shown or stored,
+/// by the rules the environment's values follow: a credential-looking
+/// value, a value after a secret-looking flag or name. The process still
+/// gets every value as written.
+#[test]
+fn secrets_in_argv_are_redacted_wherever_shown_or_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let file = write(
+        d,
+        "p.toml",
+        r#"version = 1
+name = "argv-secrets"
+
+[agents.deploy]
+kind = "command"
+command = ["sh", "-c", "printf '%s\n' \"$@\" > got.txt", "deploy",
+    "sk-proj-abcdefghijklmnop0123", "--password", "hunter2-plain",
+    "--db=postgres://u:pw-in-url@db/app", "API_TOKEN=tok-literal-42",
+    "${ARGV_SECRET_VAR}", "--verbose", "plain-arg"]
+
+[mcp_servers.search]
+command = ["search-mcp", "--api-key", "mcp-literal-key-77",
+    "ghp_0123456789abcdefghijABCDEFGHIJ012345", "--region", "eu"]
+
+[[phases]]
+name = "ship"
+agents = ["deploy"]
+
+[[phases]]
+name = "look"
+agents = ["claude", "codex", "gemini", "opencode", "copilot"]
+mode = "audit"
+prompt = "Look."
+[phases.tools]
+mcp = ["mcp__search__*"]
+"#,
+    );
+    let f = file.to_str().unwrap();
+    let secrets = [
+        "sk-proj-abcdefghijklmnop0123",
+        "hunter2-plain",
+        "pw-in-url",
+        "tok-literal-42",
+        "mcp-literal-key-77",
+        "ghp_0123456789abcdefghijABCDEFGHIJ012345",
+        "env-secret-value-99",
+    ];
+    let clean = |what: &str, text: &str| {
+        for s in secrets {
+            assert!(!text.contains(s), "{what} shows `{s}`: {text}");
+        }
+    };
+    let orch_in = |args: &[&str]| {
+        crate::support::orch()
+            .current_dir(d)
+            .env("ARGV_SECRET_VAR", "env-secret-value-99")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    // explain (both formats, every CLI's argv and files), and the dry run.
+    for args in [
+        &["explain", f][..],
+        &["explain", f, "--format", "json"],
+        &["run", f, "--dry-run"],
+    ] {
+        let out = orch_in(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        clean(&format!("{args:?}"), &stdout(&out));
+    }
+    let v = explain(f, &["--phase", "ship"]);
+    let shown = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string())
+            .collect()
+    };
+    let expected = [
+        "sh",
+        "-c",
+        "printf '%s\n' \"$@\" > got.txt",
+        "deploy",
+        "<redacted>",
+        "--password",
+        "<redacted>",
+        "--db=<redacted>",
+        "API_TOKEN=<redacted>",
+        "${ARGV_SECRET_VAR}",
+        "--verbose",
+        "plain-arg",
+    ];
+    assert_eq!(shown(&v["invocations"][0]["argv"]), expected);
+    let v = explain(f, &["--phase", "look"]);
+    assert_eq!(
+        shown(&v["mcp_servers"][0]["command"]),
+        [
+            "search-mcp",
+            "--api-key",
+            "<redacted>",
+            "<redacted>",
+            "--region",
+            "eu"
+        ]
+    );
+
+    // The run: the process gets the values as written; the run's records
+    // (runs show, the database, an export) hold them redacted.
+    let out = orch_in(&["--state-dir", "st", "run", f, "--phase", "ship"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let got = std::fs::read_to_string(d.join("got.txt")).unwrap();
+    assert_eq!(
+        got.lines().collect::<Vec<_>>(),
+        [
+            "sk-proj-abcdefghijklmnop0123",
+            "--password",
+            "hunter2-plain",
+            "--db=postgres://u:pw-in-url@db/app",
+            "API_TOKEN=tok-literal-42",
+            "${ARGV_SECRET_VAR}",
+            "--verbose",
+            "plain-arg"
+        ]
+    );
+    let out = orch_in(&[
+        "--state-dir",
+        "st",
+        "runs",
+        "show",
+        "latest",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    clean("runs show", &stdout(&out));
+    let v = json_of(&out);
+    assert_eq!(shown(&v["phases"][0]["agents"][0]["argv"]), expected);
+    let out = orch_in(&["--state-dir", "st", "state", "export", "-o", "run.db"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for db in ["run.db", "st/state.db", "st/state.db-wal"] {
+        if let Ok(bytes) = std::fs::read(d.join(db)) {
+            clean(db, &String::from_utf8_lossy(&bytes));
+        }
+    }
+}
