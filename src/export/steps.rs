@@ -28,34 +28,101 @@ pub(super) fn sh_pattern(p: &str) -> String {
     p.split('*').map(sh).collect::<Vec<_>>().join("*")
 }
 
+/// The switches on every git call of a job's scripts: command-line config
+/// outranks every file's.
+const GIT_SWITCHES: &str = "--no-pager -c core.fsmonitor=false -c core.hooksPath=/dev/null";
+
+/// The shell that defines `orch_git`, the only git the scripts run in the
+/// work tree once orch has run in it: git over this work tree with a git
+/// directory of its own, made outside the workspace (`mktemp -d`, where no
+/// agent may write), whose config only names the object format
+/// (`$orch_git_format`, set before). The repository's config (and every
+/// file it includes), the system's and the runner user's are not read,
+/// and fsmonitor, hooks and the pager are off on the command line: no
+/// filter, diff or merge driver, textconv, fsmonitor, hook or pager that
+/// anyone configured (an agent in `.git/config`, the runner's Git LFS)
+/// can start a program. The work tree's `.gitattributes` still apply (to
+/// line endings), and `.git/info/exclude`.
+///
+/// With `own_index` the index and new objects stay in that directory too
+/// (the repository's objects read as alternates), so the step after the
+/// agents writes nothing in `.git`; without, they are the repository's.
+fn git_prelude(own_index: bool) -> String {
+    let (index, objects) = if own_index {
+        ("$orch_git_dir/index", "$orch_git_dir/objects")
+    } else {
+        ("$PWD/.git/index", "$PWD/.git/objects")
+    };
+    let mut s = String::from(
+        "orch_git_dir=$(mktemp -d) || exit 1\n\
+         mkdir \"$orch_git_dir/refs\" \"$orch_git_dir/info\"\n\
+         echo 'ref: refs/heads/orch' > \"$orch_git_dir/HEAD\"\n\
+         if [ \"$orch_git_format\" = sha256 ]; then printf '[core]\\n\\trepositoryformatversion = 1\\n[extensions]\\n\\tobjectformat = sha256\\n'; else printf '[core]\\n\\trepositoryformatversion = 0\\n'; fi > \"$orch_git_dir/config\"\n\
+         if [ -f .git/info/exclude ]; then cp .git/info/exclude \"$orch_git_dir/info/exclude\"; fi\n",
+    );
+    if own_index {
+        s.push_str(
+            "mkdir -p \"$orch_git_dir/objects/info\"\n\
+             printf '%s/.git/objects\\n' \"$PWD\" > \"$orch_git_dir/objects/info/alternates\"\n",
+        );
+    }
+    s.push_str(&format!(
+        "orch_git() {{\n  GIT_DIR=\"$orch_git_dir\" GIT_WORK_TREE=\"$PWD\" GIT_INDEX_FILE=\"{index}\" GIT_OBJECT_DIRECTORY=\"{objects}\" \\\n    GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_ATTR_NOSYSTEM=1 GIT_NO_LAZY_FETCH=1 GIT_TERMINAL_PROMPT=0 \\\n    git {GIT_SWITCHES} \"$@\"\n}}\n"
+    ));
+    s
+}
+
 /// The script that prepares a job: the state and files of every upstream
 /// job, in dependency order (patches first, then files, then state), and
-/// the tree the job's own changes are measured from.
+/// the tree the job's own changes are measured from. It runs before any
+/// agent of the job, on the checkout and upstream work (a patch cannot
+/// write in `.git`), so the repository's index and objects take the work.
 pub(super) fn restore_script(job: &Job, inbox: &str) -> String {
     let mut s = String::from("set -eu\nmkdir -p \"$RUNNER_TEMP/orch-out\"\n");
+    s.push_str(&format!(
+        "orch_git_format=$(git {GIT_SWITCHES} rev-parse --show-object-format)\n"
+    ));
+    s.push_str(&git_prelude(false));
     if !job.upstream.is_empty() {
         s.push_str(&format!("for job in {}; do\n", job.upstream.join(" ")));
         s.push_str(&format!("  dir=\"{inbox}/$job\"\n"));
-        s.push_str("  if [ -s \"$dir/changes.patch\" ]; then git apply --index \"$dir/changes.patch\"; fi\n");
+        s.push_str("  if [ -s \"$dir/changes.patch\" ]; then orch_git apply --index \"$dir/changes.patch\"; fi\n");
         s.push_str("  if [ -f \"$dir/files.tar\" ]; then tar -xf \"$dir/files.tar\"; fi\n");
         s.push_str(
             "  orch --state-dir \"$RUNNER_TEMP/orch-state\" state import \"$dir/state.db\"\n",
         );
         s.push_str("done\n");
     }
-    s.push_str("git add -A\ngit write-tree > \"$RUNNER_TEMP/orch-base\"\n");
+    s.push_str("orch_git add -A\norch_git write-tree > \"$RUNNER_TEMP/orch-base\"\nrm -rf \"$orch_git_dir\"\n");
     s
 }
 
-/// The script that saves what the job made, whatever its outcome.
+/// The script that saves what the job made, whatever its outcome. The
+/// agents have had the workspace, `.git` included: the changes are taken
+/// from the tree the job started from (read into an index of its own) and
+/// the work tree, and no git here reads `.git`'s config or writes in it.
 pub(super) fn save_script(job: &Job, out: &str) -> String {
     let mut s = format!("set -u\nmkdir -p \"{out}\"\n");
     s.push_str(&format!(
         "orch --state-dir \"$RUNNER_TEMP/orch-state\" state export --run \"$ORCH_RUN_ID\" -o \"{out}/state.db\"\n"
     ));
     if job.writes {
+        // On GitLab `$RUNNER_TEMP` is in the workspace: the base is read
+        // as a tree id or not at all (`--output=FILE` would be an option).
+        s.push_str(
+            "orch_git_base=$(cat \"$RUNNER_TEMP/orch-base\")\n\
+             case \"$orch_git_base\" in *[!0-9a-f]*) orch_git_base= ;; esac\n\
+             case \"${#orch_git_base}\" in 64) orch_git_format=sha256 ;; *) orch_git_format=sha1 ;; esac\n",
+        );
+        s.push_str(&git_prelude(true));
         s.push_str(&format!(
-            "git add -A\ngit diff --cached --binary \"$(cat \"$RUNNER_TEMP/orch-base\")\" > \"{out}/changes.patch\"\n"
+            "if [ \"${{#orch_git_base}}\" = 40 ] || [ \"${{#orch_git_base}}\" = 64 ]; then\n\
+             \x20 orch_git read-tree \"$orch_git_base\" && orch_git add -A &&\n\
+             \x20   orch_git diff --cached --binary --no-ext-diff --no-textconv --ignore-submodules=dirty \"$orch_git_base\" > \"{out}/changes.patch\"\n\
+             else\n\
+             \x20 echo 'orch: $RUNNER_TEMP/orch-base is not a tree id: no changes.patch' >&2\n\
+             fi\n\
+             rm -rf \"$orch_git_dir\"\n"
         ));
     }
     if !job.files.is_empty() {

@@ -776,3 +776,270 @@ fn the_summary_reads_each_phases_outcome_apart() {
         assert!(v.as_str().unwrap().contains("needs.a"), "{v:?}");
     }
 }
+
+/// The git steps as orch exported them before they were hardened: git as
+/// the repository, the runner's user and system configure it.
+const OLD_RESTORE: &str = "set -eu\nmkdir -p \"$RUNNER_TEMP/orch-out\"\nfor job in prepare; do\n  dir=\"$RUNNER_TEMP/orch-in/$job\"\n  if [ -s \"$dir/changes.patch\" ]; then git apply --index \"$dir/changes.patch\"; fi\n  if [ -f \"$dir/files.tar\" ]; then tar -xf \"$dir/files.tar\"; fi\n  orch --state-dir \"$RUNNER_TEMP/orch-state\" state import \"$dir/state.db\"\ndone\ngit add -A\ngit write-tree > \"$RUNNER_TEMP/orch-base\"\n";
+const OLD_SAVE: &str = "set -u\nmkdir -p \"$RUNNER_TEMP/orch-out\"\ngit add -A\ngit diff --cached --binary \"$(cat \"$RUNNER_TEMP/orch-base\")\" > \"$RUNNER_TEMP/orch-out/changes.patch\"\n";
+
+/// What an agent plants in the job's repository: each program leaves a
+/// marker in `$M`, outside it.
+const PLANT_IN_REPO: &str = r#"
+git config core.fsmonitor "touch $M/fsmonitor; :"
+git config filter.f.clean "touch $M/clean; cat"
+git config filter.f.smudge "touch $M/smudge; cat"
+git config diff.t.textconv "touch $M/textconv; cat"
+git config diff.t.command "touch $M/diff-command; :"
+git config diff.external "touch $M/diff-external; :"
+printf '[core]\n\tfsmonitor = "touch %s/include; :"\n' "$M" > "$PWD/../inc-$$.cfg"; git config include.path "$PWD/../inc-$$.cfg"
+for h in post-index-change reference-transaction pre-auto-gc; do printf '#!/bin/sh\ntouch "%s/hook-%s"\n' "$M" "$h" > ".git/hooks/$h"; chmod +x ".git/hooks/$h"; done
+mkdir -p "$PWD/../hooks-$$"; cp .git/hooks/post-index-change "$PWD/../hooks-$$/"; git config core.hooksPath "$PWD/../hooks-$$"
+"#;
+
+/// What the agent of the first job changes, attributes naming the planted
+/// drivers included (the runner's own filters too: the home's and the
+/// system's config are planted as well).
+const AGENT_EDITS: &str = r#"
+printf 'agent\n' >> a.txt; printf 'b2\n' > b.txt; rm c.txt; printf 'new\n' > new.txt; printf '\000\001\002' > bin.dat
+printf 'a.txt filter=f diff=t\nb.txt filter=g diff=s\nnew.txt filter=g diff=s\n' > .gitattributes
+"#;
+
+/// bash as a GitHub step runs it, in `dir`, with `env`; `$M` is where
+/// planted programs leave markers.
+fn step_bash(dir: &Path, script: &str, env: &[(&str, PathBuf)]) -> std::process::Output {
+    Command::new("bash")
+        .args(["--noprofile", "--norc", "-eo", "pipefail", "-c", script])
+        .current_dir(dir)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("ORCH_RUN_ID", "gh-1")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// The exported steps that run git in a job's work tree (restoring
+/// upstream work before the agents, saving theirs after) start no program
+/// the repository's config, its hooks, an included file, the runner
+/// user's or the system's config names, though the agent wrote
+/// attributes naming them; the old steps start them all. On clean copies
+/// the new steps make the same patch and the same tree as the old.
+#[test]
+fn the_exported_git_steps_start_no_planted_program() {
+    let wf: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&export("github-actions", "pipelines/demo.toml")).unwrap();
+    let step = |job: &str, name: &str| -> String {
+        wf["jobs"][job]["steps"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"].as_str() == Some(name))
+            .unwrap()["run"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let restore_first = step("prepare", "Restore upstream work");
+    let save_first = step("prepare", "Save state and files");
+    let restore_next = step("count", "Restore upstream work");
+    assert!(
+        restore_next.contains("orch_git apply --index"),
+        "{restore_next}"
+    );
+
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path().canonicalize().unwrap();
+    let marks = t.join("marks");
+    let bin = t.join("bin");
+    for d in [&marks, &bin, &t.join("home-planted"), &t.join("home-clean")] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    // orch itself is not what this is about: a stand-in that writes its -o.
+    let stub = bin.join("orch");
+    std::fs::write(
+        &stub,
+        "#!/bin/sh\nwhile [ $# -gt 0 ]; do if [ \"$1\" = -o ]; then : > \"$2\"; fi; shift; done\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&stub, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        t.join("home-planted/.gitconfig"),
+        format!(
+            "[filter \"g\"]\n\tclean = \"touch {m}/home-clean; cat\"\n\tsmudge = \"touch {m}/home-smudge; cat\"\n",
+            m = marks.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        t.join("system-planted"),
+        format!(
+            "[diff \"s\"]\n\ttextconv = \"touch {}/system-textconv; cat\"\n",
+            marks.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(t.join("system-clean"), "").unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    // (workspace, RUNNER_TEMP, planted runner config?) -> environment
+    let env = |rt: &Path, planted: bool| -> Vec<(&str, PathBuf)> {
+        let which = if planted { "planted" } else { "clean" };
+        vec![
+            ("RUNNER_TEMP", rt.to_path_buf()),
+            ("HOME", t.join(format!("home-{which}"))),
+            ("XDG_CONFIG_HOME", t.join(format!("home-{which}/.config"))),
+            ("GIT_CONFIG_SYSTEM", t.join(format!("system-{which}"))),
+            ("M", marks.clone()),
+            ("PATH", PathBuf::from(&path)),
+        ]
+    };
+    let ok = |o: std::process::Output, what: &str| {
+        assert!(
+            o.status.success(),
+            "{what}: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    let sh = |dir: &Path, script: &str| ok(step_bash(dir, script, &env(&t, false)), script);
+    let marks_left = || -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&marks)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    sh(
+        &t,
+        "git init -q -b main origin && cd origin && printf 'a\\n' > a.txt && printf 'b\\n' > b.txt && printf 'c\\n' > c.txt && git add -A && git commit -qm init",
+    );
+
+    // The first job: restore (nothing upstream), the agent, save.
+    let (j1, rt1) = (t.join("j1"), t.join("rt1"));
+    sh(&t, "git clone -q origin j1 && mkdir rt1");
+    ok(step_bash(&j1, &restore_first, &env(&rt1, true)), "restore");
+    sh(&j1, AGENT_EDITS);
+    sh(&t, "cp -a j1 j1-clean && cp -a rt1 rt1-clean");
+    sh(&j1, PLANT_IN_REPO);
+    ok(step_bash(&j1, &save_first, &env(&rt1, true)), "save");
+    assert_eq!(
+        marks_left(),
+        Vec::<String>::new(),
+        "the save step started a planted program"
+    );
+    let patch = std::fs::read(rt1.join("orch-out/changes.patch")).unwrap();
+    let text = String::from_utf8_lossy(&patch);
+    for part in [
+        "new.txt",
+        "+agent",
+        "deleted file mode",
+        "GIT binary patch",
+        ".gitattributes",
+    ] {
+        assert!(text.contains(part), "{part}: {text}");
+    }
+    assert!(
+        !j1.join(".git/index.lock").exists() && std::fs::read_dir(j1.join(".git/objects")).is_ok()
+    );
+    // The old step on a clean copy makes the same patch.
+    let (j1c, rt1c) = (t.join("j1-clean"), t.join("rt1-clean"));
+    ok(step_bash(&j1c, OLD_SAVE, &env(&rt1c, false)), "old save");
+    assert_eq!(
+        String::from_utf8_lossy(&std::fs::read(rt1c.join("orch-out/changes.patch")).unwrap()),
+        text
+    );
+    // The old step on the planted repository starts them.
+    step_bash(&j1, OLD_SAVE, &env(&rt1, true));
+    let started = marks_left();
+    // (The included file's fsmonitor comes last: it is the one git runs;
+    // the external diff takes the textconv's place.)
+    for m in [
+        "include",
+        "clean",
+        "smudge",
+        "home-clean",
+        "diff-external",
+        "hook-post-index-change",
+    ] {
+        assert!(started.iter().any(|s| s == m), "{m}: {started:?}");
+    }
+    std::fs::remove_dir_all(&marks).unwrap();
+    std::fs::create_dir(&marks).unwrap();
+
+    // The next job restores that patch in a fresh checkout whose config is
+    // planted too, with the runner's planted.
+    // (Clones, not copies: a copied index no longer matches its files.)
+    for (j, rt) in [
+        ("j2", "rt2"),
+        ("j2-clean", "rt2-clean"),
+        ("j2-old", "rt2-old"),
+    ] {
+        sh(
+            &t,
+            &format!(
+                "git clone -q origin {j} && mkdir -p {rt}/orch-in/prepare && : > {rt}/orch-in/prepare/state.db"
+            ),
+        );
+        std::fs::write(t.join(rt).join("orch-in/prepare/changes.patch"), &patch).unwrap();
+    }
+    let j2 = t.join("j2");
+    sh(&j2, PLANT_IN_REPO);
+    sh(&t.join("j2-old"), PLANT_IN_REPO);
+    let rt2 = t.join("rt2");
+    ok(step_bash(&j2, &restore_next, &env(&rt2, true)), "restore");
+    assert_eq!(
+        marks_left(),
+        Vec::<String>::new(),
+        "the restore step started a planted program"
+    );
+    // The old step on a clean copy restores the same tree.
+    let (j2c, rt2c) = (t.join("j2-clean"), t.join("rt2-clean"));
+    ok(
+        step_bash(&j2c, OLD_RESTORE, &env(&rt2c, false)),
+        "old restore",
+    );
+    let base = std::fs::read_to_string(rt2.join("orch-base")).unwrap();
+    assert_eq!(
+        base,
+        std::fs::read_to_string(rt2c.join("orch-base")).unwrap()
+    );
+    for f in ["a.txt", "b.txt", "new.txt", "bin.dat", ".gitattributes"] {
+        assert_eq!(
+            std::fs::read(j2.join(f)).ok(),
+            std::fs::read(j2c.join(f)).ok(),
+            "{f}"
+        );
+        assert!(j2.join(f).exists(), "{f}");
+    }
+    assert!(!j2.join("c.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(j2.join("a.txt")).unwrap(),
+        "a\nagent\n"
+    );
+    // The old step on the planted copy starts them.
+    step_bash(
+        &t.join("j2-old"),
+        OLD_RESTORE,
+        &env(&t.join("rt2-old"), true),
+    );
+    let started = marks_left();
+    for m in ["include", "clean", "home-clean", "hook-post-index-change"] {
+        assert!(started.iter().any(|s| s == m), "{m}: {started:?}");
+    }
+
+    // A base that is not a tree id is never given to git (on GitLab
+    // `$RUNNER_TEMP` is in the workspace, the agents' to write).
+    let out = t.join("written");
+    std::fs::write(
+        rt1.join("orch-base"),
+        format!("--output={}\n", out.display()),
+    )
+    .unwrap();
+    let o = step_bash(&j1, &save_first, &env(&rt1, true));
+    assert!(!out.exists());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a tree id"));
+}
