@@ -80,6 +80,10 @@ pub struct Job {
     pub timeout_minutes: Option<u64>,
     /// The environment variables the job's agents need from secrets.
     pub secrets: Vec<String>,
+    /// The variables the job's agents read from the job's own environment
+    /// (the runner's `PATH`, `HOME`, ..., or one that is no secret): never
+    /// set by the step, so the runner's value stands.
+    pub env: Vec<String>,
     /// npm packages (pinned) of the agent CLIs the job runs.
     pub clis: Vec<String>,
     /// Files the phase produces (declared artifacts), carried downstream.
@@ -134,14 +138,60 @@ pub fn install_clis_script(dir: &str) -> String {
     )
 }
 
-/// A variable name a CI secret can stand for.
-fn secret_name(n: &str) -> bool {
+/// A variable name a CI secret could stand for.
+fn variable_name(n: &str) -> bool {
     let mut chars = n.chars();
     chars
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !n.to_ascii_uppercase().starts_with("GITHUB_")
+}
+
+/// A variable the runner, its image or the CI system sets in every job
+/// (GitHub forbids secrets named `GITHUB_*`; GitLab's own are `CI_*`):
+/// read from the job's environment, never made a secret, which would
+/// replace the runner's value with an empty one. Case does not matter
+/// (neither system's secret names tell `PATH` from `path`).
+pub fn runner_variable(name: &str) -> bool {
+    const NAMES: &[&str] = &[
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "PWD",
+        "OLDPWD",
+        "TMPDIR",
+        "TEMP",
+        "TMP",
+        "HOSTNAME",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TERM",
+        "CI",
+        "CARGO_HOME",
+        "RUSTUP_HOME",
+    ];
+    const PREFIXES: &[&str] = &["LC_", "GITHUB_", "RUNNER_", "ACTIONS_", "CI_", "GITLAB_"];
+    let n = name.to_ascii_uppercase();
+    NAMES.contains(&n.as_str()) || PREFIXES.iter().any(|p| n.starts_with(p))
+}
+
+/// Whether `${name}`, met in the value of `carrier` (an agent's or a stdio
+/// MCP server's variable, a remote server's header; `None` for a URL),
+/// stands for a secret: not the runner's, and its name or its carrier's
+/// says credential (`MY_API_KEY`; `ANTHROPIC_API_KEY = "${UPSTREAM}"`;
+/// an `Authorization` header). Anything else is read from the job's
+/// environment.
+fn secret_reference(name: &str, carrier: Option<&str>) -> bool {
+    let secret_carrier = |c: &str| {
+        crate::agents::env::looks_secret(c)
+            || c.eq_ignore_ascii_case("authorization")
+            || c.eq_ignore_ascii_case("proxy-authorization")
+    };
+    !runner_variable(name)
+        && (crate::agents::env::looks_secret(name) || carrier.is_some_and(secret_carrier))
 }
 
 /// A job id from a phase name: characters outside `[a-zA-Z0-9_-]` become
@@ -192,6 +242,7 @@ pub fn jobs(pipeline: &Pipeline, graph: &PhaseGraph) -> Vec<Job> {
             .map(|&j| ids[j].clone())
             .collect();
         let mut secrets: Vec<String> = Vec::new();
+        let mut env: Vec<String> = Vec::new();
         let mut clis: Vec<String> = Vec::new();
         let mut writes = false;
         let mut agents: Vec<&str> = phase.agents.iter().map(String::as_str).collect();
@@ -210,40 +261,52 @@ pub fn jobs(pipeline: &Pipeline, graph: &PhaseGraph) -> Vec<Job> {
             {
                 clis.push(pkg);
             }
-            let mut names: Vec<String> = agent
-                .kind
-                .credentials()
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
-            for (_, v) in &agent.env {
-                names.extend(template_names(v));
+            for c in agent.kind.credentials() {
+                if !secrets.iter().any(|s| s == c) {
+                    secrets.push(c.to_string());
+                }
+            }
+            // Each `${NAME}` with the variable or header whose value it is in.
+            let mut refs: Vec<(String, Option<&str>)> = Vec::new();
+            for (k, v) in &agent.env {
+                refs.extend(template_names(v).into_iter().map(|n| (n, Some(k.as_str()))));
             }
             for tool in &ts.mcp {
                 let Some(server) = pipeline.mcp_servers.iter().find(|s| s.name == tool.server)
                 else {
                     continue;
                 };
-                let values: Vec<&String> = match &server.transport {
+                let values: Vec<(Option<&str>, &String)> = match &server.transport {
                     crate::pipeline::model::McpTransport::Stdio { env, .. } => {
-                        env.iter().map(|(_, v)| v).collect()
+                        env.iter().map(|(k, v)| (Some(k.as_str()), v)).collect()
                     }
                     crate::pipeline::model::McpTransport::Http { url, headers } => {
-                        std::iter::once(url)
-                            .chain(headers.iter().map(|(_, v)| v))
+                        std::iter::once((None, url))
+                            .chain(headers.iter().map(|(k, v)| (Some(k.as_str()), v)))
                             .collect()
                     }
                 };
-                for v in values {
-                    names.extend(template_names(v));
+                for (k, v) in values {
+                    refs.extend(template_names(v).into_iter().map(|n| (n, k)));
                 }
             }
-            for n in names {
-                if secret_name(&n) && !secrets.contains(&n) {
-                    secrets.push(n);
+            for (n, carrier) in refs {
+                if !variable_name(&n) {
+                    continue;
+                }
+                let list = if secret_reference(&n, carrier) {
+                    &mut secrets
+                } else {
+                    &mut env
+                };
+                if !list.contains(&n) {
+                    list.push(n);
                 }
             }
         }
+        // A name that is a secret for one agent is one for the job.
+        env.retain(|n| !secrets.contains(n));
+        env.sort();
         secrets.sort();
         let mut files = phase.artifacts.clone();
         if let Some(c) = &phase.contract {
@@ -268,6 +331,7 @@ pub fn jobs(pipeline: &Pipeline, graph: &PhaseGraph) -> Vec<Job> {
             writes,
             timeout_minutes: timeout_minutes(pipeline, i),
             secrets,
+            env,
             clis,
             files,
         });
@@ -317,4 +381,35 @@ fn timeout_minutes(pipeline: &Pipeline, i: usize) -> Option<u64> {
     };
     let secs = rounds * (round + judge);
     Some(secs.div_ceil(60) + SETUP_MINUTES)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reference_is_a_secret_by_its_name_or_its_carrier_never_the_runners() {
+        assert!(secret_reference("MY_API_KEY", None));
+        assert!(secret_reference("UPSTREAM", Some("OPENAI_API_KEY")));
+        assert!(secret_reference("REMOTE", Some("Authorization")));
+        assert!(secret_reference("REMOTE", Some("proxy-authorization")));
+        assert!(!secret_reference("REMOTE", Some("X-Region")));
+        assert!(!secret_reference("ENDPOINT", None));
+        for runner in [
+            "PATH",
+            "path",
+            "HOME",
+            "TMPDIR",
+            "LC_ALL",
+            "GITHUB_TOKEN",
+            "CI_JOB_TOKEN",
+            "RUNNER_TEMP",
+            "ACTIONS_RUNTIME_TOKEN",
+            "GITLAB_USER_LOGIN",
+            "CARGO_HOME",
+        ] {
+            assert!(runner_variable(runner), "{runner}");
+            assert!(!secret_reference(runner, Some("API_KEY")), "{runner}");
+        }
+    }
 }

@@ -149,23 +149,38 @@ pub(super) fn header(opts: &Options, jobs: &[Job], check: &str, secret_hint: &st
         opts.file,
         opts.flags,
     );
-    let mut secrets: Vec<(&str, Vec<&str>)> = Vec::new();
-    for j in jobs {
-        for sec in &j.secrets {
-            match secrets.iter_mut().find(|(n, _)| n == sec) {
-                Some((_, js)) => js.push(&j.id),
-                None => secrets.push((sec, vec![&j.id])),
+    let by_name = |of: &dyn Fn(&Job) -> &Vec<String>| {
+        let mut names: Vec<(&str, Vec<&str>)> = Vec::new();
+        for j in jobs {
+            for n in of(j) {
+                match names.iter_mut().find(|(m, _)| m == n) {
+                    Some((_, js)) => js.push(&j.id),
+                    None => names.push((n, vec![&j.id])),
+                }
             }
         }
-    }
-    secrets.sort();
-    if secrets.is_empty() {
+        names.sort();
+        names
+    };
+    let secrets = by_name(&|j| &j.secrets);
+    let env = by_name(&|j| &j.env);
+    if secrets.is_empty() && env.is_empty() {
         h.push_str("# Secrets: none (no job runs an agent CLI or names a variable).\n");
+    } else if secrets.is_empty() {
+        h.push_str("# Secrets: none (no job runs an agent CLI or names a secret).\n");
     } else {
         h.push_str(&format!(
             "# Secrets to define ({secret_hint}); the jobs that read each:\n"
         ));
         for (n, js) in secrets {
+            h.push_str(&format!("#   {n}: {}\n", js.join(", ")));
+        }
+    }
+    if !env.is_empty() {
+        h.push_str(
+            "# Read from the job's own environment, not secrets (the runner's, or set them there); the jobs that read each:\n",
+        );
+        for (n, js) in env {
             h.push_str(&format!("#   {n}: {}\n", js.join(", ")));
         }
     }

@@ -1043,3 +1043,81 @@ fn the_exported_git_steps_start_no_planted_program() {
     assert!(!out.exists());
     assert!(String::from_utf8_lossy(&o.stderr).contains("not a tree id"));
 }
+
+/// `${NAME}` in an agent's `env` becomes a secret only when it stands for
+/// a credential (its name, or the variable it is set in, says so). The
+/// runner's variables (`PATH`, `HOME`, `GITHUB_*`, `CI_*`) and plain
+/// settings are read from the job's environment: a `secrets.PATH` would
+/// be empty and replace the runner's `PATH` in the run step.
+#[test]
+fn only_credentials_become_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "p.toml",
+        r#"version = 1
+name = "env"
+[agents.a]
+kind = "command"
+command = ["true"]
+env = { TOOLS = "${PATH}:/opt/bin", CACHE = "${HOME}/.cache/x", LOWER = "${path}", WS = "${GITHUB_WORKSPACE}", JOB = "${CI_JOB_ID}", RT = "${RUNNER_TEMP}", LEVEL = "${LOG_LEVEL}", KEY = "${MY_API_KEY}", UPSTREAM_API_KEY = "${UPSTREAM}", URL_TOKEN = "${HOME}/token" }
+[[phases]]
+name = "p"
+agents = ["a"]
+"#,
+    );
+    let secrets = ["MY_API_KEY", "UPSTREAM"];
+    let from_env = [
+        "CI_JOB_ID",
+        "GITHUB_WORKSPACE",
+        "HOME",
+        "LOG_LEVEL",
+        "PATH",
+        "RUNNER_TEMP",
+        "path",
+    ];
+    for target in ["github-actions", "gitlab-ci"] {
+        let o = run_in(
+            dir.path(),
+            &[&["export", target, "p.toml"][..], &SOURCE].concat(),
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        let y = stdout(&o);
+        if target == "github-actions" {
+            let wf: serde_yaml_ng::Value = serde_yaml_ng::from_str(&y).unwrap();
+            let step = wf["jobs"]["p"]["steps"]
+                .as_sequence()
+                .unwrap()
+                .iter()
+                .find(|s| s["id"].as_str() == Some("run"))
+                .unwrap();
+            let mut keys: Vec<&str> = step["env"]
+                .as_mapping()
+                .unwrap()
+                .keys()
+                .map(|k| k.as_str().unwrap())
+                .collect();
+            keys.sort();
+            assert_eq!(keys, ["MY_API_KEY", "ORCH_PHASE", "UPSTREAM"], "{y}");
+        }
+        let (secret_part, env_part) = y
+            .split_once("# Read from the job's own environment")
+            .unwrap_or_else(|| panic!("{target}: no variables from the environment: {y}"));
+        for n in secrets {
+            assert!(
+                secret_part.contains(&format!("#   {n}: p\n")),
+                "{target} {n}: {y}"
+            );
+        }
+        for n in from_env {
+            assert!(
+                !secret_part.contains(&format!("#   {n}:")),
+                "{target}: {n} is not a secret: {y}"
+            );
+            assert!(
+                env_part.contains(&format!("#   {n}: p\n")),
+                "{target} {n}: {y}"
+            );
+        }
+    }
+}
