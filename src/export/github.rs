@@ -10,7 +10,7 @@
 use serde_yaml_ng::{Mapping, Value};
 
 use super::steps::{header, map, restore_script, s, save_script};
-use super::{Job, Options, SUMMARY_JOB};
+use super::{ARTIFACT_PREFIX, Job, Options, SUMMARY_JOB};
 
 /// Pinned actions: (name, full commit SHA, version).
 const CHECKOUT: (&str, &str, &str) = (
@@ -154,7 +154,7 @@ fn phase_job(opts: &Options, job: &Job) -> Value {
             (
                 "with",
                 map(vec![
-                    ("name", s(&format!("orch-{up}"))),
+                    ("name", s(&format!("{ARTIFACT_PREFIX}{up}"))),
                     ("path", s(&format!("${{{{ runner.temp }}}}/orch-in/{up}"))),
                 ]),
             ),
@@ -194,7 +194,7 @@ fn phase_job(opts: &Options, job: &Job) -> Value {
         (
             "with",
             map(vec![
-                ("name", s(&format!("orch-{}", job.id))),
+                ("name", s(&format!("{ARTIFACT_PREFIX}{}", job.id))),
                 ("path", s("${{ runner.temp }}/orch-out/")),
                 ("if-no-files-found", s("error")),
             ]),
@@ -234,7 +234,7 @@ fn summary_job(opts: &Options, jobs: &[Job]) -> Value {
         (
             "with",
             map(vec![
-                ("pattern", s("orch-*")),
+                ("pattern", s(&format!("{ARTIFACT_PREFIX}*"))),
                 ("path", s("${{ runner.temp }}/orch-in")),
             ]),
         ),

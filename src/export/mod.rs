@@ -90,8 +90,35 @@ pub struct Job {
     pub files: Vec<String>,
 }
 
-/// The name of the final job (merges state, writes the summary).
+/// The name of the final job (merges state, writes the summary), and of
+/// the artifact it uploads on GitHub.
 pub const SUMMARY_JOB: &str = "orch-summary";
+
+/// What every phase job's artifact is named after: `orch-job-<job id>`.
+/// No name with it can be [`SUMMARY_JOB`]'s, whatever the phase is called,
+/// and the summary fetches exactly those (`orch-job-*`).
+pub const ARTIFACT_PREFIX: &str = "orch-job-";
+
+/// Names a job id must not take: the summary job's,
+/// and the keys GitLab reads at the top of a pipeline (a job named
+/// `variables` would replace the pipeline's variables) or treats apart
+/// (`pages` publishes a site).
+const RESERVED_IDS: &[&str] = &[
+    SUMMARY_JOB,
+    "after_script",
+    "before_script",
+    "cache",
+    "default",
+    "image",
+    "include",
+    "pages",
+    "services",
+    "spec",
+    "stages",
+    "types",
+    "variables",
+    "workflow",
+];
 
 /// Minutes a job gets for checkout, installs and state transfer.
 const SETUP_MINUTES: u64 = 15;
@@ -196,7 +223,7 @@ fn secret_reference(name: &str, carrier: Option<&str>) -> bool {
 
 /// A job id from a phase name: characters outside `[a-zA-Z0-9_-]` become
 /// `_`, a leading digit or `-` gets a `_` before it, and a name taken
-/// already gets `_2`, `_3`, ...
+/// already or reserved ([`RESERVED_IDS`]) gets `_2`, `_3`, ...
 pub fn job_id(name: &str, taken: &[String]) -> String {
     let mut id: String = name
         .chars()
@@ -211,7 +238,7 @@ pub fn job_id(name: &str, taken: &[String]) -> String {
     if !id.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
         id.insert(0, '_');
     }
-    let reserved = |s: &str| s == SUMMARY_JOB || taken.iter().any(|t| t == s);
+    let reserved = |s: &str| RESERVED_IDS.contains(&s) || taken.iter().any(|t| t == s);
     if !reserved(&id) {
         return id;
     }
@@ -386,6 +413,14 @@ fn timeout_minutes(pipeline: &Pipeline, i: usize) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_job_id_is_never_a_reserved_name() {
+        assert_eq!(job_id("orch-summary", &[]), "orch-summary_2");
+        assert_eq!(job_id("variables", &[]), "variables_2");
+        assert_eq!(job_id("summary", &[]), "summary");
+        assert_eq!(job_id("a", &["a".into(), "a_2".into()]), "a_3");
+    }
 
     #[test]
     fn a_reference_is_a_secret_by_its_name_or_its_carrier_never_the_runners() {

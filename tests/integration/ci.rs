@@ -1121,3 +1121,158 @@ agents = ["a"]
         }
     }
 }
+
+/// Phase names that could take another's name in the export: the summary
+/// job's and its artifact's (`summary`, `orch-summary`, ...), a phase's
+/// artifact's (`orch-job-a`), and the keys GitLab reads at the top of a
+/// pipeline (phase names are lowercase: none differ in case alone). Every artifact has its own name, the summary fetches exactly
+/// the phases' artifacts, and GitLab's own keys keep their values.
+#[test]
+fn no_phase_name_takes_another_name_in_the_export() {
+    let names = [
+        "summary",
+        "orch-summary",
+        "orch_summary",
+        "job-summary",
+        "orch-job-summary",
+        "job-a",
+        "a",
+        "orch-job-a",
+        "1summary",
+        "variables",
+        "default",
+        "workflow",
+        "stages",
+        "include",
+        "image",
+        "services",
+        "cache",
+        "before_script",
+        "after_script",
+        "pages",
+        "types",
+        "spec",
+    ];
+    let mut t = String::from(
+        "version = 1\nname = \"names\"\n[agents.a]\nkind = \"command\"\ncommand = [\"true\"]\n",
+    );
+    for (i, n) in names.iter().enumerate() {
+        t.push_str(&format!("[[phases]]\nname = \"{n}\"\nagents = [\"a\"]\n"));
+        if i > 0 {
+            // Each fetches the one before: its artifact by name.
+            t.push_str(&format!("depends_on = [\"{}\"]\n", names[i - 1]));
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "p.toml", &t);
+    let export_of = |target: &str| -> serde_yaml_ng::Value {
+        let o = run_in(
+            dir.path(),
+            &[&["export", target, "p.toml"][..], &SOURCE].concat(),
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_yaml_ng::from_str(&stdout(&o)).unwrap()
+    };
+
+    let wf = export_of("github-actions");
+    let jobs = wf["jobs"].as_mapping().unwrap();
+    assert_eq!(jobs.len(), names.len() + 1);
+    let lower = |v: &[String]| -> Vec<String> {
+        let mut l: Vec<String> = v.iter().map(|s| s.to_ascii_lowercase()).collect();
+        l.sort();
+        l.dedup();
+        l
+    };
+    let ids: Vec<String> = jobs
+        .keys()
+        .map(|k| k.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        lower(&ids).len(),
+        ids.len(),
+        "job ids differing only in case: {ids:?}"
+    );
+    let steps = |job: &serde_yaml_ng::Value| -> Vec<serde_yaml_ng::Value> {
+        job["steps"].as_sequence().unwrap().clone()
+    };
+    let uses = |s: &serde_yaml_ng::Value, what: &str| {
+        s["uses"].as_str().is_some_and(|u| u.starts_with(what))
+    };
+    let mut uploads: Vec<String> = Vec::new();
+    let mut fetched: Vec<String> = Vec::new();
+    let mut pattern = String::new();
+    for (id, job) in jobs {
+        for s in steps(job) {
+            if uses(&s, "actions/upload-artifact") {
+                uploads.push(s["with"]["name"].as_str().unwrap().to_string());
+            }
+            if uses(&s, "actions/download-artifact") {
+                match s["with"]["name"].as_str() {
+                    Some(n) => fetched.push(n.to_string()),
+                    None => {
+                        assert_eq!(id.as_str(), Some("orch-summary"));
+                        pattern = s["with"]["pattern"].as_str().unwrap().to_string();
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(uploads.len(), names.len() + 1);
+    assert_eq!(
+        lower(&uploads).len(),
+        uploads.len(),
+        "two jobs upload artifacts of the same name: {uploads:?}"
+    );
+    for f in &fetched {
+        assert!(uploads.contains(f), "{f} is fetched, never uploaded");
+    }
+    // The summary's pattern matches every phase's artifact, not its own.
+    let prefix = pattern.strip_suffix('*').expect("a prefix pattern");
+    assert!(!prefix.contains(['*', '?', '[']), "{pattern}");
+    let matched: Vec<&String> = uploads.iter().filter(|u| u.starts_with(prefix)).collect();
+    assert_eq!(matched.len(), names.len(), "{pattern}: {uploads:?}");
+    assert!(!"orch-summary".starts_with(prefix));
+
+    let gl = export_of("gitlab-ci");
+    let root = gl.as_mapping().unwrap();
+    assert_eq!(
+        gl["variables"]["ORCH_RUN_ID"].as_str(),
+        Some("gl-$CI_PIPELINE_ID"),
+        "a job took the pipeline's variables"
+    );
+    assert_eq!(gl["default"]["image"].as_str(), Some("rust:1-bookworm"));
+    assert_eq!(gl["workflow"]["name"].as_str(), Some("orch names"));
+    let mut phases: Vec<&str> = root
+        .values()
+        .filter_map(|j| j.get("variables")?.get("ORCH_PHASE")?.as_str())
+        .collect();
+    phases.sort();
+    let mut want = names.to_vec();
+    want.sort();
+    assert_eq!(phases, want, "a phase's job is missing or replaced");
+    for reserved in [
+        "variables",
+        "default",
+        "workflow",
+        "stages",
+        "include",
+        "image",
+        "services",
+        "cache",
+        "before_script",
+        "after_script",
+        "pages",
+        "types",
+        "spec",
+    ] {
+        assert!(
+            gl[reserved].get("script").is_none(),
+            "{reserved} is a job: {gl:?}"
+        );
+    }
+    let ids: Vec<String> = root
+        .keys()
+        .map(|k| k.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(lower(&ids).len(), ids.len(), "{ids:?}");
+}
