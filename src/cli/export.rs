@@ -94,6 +94,26 @@ fn safe_url(url: &str, schemes: &[&str]) -> bool {
             .all(|c| c.is_ascii_graphic() && !matches!(c, '\'' | '"' | '\\' | '`' | '$'))
 }
 
+/// The pipeline's path as the exported file names it (its header
+/// comment, `ORCH_PIPELINE`), or why it cannot be: not UTF-8, or a control
+/// character or line separator in it, which would end the header's
+/// comment line and start YAML of its own.
+fn pipeline_path(file: &std::path::Path) -> Result<&str, String> {
+    let Some(text) = file.to_str() else {
+        return Err(format!("`{}` is not UTF-8", file.display()));
+    };
+    if text
+        .chars()
+        .any(|c| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}'))
+    {
+        return Err(format!(
+            "`{}` has a control character or line break in its name",
+            text.escape_debug()
+        ));
+    }
+    Ok(text)
+}
+
 /// Which orch the jobs install; refused unless pinned (no default: the
 /// name `orch` on a public registry is not ours to trust).
 fn orch_source(a: &ExportArgs) -> Result<OrchSource, (String, String)> {
@@ -162,6 +182,15 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         Ok(o) => o,
         Err((message, hint)) => return usage_error(&message, Some(hint)),
     };
+    let file = match pipeline_path(&a.file) {
+        Ok(f) => f,
+        Err(message) => {
+            return usage_error(
+                &message,
+                Some("rename the pipeline file: the exported file names it in a comment and a variable".into()),
+            );
+        }
+    };
     let ctx = match super::config::context(global) {
         Ok(c) => c,
         Err(exit) => return Ok(exit),
@@ -181,11 +210,7 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         );
     }
     let opts = Options {
-        file: a
-            .file
-            .to_string_lossy()
-            .trim_start_matches("./")
-            .to_string(),
+        file: file.trim_start_matches("./").to_string(),
         flags: flags(&orch, &a.on, github),
         orch,
     };
