@@ -563,7 +563,7 @@ mod tests {
         let ok = [("p", Outcome::Succeeded)];
         let (src, _s) = store_with(whole_run("r1", 1, 0, &ok, 2, Some(RunStatus::Succeeded)));
         let src = src.path();
-        let mut r = reports(src, "r1");
+        let r = reports(src, "r1");
         let task = r
             .append(ReportKind::TaskStarted, None, &json!({"task": "one"}), 1)
             .unwrap();
@@ -602,7 +602,7 @@ mod tests {
         // The destination holds another run's reports first, so ids differ.
         let (dst, _d) = store_with(whole_run("r0", 1, 0, &ok, 1, Some(RunStatus::Succeeded)));
         let dst = dst.path();
-        let mut r = reports(dst, "r0");
+        let r = reports(dst, "r0");
         for ts in 0..3 {
             r.append(ReportKind::Comment, None, &json!({"text": "same"}), ts)
                 .unwrap();
@@ -627,7 +627,7 @@ mod tests {
 
         // The run goes on where it was exported from: a later export adds
         // what is new, the same report said a third time included.
-        let mut r = reports(src, "r1");
+        let r = reports(src, "r1");
         r.append(ReportKind::Comment, None, &json!({"text": "same"}), 3)
             .unwrap();
         r.append(ReportKind::Comment, Some(task), &json!({"text": "done"}), 6)
