@@ -10,15 +10,32 @@ use serde_yaml_ng::{Mapping, Value};
 use super::steps::{header, map, restore_script, s, save_script};
 use super::{Job, Options, SUMMARY_JOB};
 
+/// Where a job keeps its own files: outside the project (GitLab keeps
+/// artifacts only from inside it, where the agents may write), one folder
+/// per job, set again in `after_script`, which runs in a shell of its own.
+const RUNNER_TEMP: &str = "export RUNNER_TEMP=\"${TMPDIR:-/tmp}/orch-ci-$CI_JOB_ID\"\n";
+
+/// Before any agent: the upstream artifacts move out of the project (an
+/// agent that may write the workspace must not change what later jobs
+/// import), and nothing of `.orch-ci` stays for the agents.
+const TAKE_INBOX: &str = "rm -rf \"$RUNNER_TEMP/inbox\"\nif [ -d \"$CI_PROJECT_DIR/.orch-ci/out\" ]; then mv \"$CI_PROJECT_DIR/.orch-ci/out\" \"$RUNNER_TEMP/inbox\"; fi\nrm -rf \"$CI_PROJECT_DIR/.orch-ci\"\n";
+
+/// After the agents (whatever they left in the project): `.orch-ci` made
+/// anew, with the upstream artifacts as they arrived, passed on.
+const PUT_BACK: &str = "rm -rf \"$CI_PROJECT_DIR/.orch-ci\"\nmkdir -p \"$CI_PROJECT_DIR/.orch-ci/out\"\nif [ -d \"$RUNNER_TEMP/inbox\" ]; then cp -R \"$RUNNER_TEMP/inbox/.\" \"$CI_PROJECT_DIR/.orch-ci/out/\"; fi\n";
+
 fn lines(script: &str) -> Value {
     Value::Sequence(vec![s(script)])
 }
 
 /// The setup every job runs: orch, and Node.js for agent CLIs.
 fn before(opts: &Options, clis: &[String]) -> Value {
-    // orch's own folder stays out of the changes a phase carries on.
-    let mut script = String::from(
-        "set -eu\nexport RUNNER_TEMP=\"$CI_PROJECT_DIR/.orch-ci\"\nmkdir -p \"$RUNNER_TEMP\"\necho '/.orch-ci/' >> .git/info/exclude\n",
+    // orch's own files (its state, the tree a phase starts from, the
+    // upstream work it restores) stay outside the project, out of the
+    // agents' reach; `.orch-ci` in the project only carries artifacts in
+    // and out, and stays out of the changes a phase carries on.
+    let mut script = format!(
+        "set -eu\n{RUNNER_TEMP}mkdir -p \"$RUNNER_TEMP\"\necho '/.orch-ci/' >> .git/info/exclude\n"
     );
     script.push_str(&opts.orch.install_command());
     script.push('\n');
@@ -46,12 +63,13 @@ pub fn render(opts: &Options, jobs: &[Job], name: &str) -> String {
     );
     root.insert(s("default"), map(vec![("image", s("rust:1-bookworm"))]));
     for job in jobs {
-        // Everything lands in .orch-ci inside the project: GitLab only
-        // keeps artifacts from there.
+        // What the job makes lands in .orch-ci inside the project: GitLab
+        // only keeps artifacts from there.
         let out = format!("$CI_PROJECT_DIR/.orch-ci/out/{}", job.id);
-        let mut script = String::new();
-        // Upstream work arrives as artifacts under .orch-ci/out/<job>.
-        script.push_str(&restore_script(job, "$CI_PROJECT_DIR/.orch-ci/out"));
+        // Upstream work arrives as artifacts under .orch-ci/out/<job>, and
+        // is read from outside the project.
+        let mut script = String::from(TAKE_INBOX);
+        script.push_str(&restore_script(job, "$RUNNER_TEMP/inbox"));
         script.push_str(
             "orch --state-dir \"$RUNNER_TEMP/orch-state\" run \"$ORCH_PIPELINE\" --phase \"$ORCH_PHASE\" --run-id \"$ORCH_RUN_ID\" --junit \"$RUNNER_TEMP/junit.xml\"\n",
         );
@@ -72,7 +90,7 @@ pub fn render(opts: &Options, jobs: &[Job], name: &str) -> String {
         entries.push((
             "after_script",
             lines(&format!(
-                "export RUNNER_TEMP=\"$CI_PROJECT_DIR/.orch-ci\"\n{}",
+                "{RUNNER_TEMP}{PUT_BACK}{}if [ -f \"$RUNNER_TEMP/junit.xml\" ]; then cp \"$RUNNER_TEMP/junit.xml\" \"$CI_PROJECT_DIR/.orch-ci/junit.xml\"; fi\n",
                 save_script(job, &out)
             )),
         ));

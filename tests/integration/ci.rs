@@ -1344,3 +1344,100 @@ fn a_pipeline_path_that_would_break_the_header_is_refused() {
         .unwrap();
     assert!(o.status.success(), "{cmd}: {}", stderr(&o));
 }
+
+/// A GitLab job's agents may write the project, where GitLab keeps
+/// artifacts: the upstream work a job restores is moved out of the project
+/// before its agents run, and passed on as it arrived, whatever they wrote
+/// in `.orch-ci` (a forged upstream state, a link to elsewhere).
+#[test]
+fn a_gitlab_job_keeps_upstream_work_out_of_its_agents_reach() {
+    let wf: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&export("gitlab-ci", "pipelines/demo.toml")).unwrap();
+    let part = |key: &str| wf["count"][key][0].as_str().unwrap().to_string();
+    let (before, script, after) = (part("before_script"), part("script"), part("after_script"));
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path().canonicalize().unwrap();
+    let (project, bin, elsewhere, tmpdir) = (
+        t.join("project"),
+        t.join("bin"),
+        t.join("elsewhere"),
+        t.join("tmp"),
+    );
+    for d in [&project, &bin, &elsewhere, &tmpdir] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let git = |args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .current_dir(&project)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .output()
+            .unwrap()
+            .status
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(project.join("README.md"), "hi\n").unwrap();
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "c"]);
+    // The upstream job's artifacts, as GitLab hands them over.
+    let up = project.join(".orch-ci/out/prepare");
+    std::fs::create_dir_all(&up).unwrap();
+    std::fs::write(up.join("state.db"), "UPSTREAM-STATE").unwrap();
+    // orch and cargo stand-ins: `run` is the agents at work, writing the
+    // project; state import and export are logged and written.
+    let orch = format!(
+        "#!/bin/sh\nlog={log}\ncase \" $* \" in\n\
+         *' run '*) mkdir -p \"$CI_PROJECT_DIR/.orch-ci/out/prepare\"; echo FORGED > \"$CI_PROJECT_DIR/.orch-ci/out/prepare/state.db\"; \
+         ln -s {elsewhere} \"$CI_PROJECT_DIR/.orch-ci/out/count\" ;;\n\
+         *' state import '*) for a; do f=$a; done; printf '%s %s\\n' \"$f\" \"$(cat \"$f\")\" >> $log ;;\n\
+         *' state export '*) while [ $# -gt 0 ]; do if [ \"$1\" = -o ]; then echo COUNT-STATE > \"$2\"; fi; shift; done ;;\n\
+         esac\n",
+        log = t.join("imported.log").display(),
+        elsewhere = elsewhere.display()
+    );
+    use std::os::unix::fs::PermissionsExt;
+    for (name, text) in [("orch", orch.as_str()), ("cargo", "#!/bin/sh\n")] {
+        std::fs::write(bin.join(name), text).unwrap();
+        std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let bash = |text: &str| {
+        let out = std::process::Command::new("bash")
+            .args(["-c", text])
+            .current_dir(&project)
+            .env("PATH", &path)
+            .env("CI_PROJECT_DIR", &project)
+            .env("CI_JOB_ID", "7")
+            .env("TMPDIR", &tmpdir)
+            .env("ORCH_PIPELINE", "pipelines/demo.toml")
+            .env("ORCH_PHASE", "count")
+            .env("ORCH_RUN_ID", "gl-1")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    };
+    bash(&format!("{before}\n{script}"));
+    bash(&after);
+    // What the job imported came from outside the project, as it arrived.
+    let log = std::fs::read_to_string(t.join("imported.log")).unwrap();
+    assert_eq!(
+        log,
+        format!(
+            "{}/orch-ci-7/inbox/prepare/state.db UPSTREAM-STATE\n",
+            tmpdir.display()
+        )
+    );
+    // What it passes on is the upstream work as it arrived, and its own.
+    let read = |p: &str| std::fs::read_to_string(project.join(p)).unwrap();
+    assert_eq!(read(".orch-ci/out/prepare/state.db"), "UPSTREAM-STATE");
+    assert_eq!(read(".orch-ci/out/count/state.db"), "COUNT-STATE\n");
+    assert!(
+        !std::fs::symlink_metadata(project.join(".orch-ci/out/count"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+}
