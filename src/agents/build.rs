@@ -36,11 +36,23 @@ pub struct Context {
     facts: std::sync::Arc<SharedFacts>,
 }
 
-/// See [`Context::branch`] and [`Context::history`].
+/// See [`Context::branch`], [`Context::history`] and [`Context::approved`].
 #[derive(Debug, Default)]
 struct SharedFacts {
     branch: std::sync::OnceLock<Option<String>>,
     history: std::sync::OnceLock<Option<crate::store::Reader>>,
+    approved: std::sync::Mutex<std::collections::BTreeMap<String, Snapshot>>,
+}
+
+/// A phase's contract artifact as orch read, checked and (for a judged
+/// phase) had it approved: the bytes later phases are given, whatever
+/// happens to the file afterwards.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Relative to the workspace.
+    pub path: String,
+    pub sha256: String,
+    pub text: String,
 }
 
 impl Context {
@@ -83,6 +95,37 @@ impl Context {
             .history
             .get_or_init(|| crate::store::Reader::open(&self.state_dir()).ok().flatten())
             .as_ref()
+    }
+
+    /// Keep `phase`'s contract artifact as it was accepted: later phases'
+    /// prompts quote this text, not the file as it is then.
+    pub fn accept(&self, phase: &str, snapshot: Snapshot) {
+        self.facts
+            .approved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(phase.to_string(), snapshot);
+    }
+
+    /// `phase`'s accepted contract artifact, if it has one in this run.
+    pub fn approved(&self, phase: &str) -> Option<Snapshot> {
+        self.facts
+            .approved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(phase)
+            .cloned()
+    }
+
+    /// Every accepted contract artifact, by phase.
+    pub fn all_approved(&self) -> Vec<(String, Snapshot)> {
+        self.facts
+            .approved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 
     /// Where each attempt's own directory is made, outside any workspace:
@@ -671,6 +714,7 @@ pub fn prompts(
     // The context sections, within the budget (an LLM agent's).
     let sections = if agent.kind.is_llm() {
         let plain = crate::prompt::Prompts::of(pipeline, phase, vars);
+        let approved = |p: &str| ctx.approved(p).map(|s| s.text);
         let context = crate::prompt::context::gather(&crate::prompt::context::Sources {
             pipeline,
             phase,
@@ -680,6 +724,7 @@ pub fn prompts(
             prompt: &plain.user,
             judging: slot.judging,
             now_ms: crate::engine::supervisor::now_ms(),
+            approved: &approved,
         });
         let shares = if slot.judging {
             crate::prompt::budget::JUDGE

@@ -11,13 +11,13 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use landlock::{
-    ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, Scope,
+    ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, Scope,
 };
 
 use super::policy::{Entry, Policy, readable_roots};
@@ -171,25 +171,79 @@ fn clear_inheritable() -> io::Result<()> {
     Ok(())
 }
 
-/// The entries of a directory with their resolved paths (unreadable or
-/// dangling ones left out).
-fn list_dir(dir: &Path) -> Vec<Entry> {
-    let Ok(rd) = std::fs::read_dir(dir) else {
+/// Open `path` as a handle for a rule (`O_PATH`), following links: for
+/// paths orch chose (the workspace, a canonical exception), not ones an
+/// agent listed.
+fn open_path(path: &Path) -> io::Result<OwnedFd> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::other("a NUL in a path"))?;
+    // SAFETY: open with a valid C string; the descriptor is owned below.
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor this process owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The entries of the folder `dir` holds open, each opened beneath it
+/// without following a link (`O_PATH | O_NOFOLLOW`): the rule made on an
+/// entry is on what was there when it was listed, never on a path opened
+/// again later (an agent could swap the entry for a link in between).
+fn list_dir(dir: &Path, fd: &OwnedFd) -> Vec<Entry<OwnedFd>> {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(rd) = std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd())) else {
         return Vec::new();
     };
     rd.filter_map(|e| {
-        let path = e.ok()?.path();
-        let resolved = std::fs::canonicalize(&path).ok()?;
-        Some(Entry { path, resolved })
+        let name = e.ok()?.file_name();
+        let c = std::ffi::CString::new(name.as_bytes()).ok()?;
+        // SAFETY: openat with a descriptor we hold and a valid C string.
+        let child = unsafe {
+            libc::openat(
+                fd.as_raw_fd(),
+                c.as_ptr(),
+                libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
+        if child < 0 {
+            return None;
+        }
+        // SAFETY: a fresh descriptor this process owns.
+        let child = unsafe { OwnedFd::from_raw_fd(child) };
+        let kind = kind_of(&child)?;
+        Some(Entry {
+            path: dir.join(&name),
+            link: kind == libc::S_IFLNK,
+            dir: kind == libc::S_IFDIR,
+            node: child,
+        })
     })
     .collect()
 }
 
-/// Rules to add: an opened path and the access it grants.
-type Rules = Vec<(PathFd, BitFlags<AccessFs>)>;
+/// Rules to add: an opened file or folder and the access it grants.
+type Rules = Vec<(OwnedFd, BitFlags<AccessFs>)>;
 
-/// Open each of `paths` with `access` (files get only the file rights);
-/// paths that do not exist need no rule.
+/// What `fd` is (`S_IFDIR`, `S_IFLNK`, ...), from `fstat`.
+fn kind_of(fd: &OwnedFd) -> Option<libc::mode_t> {
+    // SAFETY: fstat into a zeroed stat of the right type.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    (unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } == 0).then_some(st.st_mode & libc::S_IFMT)
+}
+
+/// The access a rule on `fd` can carry: a file gets only the file rights.
+fn for_kind(fd: &OwnedFd, access: BitFlags<AccessFs>, abi: ABI) -> BitFlags<AccessFs> {
+    if kind_of(fd) == Some(libc::S_IFDIR) {
+        access
+    } else {
+        access & AccessFs::from_file(abi)
+    }
+}
+
+/// Open each of `paths` (orch's own choices: the workspace, the attempt's
+/// folders, devices) with `access`; paths that do not exist need no rule.
 fn open_rules(
     paths: impl IntoIterator<Item = PathBuf>,
     access: BitFlags<AccessFs>,
@@ -197,24 +251,42 @@ fn open_rules(
 ) -> Result<Rules, PrepareError> {
     let mut rules = Vec::new();
     for path in paths {
-        let fd = match PathFd::new(&path) {
+        let fd = match open_path(&path) {
             Ok(fd) => fd,
-            Err(_) if !path.exists() => continue,
-            Err(e) => {
-                return Err(PrepareError::Open {
-                    path,
-                    source: io::Error::other(e.to_string()),
-                });
-            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(source) => return Err(PrepareError::Open { path, source }),
         };
-        let access = if path.is_dir() {
-            access
-        } else {
-            access & AccessFs::from_file(abi)
-        };
+        let access = for_kind(&fd, access, abi);
         rules.push((fd, access));
     }
     Ok(rules)
+}
+
+/// Read rules for everything under the real path `root` but the `hidden`
+/// trees, each on the descriptor the walk opened (see [`list_dir`]).
+fn walk_rules(
+    root: &Path,
+    hidden: &[PathBuf],
+    access: BitFlags<AccessFs>,
+    abi: ABI,
+) -> Result<Rules, PrepareError> {
+    let fd = match open_path(root) {
+        Ok(fd) => fd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(PrepareError::Open {
+                path: root.to_path_buf(),
+                source,
+            });
+        }
+    };
+    Ok(readable_roots((root.to_path_buf(), fd), hidden, &list_dir)
+        .into_iter()
+        .map(|(_, fd)| {
+            let access = for_kind(&fd, access, abi);
+            (fd, access)
+        })
+        .collect())
 }
 
 /// The read rules of a policy: everything but its hidden trees, plus the
@@ -241,30 +313,38 @@ fn read_rules(policy: &Policy, abi: ABI) -> Result<(Arc<Rules>, Rules), PrepareE
             Some(rules) => Arc::clone(rules),
             None => {
                 let root = Path::new("/");
-                let mut roots = if policy.hidden.iter().any(|h| h == root) {
+                let mut rules = if policy.hidden.iter().any(|h| h == root) {
                     Vec::new()
                 } else {
-                    readable_roots(root, &policy.hidden, &list_dir)
+                    walk_rules(root, &policy.hidden, read, abi)?
                 };
-                roots.extend(exception_roots(&key.1, &policy.hidden));
-                let rules = Arc::new(open_rules(roots, read, abi)?);
+                rules.extend(exception_rules(&key.1, &policy.hidden, read, abi)?);
+                let rules = Arc::new(rules);
                 cache.insert(key, Arc::clone(&rules));
                 rules
             }
         }
     };
-    let fresh = open_rules(exception_roots(&own, &policy.hidden), read, abi)?;
+    let fresh = exception_rules(&own, &policy.hidden, read, abi)?;
     Ok((kept, fresh))
 }
 
-/// The trees to allow for readable exceptions inside hidden ones, each
-/// walked from its real path, like `/` (whose walk lists real paths).
-fn exception_roots(exceptions: &[PathBuf], hidden: &[PathBuf]) -> Vec<PathBuf> {
-    exceptions
+/// The rules for readable exceptions inside hidden trees, each walked from
+/// its real path, like `/`.
+fn exception_rules(
+    exceptions: &[PathBuf],
+    hidden: &[PathBuf],
+    access: BitFlags<AccessFs>,
+    abi: ABI,
+) -> Result<Rules, PrepareError> {
+    let mut rules = Vec::new();
+    for real in exceptions
         .iter()
         .filter_map(|e| std::fs::canonicalize(e).ok())
-        .flat_map(|real| readable_roots(&real, hidden, &list_dir))
-        .collect()
+    {
+        rules.extend(walk_rules(&real, hidden, access, abi)?);
+    }
+    Ok(rules)
 }
 
 /// Build the ruleset for `policy` on a kernel speaking Landlock `abi`.
@@ -862,5 +942,61 @@ mod tests {
             assert_ne!(code, 0);
             assert!(alive);
         }
+    }
+
+    #[test]
+    fn an_entry_swapped_for_a_link_while_the_rules_are_built_grants_nothing() {
+        // The workspace holds a hidden folder, so the walk goes into it;
+        // meanwhile `d` is swapped with a link to the home, over and over.
+        let s = scene();
+        let ws = &s.workspace;
+        std::fs::create_dir_all(ws.join(".hidden")).unwrap();
+        std::fs::create_dir_all(ws.join("d")).unwrap();
+        std::os::unix::fs::symlink(&s.home, ws.join("d2")).unwrap();
+        let hidden = vec![s.home.clone(), ws.join(".hidden")];
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let swapper = {
+            let (a, b) = (ws.join("d"), ws.join("d2"));
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                use std::os::unix::ffi::OsStrExt;
+                let a = std::ffi::CString::new(a.as_os_str().as_bytes()).unwrap();
+                let b = std::ffi::CString::new(b.as_os_str().as_bytes()).unwrap();
+                let mut swaps = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) && swaps < 5_000_000 {
+                    // SAFETY: renameat2 with valid C strings, exchanging them.
+                    unsafe {
+                        libc::syscall(
+                            libc::SYS_renameat2,
+                            libc::AT_FDCWD,
+                            a.as_ptr(),
+                            libc::AT_FDCWD,
+                            b.as_ptr(),
+                            2, // RENAME_EXCHANGE
+                        );
+                    }
+                    swaps += 1;
+                }
+                swaps
+            })
+        };
+        let abi = ABI::from(abi() as i32);
+        let mut granted_d = 0;
+        for _ in 0..2_000 {
+            let rules = walk_rules(ws, &hidden, AccessFs::from_read(abi), abi).unwrap();
+            for (fd, _) in &rules {
+                let at = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap();
+                assert!(!at.starts_with(&s.home), "a rule on {}", at.display());
+                assert!(!at.starts_with(ws.join(".hidden")));
+                granted_d += usize::from(at == ws.join("d") || at == ws.join("d2"));
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let swaps = swapper.join().unwrap();
+        assert!(swaps > 100, "the entries were swapped ({swaps})");
+        assert!(
+            granted_d > 0,
+            "the real folder is readable when it is there"
+        );
     }
 }

@@ -231,59 +231,58 @@ pub fn home_readable(
     out
 }
 
-/// One entry of a directory: its path, and where it really leads
-/// (symbolic links resolved).
+/// One entry of a directory as the walk sees it: its path (its folder's
+/// path and its name), whether it is a symbolic link or a folder, and the
+/// handle it was opened by (a descriptor, for the kernel rules).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
+pub struct Entry<N> {
     pub path: PathBuf,
-    pub resolved: PathBuf,
+    pub link: bool,
+    pub dir: bool,
+    pub node: N,
 }
 
 /// The trees to make readable so that everything under `root` except the
-/// `hidden` paths (resolved) below it is: walk down from `root` along each
-/// hidden path and allow every entry beside the way. An entry that leads
-/// onto the way through a symbolic link is left out (its real path is
-/// walked instead), and so is one that leads into a hidden tree. Landlock
-/// cannot carve a subtree out of an allowed tree, hence the walk. (Whether
-/// `root` itself may be read is the caller's business: a readable folder
-/// inside the hidden home is walked the same way, to keep what is hidden
-/// inside it hidden.)
-pub fn readable_roots(
-    root: &Path,
+/// `hidden` paths (real paths) below it is: walk down from `root` along
+/// each hidden path and allow every entry beside the way, as the node it
+/// was listed with. No symbolic link is followed or allowed: a link is
+/// only a way to a tree, which is allowed (or not) where it really is, so
+/// a link an agent planted, or swapped in while the walk runs, can lead to
+/// nothing. Landlock cannot carve a subtree out of an allowed tree, hence
+/// the walk. (Whether `root` itself may be read is the caller's business:
+/// a readable folder inside the hidden home is walked the same way, to
+/// keep what is hidden inside it hidden.)
+pub fn readable_roots<N>(
+    root: (PathBuf, N),
     hidden: &[PathBuf],
-    list: &dyn Fn(&Path) -> Vec<Entry>,
-) -> Vec<PathBuf> {
+    list: &dyn Fn(&Path, &N) -> Vec<Entry<N>>,
+) -> Vec<(PathBuf, N)> {
     // Only what is hidden below `root` matters here.
-    let hidden: Vec<&PathBuf> = hidden
+    let below: Vec<&PathBuf> = hidden
         .iter()
-        .filter(|h| h.as_path() != root && h.starts_with(root))
+        .filter(|h| h.as_path() != root.0 && h.starts_with(&root.0))
         .collect();
-    if hidden.is_empty() {
-        return vec![root.to_path_buf()];
+    if below.is_empty() {
+        return vec![root];
     }
-    let on_the_way = |p: &Path| hidden.iter().any(|h| h.as_path() != p && h.starts_with(p));
+    let on_the_way = |p: &Path| below.iter().any(|h| h.as_path() != p && h.starts_with(p));
     let mut out = Vec::new();
-    let mut walk = vec![root.to_path_buf()];
-    let mut walked = std::collections::HashSet::new();
-    while let Some(dir) = walk.pop() {
-        if !walked.insert(dir.clone()) {
-            continue;
-        }
-        for e in list(&dir) {
-            let r = &e.resolved;
-            if hidden.iter().any(|h| r.starts_with(h)) {
+    let mut walk = vec![root];
+    while let Some((dir, node)) = walk.pop() {
+        for e in list(&dir, &node) {
+            if e.link || below.iter().any(|h| e.path.starts_with(h)) {
                 continue;
             }
-            if on_the_way(r) {
-                if e.path == *r {
-                    walk.push(r.clone());
+            if on_the_way(&e.path) {
+                if e.dir {
+                    walk.push((e.path, e.node));
                 }
                 continue;
             }
-            out.push(e.path);
+            out.push((e.path, e.node));
         }
     }
-    out.sort();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
     out
 }
 
@@ -536,28 +535,48 @@ mod tests {
         }
     }
 
-    /// A fake file system: each directory's entries as (name, resolved).
-    fn fs(dirs: &[(&str, &[(&str, &str)])]) -> impl Fn(&Path) -> Vec<Entry> {
-        let dirs: Vec<(PathBuf, Vec<Entry>)> = dirs
+    /// A fake file system: each directory's entries as (name, resolved);
+    /// an entry whose resolved path is not its own is a link, one listed as
+    /// a directory of its own is a folder.
+    fn fs(dirs: &[(&str, &[(&str, &str)])]) -> impl Fn(&Path, &()) -> Vec<Entry<()>> {
+        let listed: Vec<PathBuf> = dirs.iter().map(|(d, _)| PathBuf::from(d)).collect();
+        let dirs: Vec<(PathBuf, Vec<Entry<()>>)> = dirs
             .iter()
             .map(|(d, es)| {
                 (
                     PathBuf::from(d),
                     es.iter()
-                        .map(|(n, r)| Entry {
-                            path: Path::new(d).join(n),
-                            resolved: PathBuf::from(r),
+                        .map(|(n, r)| {
+                            let path = Path::new(d).join(n);
+                            Entry {
+                                link: path != Path::new(r),
+                                dir: listed.contains(&path),
+                                path,
+                                node: (),
+                            }
                         })
                         .collect(),
                 )
             })
             .collect();
-        move |p: &Path| {
+        move |p: &Path, _: &()| {
             dirs.iter()
                 .find(|(d, _)| d == p)
                 .map(|(_, e)| e.clone())
                 .unwrap_or_default()
         }
+    }
+
+    fn roots(
+        root: &str,
+        hidden: &[&str],
+        list: &dyn Fn(&Path, &()) -> Vec<Entry<()>>,
+    ) -> Vec<PathBuf> {
+        let hidden: Vec<PathBuf> = hidden.iter().map(PathBuf::from).collect();
+        readable_roots((PathBuf::from(root), ()), &hidden, list)
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect()
     }
 
     #[test]
@@ -575,12 +594,13 @@ mod tests {
             ),
             ("/home", &[("u", "/home/u"), ("v", "/home/v")]),
         ]);
-        let roots = readable_roots(Path::new("/"), &["/home/u".into()], &list);
-        let want: Vec<PathBuf> = ["/bin", "/home/v", "/tmp", "/usr"]
+        let got = roots("/", &["/home/u"], &list);
+        // `bin` and `sneaky` are links: allowed (or not) where they lead.
+        let want: Vec<PathBuf> = ["/home/v", "/tmp", "/usr"]
             .iter()
             .map(PathBuf::from)
             .collect();
-        assert_eq!(roots, want);
+        assert_eq!(got, want);
     }
 
     #[test]
@@ -594,29 +614,26 @@ mod tests {
             ("/var", &[("home", "/var/home"), ("log", "/var/log")]),
             ("/var/home", &[("u", "/var/home/u"), ("v", "/var/home/v")]),
         ]);
-        let roots = readable_roots(Path::new("/"), &["/var/home/u".into()], &list);
+        let got = roots("/", &["/var/home/u"], &list);
         let want: Vec<PathBuf> = ["/etc", "/var/home/v", "/var/log"]
             .iter()
             .map(PathBuf::from)
             .collect();
-        assert_eq!(roots, want, "/home itself would open /var/home whole");
-        assert_eq!(
-            readable_roots(Path::new("/"), &[], &list),
-            vec![PathBuf::from("/")]
-        );
+        assert_eq!(got, want, "/home itself would open /var/home whole");
+        assert_eq!(roots("/", &[], &list), vec![PathBuf::from("/")]);
         // A readable folder inside the hidden tree keeps what is hidden
         // inside it hidden.
         let list = fs(&[(
             "/home/u/src",
             &[("p", "/home/u/src/p"), ("q", "/home/u/src/q")],
         )]);
-        let hidden = ["/home/u".into(), "/home/u/src/q".into()];
+        let hidden = ["/home/u", "/home/u/src/q"];
         assert_eq!(
-            readable_roots(Path::new("/home/u/src"), &hidden, &list),
+            roots("/home/u/src", &hidden, &list),
             vec![PathBuf::from("/home/u/src/p")]
         );
         assert_eq!(
-            readable_roots(Path::new("/home/u/src/p"), &hidden, &list),
+            roots("/home/u/src/p", &hidden, &list),
             vec![PathBuf::from("/home/u/src/p")]
         );
     }

@@ -17,7 +17,6 @@ use tokio::task::JoinSet;
 use super::claims;
 use super::contract::{self, Verdict};
 use super::events::{Events, RunEvent};
-use super::identity::sha256_file;
 use super::retry;
 use super::supervisor::{AttemptResult, AttemptSpec, Cancel, now_ms, run_attempt};
 use crate::agents::build::{self, Context};
@@ -147,6 +146,9 @@ struct Shared {
     opts: RunOptions,
     events: Events,
     permits: Arc<Semaphore>,
+    /// Accepted artifacts already reported as changed since (phase, hash
+    /// now): each change is said once.
+    changed: std::sync::Mutex<std::collections::HashSet<(String, String)>>,
 }
 
 /// Run the selected phases to the end (or until cancelled).
@@ -189,6 +191,7 @@ pub async fn run(
         ctx,
         opts,
         events,
+        changed: Default::default(),
     });
     let mut set: JoinSet<(usize, PhaseReport)> = JoinSet::new();
     // Which phase each task runs, to know a panicked one.
@@ -273,6 +276,7 @@ pub async fn run(
             None => break,
         }
     }
+    report_changed_artifacts(&shared);
     let phases: Vec<PhaseReport> = (0..n).filter_map(|i| reports[i].take()).collect();
     let interrupted = *cancel.borrow() != Cancel::No;
     let failed = phases
@@ -327,6 +331,9 @@ fn ended_without_agents(
 async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel>) -> PhaseReport {
     let phase = &shared.pipeline.phases[i];
     let started = now_ms();
+    // What this phase is given of earlier phases is what was accepted; say
+    // so when the file has changed since.
+    report_changed_artifacts(&shared);
     let rounds = phase.contract.as_ref().map_or(1, |c| c.max_attempts);
     // Attempts each agent made in earlier rounds: numbering goes on.
     let mut prior: HashMap<String, u32> = HashMap::new();
@@ -371,7 +378,13 @@ async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel
             path: artifact.path.clone(),
             sha256: artifact.sha256.clone(),
         });
+        let snapshot = build::Snapshot {
+            path: artifact.path.clone(),
+            sha256: artifact.sha256.clone(),
+            text: artifact.text.clone(),
+        };
         if c.validation != Validation::Judge {
+            shared.ctx.accept(&phase.name, snapshot);
             break;
         }
         // Validation made sure the judge exists; if it does not, the gate
@@ -403,7 +416,11 @@ async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel
             rejected,
         });
         match verdict {
-            Verdict::Approved => break,
+            Verdict::Approved => {
+                // The bytes the judge was shown, and whose hash is recorded.
+                shared.ctx.accept(&phase.name, snapshot);
+                break;
+            }
             Verdict::Missing(why) => {
                 status = if *cancel.borrow() != Cancel::No {
                     Outcome::Cancelled
@@ -449,6 +466,33 @@ async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel
         ended_ms: Some(ended),
         reason,
         agents,
+    }
+}
+
+/// Say, once each, which accepted contract artifacts have changed in the
+/// workspace since they were accepted (a later phase, or anything else,
+/// rewrote them): later phases are given the accepted text.
+fn report_changed_artifacts(shared: &Shared) {
+    for (phase, accepted) in shared.ctx.all_approved() {
+        let now = super::identity::sha256_beneath(&shared.ctx.workdir, &accepted.path)
+            .unwrap_or_else(|| "gone".into());
+        if now == accepted.sha256 {
+            continue;
+        }
+        let first = shared
+            .changed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((phase.clone(), now.clone()));
+        if first {
+            shared.events.emit(RunEvent::ContractWarning {
+                phase: phase.clone(),
+                message: format!(
+                    "`{}` changed after it was accepted (SHA-256 {} then, {} now); later phases are given the accepted text",
+                    accepted.path, accepted.sha256, now
+                ),
+            });
+        }
     }
 }
 
@@ -568,8 +612,8 @@ fn settle(phase: &Phase, shared: &Shared, agents: &[AgentReport]) -> (Outcome, O
         .and_then(|a| a.reason.clone().map(|r| format!("{}: {r}", a.agent)));
     if status == Outcome::Succeeded {
         for path in &phase.artifacts {
-            let full = shared.ctx.workdir.join(path);
-            match sha256_file(&full) {
+            // Beneath the workspace, no link followed.
+            match super::identity::sha256_beneath(&shared.ctx.workdir, path) {
                 Some(sha256) => shared.events.record(Record::Artifact {
                     run_id: shared.opts.run_id.clone(),
                     phase: phase.name.clone(),
@@ -578,7 +622,9 @@ fn settle(phase: &Phase, shared: &Shared, agents: &[AgentReport]) -> (Outcome, O
                 }),
                 None => {
                     status = Outcome::Failed;
-                    reason = Some(format!("artifact `{path}` is missing"));
+                    reason = Some(format!(
+                        "artifact `{path}` is missing, or is not a regular file of the workspace (orch follows no link there)"
+                    ));
                     break;
                 }
             }

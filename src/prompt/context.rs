@@ -31,6 +31,9 @@ pub struct Sources<'a> {
     /// A judge's context (with the diff).
     pub judging: bool,
     pub now_ms: u64,
+    /// A phase's contract artifact as orch accepted it in this run, if it
+    /// did: quoted instead of the file as it is now.
+    pub approved: &'a dyn Fn(&str) -> Option<String>,
 }
 
 /// The context of one attempt's prompt.
@@ -116,17 +119,27 @@ fn upstream_artifacts(s: &Sources<'_>) -> Vec<(String, String)> {
     // In the pipeline's order.
     order.sort_by_key(|p| s.pipeline.phases.iter().position(|x| x.name == p.name));
     let mut out = Vec::new();
+    let root = crate::beneath::Root::open(s.workdir).ok();
     for p in order {
-        let paths = p.artifacts.iter().cloned().chain(
-            p.contract
-                .as_ref()
-                .map(|c| c.artifact_path(s.run_id, &p.name)),
-        );
-        for path in paths {
-            let full = s.workdir.join(&path);
-            let small = std::fs::metadata(&full)
-                .is_ok_and(|m| m.is_file() && m.len() <= MAX_ARTIFACT_BYTES);
-            if let Some(text) = small.then(|| std::fs::read_to_string(&full).ok()).flatten() {
+        let contract = p
+            .contract
+            .as_ref()
+            .map(|c| c.artifact_path(s.run_id, &p.name));
+        for path in p.artifacts.iter().chain(contract.iter()) {
+            // The contract's artifact as it was accepted; any other file
+            // as it is, read beneath the workspace without following links
+            // (an agent's link to `~/.ssh` must not reach a prompt).
+            let accepted = (Some(path) == contract.as_ref())
+                .then(|| (s.approved)(&p.name))
+                .flatten();
+            let text = accepted.or_else(|| {
+                let bytes = root
+                    .as_ref()?
+                    .read(Path::new(path), MAX_ARTIFACT_BYTES)
+                    .ok()?;
+                String::from_utf8(bytes).ok()
+            });
+            if let Some(text) = text {
                 out.push((format!("{} ({path})", p.name), text));
             }
         }

@@ -4,7 +4,7 @@
 //! command can and cannot do. The real agent CLIs under confinement are in
 //! `e2e/confined.rs`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use serde_json::Value;
@@ -481,10 +481,11 @@ fn nothing_an_agent_starts_outlives_its_attempt() {
     }
 }
 
-/// A process that may write the run database (here an unconfined command;
-/// an agent granted orch's server, or one whose workspace holds it) plants
-/// a trigger that refuses orch's writes: the run does not pass with an
-/// incomplete record, and the next orch removes the trigger.
+/// A process that may write the run database (no agent can: here a plain
+/// command with no permission, which runs with its user's rights) plants a
+/// trigger that refuses orch's writes: the run does not pass with an
+/// incomplete record, and the next orch removes the trigger. The same
+/// planting from a confined command cannot even open the database.
 #[test]
 fn a_run_whose_record_is_sabotaged_fails_and_the_sabotage_goes() {
     let dir = tempfile::tempdir().unwrap();
@@ -493,15 +494,29 @@ fn a_run_whose_record_is_sabotaged_fails_and_the_sabotage_goes() {
     for d in [&work, &home, &cache] {
         std::fs::create_dir_all(d).unwrap();
     }
-    let plant = "python3 -c \"import sqlite3; c = sqlite3.connect('.orch/state.db'); c.execute(\\\"CREATE TRIGGER refuse BEFORE UPDATE ON runs BEGIN SELECT RAISE(ABORT, 'refused'); END\\\"); c.commit()\"";
-    let (out, _) = run_command(&work, &home, &cache, plant, None);
+    let state = root.join("state");
+    let env = [("ORCH_STATE_DIR", state.display().to_string())];
+    let plant = format!(
+        "python3 -c \"import sqlite3; c = sqlite3.connect('{}/state.db'); c.execute(\\\"CREATE TRIGGER refuse BEFORE UPDATE ON runs BEGIN SELECT RAISE(ABORT, 'refused'); END\\\"); c.commit()\"",
+        state.display()
+    );
+    for permission in ["read-only", "workspace-write"] {
+        let (out, _) = run_command_with(&work, &home, &cache, &plant, Some(permission), &env);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        assert!(
+            flat_stderr(&out).contains("unable to open database file"),
+            "{permission}: {}",
+            stderr(&out)
+        );
+    }
+    let (out, _) = run_command_with(&work, &home, &cache, &plant, None, &env);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
         flat_stderr(&out).contains("recording the run failed"),
         "{}",
         stderr(&out)
     );
-    let (out, _) = run_command(&work, &home, &cache, "true", None);
+    let (out, _) = run_command_with(&work, &home, &cache, "true", None, &env);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(
         flat_stderr(&out).contains("removed trigger `refuse`"),
@@ -511,8 +526,10 @@ fn a_run_whose_record_is_sabotaged_fails_and_the_sabotage_goes() {
 }
 
 /// orch's state directory (every run's logs and database, with what agents
-/// printed) is not readable to a confined agent: in the workspace under
-/// read-only, and anywhere outside the workspace at every level.
+/// printed, and the judges' verdicts) is out of every confined agent's
+/// reach, at every level: the default one (the repository's own, outside
+/// it), one set elsewhere, and one inside the workspace of a read-only
+/// phase. One inside the workspace of a phase that may write it is refused.
 #[test]
 fn the_run_history_is_hidden_from_confined_agents() {
     let dir = tempfile::tempdir().unwrap();
@@ -521,34 +538,88 @@ fn the_run_history_is_hidden_from_confined_agents() {
     for d in [&work, &home, &cache] {
         std::fs::create_dir_all(d).unwrap();
     }
-    let state = root.join("state");
-    let read = |state: &Path| {
+    let touch = |state: &Path| {
         format!(
-            "cat {s}/state.db >/dev/null || ls {s}/runs >/dev/null",
+            "cat {s}/state.db >/dev/null || ls {s}/runs >/dev/null || touch {s}/planted",
             s = state.display()
         )
     };
-    // An earlier run leaves its history.
+    let read = |state: &Path| {
+        format!(
+            "cat {s}/state.db >/dev/null && ls {s}/runs >/dev/null",
+            s = state.display()
+        )
+    };
+    // An earlier run leaves its history in the default state directory.
     let (out, _) = run_command(&work, &home, &cache, "echo secret-output", None);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let (out, _) = run_command(
+    let states: Vec<PathBuf> = std::fs::read_dir(home.join(".local/state/orch"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(states.len(), 1, "{states:?}");
+    let default = &states[0];
+    assert!(
+        default
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("work-")
+    );
+    for permission in ["read-only", "workspace-write"] {
+        let (out, _) = run_command(&work, &home, &cache, &touch(default), Some(permission));
+        assert_eq!(out.status.code(), Some(1), "{permission}: {}", stderr(&out));
+        assert!(!default.join("planted").exists());
+    }
+    let elsewhere = root.join("state");
+    let env = [("ORCH_STATE_DIR", elsewhere.display().to_string())];
+    for permission in ["read-only", "workspace-write"] {
+        let (out, _) = run_command_with(&work, &home, &cache, "true", None, &env);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(elsewhere.join("state.db").exists());
+        let (out, _) = run_command_with(
+            &work,
+            &home,
+            &cache,
+            &touch(&elsewhere),
+            Some(permission),
+            &env,
+        );
+        assert_eq!(out.status.code(), Some(1), "{permission}: {}", stderr(&out));
+        assert!(!elsewhere.join("planted").exists());
+    }
+    // Inside the workspace: hidden from a read-only phase...
+    let inside = work.join(".orch");
+    let env = [("ORCH_STATE_DIR", inside.display().to_string())];
+    let (out, _) = run_command_with(&work, &home, &cache, "true", None, &env);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (out, _) = run_command_with(
         &work,
         &home,
         &cache,
-        &read(&work.join(".orch")),
+        &touch(&inside),
         Some("read-only"),
+        &env,
     );
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    for permission in ["read-only", "workspace-write"] {
-        let env = [("ORCH_STATE_DIR", state.display().to_string())];
-        let (out, _) = run_command_with(&work, &home, &cache, "true", None, &env);
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        assert!(state.join("state.db").exists());
-        let (out, _) =
-            run_command_with(&work, &home, &cache, &read(&state), Some(permission), &env);
-        assert_eq!(out.status.code(), Some(1), "{permission}: {}", stderr(&out));
-    }
+    // ...and refused to one that may write the workspace, before it starts.
+    let (out, _) = run_command_with(
+        &work,
+        &home,
+        &cache,
+        "touch ran",
+        Some("workspace-write"),
+        &env,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        flat_stderr(&out).contains("is inside the workspace"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!work.join("ran").exists());
     // Without confinement it is readable (the control).
-    let (out, _) = run_command(&work, &home, &cache, &read(&work.join(".orch")), None);
+    let (out, _) = run_command(&work, &home, &cache, &read(default), None);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }

@@ -149,8 +149,12 @@ fn every_toml_example_in_the_docs_is_checked() {
             }
             let at = format!("{}:{line}", rel(&page));
             let d = sandbox();
+            // The state directory outside the workspace, as orch requires
+            // where an agent may write the workspace.
+            let state = tempfile::tempdir().unwrap();
+            let state_dir = state.path().to_str().unwrap();
             let run_in =
-                |args: &[&str]| run_in(d.path(), &[&["--state-dir", ".state"][..], args].concat());
+                |args: &[&str]| run_in(d.path(), &[&["--state-dir", state_dir][..], args].concat());
             checked += 1;
             match words.get(1).copied() {
                 None => {
