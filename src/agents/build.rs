@@ -560,12 +560,24 @@ fn marker(
     }
 }
 
-/// The level the OS holds `agent` to, if it confines it: an LLM agent's
-/// permission, a command's only when a layer sets one; never full access.
-fn confined_level(agent: &Agent, resolved: &Resolved) -> Option<Permission> {
+/// The level the OS holds `agent` to in `phase`, if it confines it: an LLM
+/// agent's permission; a command's when a layer sets one, else
+/// `workspace-write` when an agent may have written the workspace before
+/// it runs ([`Pipeline::writer_before`]); never full access.
+fn confined_level(
+    pipeline: &Pipeline,
+    phase: &Phase,
+    agent: &Agent,
+    resolved: &Resolved,
+) -> Option<Permission> {
     let level = resolved.toolset.permission;
     let set = resolved.provenance.permission.layer != Layer::Default;
-    (level != Permission::FullAccess && (agent.kind.is_llm() || set)).then_some(level)
+    if !agent.kind.is_llm() && !set {
+        return pipeline
+            .writer_before(phase)
+            .map(|_| Permission::WorkspaceWrite);
+    }
+    (level != Permission::FullAccess).then_some(level)
 }
 
 /// The confinement of an invocation whose own directory is `dir`.
@@ -760,8 +772,9 @@ pub fn invocation(
 ) -> Invocation {
     let dir = slot.dir;
     let resolved = pipeline.resolve(phase, agent);
-    let reach = Reach::of(pipeline, &resolved);
-    let level = confined_level(agent, &resolved);
+    let mut reach = Reach::of(pipeline, &resolved);
+    reach.after_writer = pipeline.writer_before(phase).map(|(w, _)| w);
+    let level = confined_level(pipeline, phase, agent, &resolved);
     let toolset = &resolved.toolset;
     let pass_env = ctx
         .settings

@@ -23,8 +23,14 @@ pub struct Reach<'a> {
     /// confinement on this machine holds what their tools do.
     pub remote: Vec<&'a str>,
     /// For a command agent: whether a layer sets its `permission` (without
-    /// one it runs unconfined, as written).
+    /// one it runs unconfined, as written, unless `after_writer` says
+    /// otherwise).
     pub permission_set: bool,
+    /// A phase whose agents may write the workspace, confined, before or
+    /// while this one runs: a command without a `permission` of its own is
+    /// held to `workspace-write`, so that what they wrote runs with no more
+    /// than their rights.
+    pub after_writer: Option<&'a str>,
 }
 
 impl<'a> Reach<'a> {
@@ -52,6 +58,7 @@ impl<'a> Reach<'a> {
             servers,
             remote,
             permission_set: resolved.provenance.permission.layer != Layer::Default,
+            after_writer: None,
         }
     }
 }
@@ -92,7 +99,16 @@ fn permission(
     let level = ts.permission;
     if kind == AgentKind::Command {
         if !reach.permission_set {
-            return cli;
+            return match (reach.after_writer, os.abi()) {
+                (None, _) => cli,
+                (Some(w), Some(abi)) => Enforced::os(format!(
+                    "phase `{w}` may write the workspace before this command runs, so orch holds the command at workspace-write with Landlock (ABI {abi}): what an agent wrote there (a build script, a test) runs with no more than the agent's rights, and the home directory is not readable; `permission = \"full-access\"` on the command runs it with all your rights"
+                )),
+                (Some(w), None) => Enforced::none(format!(
+                    "phase `{w}` may write the workspace before this command runs, and nothing can confine the command (OS confinement is {}): what an agent wrote there would run with all your rights; `permission = \"full-access\"` on the command says you accept that",
+                    os.describe()
+                )),
+            };
         }
         return match (level, os.abi()) {
             (Permission::FullAccess, _) => Enforced::os("full-access: the command runs unconfined"),
@@ -241,6 +257,7 @@ pub fn markdown() -> String {
         servers: vec!["fs"],
         remote: Vec::new(),
         permission_set: false,
+        after_writer: None,
     };
     let ts = sample(Permission::ReadOnly, None);
     for kind in [AgentKind::Claude, AgentKind::Codex] {
@@ -259,6 +276,7 @@ pub fn markdown() -> String {
         servers: vec!["search"],
         remote: vec!["search"],
         permission_set: false,
+        after_writer: None,
     };
     let _ = writeln!(
         out,
@@ -282,6 +300,7 @@ pub fn markdown() -> String {
         servers: Vec::new(),
         remote: Vec::new(),
         permission_set: true,
+        after_writer: None,
     };
     for level in [Permission::ReadOnly, Permission::WorkspaceWrite] {
         let _ = writeln!(
@@ -490,6 +509,7 @@ mod tests {
             servers: vec!["sh"],
             remote: Vec::new(),
             permission_set: false,
+            after_writer: None,
         };
         for kind in AgentKind::ALL.into_iter().filter(|k| k.is_llm()) {
             let e = enforcement(
@@ -512,6 +532,7 @@ mod tests {
                 servers: vec!["search"],
                 remote: vec!["search"],
                 permission_set: false,
+                after_writer: None,
             };
             let e = enforcement(
                 kind,
@@ -536,6 +557,7 @@ mod tests {
             servers: Vec::new(),
             remote: Vec::new(),
             permission_set: true,
+            after_writer: None,
         };
         assert_eq!(
             enforcement(AgentKind::Command, &read_only, &set, &os)

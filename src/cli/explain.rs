@@ -162,6 +162,10 @@ struct InvocationJson<'a> {
     shell: String,
     #[serde(skip)]
     unconfined_because: String,
+    /// For a command without a `permission`: the phase whose agents may
+    /// write the workspace before it runs (orch then holds it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    held_after: Option<String>,
 }
 
 pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
@@ -251,8 +255,13 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
                 shell: inv.shell_line(),
                 files: inv.shown_files(),
                 enforcement: inv.enforcement,
+                held_after: (!a.kind.is_llm()
+                    && resolved.provenance.permission.layer == Layer::Default)
+                    .then(|| p.writer_before(ph).map(|(w, _)| w.to_string()))
+                    .flatten(),
                 unconfined_because: if a.kind.is_llm()
                     || resolved.provenance.permission.layer != Layer::Default
+                    || p.writer_before(ph).is_some()
                 {
                     if resolved.toolset.permission == Permission::FullAccess {
                         "full-access".into()
@@ -359,22 +368,34 @@ fn text(
             ),
         ];
         let command = inv.kind == "command";
-        // A command shows only its permission, and only when a layer sets it.
+        // A command shows only its permission: when a layer sets it, or when
+        // orch holds it after agents that may write the workspace.
+        let held = inv.held_after.is_some();
         let rows: Vec<_> = rows
             .into_iter()
-            .filter(|r| !command || (r.0 == "permission" && r.2.layer != Layer::Default))
+            .filter(|r| !command || (r.0 == "permission" && (r.2.layer != Layer::Default || held)))
+            .map(|mut r| {
+                if held {
+                    r.1 = Permission::WorkspaceWrite.to_string();
+                }
+                r
+            })
             .collect();
         let vw = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
+        let origin_of = |field: &str, origin: &Origin| match &inv.held_after {
+            Some(w) if field == "permission" => format!("after phase `{w}`"),
+            _ => origin_text(origin),
+        };
         let ow = rows
             .iter()
-            .map(|r| origin_text(r.2).len())
+            .map(|r| origin_of(r.0, r.2).len())
             .max()
             .unwrap_or(0);
         for (field, value, origin, e) in &rows {
             writeln!(
                 out,
                 "  {field:<10}  {value:<vw$}  {:<ow$}  enforced by {}",
-                origin_text(origin),
+                origin_of(field, origin),
                 e.by
             )?;
         }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::diagnostic::Location;
 use crate::agents::AgentKind;
-use crate::toolset::{Layer, Layers, Mode, Resolved, ToolSetLayer, resolve};
+use crate::toolset::{Layer, Layers, Mode, Permission, Resolved, ToolSetLayer, resolve};
 
 /// What to do with a ToolSet field a CLI cannot enforce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
@@ -360,6 +360,41 @@ impl Pipeline {
             (Layer::Profile, phase.profile.as_ref().map(|p| &p.tools)),
             (Layer::Mode, agent.mode(phase.mode).map(|m| &m.tools)),
         ]
+    }
+
+    /// An agent that may write the workspace before or while `phase` runs
+    /// (its phase and agent): an LLM agent at `workspace-write` of
+    /// `phase` itself, or of a phase that `phase` does not come before.
+    /// What it wrote there (a build script, a test, a git hook) is what a
+    /// command of `phase` would run, so such a command without a
+    /// `permission` of its own is held to the writer's level rather than
+    /// run with all its user's rights.
+    pub fn writer_before(&self, phase: &Phase) -> Option<(&str, &str)> {
+        self.invocations()
+            .find(|(w, a)| {
+                a.kind.is_llm()
+                    && self.resolve(w, a).toolset.permission == Permission::WorkspaceWrite
+                    && !self.comes_after(w, &phase.name)
+            })
+            .map(|(w, a)| (w.name.as_str(), a.name.as_str()))
+    }
+
+    /// Whether `phase` depends on `before` (directly or not): it can only
+    /// start once `before` has ended.
+    fn comes_after(&self, phase: &Phase, before: &str) -> bool {
+        let mut todo: Vec<&str> = phase.depends_on.iter().map(String::as_str).collect();
+        let mut seen = std::collections::HashSet::new();
+        while let Some(name) = todo.pop() {
+            if name == before {
+                return true;
+            }
+            if seen.insert(name)
+                && let Some(p) = self.phase(name)
+            {
+                todo.extend(p.depends_on.iter().map(String::as_str));
+            }
+        }
+        false
     }
 
     /// Every (phase, agent) pair in declaration order.

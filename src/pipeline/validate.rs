@@ -1462,14 +1462,12 @@ impl<'s> Validator<'s> {
                             Diagnostic::warning(problem, &source, span)
                         });
                     }
-                    let report = capability::enforcement(
-                        agent.kind,
-                        &r.toolset,
-                        &Reach::of(pipeline, &r),
-                        self.os,
-                    );
+                    let mut reach = Reach::of(pipeline, &r);
+                    reach.after_writer = pipeline.writer_before(phase).map(|(w, _)| w);
+                    let report = capability::enforcement(agent.kind, &r.toolset, &reach, self.os);
                     if report.permission.by == By::None
-                        && r.provenance.permission.layer != Layer::Default
+                        && (r.provenance.permission.layer != Layer::Default
+                            || reach.after_writer.is_some())
                     {
                         let (source, span) = at_or_agent(&r.provenance.permission.at);
                         let problem = Problem::Unenforceable {

@@ -623,3 +623,85 @@ fn the_run_history_is_hidden_from_confined_agents() {
     let (out, _) = run_command(&work, &home, &cache, &read(default), None);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
+
+/// Code a confined agent wrote never runs with more than its rights. The
+/// worker of a judged phase (a stand-in for Claude Code, at
+/// `workspace-write`) writes the check script its judge runs: it reads the
+/// home and writes outside the workspace. The judge, a plain command with
+/// no `permission` (like `cargo test` in the README's example), runs after
+/// the worker, so orch holds it at `workspace-write`: it can do neither.
+/// `permission = "full-access"` on the judge is the explicit way to run it
+/// with all the user's rights (the control: there the script does both).
+#[test]
+fn a_judge_command_runs_what_the_worker_wrote_with_no_more_than_its_rights() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let (work, home, cache) = (root.join("work"), root.join("home"), root.join("cache"));
+    let outside = root.join("outside");
+    for d in [&work, &home.join(".ssh"), &cache, &outside] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(home.join(".ssh/id_ed25519"), "stand-in secret\n").unwrap();
+    let script = format!(
+        "cat {home}/.ssh/id_ed25519 > leaked.txt; touch {outside}/written; exit 0\n",
+        home = home.display(),
+        outside = outside.display()
+    );
+    let report = format!(
+        "# Report\n\n## Changes\n\n{}\n",
+        "Wrote the check. ".repeat(10)
+    );
+    // The run id is in the prompt, on standard input, as the contract's
+    // artifact path needs it.
+    let write_both = format!(
+        "run=$(grep -o 'RUN=[0-9a-z-]*' | head -n 1 | cut -d= -f2); mkdir -p reports && \
+         printf '%s' {} > check.sh && printf '%s' {} > \"reports/$run-implement.md\"",
+        shell_quote(&script),
+        shell_quote(&report)
+    );
+    std::fs::write(
+        work.join("client.json"),
+        serde_json::json!(["sh", "-c", write_both]).to_string(),
+    )
+    .unwrap();
+    let stand_in = crate::support::root().join("tests/mcp/stand_in_cli.py");
+    for widened in [false, true] {
+        let _ = std::fs::remove_file(work.join("leaked.txt"));
+        let _ = std::fs::remove_file(outside.join("written"));
+        let widen = if widened {
+            "[agents.check.modes.review]\npermission = \"full-access\"\n"
+        } else {
+            ""
+        };
+        let text = format!(
+            "version = 1\nname = \"w\"\n[agents.claude]\nkind = \"claude\"\nbinary = \"{}\"\n\
+             [agents.check]\nkind = \"command\"\ncommand = [\"sh\", \"check.sh\"]\n{widen}\
+             [[phases]]\nname = \"implement\"\nagents = [\"claude\"]\nmode = \"fix\"\nprompt = \"RUN={{{{run_id}}}}\"\n\
+             artifact = \"reports/{{run}}-{{phase}}.md\"\njudge = \"check\"\n\
+             [phases.tools]\ninternal = [\"Read\", \"Write\"]\npermission = \"workspace-write\"\n",
+            stand_in.display()
+        );
+        let file = write(&work, "pipeline.toml", &text);
+        let out = orch()
+            .current_dir(&work)
+            .env("HOME", &home)
+            .env("XDG_CACHE_HOME", &cache)
+            .args(["run", file.to_str().unwrap(), "--format", "json"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{widened}: {}", stderr(&out));
+        let leaked = std::fs::read_to_string(work.join("leaked.txt")).unwrap_or_default();
+        assert_eq!(
+            (
+                leaked.contains("stand-in secret"),
+                outside.join("written").exists()
+            ),
+            (widened, widened),
+            "widened: {widened}"
+        );
+    }
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
