@@ -318,9 +318,44 @@ impl<'a> Git<'a> {
     }
 }
 
+/// How long one git command may take: a FIFO or a huge file an agent put
+/// where git reads (`.git/config`, the index) must not stall the run.
+const GIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Run `cmd` as one of orch's own children (the orphan sweep leaves it
+/// alone), at most [`GIT_LIMIT`]; its output when it succeeded.
 fn output(mut cmd: Command) -> Option<Vec<u8>> {
-    let out = cmd.output().ok()?;
-    out.status.success().then_some(out.stdout)
+    use std::io::Read;
+    cmd.stdout(Stdio::piped());
+    let mut child = crate::children::start(|| {
+        let child = cmd.spawn();
+        let pid = child.as_ref().ok().map(|c| c.id());
+        (child, pid)
+    })
+    .ok()?;
+    let pid = child.id();
+    let mut stdout = child.stdout.take()?;
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = stdout.read_to_end(&mut buf);
+        buf
+    });
+    let started = std::time::Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if started.elapsed() > GIT_LIMIT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(1)),
+            Err(_) => break None,
+        }
+    };
+    crate::children::forget(pid);
+    let out = reader.join().ok()?;
+    status?.success().then_some(out)
 }
 
 #[cfg(test)]

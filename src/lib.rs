@@ -9,6 +9,7 @@
 
 pub mod agents;
 pub mod beneath;
+pub mod children;
 pub mod cli;
 pub mod confine;
 pub mod engine;

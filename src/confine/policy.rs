@@ -295,6 +295,8 @@ pub struct Mount {
     pub root: PathBuf,
     /// Where it is mounted.
     pub mount_point: PathBuf,
+    /// The file system's type (`ext4`, `cgroup2`, ...).
+    pub fstype: String,
 }
 
 /// Parse `/proc/self/mountinfo`; lines it cannot read are skipped.
@@ -312,13 +314,29 @@ pub fn parse_mountinfo(text: impl AsRef<[u8]>) -> Vec<Mount> {
             let device = String::from_utf8_lossy(f.next()?).into_owned();
             let root = unescape(f.next()?);
             let mount_point = unescape(f.next()?);
+            // Optional fields, then `-`, then the type.
+            let fstype = f
+                .skip_while(|field| *field != b"-")
+                .nth(1)
+                .map(|t| String::from_utf8_lossy(t).into_owned())
+                .unwrap_or_default();
             Some(Mount {
                 device,
                 root,
                 mount_point,
+                fstype,
             })
         })
         .collect()
+}
+
+/// Where the whole of a file system of type `fstype` is mounted (its root
+/// at a mount point), from mountinfo `text`.
+pub fn parse_mountinfo_fs(text: impl AsRef<[u8]>, fstype: &str) -> Option<PathBuf> {
+    parse_mountinfo(text)
+        .into_iter()
+        .find(|m| m.fstype == fstype && m.root == Path::new("/"))
+        .map(|m| m.mount_point)
 }
 
 /// mountinfo writes space, tab, newline and backslash as `\ooo`; the
@@ -648,6 +666,14 @@ mod tests {
              33 27 254:0 /etc /srv/etc rw - ext4 /dev/vda rw\n",
         );
         assert_eq!(mounts[1].mount_point, PathBuf::from("/mnt/old homes"));
+        assert_eq!(mounts[3].fstype, "tmpfs");
+        assert_eq!(
+            parse_mountinfo_fs(
+                "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime shared:5 - cgroup2 cgroup2 rw\n",
+                "cgroup2"
+            ),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
+        );
         let aliases = home_aliases(Path::new("/home/u"), &mounts);
         assert_eq!(
             aliases,

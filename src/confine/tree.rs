@@ -6,8 +6,21 @@
 //! A process keeps its place in the chain until its parent dies; then it
 //! is adopted by orch (the child subreaper) and belongs to no attempt any
 //! more. No process can move itself into another attempt's chain.
+//!
+//! Where orch can make cgroups (v2, in its own cgroup: as root, or where
+//! the service manager delegated it one), each attempt also gets a cgroup
+//! of its own, which every process of the tree is in, however deep and
+//! whichever its parent: at the end of the attempt `cgroup.kill` takes
+//! them all at once (a chain of processes that each start the next and
+//! exit, or a daemon's double fork, cannot outrun it), and a process's
+//! cgroup says which attempt it belongs to after its parent is gone. No
+//! confined process can leave it (the cgroup files are not writable).
 
-use std::sync::OnceLock;
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// How far up the chain of parents [`ProcessTree::holds`] looks.
 const MAX_DEPTH: usize = 4096;
@@ -16,16 +29,50 @@ const MAX_DEPTH: usize = 4096;
 #[derive(Debug, Default)]
 pub struct ProcessTree {
     leader: OnceLock<i32>,
+    cgroup: Option<Cgroup>,
 }
 
 impl ProcessTree {
+    /// A tree tracked by its chain of parents only.
     pub fn new() -> ProcessTree {
         ProcessTree::default()
     }
 
-    /// The attempt's process started as `pid`.
+    /// A tree tracked by a cgroup of its own (named after `name`) too,
+    /// where orch can make one.
+    pub fn tracked(name: &str) -> ProcessTree {
+        ProcessTree {
+            leader: OnceLock::new(),
+            cgroup: Cgroup::new(name),
+        }
+    }
+
+    /// Whether the tree has a cgroup of its own.
+    pub fn has_cgroup(&self) -> bool {
+        self.cgroup.is_some()
+    }
+
+    /// The attempt's process started as `pid`: it joins the tree's cgroup
+    /// at once (before it can have started anything itself, but for a
+    /// few microseconds; what it may start in them is still its child,
+    /// and goes with the group and the sweep).
     pub fn started(&self, pid: u32) {
         let _ = self.leader.set(pid as i32);
+        if let Some(c) = &self.cgroup {
+            c.add(pid);
+        }
+    }
+
+    /// Kill every process of the tree's cgroup and wait (at most a few
+    /// seconds) until it is empty; false when the tree has no cgroup.
+    pub fn kill_all(&self) -> bool {
+        match &self.cgroup {
+            Some(c) => {
+                c.kill();
+                true
+            }
+            None => false,
+        }
     }
 
     /// The leader, once started.
@@ -33,13 +80,18 @@ impl ProcessTree {
         self.leader.get().copied()
     }
 
-    /// Whether process `pid` is the leader or one of its descendants now.
-    /// (The caller makes sure `pid` still names the process it asked
-    /// about: see [`crate::confine::tree`]'s users.)
+    /// Whether process `pid` is the leader or one of its descendants now,
+    /// or in the tree's cgroup. (The caller makes sure `pid` still names
+    /// the process it asked about: see [`crate::confine::tree`]'s users.)
     pub fn holds(&self, pid: i32) -> bool {
         let Some(leader) = self.leader() else {
             return false;
         };
+        if let Some(c) = &self.cgroup
+            && c.holds(pid)
+        {
+            return true;
+        }
         let mut p = pid;
         for _ in 0..MAX_DEPTH {
             if p == leader {
@@ -55,6 +107,177 @@ impl ProcessTree {
         }
         false
     }
+}
+
+impl Drop for ProcessTree {
+    fn drop(&mut self) {
+        if let Some(c) = self.cgroup.take() {
+            c.kill();
+            c.remove();
+        }
+    }
+}
+
+/// How long [`Cgroup::kill`] waits for the cgroup to empty.
+const EMPTY_WAIT: Duration = Duration::from_secs(5);
+
+/// One attempt's cgroup (v2).
+#[derive(Debug)]
+struct Cgroup {
+    /// Its folder in the cgroup file system.
+    dir: PathBuf,
+    /// Its path as `/proc/PID/cgroup` shows it (`0::<path>`).
+    rel: String,
+}
+
+/// The live attempts' cgroups (as `/proc/PID/cgroup` shows them): the
+/// sweep leaves their processes alone.
+static LIVE: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+
+/// Whether `pid` is in the cgroup of an attempt that is still running.
+pub fn in_live_attempt(pid: i32) -> bool {
+    let Some(at) = cgroup_of(pid) else {
+        return false;
+    };
+    LIVE.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .is_some_and(|live| live.contains(&at))
+}
+
+/// orch's own cgroup folder and its path, once: where attempts' cgroups
+/// are made (`orch-<pid>/...` below it); `None` where there is no cgroup
+/// v2 hierarchy, `ORCH_CGROUPS=off` says not to use one (to run the
+/// fallback), or orch may not make cgroups there.
+fn base() -> Option<&'static (PathBuf, String)> {
+    static BASE: OnceLock<Option<(PathBuf, String)>> = OnceLock::new();
+    BASE.get_or_init(|| {
+        if std::env::var_os("ORCH_CGROUPS").is_some_and(|v| v == "off") {
+            return None;
+        }
+        let own = cgroup_of(std::process::id() as i32)?;
+        let mount = cgroup2_mount()?;
+        let name = format!("orch-{}", std::process::id());
+        let dir = mount.join(own.trim_start_matches('/')).join(&name);
+        std::fs::create_dir(&dir).ok()?;
+        let rel = format!("{}/{name}", own.trim_end_matches('/'));
+        Some((dir, rel))
+    })
+    .as_ref()
+}
+
+/// Remove orch's own folder of attempt cgroups (when the run ends; any
+/// attempt's still there is killed first).
+pub fn remove_base() {
+    if let Some((dir, _)) = base() {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for e in entries.flatten().filter(|e| e.path().is_dir()) {
+                let c = Cgroup {
+                    dir: e.path(),
+                    rel: String::new(),
+                };
+                c.kill();
+                c.remove();
+            }
+        }
+        let _ = std::fs::remove_dir(dir);
+    }
+}
+
+impl Cgroup {
+    fn new(name: &str) -> Option<Cgroup> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        let (base, base_rel) = base()?;
+        let leaf: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(60)
+            .collect();
+        let leaf = format!("{leaf}-{}", N.fetch_add(1, Ordering::Relaxed));
+        let dir = base.join(&leaf);
+        std::fs::create_dir(&dir).ok()?;
+        let rel = format!("{base_rel}/{leaf}");
+        LIVE.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert_with(HashSet::new)
+            .insert(rel.clone());
+        Some(Cgroup { dir, rel })
+    }
+
+    fn add(&self, pid: u32) {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.dir.join("cgroup.procs"))
+        {
+            let _ = write!(f, "{pid}");
+        }
+    }
+
+    fn holds(&self, pid: i32) -> bool {
+        cgroup_of(pid).is_some_and(|at| at == self.rel)
+    }
+
+    /// `cgroup.kill` (Linux 5.14), else each process in `cgroup.procs`
+    /// killed until none is left; then wait until the cgroup is empty.
+    fn kill(&self) {
+        let killed = std::fs::write(self.dir.join("cgroup.kill"), "1").is_ok();
+        let started = Instant::now();
+        while started.elapsed() < EMPTY_WAIT {
+            let procs = std::fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
+            if procs.trim().is_empty() {
+                return;
+            }
+            if !killed {
+                for pid in procs
+                    .split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok())
+                {
+                    // SAFETY: kill with integer arguments.
+                    unsafe {
+                        libc::kill(pid, libc::SIGKILL);
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    fn remove(&self) {
+        LIVE.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert_with(HashSet::new)
+            .remove(&self.rel);
+        // An empty cgroup is removed as a folder; its processes, if any
+        // are left (killed, not yet reaped), keep it until they are gone.
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// Where the cgroup v2 hierarchy is mounted.
+fn cgroup2_mount() -> Option<PathBuf> {
+    let text = std::fs::read("/proc/self/mountinfo").ok()?;
+    crate::confine::policy::parse_mountinfo_fs(&text, "cgroup2")
+}
+
+/// The cgroup (v2) of `pid`: the `0::` line of `/proc/PID/cgroup`.
+fn cgroup_of(pid: i32) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(str::to_string)
+}
+
+/// Whether `dir` is a cgroup folder this process can use (tests).
+#[doc(hidden)]
+pub fn cgroups_here() -> bool {
+    base().is_some_and(|(d, _)| Path::new(d).is_dir())
 }
 
 /// The parent of `pid`, from `/proc/PID/stat` (the fourth field, counted

@@ -247,6 +247,7 @@ pub fn run(req: Request) -> Result<Finished, Refused> {
     });
     runtime.shutdown_timeout(Duration::from_secs(1));
     super::reaper::sweep();
+    crate::confine::tree::remove_base();
     events.record(Record::RunFinished {
         run_id: run_id.clone(),
         status: report.status,

@@ -16,18 +16,20 @@
 //! same lock the sweep takes, so the sweep never sees one unregistered),
 //! and left to whoever waits for them.
 
-use std::collections::HashSet;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+pub use crate::children::{forget, start as start_own};
 
 /// Whether this process adopts orphans (only `orch run` does).
 static ADOPTING: AtomicBool = AtomicBool::new(false);
-/// The children orch started itself.
-static OWN: Mutex<Option<HashSet<i32>>> = Mutex::new(None);
 
-/// Sweeps per [`sweep`]: a process that keeps forking is outrun this many
-/// times at most (each sweep kills every orphan it finds).
-const MAX_PASSES: usize = 64;
+/// How long one [`sweep`] goes on at most: a process tree that keeps
+/// forking is killed pass after pass, each pass every orphan there is,
+/// until none is left (a chain of processes, each starting the next and
+/// exiting, comes to orch one level a pass); the bound only stops a sweep
+/// that something outside keeps feeding.
+const SWEEP_LIMIT: Duration = Duration::from_secs(30);
 
 /// Make this process the one that adopts its descendants' orphans. Returns
 /// whether it could.
@@ -43,38 +45,25 @@ pub fn adopt_orphans() -> bool {
     false
 }
 
-/// Start a child of orch's own with `spawn`, which returns its pid when
-/// it started: the sweep leaves it alone until [`forget`].
-pub fn start_own<T>(spawn: impl FnOnce() -> (T, Option<u32>)) -> T {
-    let mut own = OWN.lock().unwrap_or_else(|e| e.into_inner());
-    let (started, pid) = spawn();
-    if let Some(pid) = pid {
-        own.get_or_insert_with(HashSet::new).insert(pid as i32);
-    }
-    started
-}
-
-/// orch's child `pid` has been waited for: a process that later gets its
-/// number is not orch's.
-pub fn forget(pid: u32) {
-    let mut own = OWN.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(own) = own.as_mut() {
-        own.remove(&(pid as i32));
-    }
-}
-
-/// Kill and reap every orphan orch adopted; the number killed.
+/// Kill and reap every orphan orch adopted, until none is left; the
+/// number killed. orch's own children (see [`crate::children`]) are left
+/// alone.
 pub fn sweep() -> usize {
     if !ADOPTING.load(Ordering::SeqCst) {
         return 0;
     }
     let me = std::process::id() as i32;
+    let started = Instant::now();
     let mut killed = 0;
-    for _ in 0..MAX_PASSES {
-        let own = OWN.lock().unwrap_or_else(|e| e.into_inner());
+    while started.elapsed() < SWEEP_LIMIT {
+        let own = crate::children::locked();
         let orphans: Vec<i32> = children(me)
             .into_iter()
-            .filter(|pid| !own.as_ref().is_some_and(|o| o.contains(pid)))
+            // Not orch's own, and not of an attempt still running (its
+            // cgroup says so, where attempts have one).
+            .filter(|pid| {
+                !crate::children::is_own(&own, *pid) && !crate::confine::tree::in_live_attempt(*pid)
+            })
             .collect();
         drop(own);
         if orphans.is_empty() {

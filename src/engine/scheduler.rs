@@ -766,7 +766,10 @@ async fn run_agent(
             judging: judging.is_some(),
         };
         let inv = build::invocation(&shared.pipeline, phase, agent, &shared.ctx, &slot);
-        let tree = Arc::new(crate::confine::ProcessTree::new());
+        let tree = Arc::new(crate::confine::ProcessTree::tracked(&format!(
+            "{}-{name}",
+            phase.name
+        )));
         let endpoint = orch_endpoint(shared, phase, agent, &slot, judging, &tree);
         // As shown: a secret the pipeline wrote in an argv is not stored.
         let argv_json = serde_json::to_string(&inv.shown_argv()).unwrap_or_default();

@@ -605,6 +605,9 @@ pub async fn run_attempt(
     if let Some(pid) = leader {
         reaper::forget(pid);
     }
+    // Everything in the attempt's cgroup, however deep or re-parented,
+    // then what escaped it (or all orphans, without a cgroup).
+    spec.tree.kill_all();
     reaper::sweep();
     let _ = out.await;
     let _ = err.await;

@@ -705,3 +705,55 @@ fn a_judge_command_runs_what_the_worker_wrote_with_no_more_than_its_rights() {
 fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
+
+/// A chain of 400 processes, each started by the one before in a session
+/// of its own and all at work (writing the workspace): when the attempt
+/// ends, none is left, whether orch tracks the attempt by a cgroup or (as
+/// where it cannot make one) by adopting orphans until none is left.
+#[test]
+fn a_chain_of_processes_in_sessions_of_their_own_ends_with_its_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let (work, home, cache) = (root.join("work"), root.join("home"), root.join("cache"));
+    for d in [&work, &home, &cache] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(
+        work.join("level.sh"),
+        "n=$1\necho $$ >> pids\nif [ \"$n\" -gt 0 ]; then setsid sh level.sh $((n - 1)) </dev/null >/dev/null 2>&1 & fi\n\
+         i=0\nwhile [ $i -lt 120 ]; do sleep 1; echo $$ >> beat; i=$((i + 1)); done\n",
+    )
+    .unwrap();
+    // The agent starts the chain and ends once every level is running.
+    let script = "sh level.sh 400 & while [ \"$(cat pids 2>/dev/null | wc -l)\" -lt 401 ]; do sleep 0.05; done";
+    for cgroups in ["on", "off"] {
+        let _ = std::fs::remove_file(work.join("pids"));
+        let env = [("ORCH_CGROUPS", cgroups.to_string())];
+        let (out, _) =
+            run_command_with(&work, &home, &cache, script, Some("workspace-write"), &env);
+        let pids: Vec<i32> = std::fs::read_to_string(work.join("pids"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        // SAFETY: signal 0 only asks whether the process exists.
+        let alive: Vec<i32> = pids
+            .iter()
+            .copied()
+            .filter(|p| unsafe { libc::kill(*p, 0) } == 0)
+            .collect();
+        for p in &alive {
+            // SAFETY: the test's own leftovers.
+            unsafe {
+                libc::kill(*p, libc::SIGKILL);
+            }
+        }
+        assert_eq!(out.status.code(), Some(0), "{cgroups}: {}", stderr(&out));
+        assert_eq!(pids.len(), 401, "{cgroups}: the whole chain ran");
+        assert_eq!(
+            alive,
+            Vec::<i32>::new(),
+            "cgroups {cgroups}: outlived their attempt"
+        );
+    }
+}
