@@ -82,6 +82,12 @@ impl Root {
             Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
                 Err(refused(rel, "leads out of its folder"))
             }
+            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) && flags & libc::O_DIRECTORY != 0 => {
+                Err(refused(
+                    rel,
+                    "is not a folder (a link to one is not followed: orch follows no link there)",
+                ))
+            }
             other => other,
         }
     }
@@ -142,6 +148,59 @@ impl Root {
             return Err(refused(rel, "is not a regular file"));
         }
         Ok(file)
+    }
+
+    /// Replace the regular file `rel` with `bytes` at once (a reader sees
+    /// the old file or the new one, never half), its folders made as
+    /// needed: all beneath the root, no link followed; `mode` for the file.
+    pub fn write_atomic(&self, rel: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+        use std::io::Write;
+        check_relative(rel)?;
+        let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
+            return Err(refused(rel, "names no file"));
+        };
+        let folder = if parent.as_os_str().is_empty() {
+            Root {
+                fd: self.fd.try_clone()?,
+                path: self.path.clone(),
+            }
+        } else {
+            self.create_dir_all(parent, 0o700)?;
+            Root {
+                fd: self.open_at(parent, libc::O_PATH | libc::O_DIRECTORY, 0)?,
+                path: self.path.join(parent),
+            }
+        };
+        let tmp_name = format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id());
+        let tmp = Path::new(&tmp_name);
+        let fd = folder.open_at(tmp, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, mode);
+        let fd = match fd {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                // A leftover of an earlier try of this process.
+                let c = cstr(tmp.as_os_str().as_bytes())?;
+                // SAFETY: unlinkat with our descriptor and a valid C string.
+                unsafe { libc::unlinkat(folder.fd.as_raw_fd(), c.as_ptr(), 0) };
+                folder.open_at(tmp, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, mode)?
+            }
+            other => other?,
+        };
+        File::from(fd).write_all(bytes)?;
+        let from = cstr(tmp.as_os_str().as_bytes())?;
+        let to = cstr(name.as_bytes())?;
+        // SAFETY: renameat within one folder we hold, valid C strings. A
+        // link at `name` is replaced, not followed.
+        let r = unsafe {
+            libc::renameat(
+                folder.fd.as_raw_fd(),
+                from.as_ptr(),
+                folder.fd.as_raw_fd(),
+                to.as_ptr(),
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
 
     /// Make the folders of `rel` (which names a folder) beneath the root,
@@ -422,6 +481,28 @@ mod tests {
         std::os::unix::fs::symlink(&elsewhere, out.join("l.md")).unwrap();
         assert!(write_report(&out.join("l.md"), &ws, b"t", true).is_err());
         assert_eq!(std::fs::read(&elsewhere).unwrap(), b"s");
+    }
+
+    #[test]
+    fn an_atomic_write_replaces_a_link_and_never_goes_through_one() {
+        let (_d, ws, out) = scene();
+        let root = Root::open(&ws).unwrap();
+        root.write_atomic(Path::new("m/project/a.md"), b"one", 0o600)
+            .unwrap();
+        root.write_atomic(Path::new("m/project/a.md"), b"two", 0o600)
+            .unwrap();
+        assert_eq!(std::fs::read(ws.join("m/project/a.md")).unwrap(), b"two");
+        // A link where the file goes is replaced by the file.
+        root.write_atomic(Path::new("key.md"), b"mine", 0o600)
+            .unwrap();
+        assert_eq!(std::fs::read(out.join("id_ed25519")).unwrap(), b"secret");
+        assert_eq!(std::fs::read(ws.join("key.md")).unwrap(), b"mine");
+        // A link on the way is refused.
+        assert!(
+            root.write_atomic(Path::new("out/x.md"), b"x", 0o600)
+                .is_err()
+        );
+        assert!(!out.join("x.md").exists());
     }
 
     #[test]

@@ -895,7 +895,7 @@ fn orch_endpoint(
         prompt: Some(prompt),
         knowledge: ctx.settings.knowledge.clone(),
         marker: Some(build::marker_path(slot.dir)),
-        memory_dir: ctx.state_dir().join(crate::store::MEMORY_DIR),
+        state_dir: ctx.state_dir(),
     };
     Some(Arc::new(shared.opts.host.endpoint(
         caller,

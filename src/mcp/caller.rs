@@ -31,8 +31,9 @@ pub struct Caller {
     /// The workspace marker orch wrote for this attempt, which
     /// `verify_workspace` checks.
     pub marker: Option<PathBuf>,
-    /// Where `update_memory` writes (`<state_dir>/memory`).
-    pub memory_dir: PathBuf,
+    /// The state directory: `update_memory` writes in its `memory/`,
+    /// beneath it without following any link.
+    pub state_dir: PathBuf,
 }
 
 /// What a judge's attempt judges: a phase's artifact, by its hash.

@@ -2,6 +2,8 @@
 //! follow-ups, test health, memory files, and reading back the phase and
 //! the run's events.
 
+use std::path::Path;
+
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{ErrorData, tool, tool_router};
@@ -344,17 +346,18 @@ impl OrchServer {
                 MemoryScope::Project => "project",
                 MemoryScope::Global => "global",
             };
-            let dir = self.state.caller.memory_dir.join(scope);
-            std::fs::create_dir_all(&dir)
-                .map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
-            // Atomic: a reader sees the old file or the new one, never half.
-            let mut tmp = tempfile::NamedTempFile::new_in(&dir)
-                .map_err(|e| format!("cannot write in `{}`: {e}", dir.display()))?;
-            std::io::Write::write_all(&mut tmp, a.content.as_bytes())
-                .map_err(|e| format!("cannot write the memory file: {e}"))?;
-            let path = dir.join(&a.file);
-            tmp.persist(&path)
-                .map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
+            // Beneath the state directory, no link followed (a `memory`
+            // link in a state directory that holds one must not take the
+            // write elsewhere); atomic: a reader sees the old file or the
+            // new one, never half.
+            let rel = Path::new(crate::store::MEMORY_DIR)
+                .join(scope)
+                .join(&a.file);
+            let state = &self.state.caller.state_dir;
+            crate::beneath::Root::open(state)
+                .and_then(|root| root.write_atomic(&rel, a.content.as_bytes(), 0o600))
+                .map_err(|e| format!("cannot write the memory file `{}`: {e}", rel.display()))?;
+            let path = state.join(&rel);
             Ok(json!({"path": path, "characters": n}))
         })())
     }

@@ -33,7 +33,7 @@ fn caller(ws: &Path, state: &Path, tools: Option<&[&str]>) -> Caller {
         prompt: None,
         knowledge: vec!["README.md".into(), "docs/**/*.md".into()],
         marker: Some(state.join("workspace.json")),
-        memory_dir: state.join(crate::store::MEMORY_DIR),
+        state_dir: state.to_path_buf(),
     }
 }
 

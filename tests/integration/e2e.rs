@@ -28,6 +28,7 @@ use crate::support::{clis_bin, clis_dir, path_with_clis, root, write};
 mod confined;
 mod orch_server;
 mod remote_mcp;
+mod seams;
 
 /// The scripted model endpoint, stopped when dropped.
 struct ModelServer {
