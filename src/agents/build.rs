@@ -396,15 +396,104 @@ pub fn mcp_servers(
         }
     }
     // orch's own tools are served by `orch run` itself, at the attempt's
-    // endpoint; the CLI starts only a relay to it, which carries no
-    // identity (see `crate::mcp::host`).
-    for spec in out.iter_mut().filter(|s| s.name == ORCH_MCP_SERVER) {
+    // endpoint, and so are the pipeline's stdio servers (orch starts them,
+    // with their own environment, never the agent's); the CLI starts only
+    // a relay to each, which carries no identity (see `crate::mcp::host`).
+    for spec in out.iter_mut().filter(|s| s.remote.is_none()) {
+        let socket = if spec.name == ORCH_MCP_SERVER {
+            endpoint_path(slot.dir)
+        } else {
+            server_endpoint_path(slot.dir, &spec.name)
+        };
         spec.command = vec![
             ctx.orch_exe.clone(),
             "mcp".into(),
             "relay".into(),
-            endpoint_path(slot.dir).display().to_string(),
+            socket.display().to_string(),
         ];
+        spec.env = Vec::new();
+    }
+    out
+}
+
+/// Where orch serves the pipeline's stdio server `server` to the attempt
+/// whose own directory is `dir`.
+pub fn server_endpoint_path(dir: &Path, server: &str) -> PathBuf {
+    dir.join(super::adapter::ORCH_FILES)
+        .join(crate::mcp::server_socket(server))
+}
+
+/// The pipeline's stdio servers `toolset` grants, as orch starts them for
+/// the attempt of `inv` (whose own directory is `dir`): the server's
+/// command, what it needs to run (`PATH`, the locale, the toolchains, the
+/// attempt's home and temporary folder) and its own `env` filled in from
+/// orch's environment, never the agent's; confined as the agent is.
+pub fn server_spawns(
+    pipeline: &Pipeline,
+    toolset: &ToolSet,
+    ctx: &Context,
+    inv: &Invocation,
+    dir: &Path,
+) -> Vec<(PathBuf, crate::mcp::ServerSpawn)> {
+    let lookup = |n: &str| std::env::var(n).ok();
+    let mut out: Vec<(PathBuf, crate::mcp::ServerSpawn)> = Vec::new();
+    for m in &toolset.mcp {
+        if m.server == ORCH_MCP_SERVER || out.iter().any(|(_, s)| s.name == m.server) {
+            continue;
+        }
+        let Some(server) = pipeline.mcp_servers.iter().find(|s| s.name == m.server) else {
+            continue;
+        };
+        let McpTransport::Stdio { command, env: own } = &server.transport else {
+            continue;
+        };
+        let mut env: Vec<(String, String)> = env::BASICS
+            .iter()
+            .filter_map(|n| lookup(n).map(|v| (n.to_string(), v)))
+            .collect();
+        for (var, folder) in env::TOOLCHAIN_HOMES {
+            match lookup(var) {
+                Some(v) => env.push((var.to_string(), v)),
+                None => {
+                    if let Some(home) = &ctx.home
+                        && home.join(folder).is_dir()
+                    {
+                        env.push((var.to_string(), home.join(folder).display().to_string()));
+                    }
+                }
+            }
+        }
+        env.push(("HOME".into(), dir.join("home").display().to_string()));
+        env.push(("TMPDIR".into(), dir.join("tmp").display().to_string()));
+        for (k, v) in own {
+            env.retain(|(name, _)| name != k);
+            let var = super::invocation::EnvVar {
+                name: k.clone(),
+                value: env::classify(k, v),
+            };
+            if let Some(value) = var.resolve(lookup) {
+                env.push((k.clone(), value));
+            }
+        }
+        let tools = toolset
+            .mcp
+            .iter()
+            .filter(|t| t.server == server.name)
+            .try_fold(Vec::new(), |mut acc, t| {
+                acc.push(t.tool.clone()?);
+                Some(acc)
+            });
+        out.push((
+            server_endpoint_path(dir, &server.name),
+            crate::mcp::ServerSpawn {
+                name: server.name.clone(),
+                argv: command.clone(),
+                env,
+                cwd: ctx.workdir.clone(),
+                confinement: inv.confinement.clone(),
+                tools,
+            },
+        ));
     }
     out
 }

@@ -61,10 +61,22 @@ pub fn run_bounded(
 
 /// [`run_bounded`], the process confined as `confinement` says.
 pub fn run_bounded_in(
+    cmd: Command,
+    stdin: Option<&str>,
+    timeout: Duration,
+    confinement: Option<&Confinement>,
+) -> std::io::Result<Bounded> {
+    run_bounded_started(cmd, stdin, timeout, confinement, |_| {})
+}
+
+/// [`run_bounded_in`], telling `started` the process's id once it runs
+/// (a process tree, for orch's endpoints to know it).
+pub fn run_bounded_started(
     mut cmd: Command,
     stdin: Option<&str>,
     timeout: Duration,
     confinement: Option<&Confinement>,
+    started: impl FnOnce(u32),
 ) -> std::io::Result<Bounded> {
     cmd.process_group(0)
         .stdin(if stdin.is_some() {
@@ -81,6 +93,7 @@ pub fn run_bounded_in(
             .map_err(|e| std::io::Error::other(e.to_string()))??,
         None => cmd.spawn()?,
     };
+    started(child.id());
     let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
     if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
         let text = text.to_string();

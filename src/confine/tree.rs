@@ -63,6 +63,15 @@ impl ProcessTree {
         }
     }
 
+    /// A process orch started for the attempt itself (an MCP server of the
+    /// pipeline's): it joins the tree's cgroup, so that it ends with the
+    /// attempt whatever it starts.
+    pub fn adopt(&self, pid: u32) {
+        if let Some(c) = &self.cgroup {
+            c.add(pid);
+        }
+    }
+
     /// Kill every process of the tree's cgroup and wait (at most a few
     /// seconds) until it is empty; false when the tree has no cgroup.
     pub fn kill_all(&self) -> bool {

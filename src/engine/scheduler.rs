@@ -770,7 +770,26 @@ async fn run_agent(
             "{}-{name}",
             phase.name
         )));
-        let endpoint = orch_endpoint(shared, phase, agent, &slot, judging, &tree);
+        let mut endpoints: Vec<Arc<crate::mcp::Endpoint>> =
+            orch_endpoint(shared, phase, agent, &slot, judging, &tree)
+                .into_iter()
+                .collect();
+        if agent.kind.is_llm() {
+            let resolved = shared.pipeline.resolve(phase, agent);
+            for (socket, spawn) in build::server_spawns(
+                &shared.pipeline,
+                &resolved.toolset,
+                &shared.ctx,
+                &inv,
+                dir.path(),
+            ) {
+                endpoints.push(Arc::new(shared.opts.host.server_endpoint(
+                    spawn,
+                    socket,
+                    Arc::clone(&tree),
+                )));
+            }
+        }
         // As shown: a secret the pipeline wrote in an argv is not stored.
         let argv_json = serde_json::to_string(&inv.shown_argv()).unwrap_or_default();
         let env_json = serde_json::to_string(
@@ -810,7 +829,7 @@ async fn run_agent(
                 name,
             ),
             tree,
-            endpoint,
+            endpoints,
         };
         let result = run_attempt(spec, shared.events.clone(), cancel.clone()).await;
         // The attempt's own directory goes with it (its endpoint too).

@@ -66,9 +66,10 @@ pub struct AttemptSpec {
     pub log_dir: PathBuf,
     /// The attempt's process tree, known once its process starts.
     pub tree: std::sync::Arc<crate::confine::ProcessTree>,
-    /// orch's endpoint for the attempt (its MCP tools), opened once the
-    /// attempt's directory exists and before its process starts.
-    pub endpoint: Option<std::sync::Arc<crate::mcp::Endpoint>>,
+    /// orch's endpoints for the attempt (its own MCP tools, the pipeline's
+    /// stdio servers), opened once the attempt's directory exists and
+    /// before its process starts.
+    pub endpoints: Vec<std::sync::Arc<crate::mcp::Endpoint>>,
 }
 
 /// How an attempt ended.
@@ -253,16 +254,16 @@ pub async fn run_attempt(
         result.permanent = true;
         return finish(result);
     }
-    if let Some(endpoint) = &spec.endpoint
-        && let Err(e) = endpoint.open()
-    {
-        probe::remove_files(inv);
-        result.reason = Some(format!(
-            "cannot open orch's endpoint `{}` for the attempt: {e}",
-            endpoint.socket().display()
-        ));
-        result.permanent = true;
-        return finish(result);
+    for endpoint in &spec.endpoints {
+        if let Err(e) = endpoint.open() {
+            probe::remove_files(inv);
+            result.reason = Some(format!(
+                "cannot open orch's endpoint `{}` for the attempt: {e}",
+                endpoint.socket().display()
+            ));
+            result.permanent = true;
+            return finish(result);
+        }
     }
     let _ = std::fs::create_dir_all(&spec.log_dir);
 
@@ -707,7 +708,7 @@ mod tests {
             keeper: None,
             log_dir: dir.join("logs"),
             tree: Default::default(),
-            endpoint: None,
+            endpoints: Vec::new(),
         }
     }
 

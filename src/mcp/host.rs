@@ -11,6 +11,14 @@
 //! parents). A relay started anywhere else (another attempt's agent, a
 //! shell) is refused before it reads a byte; so is one started before the
 //! attempt's process was known.
+//!
+//! The pipeline's own stdio MCP servers are reached the same way: the CLI
+//! starts a relay, and orch starts the server for each admitted
+//! connection, confined at the phase's level, with the server's own
+//! environment (its credentials) and never the agent's: what a server's
+//! `env` holds is not in the agent's environment, where its shell could
+//! print it. orch also holds the server to the tools the ToolSet grants on
+//! it (a call to another is refused, the list is narrowed).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -40,6 +48,39 @@ const LEADER_WAIT: Duration = Duration::from_secs(5);
 /// The name of orch's endpoint in an attempt's folder of orch files.
 pub const SOCKET: &str = "orch.sock";
 
+/// The name of the endpoint of the pipeline's MCP server `server`.
+pub fn server_socket(server: &str) -> String {
+    let safe: String = server
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(60)
+        .collect();
+    format!("mcp-{safe}.sock")
+}
+
+/// A stdio MCP server of the pipeline's that orch starts for an attempt,
+/// once per connection of its CLI.
+#[derive(Debug, Clone)]
+pub struct ServerSpawn {
+    pub name: String,
+    pub argv: Vec<String>,
+    /// Its whole environment, values filled in: what it needs to run
+    /// (`PATH`, the locale, a home and temporary folder of the attempt's)
+    /// and its own `env` from the pipeline, never the agent's.
+    pub env: Vec<(String, String)>,
+    pub cwd: PathBuf,
+    /// The attempt's confinement (`None`: not confined).
+    pub confinement: Option<crate::confine::Confinement>,
+    /// The tools the ToolSet grants on it (`None`: all).
+    pub tools: Option<Vec<String>>,
+}
+
 /// Serves every endpoint of a run: where their records go and where
 /// their claims and verdicts reach the engine.
 pub struct Host {
@@ -68,18 +109,39 @@ impl Host {
             agent: caller.agent.clone(),
             attempt: caller.attempt,
         };
-        Endpoint {
-            shared: Arc::new(Shared {
+        Endpoint::new(
+            Backend::Orch {
                 reports: self.reports.sharing(who),
                 ledger: Arc::clone(&self.ledger),
                 caller,
-                tree,
-                refused: AtomicUsize::new(0),
-            }),
+            },
             socket,
-            task: Mutex::new(None),
-        }
+            tree,
+        )
     }
+
+    /// The endpoint at `socket` of the pipeline's server `spawn` for an
+    /// attempt whose tree is `tree`.
+    pub fn server_endpoint(
+        &self,
+        spawn: ServerSpawn,
+        socket: PathBuf,
+        tree: Arc<ProcessTree>,
+    ) -> Endpoint {
+        Endpoint::new(Backend::Server(spawn), socket, tree)
+    }
+}
+
+/// What an endpoint serves.
+enum Backend {
+    /// orch's own tools, to this caller.
+    Orch {
+        reports: Reports,
+        ledger: Arc<Ledger>,
+        caller: Caller,
+    },
+    /// A stdio server of the pipeline's, started for each connection.
+    Server(ServerSpawn),
 }
 
 /// One attempt's endpoint.
@@ -90,14 +152,24 @@ pub struct Endpoint {
 }
 
 struct Shared {
-    reports: Reports,
-    ledger: Arc<Ledger>,
-    caller: Caller,
+    backend: Backend,
     tree: Arc<ProcessTree>,
     refused: AtomicUsize,
 }
 
 impl Endpoint {
+    fn new(backend: Backend, socket: PathBuf, tree: Arc<ProcessTree>) -> Endpoint {
+        Endpoint {
+            shared: Arc::new(Shared {
+                backend,
+                tree,
+                refused: AtomicUsize::new(0),
+            }),
+            socket,
+            task: Mutex::new(None),
+        }
+    }
+
     /// Listen (on the current tokio runtime), before the attempt's process
     /// starts. The socket's folder is made when missing.
     pub fn open(&self) -> io::Result<()> {
@@ -157,15 +229,28 @@ async fn accept(listener: tokio::net::UnixListener, shared: Arc<Shared>) {
             continue;
         };
         match admit(&stream, &shared).await {
-            Some(peer_cwd) => {
-                let server = OrchServer::with_peer(
-                    shared.caller.clone(),
-                    shared.reports.sharing(shared.reports.reporter().clone()),
-                    Arc::clone(&shared.ledger),
-                    peer_cwd,
-                );
-                connections.spawn(serve(stream, server));
-            }
+            Some(peer_cwd) => match &shared.backend {
+                Backend::Orch {
+                    reports,
+                    ledger,
+                    caller,
+                } => {
+                    let server = OrchServer::with_peer(
+                        caller.clone(),
+                        reports.sharing(reports.reporter().clone()),
+                        Arc::clone(ledger),
+                        peer_cwd,
+                    );
+                    connections.spawn(serve(stream, server));
+                }
+                Backend::Server(spawn) => {
+                    connections.spawn(super::proxy::serve(
+                        stream,
+                        spawn.clone(),
+                        Arc::clone(&shared.tree),
+                    ));
+                }
+            },
             None => {
                 shared.refused.fetch_add(1, Ordering::Relaxed);
                 drop(stream);

@@ -12,6 +12,7 @@ pub mod ledger;
 mod peer;
 mod phase;
 mod portable;
+mod proxy;
 pub mod relay;
 mod server;
 mod wire;
@@ -19,7 +20,7 @@ mod work;
 mod workspace;
 
 pub use caller::{Caller, Judging, VERDICT_TOOLS};
-pub use host::{Endpoint, Host};
+pub use host::{Endpoint, Host, ServerSpawn, server_socket};
 pub use ledger::Ledger;
 pub use phase::sha256_hex;
 pub use portable::problems as schema_problems;

@@ -106,7 +106,10 @@ def handle(msg, extra=None):
         params = msg.get("params", {})
         name = params.get("name")
         args = params.get("arguments") or {}
-        log(dict({"tool": name, "arguments": args}, **(extra or {})))
+        # What MCP_FIXTURE_TOKEN the server was given (a credential meant
+        # for it alone), so a test sees it reached the server.
+        seen = {"token_seen": os.environ["MCP_FIXTURE_TOKEN"]} if "MCP_FIXTURE_TOKEN" in os.environ else {}
+        log(dict({"tool": name, "arguments": args}, **seen, **(extra or {})))
         if name in ("echo", "danger"):
             text = "%s: %s" % (name, args.get("text", ""))
             reply(msg_id, {"content": [{"type": "text", "text": text}], "isError": False})

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use orch::agents::build::{self, Context};
 use orch::agents::invocation::Stdin;
-use orch::agents::probe::{self, run_bounded, run_bounded_in};
+use orch::agents::probe::{self, run_bounded, run_bounded_started};
 use orch::agents::{AgentKind, adapter};
 use serde_json::{Value, json};
 
@@ -530,13 +530,49 @@ fn run_cell(cli: &Cli, level: Level, dir: &Path, script: Value) -> Run {
         Stdin::Null => None,
         Stdin::Text(t) => Some(t.as_str()),
     };
-    let out = run_bounded_in(
+    // As `orch run` does it: the pipeline's MCP servers are served by orch
+    // (here, this test) at the attempt's endpoints, to its process tree.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let _in_runtime = rt.enter();
+    let state = dir.join("state");
+    drop(orch::store::Store::open(&state).unwrap());
+    let host = orch::mcp::Host::new(
+        orch::store::Reports::open(
+            &state,
+            orch::store::Reporter {
+                run_id: "cell".into(),
+                phase: phase.name.clone(),
+                agent: agent.name.clone(),
+                attempt: 1,
+            },
+        )
+        .unwrap(),
+        std::sync::Arc::new(orch::mcp::Ledger::new()),
+    );
+    let tree = std::sync::Arc::new(orch::confine::ProcessTree::new());
+    let endpoints: Vec<orch::mcp::Endpoint> =
+        build::server_spawns(p, &p.resolve(phase, agent).toolset, &ctx, &inv, own.path())
+            .into_iter()
+            .map(|(socket, spawn)| {
+                host.server_endpoint(spawn, socket, std::sync::Arc::clone(&tree))
+            })
+            .collect();
+    for e in &endpoints {
+        e.open().unwrap();
+    }
+    let out = run_bounded_started(
         cmd,
         stdin,
         Duration::from_secs(120),
         inv.confinement.as_ref(),
+        |pid| tree.started(pid),
     )
     .unwrap();
+    drop(endpoints);
     assert!(
         !out.timed_out,
         "{} {} timed out:\n{}",

@@ -433,3 +433,64 @@ fn an_artifact_a_claude_agent_linked_to_a_secret_reaches_no_prompt() {
 fn an_artifact_a_codex_agent_linked_to_a_secret_reaches_no_prompt() {
     a_linked_artifact_reaches_no_prompt(AgentKind::Codex);
 }
+
+/// The credential an MCP server of the pipeline's needs (`${...}` in its
+/// `env`) reaches the server, which orch starts, and not the agent: the
+/// real `kind`'s shell, which prints its environment and reads its CLI's,
+/// does not see it, while the server does (the fixture logs it with the
+/// call the agent made through it).
+fn a_servers_credential_stays_with_the_server(kind: AgentKind) {
+    const TOKEN: &str = "orch-server-only-token";
+    let cli = find_cli(kind);
+    let dir = scratch(&format!("orch-e2e-{kind}-server-credential-"));
+    let show = "env; tr '\\0' '\\n' < /proc/$PPID/environ; echo SHOWN";
+    let mut script = vec![(cli.shell_call)(show)];
+    if kind == AgentKind::Codex {
+        script.push(json!({"tool_search": {"query": "echo"}}));
+    }
+    script.push(super::mcp_call("echo"));
+    let server = ModelServer::start(dir.path(), &Value::Array(script));
+    let text = super::pipeline(&cli, super::Level::ReadOnly, &server, dir.path());
+    let text = super::changed(
+        text,
+        "env = { MCP_FIXTURE_LOG",
+        "env = { MCP_FIXTURE_TOKEN = \"${ORCH_TEST_SERVER_TOKEN}\", MCP_FIXTURE_LOG",
+    );
+    let text = super::changed(
+        text,
+        r#"internal = ["Read", "Glob", "Grep"]"#,
+        r#"internal = ["Read", "Glob", "Grep", "Bash"]"#,
+    );
+    let run = super::orch_run_with(
+        &cli,
+        dir.path(),
+        &server,
+        &text,
+        &[("ORCH_TEST_SERVER_TOKEN", Some(TOKEN))],
+    );
+    let ctx = run.context();
+    assert_eq!(run.code, Some(0), "{ctx}");
+    let said = run.tool_results();
+    assert!(said.contains("SHOWN"), "{kind}: the shell ran: {ctx}");
+    assert!(
+        !said.contains(TOKEN),
+        "{kind}: the agent saw the server's credential: {ctx}"
+    );
+    let calls = run.fixture_calls();
+    assert!(
+        calls
+            .iter()
+            .any(|c| c["tool"] == "echo" && c["token_seen"] == TOKEN),
+        "{kind}: the server got its credential: {calls:?}\n{ctx}"
+    );
+}
+
+#[test]
+fn a_servers_credential_stays_out_of_claudes_environment() {
+    a_servers_credential_stays_with_the_server(AgentKind::Claude);
+}
+
+#[test]
+fn a_servers_credential_stays_out_of_codexs_environment() {
+    a_servers_credential_stays_with_the_server(AgentKind::Codex);
+}

@@ -1,0 +1,273 @@
+//! A stdio MCP server of the pipeline's, served to one attempt through its
+//! endpoint: orch starts the server for the connection, confined at the
+//! phase's level with the server's own environment, and carries the
+//! messages between them line by line, holding the server to the tools the
+//! ToolSet grants on it: a `tools/call` of another tool is answered with a
+//! tool error (the server never sees it), and the answer to `tools/list`
+//! lists only the granted ones. The server ends with the connection.
+
+use std::collections::HashSet;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::sync::mpsc;
+
+use super::host::ServerSpawn;
+use super::wire::MAX_MESSAGE;
+use crate::confine::ProcessTree;
+
+/// Serve `stream` with a new process of `spawn`, in `tree`.
+pub async fn serve(stream: UnixStream, spawn: ServerSpawn, tree: Arc<ProcessTree>) {
+    let (from_client, mut to_client) = stream.into_split();
+    let Some(mut child) = start(&spawn, &tree) else {
+        let _ = to_client
+            .write_all(
+                error_line(
+                    Value::Null,
+                    &format!("orch could not start MCP server `{}`", spawn.name),
+                )
+                .as_bytes(),
+            )
+            .await;
+        return;
+    };
+    let pid = child.id();
+    let (Some(mut to_server), Some(from_server)) = (child.stdin.take(), child.stdout.take()) else {
+        return;
+    };
+    let scope = spawn.tools.clone();
+    // Ids of `tools/list` requests whose answers are narrowed.
+    let listing: Arc<Mutex<HashSet<String>>> = Default::default();
+    let (tx, mut rx) = mpsc::channel::<String>(64);
+    let writer = tokio::spawn(async move {
+        while let Some(line) = rx.recv().await {
+            if to_client.write_all(line.as_bytes()).await.is_err() {
+                break;
+            }
+        }
+    });
+    // The server's answers, narrowed where they list tools.
+    let answers = {
+        let tx = tx.clone();
+        let listing = Arc::clone(&listing);
+        let scope = scope.clone();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(from_server);
+            let mut buf = Vec::new();
+            while let Ok((n, _)) =
+                crate::lines::read_capped(&mut reader, &mut buf, MAX_MESSAGE).await
+            {
+                if n == 0 {
+                    break;
+                }
+                let line = narrow_answer(&buf, scope.as_deref(), &listing);
+                if tx.send(line).await.is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    let mut reader = BufReader::with_capacity(64 * 1024, from_client);
+    let mut buf = Vec::new();
+    while let Ok((n, _)) = crate::lines::read_capped(&mut reader, &mut buf, MAX_MESSAGE).await {
+        if n == 0 {
+            break;
+        }
+        match check_request(&buf, scope.as_deref(), &listing, &spawn.name) {
+            Ok(()) => {
+                let mut line = buf.clone();
+                line.push(b'\n');
+                if to_server.write_all(&line).await.is_err() {
+                    break;
+                }
+            }
+            Err(answer) => {
+                if tx.send(answer).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    drop(to_server);
+    let _ = child.start_kill();
+    let _ = child.wait().await;
+    if let Some(pid) = pid {
+        crate::children::forget(pid);
+    }
+    answers.abort();
+    drop(tx);
+    let _ = writer.await;
+}
+
+/// Start the server, confined as the attempt is, as one of orch's own
+/// children (the orphan sweep leaves it alone) in the attempt's tree.
+fn start(spawn: &ServerSpawn, tree: &ProcessTree) -> Option<tokio::process::Child> {
+    use std::os::unix::process::CommandExt;
+    let (program, args) = spawn.argv.split_first()?;
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args)
+        .current_dir(&spawn.cwd)
+        .env_clear()
+        .envs(spawn.env.iter().map(|(k, v)| (k, v)))
+        .process_group(0)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut cmd = tokio::process::Command::from(cmd);
+    cmd.kill_on_drop(true);
+    let runtime = tokio::runtime::Handle::current();
+    let child = crate::children::start(|| {
+        let spawned = match &spawn.confinement {
+            Some(c) => c
+                .spawn_with(|| {
+                    let _in = runtime.enter();
+                    cmd.spawn()
+                })
+                .ok()
+                .and_then(Result::ok),
+            None => {
+                let _in = runtime.enter();
+                cmd.spawn().ok()
+            }
+        };
+        let pid = spawned.as_ref().and_then(|c| c.id());
+        (spawned, pid)
+    })?;
+    if let Some(pid) = child.id() {
+        tree.adopt(pid);
+    }
+    Some(child)
+}
+
+/// Whether a request may go to the server; if not, the answer to send
+/// back instead. `tools/list` requests are noted, to narrow their answers.
+fn check_request(
+    line: &[u8],
+    scope: Option<&[String]>,
+    listing: &Mutex<HashSet<String>>,
+    server: &str,
+) -> Result<(), String> {
+    let Some(scope) = scope else {
+        return Ok(());
+    };
+    let Ok(v) = serde_json::from_slice::<Value>(line) else {
+        return Ok(());
+    };
+    let id = v.get("id").cloned();
+    match v.get("method").and_then(Value::as_str) {
+        Some("tools/list") => {
+            if let Some(id) = &id {
+                listing
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(id.to_string());
+            }
+            Ok(())
+        }
+        Some("tools/call") => {
+            let name = v["params"]["name"].as_str().unwrap_or("");
+            if scope.iter().any(|t| t == name) {
+                return Ok(());
+            }
+            let why = format!(
+                "tool `{name}` of MCP server `{server}` is not granted here; granted: {}. The pipeline grants it with `mcp__{server}__{name}`",
+                scope.join(", ")
+            );
+            Err(match id {
+                Some(id) => {
+                    json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": why}], "isError": true}})
+                        .to_string()
+                        + "\n"
+                }
+                None => String::new(),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The server's answer as the client gets it: a `tools/list` answer with
+/// only the granted tools.
+fn narrow_answer(
+    line: &[u8],
+    scope: Option<&[String]>,
+    listing: &Mutex<HashSet<String>>,
+) -> String {
+    let raw = || String::from_utf8_lossy(line).into_owned() + "\n";
+    let Some(scope) = scope else {
+        return raw();
+    };
+    let Ok(mut v) = serde_json::from_slice::<Value>(line) else {
+        return raw();
+    };
+    let Some(id) = v.get("id").map(Value::to_string) else {
+        return raw();
+    };
+    if !listing
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&id)
+    {
+        return raw();
+    }
+    if let Some(tools) = v["result"]["tools"].as_array_mut() {
+        tools.retain(|t| {
+            t["name"]
+                .as_str()
+                .is_some_and(|n| scope.iter().any(|s| s == n))
+        });
+    }
+    v.to_string() + "\n"
+}
+
+fn error_line(id: Value, message: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": message}}).to_string()
+        + "\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_outside_the_grant_are_answered_by_orch_and_lists_narrowed() {
+        let scope = vec!["echo".to_string()];
+        let listing = Mutex::new(HashSet::new());
+        let call = |name: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"{name}","arguments":{{}}}}}}"#
+            )
+        };
+        assert!(check_request(call("echo").as_bytes(), Some(&scope), &listing, "fx").is_ok());
+        let refused =
+            check_request(call("write").as_bytes(), Some(&scope), &listing, "fx").unwrap_err();
+        let v: Value = serde_json::from_str(&refused).unwrap();
+        assert_eq!(v["id"], 7);
+        assert_eq!(v["result"]["isError"], true);
+        assert!(
+            v["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("`write`")
+        );
+        // All granted: nothing is checked.
+        assert!(check_request(call("write").as_bytes(), None, &listing, "fx").is_ok());
+        // A list request is noted, and its answer narrowed.
+        let list = br#"{"jsonrpc":"2.0","id":"l1","method":"tools/list"}"#;
+        assert!(check_request(list, Some(&scope), &listing, "fx").is_ok());
+        let answer =
+            br#"{"jsonrpc":"2.0","id":"l1","result":{"tools":[{"name":"echo"},{"name":"write"}]}}"#;
+        let got: Value =
+            serde_json::from_str(&narrow_answer(answer, Some(&scope), &listing)).unwrap();
+        assert_eq!(got["result"]["tools"], json!([{"name": "echo"}]));
+        // Another answer passes as it is.
+        let other = br#"{"jsonrpc":"2.0","id":9,"result":{"x":1}}"#;
+        assert_eq!(
+            narrow_answer(other, Some(&scope), &listing),
+            format!("{}\n", String::from_utf8_lossy(other))
+        );
+    }
+}
