@@ -1034,7 +1034,7 @@ mod tests {
     /// (an argument, a variable, a file), and is shown redacted in each of
     /// those places; with nothing to redact, nothing is shown otherwise.
     #[test]
-    fn a_secret_in_a_servers_command_is_real_for_the_cli_and_redacted_when_shown() {
+    fn a_servers_command_and_its_secret_stay_with_the_server() {
         let secret = "mcp-literal-key-77";
         let text = ["claude", "codex", "gemini", "opencode", "copilot"]
             .iter()
@@ -1048,25 +1048,23 @@ mod tests {
         let p = &loaded.pipeline;
         let ctx = Context::new(Settings::default(), PathBuf::from("/w"));
         for (phase, agent) in p.invocations() {
-            let inv = invocation(p, phase, agent, &ctx, &Slot::preview(Path::new("/own")));
+            let own = Path::new("/own");
+            let inv = invocation(p, phase, agent, &ctx, &Slot::preview(own));
+            // The CLI gets a relay to orch's endpoint for the server, not
+            // the server's command.
             let real: String = inv
                 .argv()
                 .into_iter()
                 .chain(inv.env.iter().filter_map(|v| v.resolve(|_| None)))
                 .chain(inv.files.iter().map(|f| f.content.clone()))
                 .collect();
-            assert!(real.contains(secret), "{}: {inv:?}", agent.name);
-            let shown: String = inv
-                .shown_argv()
-                .into_iter()
-                .chain(inv.shown_env().into_iter().map(|(_, v)| v))
-                .chain(inv.shown_files().into_iter().map(|f| f.content))
-                .chain([inv.shell_line()])
-                .collect();
-            assert!(!shown.contains(secret), "{}: {shown}", agent.name);
-            assert!(shown.contains("<redacted>"), "{}: {shown}", agent.name);
-            // The marker and every other file are shown as they are.
-            assert_eq!(inv.shown_files().len(), inv.files.len());
+            assert!(!real.contains(secret), "{}: {inv:?}", agent.name);
+            assert!(real.contains("mcp-s.sock"), "{}: {real}", agent.name);
+            // orch starts it, as written.
+            let spawns = server_spawns(p, &p.resolve(phase, agent).toolset, &ctx, &inv, own);
+            assert_eq!(spawns.len(), 1);
+            assert_eq!(spawns[0].1.argv, ["s-mcp", "--api-key", secret]);
+            assert_eq!(spawns[0].0, own.join("orch/mcp-s.sock"));
         }
         let plain = "version = 1\nname = \"e\"\n[mcp_servers.s]\ncommand = [\"s-mcp\", \"--region\", \"eu\"]\n[[phases]]\nname = \"p\"\nagents = [\"opencode\"]\nprompt = \"x\"\n[phases.tools]\nmcp = [\"mcp__s__*\"]\n";
         let loaded =
