@@ -78,19 +78,33 @@ struct ServerJson {
     /// is not shown).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     headers: BTreeMap<String, String>,
+    /// A stdio server's own environment, which orch starts it with (and
+    /// which the agent never gets): `${NAME}` as written, secrets redacted.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    env: BTreeMap<String, String>,
     read_only: bool,
 }
 
 impl ServerJson {
     fn of(s: &McpServer) -> Self {
+        let mut env = BTreeMap::new();
         let (transport, command, url, headers) = match &s.transport {
-            McpTransport::Stdio { command, .. } => (
-                "stdio",
-                // Secrets in it redacted, as in the invocations' argvs.
-                Some(crate::agents::env::shown_argv(command)),
-                None,
-                BTreeMap::new(),
-            ),
+            McpTransport::Stdio { command, env: own } => {
+                for (k, v) in own {
+                    let var = crate::agents::invocation::EnvVar {
+                        name: k.clone(),
+                        value: crate::agents::env::classify(k, v),
+                    };
+                    env.insert(k.clone(), var.shown());
+                }
+                (
+                    "stdio",
+                    // Secrets in it redacted, as in the invocations' argvs.
+                    Some(crate::agents::env::shown_argv(command)),
+                    None,
+                    BTreeMap::new(),
+                )
+            }
             McpTransport::Http { url, headers } => (
                 "http",
                 None,
@@ -115,6 +129,7 @@ impl ServerJson {
             command,
             url,
             headers,
+            env,
             read_only: s.read_only,
         }
     }
@@ -318,6 +333,18 @@ fn text(
                 s.reach(),
                 s.source
             )?;
+            if s.transport == "stdio" {
+                let env: Vec<String> = s.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                writeln!(
+                    out,
+                    "    started by orch for each agent granted it, confined as the agent, with {}; the CLI reaches it through `orch mcp relay`",
+                    if env.is_empty() {
+                        "no environment of its own".to_string()
+                    } else {
+                        format!("its own environment: {}", env.join(" "))
+                    }
+                )?;
+            }
         }
         writeln!(out)?;
     }

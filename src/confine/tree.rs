@@ -52,6 +52,11 @@ impl ProcessTree {
         self.cgroup.is_some()
     }
 
+    /// The folder of the tree's cgroup, if it has one.
+    pub fn cgroup_dir(&self) -> Option<&Path> {
+        self.cgroup.as_ref().map(|c| c.dir.as_path())
+    }
+
     /// The attempt's process started as `pid`: it joins the tree's cgroup
     /// at once (before it can have started anything itself, but for a
     /// few microseconds; what it may start in them is still its child,
@@ -61,6 +66,17 @@ impl ProcessTree {
         if let Some(c) = &self.cgroup {
             c.add(pid);
         }
+    }
+
+    /// The descriptor a child about to run as the attempt's leader writes
+    /// `0` to, between fork and exec, to join the tree's cgroup (see
+    /// [`join_before_exec`]); `None` without a cgroup.
+    pub fn join_fd(&self) -> Option<i32> {
+        use std::os::fd::AsRawFd;
+        self.cgroup
+            .as_ref()
+            .and_then(|c| c.procs.as_ref())
+            .map(|f| f.as_raw_fd())
     }
 
     /// A process orch started for the attempt itself (an MCP server of the
@@ -127,6 +143,23 @@ impl Drop for ProcessTree {
     }
 }
 
+/// Make `cmd`'s process join the cgroup whose `cgroup.procs` is open as
+/// `fd` before it executes: it writes `0` (itself) there between fork and
+/// exec (only `write`, which is async-signal-safe). A failed write is
+/// left to the move orch makes once the process runs.
+pub fn join_before_exec(cmd: &mut std::process::Command, fd: i32) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the hook runs in the child between fork and exec and only
+    // calls write(2) on a descriptor the parent keeps open, with a static
+    // buffer.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::write(fd, b"0".as_ptr().cast(), 1);
+            Ok(())
+        });
+    }
+}
+
 /// How long [`Cgroup::kill`] waits for the cgroup to empty.
 const EMPTY_WAIT: Duration = Duration::from_secs(5);
 
@@ -137,6 +170,11 @@ struct Cgroup {
     dir: PathBuf,
     /// Its path as `/proc/PID/cgroup` shows it (`0::<path>`).
     rel: String,
+    /// Its `cgroup.procs`, open for writing: a child writes `0` to it
+    /// between fork and exec, so it is in the cgroup before it runs a
+    /// single instruction of its own (a shell forks its background jobs
+    /// before orch could move it from outside).
+    procs: Option<std::fs::File>,
 }
 
 /// The live attempts' cgroups (as `/proc/PID/cgroup` shows them): the
@@ -167,12 +205,49 @@ fn base() -> Option<&'static (PathBuf, String)> {
         let own = cgroup_of(std::process::id() as i32)?;
         let mount = cgroup2_mount()?;
         let name = format!("orch-{}", std::process::id());
-        let dir = mount.join(own.trim_start_matches('/')).join(&name);
+        let parent = mount.join(own.trim_start_matches('/'));
+        remove_stale(&parent);
+        let dir = parent.join(&name);
         std::fs::create_dir(&dir).ok()?;
         let rel = format!("{}/{name}", own.trim_end_matches('/'));
         Some((dir, rel))
     })
     .as_ref()
+}
+
+/// Remove the folders of attempt cgroups an orch killed outright left in
+/// `parent` (`orch-<pid>` of an orch that is gone); what is still in them
+/// is killed first (their keeper should have).
+fn remove_stale(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("orch-"))
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: signal 0 only asks whether the process exists.
+        if pid <= 0 || unsafe { libc::kill(pid, 0) } == 0 {
+            continue;
+        }
+        if let Ok(attempts) = std::fs::read_dir(e.path()) {
+            for a in attempts.flatten().filter(|a| a.path().is_dir()) {
+                let c = Cgroup {
+                    dir: a.path(),
+                    rel: String::new(),
+                    procs: None,
+                };
+                c.kill();
+                let _ = std::fs::remove_dir(&c.dir);
+            }
+        }
+        let _ = std::fs::remove_dir(e.path());
+    }
 }
 
 /// Remove orch's own folder of attempt cgroups (when the run ends; any
@@ -184,6 +259,7 @@ pub fn remove_base() {
                 let c = Cgroup {
                     dir: e.path(),
                     rel: String::new(),
+                    procs: None,
                 };
                 c.kill();
                 c.remove();
@@ -213,11 +289,15 @@ impl Cgroup {
         let dir = base.join(&leaf);
         std::fs::create_dir(&dir).ok()?;
         let rel = format!("{base_rel}/{leaf}");
+        let procs = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("cgroup.procs"))
+            .ok();
         LIVE.lock()
             .unwrap_or_else(|e| e.into_inner())
             .get_or_insert_with(HashSet::new)
             .insert(rel.clone());
-        Some(Cgroup { dir, rel })
+        Some(Cgroup { dir, rel, procs })
     }
 
     fn add(&self, pid: u32) {

@@ -3,8 +3,10 @@
 //! gives orch no chance to stop anything itself.
 //!
 //! orch writes `+PGID` after starting an agent and `-PGID` once the agent's
-//! group is gone; when the pipe closes (orch exited, however), the keeper
-//! sends KILL to every group still registered and exits. It runs in its own
+//! group is gone (and `+cPATH` / `-cPATH` for the attempt's cgroup, where
+//! it has one); when the pipe closes (orch exited, however), the keeper
+//! sends KILL to every group still registered, kills every registered
+//! cgroup (`cgroup.kill`: whatever left the group), and exits. It runs in its own
 //! process group and ignores INT, TERM and HUP, so a Ctrl-C meant for orch
 //! does not take it down first. (A parent-death signal on each agent would
 //! also work, but only for the agent's own process, and it forces
@@ -63,6 +65,20 @@ impl Keeper {
     pub fn release(&self, pgid: i32) {
         self.say(format!("-{pgid}\n"));
     }
+
+    /// An attempt's cgroup (its folder) to kill if orch dies.
+    pub fn watch_cgroup(&self, dir: &Path) {
+        if let Some(d) = dir.to_str().filter(|d| !d.contains('\n')) {
+            self.say(format!("+c{d}\n"));
+        }
+    }
+
+    /// The cgroup is gone; forget it.
+    pub fn release_cgroup(&self, dir: &Path) {
+        if let Some(d) = dir.to_str().filter(|d| !d.contains('\n')) {
+            self.say(format!("-c{d}\n"));
+        }
+    }
 }
 
 impl Drop for Keeper {
@@ -93,9 +109,18 @@ pub fn serve() {
         let _ = unsafe { signal(sig, SigHandler::SigIgn) };
     }
     let mut groups: BTreeSet<i32> = BTreeSet::new();
+    let mut cgroups: BTreeSet<String> = BTreeSet::new();
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
         let Ok(line) = line else { break };
+        if let Some(dir) = line.strip_prefix("+c") {
+            cgroups.insert(dir.to_string());
+            continue;
+        }
+        if let Some(dir) = line.strip_prefix("-c") {
+            cgroups.remove(dir);
+            continue;
+        }
         let (op, rest) = line.split_at(line.len().min(1));
         if let Ok(pgid) = rest.trim().parse::<i32>()
             && pgid > 1
@@ -113,5 +138,9 @@ pub fn serve() {
     }
     for pgid in groups {
         let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+    }
+    // Only an attempt cgroup orch made (`.../orch-<pid>/<attempt>`).
+    for dir in cgroups.iter().filter(|d| d.contains("/orch-")) {
+        let _ = std::fs::write(Path::new(dir).join("cgroup.kill"), "1");
     }
 }

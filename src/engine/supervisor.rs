@@ -267,7 +267,13 @@ pub async fn run_attempt(
     }
     let _ = std::fs::create_dir_all(&spec.log_dir);
 
-    let mut cmd = Command::from(inv.command(&inv.program, &inv.args, |n| std::env::var(n).ok()));
+    let mut std_cmd = inv.command(&inv.program, &inv.args, |n| std::env::var(n).ok());
+    // Into the attempt's cgroup before it runs (a shell can fork its
+    // background jobs before orch could move it from outside).
+    if let Some(fd) = spec.tree.join_fd() {
+        crate::confine::tree::join_before_exec(&mut std_cmd, fd);
+    }
+    let mut cmd = Command::from(std_cmd);
     cmd.kill_on_drop(true)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -321,6 +327,9 @@ pub async fn run_attempt(
     let pgid = leader.map(|p| Pid::from_raw(p as i32));
     if let (Some(k), Some(pg)) = (&spec.keeper, pgid) {
         k.watch(pg.as_raw());
+    }
+    if let (Some(k), Some(dir)) = (&spec.keeper, spec.tree.cgroup_dir()) {
+        k.watch_cgroup(dir);
     }
     if let (Stdin::Text(text), Some(mut pipe)) = (&inv.stdin, child.stdin.take()) {
         let text = text.clone();
@@ -609,6 +618,9 @@ pub async fn run_attempt(
     // Everything in the attempt's cgroup, however deep or re-parented,
     // then what escaped it (or all orphans, without a cgroup).
     spec.tree.kill_all();
+    if let (Some(k), Some(dir)) = (&spec.keeper, spec.tree.cgroup_dir()) {
+        k.release_cgroup(dir);
+    }
     reaper::sweep();
     let _ = out.await;
     let _ = err.await;

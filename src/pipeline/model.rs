@@ -50,6 +50,20 @@ pub struct Pipeline {
     /// when the pipeline is sealed, read by validation, the adapters, the
     /// scheduler and `explain`.
     resolved: HashMap<(String, String), Resolved>,
+    /// The agents that may write the workspace, and the phases every one
+    /// of them comes after: computed once, when first asked
+    /// ([`Pipeline::writer_before`]).
+    writers: std::sync::OnceLock<Writers>,
+}
+
+/// The agents that may write the workspace (LLM agents at
+/// `workspace-write`) as (phase, agent), and the phases that come before
+/// every one of them (the phases each depends on, directly or not, that
+/// all share).
+#[derive(Debug, Clone, Default)]
+struct Writers {
+    all: Vec<(String, String)>,
+    before_all: std::collections::HashSet<String>,
 }
 
 /// What a pipeline is besides its agents, servers and phases.
@@ -330,6 +344,7 @@ impl Pipeline {
             mcp_servers,
             phases,
             resolved: HashMap::new(),
+            writers: std::sync::OnceLock::new(),
         };
         let resolved = p
             .invocations()
@@ -370,31 +385,63 @@ impl Pipeline {
     /// `permission` of its own is held to the writer's level rather than
     /// run with all its user's rights.
     pub fn writer_before(&self, phase: &Phase) -> Option<(&str, &str)> {
-        self.invocations()
-            .find(|(w, a)| {
-                a.kind.is_llm()
-                    && self.resolve(w, a).toolset.permission == Permission::WorkspaceWrite
-                    && !self.comes_after(w, &phase.name)
+        let writers = self.writers.get_or_init(|| {
+            let all: Vec<(String, String)> = self
+                .invocations()
+                .filter(|(w, a)| {
+                    a.kind.is_llm()
+                        && self.resolve(w, a).toolset.permission == Permission::WorkspaceWrite
+                })
+                .map(|(w, a)| (w.name.clone(), a.name.clone()))
+                .collect();
+            // What every writer comes after (the intersection only
+            // shrinks: stop once it is empty).
+            let mut before_all: Option<std::collections::HashSet<String>> = None;
+            for (w, _) in &all {
+                let Some(p) = self.phase(w) else { continue };
+                let mine = self.ancestors(p);
+                let both = match before_all {
+                    None => mine,
+                    Some(so_far) => so_far.intersection(&mine).cloned().collect(),
+                };
+                let empty = both.is_empty();
+                before_all = Some(both);
+                if empty {
+                    break;
+                }
+            }
+            Writers {
+                all,
+                before_all: before_all.unwrap_or_default(),
+            }
+        });
+        if writers.all.is_empty() || writers.before_all.contains(&phase.name) {
+            return None;
+        }
+        // Name one that does not come after `phase`.
+        writers
+            .all
+            .iter()
+            .find(|(w, _)| {
+                self.phase(w)
+                    .is_none_or(|p| !self.ancestors(p).contains(&phase.name))
             })
-            .map(|(w, a)| (w.name.as_str(), a.name.as_str()))
+            .map(|(w, a)| (w.as_str(), a.as_str()))
     }
 
-    /// Whether `phase` depends on `before` (directly or not): it can only
-    /// start once `before` has ended.
-    fn comes_after(&self, phase: &Phase, before: &str) -> bool {
-        let mut todo: Vec<&str> = phase.depends_on.iter().map(String::as_str).collect();
+    /// Every phase `phase` depends on, directly or not: those it can only
+    /// start after.
+    fn ancestors(&self, phase: &Phase) -> std::collections::HashSet<String> {
         let mut seen = std::collections::HashSet::new();
+        let mut todo: Vec<&str> = phase.depends_on.iter().map(String::as_str).collect();
         while let Some(name) = todo.pop() {
-            if name == before {
-                return true;
-            }
-            if seen.insert(name)
+            if seen.insert(name.to_string())
                 && let Some(p) = self.phase(name)
             {
                 todo.extend(p.depends_on.iter().map(String::as_str));
             }
         }
-        false
+        seen
     }
 
     /// Every (phase, agent) pair in declaration order.

@@ -389,12 +389,20 @@ fn the_decision_records_example_finds_its_servers_in_the_projects_mcp_json() {
         .map(|s| (s["name"].as_str().unwrap(), s["source"].as_str().unwrap()))
         .collect();
     assert_eq!(names, [("exa", "./.mcp.json"), ("tavily", "./.mcp.json")]);
-    // The CLI gets them (Claude Code's own config, written by orch).
+    // orch starts them as written; the CLI (Claude Code's own config,
+    // written by orch) reaches each through a relay to orch.
+    let commands: Vec<String> = servers.iter().map(|s| s["command"].to_string()).collect();
+    assert!(
+        commands.iter().any(|c| c.contains("tavily-mcp@0.2.4"))
+            && commands.iter().any(|c| c.contains("exa-mcp-server@2.0.0")),
+        "{commands:?}"
+    );
     let files = explain["invocations"][0]["files"].to_string();
     assert!(
-        files.contains("tavily-mcp@0.2.4") && files.contains("exa-mcp-server@2.0.0"),
+        files.contains("mcp-tavily.sock") && files.contains("mcp-exa.sock"),
         "{files}"
     );
+    assert!(!files.contains("TAVILY_API_KEY"), "{files}");
 
     // The pipeline wins on a clash.
     let mut own = ADR_RESEARCH.to_string();
@@ -543,4 +551,99 @@ fn every_broken_message_gets_an_error_and_the_endpoint_goes_on() {
         ["fine", "still serving"],
         "only the good comments are recorded"
     );
+}
+
+/// A relay started by hand (outside the attempt's process tree) gets
+/// nothing from the attempt's endpoint, whatever it sends; the attempt's
+/// own relay, started by its CLI, is served (the control).
+#[test]
+fn a_relay_started_by_hand_gets_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(
+        ws.join("lines.txt"),
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add_comment","arguments":{"text":"from the attempt"}}}"#,
+    )
+    .unwrap();
+    // The stand-in's client says where its endpoint is, waits, then talks.
+    let script = format!(
+        "printf '%s' \"$4\" > socket.txt; while [ ! -e go ]; do sleep 0.05; done; exec python3 {} lines.txt -- \"$@\"",
+        root().join("tests/mcp/raw_client.py").display()
+    );
+    std::fs::write(
+        ws.join("client.json"),
+        json!(["sh", "-c", script, "sh", "{server}"]).to_string(),
+    )
+    .unwrap();
+    let stand_in = root().join("tests/mcp/stand_in_cli.py");
+    std::fs::write(
+        ws.join("p.toml"),
+        format!(
+            "version = 1\nname = \"t\"\n[agents.claude]\nkind = \"claude\"\nbinary = \"{}\"\n\
+             [[phases]]\nname = \"plan\"\nagents = [\"claude\"]\nmode = \"fix\"\nprompt = \"x\"\n\
+             [phases.tools]\ninternal = [\"Read\", \"Write\"]\nmcp = [\"mcp__orch__*\"]\npermission = \"workspace-write\"\n",
+            stand_in.display()
+        ),
+    )
+    .unwrap();
+    let child = orch()
+        .current_dir(&ws)
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .args(["run", "p.toml", "--format", "json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let socket = loop {
+        if let Ok(s) = std::fs::read_to_string(ws.join("socket.txt"))
+            && !s.is_empty()
+        {
+            break s;
+        }
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "the attempt never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    // By hand, with the attempt's endpoint and a well-formed request.
+    let mut by_hand = orch()
+        .args(["mcp", "relay", &socket])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = by_hand.stdin.take().unwrap();
+        let _ = writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"x","version":"1"}}}}}}"#
+        );
+    }
+    let refused = finish_within(by_hand, std::time::Duration::from_secs(20), "the relay");
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    assert!(refused.stdout.is_empty(), "{}", stdout(&refused));
+    assert!(
+        stderr(&refused).contains("without a word"),
+        "{}",
+        stderr(&refused)
+    );
+    // The attempt's own client goes on.
+    std::fs::write(ws.join("go"), "").unwrap();
+    let out = finish_within(child, std::time::Duration::from_secs(120), "orch run");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let got: Value =
+        serde_json::from_str(&std::fs::read_to_string(ws.join("client-out.json")).unwrap())
+            .unwrap();
+    assert_eq!(got["answers"]["1"]["result"]["isError"], false, "{got}");
+    let conn = rusqlite::Connection::open(dir.path().join("state/state.db")).unwrap();
+    let n: i64 = conn
+        .query_row("SELECT count(*) FROM reports", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 1, "only the attempt's own comment");
 }

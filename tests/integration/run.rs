@@ -670,3 +670,160 @@ fn dry_run_lists_the_judge_too() {
         stdout(&out)
     );
 }
+
+/// Whether this machine lets a process make cgroups (v2) in its own: a
+/// folder made and removed in the test's own cgroup.
+fn cgroups_here() -> bool {
+    let Some(own) = std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("0::").map(str::to_string))
+        })
+    else {
+        return false;
+    };
+    let Some(mount) = std::fs::read_to_string("/proc/self/mountinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.contains(" - cgroup2 "))
+                .and_then(|l| l.split(' ').nth(4).map(str::to_string))
+        })
+    else {
+        return false;
+    };
+    let probe = Path::new(&mount)
+        .join(own.trim_start_matches('/'))
+        .join(format!("orch-test-probe-{}", std::process::id()));
+    std::fs::create_dir(&probe).is_ok() && std::fs::remove_dir(&probe).is_ok()
+}
+
+/// orch killed with SIGKILL: a process its agent detached from its group
+/// and session dies too, by the attempt's cgroup, which the keeper kills.
+#[test]
+fn a_process_that_left_its_group_dies_with_a_killed_orch() {
+    if !cgroups_here() {
+        eprintln!("no cgroups here: orch falls back to process groups, which this process left");
+        return;
+    }
+    let s = Space::new();
+    let marker = format!("orch-detached-{}", std::process::id());
+    let p = s.pipeline(&format!(
+        "[agents.a]\nkind = \"command\"\ncommand = [\"bash\", \"-c\", \"setsid bash -c 'exec -a {marker} sleep 60' </dev/null >/dev/null 2>&1 & touch up; sleep 60\"]\n\
+         [[phases]]\nname = \"p\"\nagents = [\"a\"]\n",
+    ));
+    let mut child = spawn_run(&s, &p);
+    wait_for(&s.path().join("up"));
+    wait_until(
+        Duration::from_secs(5),
+        || !survivors(&marker).is_empty(),
+        || "the detached process did not start".into(),
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    wait_until(
+        Duration::from_secs(3),
+        || survivors(&marker).is_empty(),
+        || format!("outlived orch: {:?}", survivors(&marker)),
+    );
+}
+
+/// A run left marked running, under the number of a process that is alive
+/// (pid 1), by an orch that is gone: it does not hold the state directory
+/// (liveness is the run lock, not a process number), the next run goes on
+/// and marks it interrupted.
+#[test]
+fn a_run_left_running_under_a_live_number_blocks_nothing() {
+    let s = Space::new();
+    let p = s.pipeline(
+        "[agents.a]\nkind = \"command\"\ncommand = [\"true\"]\n[[phases]]\nname = \"p\"\nagents = [\"a\"]\n",
+    );
+    let (out, _) = s.report(&p, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let conn = rusqlite::Connection::open(s.state().join("state.db")).unwrap();
+    conn.execute(
+        "INSERT INTO runs (run_id, pipeline_name, pipeline_path, digest, digests_json, selection, pid, status, started_ms, ended_ms)
+         VALUES ('ghost', 't', 'p.toml', 'd', '{}', 'all', 1, 'running', 1, NULL)",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    let (out, report) = s.report(&p, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(report["status"], "succeeded");
+    let runs = s.runs();
+    let ghost = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["run_id"] == "ghost")
+        .cloned()
+        .unwrap();
+    assert_eq!(ghost["status"], "interrupted", "{runs}");
+}
+
+/// `--junit` asked to write where an agent planted a link (a folder of
+/// the workspace made a link to elsewhere): orch refuses, the target is
+/// untouched, and the run says the report could not be written; a plain
+/// path works (the control).
+#[test]
+fn a_report_is_not_written_through_a_link_an_agent_planted() {
+    let s = Space::new();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("junit.xml"), "keep").unwrap();
+    let p = s.pipeline(&format!(
+        "[agents.a]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"ln -s {} reports 2>/dev/null; true\"]\n[[phases]]\nname = \"p\"\nagents = [\"a\"]\n\
+         [phases.tools]\npermission = \"workspace-write\"\n",
+        outside.path().display()
+    ));
+    let out = s.run(&["run", p.to_str().unwrap(), "--junit", "reports/junit.xml"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot write the JUnit report"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("junit.xml")).unwrap(),
+        "keep"
+    );
+    let out = s.run(&["run", p.to_str().unwrap(), "--junit", "junit.xml"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(s.path().join("junit.xml").is_file());
+}
+
+/// A contract's artifact is taken as it was accepted: a later phase that
+/// rewrites the file does not change what the phases after it are given
+/// (the accepted text), and the change is reported.
+#[test]
+fn an_accepted_artifact_changed_later_is_reported_and_not_passed_on() {
+    let s = Space::new();
+    let stand_in = crate::support::root().join("tests/mcp/stand_in_cli.py");
+    std::fs::write(
+        s.path().join("client.json"),
+        serde_json::json!(["sh", "-c", "cat > prompt-seen.txt"]).to_string(),
+    )
+    .unwrap();
+    let p = s.pipeline(&format!(
+        "[agents.writer]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"run=$(head -n1 \\\"$ORCH_PROMPT_FILE\\\"); mkdir -p out; printf '# Plan\\\\n\\\\n## Steps\\\\n\\\\nACCEPTED-TEXT\\\\n' > out/plan-$run.md\"]\n\
+         [agents.tamper]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"for f in out/plan-*.md; do echo TAMPERED-TEXT > $f; done\"]\n\
+         [agents.claude]\nkind = \"claude\"\nbinary = \"{}\"\n\
+         [[phases]]\nname = \"plan\"\nagents = [\"writer\"]\nprompt = \"{{{{run_id}}}}\"\nartifact = \"out/{{phase}}-{{run}}.md\"\nrequired_sections = [\"Steps\"]\n\
+         [[phases]]\nname = \"tamper\"\nagents = [\"tamper\"]\ndepends_on = [\"plan\"]\n\
+         [[phases]]\nname = \"use\"\nagents = [\"claude\"]\ndepends_on = [\"tamper\", \"plan\"]\nmode = \"fix\"\nprompt = \"Use the plan.\"\n\
+         [phases.tools]\ninternal = [\"Read\", \"Write\"]\npermission = \"workspace-write\"\n",
+        stand_in.display()
+    ));
+    let (out, report) = s.report(&p, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(report["status"], "succeeded");
+    let seen = std::fs::read_to_string(s.path().join("prompt-seen.txt")).unwrap();
+    assert!(seen.contains("ACCEPTED-TEXT"), "{seen}");
+    assert!(!seen.contains("TAMPERED-TEXT"), "{seen}");
+    assert!(
+        stderr(&out).contains("changed after it was accepted"),
+        "{}",
+        stderr(&out)
+    );
+}
