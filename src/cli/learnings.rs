@@ -9,6 +9,7 @@ use clap::Subcommand;
 
 use super::GlobalArgs;
 use super::output::{CmdResult, Exit, Format, stdout, write_json};
+use crate::report::text;
 use crate::store::Reader;
 
 #[derive(Debug, clap::Args)]
@@ -70,14 +71,12 @@ pub fn run(args: &Args, global: &GlobalArgs) -> CmdResult {
         }
         Format::Text => {
             let mut out = stdout();
+            // Agents wrote them: each on one line, nothing a terminal
+            // acts on.
             for l in &found {
-                writeln!(
-                    out,
-                    "{}",
-                    super::runs::printable(&super::reports::learning(l))
-                )?;
+                writeln!(out, "{}", text::line(&super::reports::learning(l)))?;
                 if !l.context.is_empty() {
-                    writeln!(out, "    {}", super::runs::printable(&l.context))?;
+                    writeln!(out, "    {}", text::line(&l.context))?;
                 }
             }
             out.flush()?;

@@ -1,12 +1,13 @@
 //! What agents reported through orch's MCP server, as text: one section
-//! per kind, each line naming the phase, agent and attempt it came from.
-//! (`--format json` prints the stored rows as they are.)
+//! per kind, each line naming the phase, agent and attempt it came from,
+//! shown on one line through [`text::line`] (agents wrote every word of
+//! it). (`--format json` prints the stored rows as they are.)
 
 use std::io::{self, Write};
 
 use serde_json::Value;
 
-use super::runs::printable;
+use crate::report::text;
 use crate::store::{LearningRow, ReportKind, ReportRow};
 
 /// The sections in the order they are shown, with their titles.
@@ -40,13 +41,13 @@ pub fn write(
                 ReportKind::TaskStarted => task(r, reports),
                 _ => line(r),
             };
-            writeln!(out, "  {}  {}", origin(r), printable(&line))?;
+            writeln!(out, "  {}", text::line(&format!("{}  {line}", origin(r))))?;
         }
     }
     if !learnings.is_empty() {
         writeln!(out, "\nlearnings")?;
         for l in learnings {
-            writeln!(out, "  {}", printable(&learning(l)))?;
+            writeln!(out, "  {}", text::line(&learning(l)))?;
         }
     }
     Ok(())
@@ -261,11 +262,40 @@ mod tests {
         for want in [
             "tasks\n  plan/claude#1  task 1 `login`: add it; success in 3.2s: done; files changed: src/a.rs, b.md",
             "decisions\n  plan/claude#1  [library_choice] which client? -> reqwest: kept (task 1)",
-            "issues\n  plan/claude#1  [bug_encountered] flaky\\u{1b}[31m (needs human review)",
+            "issues\n  plan/claude#1  [bug_encountered] flaky\\x1b[31m (needs human review)",
             "completion claims\n  plan/claude#1  refused: too short",
         ] {
             assert!(text.contains(want), "{want}\n---\n{text}");
         }
         assert!(!text.contains("milestones"), "empty sections are left out");
+    }
+
+    #[test]
+    fn what_an_agent_reported_stays_on_its_line() {
+        let reports = [row(
+            1,
+            ReportKind::Comment,
+            None,
+            json!({"text": "ok\n  plan/judge#1  approved\r\u{202e}"}),
+        )];
+        let learnings = [LearningRow {
+            id: 1,
+            run_id: "r".into(),
+            phase: "plan".into(),
+            agent: "claude".into(),
+            ts_ms: 0,
+            learning_type: "convention".into(),
+            pattern: "p\n\u{1b}]0;t\u{7}".into(),
+            context: String::new(),
+            applies_to: String::new(),
+            quality: 50,
+        }];
+        let mut out = Vec::new();
+        write(&mut out, &reports, &learnings).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "\ncomments\n  plan/claude#1  ok\\n  plan/judge#1  approved\\r\\u{202e}\n\
+             \nlearnings\n  r/plan/claude  [convention] (quality 50) p\\n\\x1b]0;t\\x07\n"
+        );
     }
 }

@@ -17,7 +17,7 @@ use crate::engine::lifecycle;
 use crate::engine::scheduler::RunReport;
 use crate::engine::supervisor::now_ms;
 use crate::graph::PhaseGraph;
-use crate::report::LiveDetail;
+use crate::report::{LiveDetail, text};
 use crate::store::{Outcome, RunStatus};
 
 #[derive(Debug, clap::Args)]
@@ -299,12 +299,14 @@ fn write_reports(args: &Args, detail: Option<&crate::store::RunDetail>) -> Resul
     ok
 }
 
+/// The table of phases on stderr, then the run id on stdout. Names are
+/// shown through [`text::line`] like everything else a run recorded.
 fn summary(report: &RunReport, millis: u64) -> std::io::Result<()> {
     let mut err = std::io::stderr().lock();
     let width = report
         .phases
         .iter()
-        .map(|p| p.name.len())
+        .map(|p| text::line(&p.name).chars().count())
         .max()
         .unwrap_or(5)
         .max(5);
@@ -322,12 +324,12 @@ fn summary(report: &RunReport, millis: u64) -> std::io::Result<()> {
         let agents: Vec<String> = p
             .agents
             .iter()
-            .map(|a| format!("{} {}", a.agent, a.status.as_str()))
+            .map(|a| format!("{} {}", text::line(&a.agent), a.status.as_str()))
             .collect();
         writeln!(
             err,
             "{:<width$}  {:<10}  {:>8}  {}{}",
-            p.name,
+            text::line(&p.name),
             p.status.as_str(),
             took,
             agents.join(", "),
@@ -342,13 +344,13 @@ fn summary(report: &RunReport, millis: u64) -> std::io::Result<()> {
     writeln!(
         err,
         "\nrun {}: {} ({ok} of {} phases succeeded) in {}",
-        report.run_id,
+        text::line(&report.run_id),
         report.status.as_str(),
         report.phases.len(),
         secs(millis)
     )?;
     let mut out = stdout();
-    writeln!(out, "{}", report.run_id)?;
+    writeln!(out, "{}", text::line(&report.run_id))?;
     out.flush()
 }
 

@@ -10,6 +10,7 @@ use clap::Subcommand;
 
 use super::GlobalArgs;
 use super::output::{CmdResult, Exit, Format, clock, stdout, usage_error, write_json};
+use crate::report::text;
 use crate::store::{EventRow, Reader, RunDetail, RunStatus, RunSummary, StoreError};
 
 #[derive(Debug, clap::Args)]
@@ -233,7 +234,7 @@ fn show_text(out: &mut impl Write, d: &RunDetail) -> io::Result<()> {
         ("pid", r.pid.to_string()),
     ];
     for (k, v) in fields {
-        writeln!(out, "{k:<10} {v}")?;
+        writeln!(out, "{k:<10} {}", text::line(&v))?;
     }
     if d.phases.is_empty() {
         writeln!(out, "\nno phases recorded")?;
@@ -391,8 +392,9 @@ fn event_line(out: &mut impl Write, ev: &EventRow) -> io::Result<()> {
         serde_json::Value::Null => ev.raw.clone(),
         other => other.to_string(),
     };
-    writeln!(
-        out,
+    // The line as recorded, shown on one line with whatever a terminal
+    // would act on escaped (an agent's output, its CLI's, a tool name).
+    let line = format!(
         "{}  {}/{}#{}  {}  {}  {}",
         clock(ev.ts_ms),
         ev.phase,
@@ -400,34 +402,21 @@ fn event_line(out: &mut impl Write, ev: &EventRow) -> io::Result<()> {
         ev.attempt,
         ev.seq,
         ev.kind,
-        printable(&detail)
-    )
+        detail
+    );
+    writeln!(out, "{}", text::line(&line))
 }
 
-/// A line as recorded, with control characters (terminal escapes an agent
-/// printed, say) shown escaped rather than acted on.
-pub(super) fn printable(s: &str) -> std::borrow::Cow<'_, str> {
-    // The same characters diagnostics never echo (control, bidi overrides);
-    // newlines too, since an event is one line.
-    let hide = |c: char| crate::pipeline::diagnostic::unsafe_to_show(c) || matches!(c, '\n' | '\r');
-    if !s.chars().any(hide) {
-        return s.into();
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        if hide(c) {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out.into()
-}
-
-/// Left-aligned columns two spaces apart, without trailing blanks.
+/// Left-aligned columns two spaces apart, without trailing blanks. Every
+/// cell is shown on one line through [`text::line`]: reasons quote agents,
+/// and a stored run's names are what its database says.
 fn table(out: &mut impl Write, headers: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| row.iter().map(|c| text::line(c).into_owned()).collect())
+        .collect();
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
+    for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
@@ -441,7 +430,7 @@ fn table(out: &mut impl Write, headers: &[&str], rows: &[Vec<String>]) -> io::Re
         writeln!(out, "{}", s.trim_end())
     };
     line(&mut headers.iter().copied())?;
-    for row in rows {
+    for row in &rows {
         line(&mut row.iter().map(String::as_str))?;
     }
     Ok(())
@@ -510,11 +499,20 @@ mod tests {
     }
 
     #[test]
-    fn control_characters_are_escaped() {
-        assert_eq!(printable("plain\ttext"), "plain\ttext");
+    fn cells_are_shown_on_one_line() {
+        let mut out = Vec::new();
+        table(
+            &mut out,
+            &["A", "REASON"],
+            &[vec![
+                "x".into(),
+                "\u{1b}]52;c;eA==\u{7}\r\nfake\u{202e}".into(),
+            ]],
+        )
+        .unwrap();
         assert_eq!(
-            printable("\u{1b}[31mred\u{1b}[0m\r"),
-            "\\u{1b}[31mred\\u{1b}[0m\\r"
+            String::from_utf8(out).unwrap(),
+            "A  REASON\nx  \\x1b]52;c;eA==\\x07\\r\\nfake\\u{202e}\n"
         );
     }
 

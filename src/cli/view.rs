@@ -11,6 +11,7 @@ use std::time::Duration;
 use super::output::{clock, date_time};
 use crate::engine::supervisor::now_ms;
 use crate::engine::{Listener, RunEvent};
+use crate::report::text;
 use crate::store::{Outcome, Record};
 
 pub(super) fn secs(ms: u64) -> String {
@@ -18,7 +19,9 @@ pub(super) fn secs(ms: u64) -> String {
 }
 
 /// The phase an event is about and the line printed for it (`None`:
-/// nothing to print).
+/// nothing to print). Reasons, verdicts and warnings quote agents, so the
+/// line is shown through [`text::line`]: one line, nothing a terminal acts
+/// on.
 fn progress_line(p: &RunEvent) -> Option<(&str, String)> {
     let line = match p {
         RunEvent::Recorded(Record::PhaseStarted { phase, .. }) => {
@@ -114,7 +117,7 @@ fn progress_line(p: &RunEvent) -> Option<(&str, String)> {
             (phase, line)
         }
     };
-    Some((line.0.as_str(), line.1))
+    Some((line.0.as_str(), text::line(&line.1).into_owned()))
 }
 
 /// How progress is shown.
@@ -184,7 +187,7 @@ pub(super) fn progress_view(view: View) -> (Arc<dyn Listener>, Option<indicatif:
             }) => {
                 let bar = m.add(ProgressBar::new_spinner());
                 bar.set_style(style.clone());
-                bar.set_prefix(format!("{phase}/{agent}"));
+                bar.set_prefix(text::line(&format!("{phase}/{agent}")).into_owned());
                 bar.set_message(if *attempt > 1 {
                     format!("attempt {attempt}")
                 } else {
@@ -203,7 +206,7 @@ pub(super) fn progress_view(view: View) -> (Arc<dyn Listener>, Option<indicatif:
                 if let Some(bar) = bars.get(&(phase.clone(), agent.clone())) {
                     let tool = last_tool
                         .as_deref()
-                        .map(|t| format!(", last tool {t}"))
+                        .map(|t| format!(", last tool {}", text::line(t)))
                         .unwrap_or_default();
                     bar.set_message(format!("{turns} turns{tool}"));
                 }

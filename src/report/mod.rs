@@ -2,12 +2,14 @@
 //! Markdown summary (GitHub's step summary), GitHub annotations and log
 //! groups. Each is built from a [`RunDetail`](crate::store::RunDetail),
 //! whether followed live from the run's event stream ([`LiveDetail`]) or
-//! read back from the store, so both read the same.
+//! read back from the store, so both read the same. Agent text reaches
+//! people only through [`text`].
 
 pub mod github;
 pub mod junit;
 mod live;
 pub mod markdown;
+pub mod text;
 
 pub use live::LiveDetail;
 

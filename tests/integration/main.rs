@@ -19,4 +19,5 @@ mod robustness;
 mod run;
 mod runs;
 mod schema;
+mod shown;
 mod support;
