@@ -3,12 +3,29 @@
 //! itself (its gate: agents, artifacts, claims, judge) and one per agent.
 //! An agent's earlier failed attempts are reruns of its case (flaky when it
 //! succeeded in the end); a failure's text is the tail of its output.
+//!
+//! Agents wrote the reasons and the output (and a stored run's names are
+//! what its database says): every text goes through [`text`], so control
+//! characters and what XML refuses (quick-junit drops ANSI escapes and
+//! most of C0 without a trace, and writes U+FFFE and U+FFFF, which no XML
+//! reader accepts) are shown as escapes.
 
 use std::time::Duration;
 
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestRerun, TestSuite};
 
+use super::text;
 use crate::store::{AttemptDetail, PhaseDetail, RunDetail, Status};
+
+/// One line of text (a name, a reason).
+fn line(s: &str) -> String {
+    text::line(s).into_owned()
+}
+
+/// The output's tail, a line each.
+fn tail(output: &[String]) -> String {
+    text::lines(&output.join("\n")).into_owned()
+}
 
 fn took(a: Option<u64>, b: Option<u64>) -> Option<Duration> {
     Some(Duration::from_millis(b?.saturating_sub(a?)))
@@ -22,17 +39,17 @@ fn status(s: Status, message: Option<&str>, output: &[String]) -> TestCaseStatus
     };
     st.set_type(s.as_str());
     if let Some(m) = message {
-        st.set_message(m);
+        st.set_message(line(m));
     }
     if !output.is_empty() {
-        st.set_description(output.join("\n"));
+        st.set_description(tail(output));
     }
     st
 }
 
 fn phase_case(p: &PhaseDetail) -> TestCase {
     let mut c = TestCase::new("phase", status(p.status, p.reason.as_deref(), &[]));
-    c.set_classname(p.name.as_str());
+    c.set_classname(line(&p.name));
     if let Some(t) = took(p.started_ms, p.ended_ms) {
         c.set_time(t);
     }
@@ -45,16 +62,16 @@ fn phase_case(p: &PhaseDetail) -> TestCase {
 fn agent_case(phase: &str, attempts: &[&AttemptDetail]) -> TestCase {
     let last = attempts.last().expect("one attempt at least");
     let mut c = TestCase::new(
-        last.agent.as_str(),
+        line(&last.agent),
         status(last.status, last.reason.as_deref(), &last.output),
     );
-    c.set_classname(phase);
+    c.set_classname(line(phase));
     let first = attempts.first().expect("one");
     if let Some(t) = took(first.started_ms, last.ended_ms) {
         c.set_time(t);
     }
     if !last.output.is_empty() {
-        c.set_system_out(last.output.join("\n"));
+        c.set_system_out(tail(&last.output));
     }
     c.add_property(("attempts", attempts.len().to_string().as_str()));
     c.add_property(("turns", last.turns.to_string().as_str()));
@@ -69,13 +86,13 @@ fn agent_case(phase: &str, attempts: &[&AttemptDetail]) -> TestCase {
         let mut r = TestRerun::new(kind);
         r.set_type(a.status.as_str());
         if let Some(m) = &a.reason {
-            r.set_message(m.as_str());
+            r.set_message(line(m));
         }
         if let Some(t) = took(a.started_ms, a.ended_ms) {
             r.set_time(t);
         }
         if !a.output.is_empty() {
-            r.set_description(a.output.join("\n"));
+            r.set_description(tail(&a.output));
         }
         c.status.add_rerun(r);
     }
@@ -84,12 +101,15 @@ fn agent_case(phase: &str, attempts: &[&AttemptDetail]) -> TestCase {
 
 /// The run as a JUnit report.
 pub fn report(d: &RunDetail) -> Report {
-    let mut report = Report::new(format!("orch {} {}", d.run.pipeline_name, d.run.run_id));
+    let mut report = Report::new(line(&format!(
+        "orch {} {}",
+        d.run.pipeline_name, d.run.run_id
+    )));
     if let Some(t) = took(Some(d.run.started_ms), d.run.ended_ms) {
         report.set_time(t);
     }
     for p in &d.phases {
-        let mut suite = TestSuite::new(p.name.as_str());
+        let mut suite = TestSuite::new(line(&p.name));
         if let Some(t) = took(p.started_ms, p.ended_ms) {
             suite.set_time(t);
         }

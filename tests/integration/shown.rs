@@ -6,6 +6,8 @@
 use std::path::Path;
 use std::process::Output;
 
+use std::process::Command;
+
 use crate::support::{orch, stderr, stdout, write};
 
 /// What a terminal acts on: an OSC 52 clipboard write, a title set and a
@@ -30,9 +32,9 @@ fn hostile(dir: &Path) -> std::path::PathBuf {
              print('[12:00:00.000]   p/a: attempt 1 succeeded in 0.01s (1 turns)')\n\
              print('| broken | table | <img src=x onerror=alert(1)> [link](https://evil.example) ![i](https://evil.example/i.png) ```')\n\
              print('```')\n\
-             print('</details><script>alert(1)</script>')\n\
+             print('</details><script>alert(1)</script> \\ufffe\\uffff not XML')\n\
              sys.stderr.write('::stop-commands::t\\n')\n\
-             sys.stderr.write('said ' + T + ' ::error::x\\r::add-mask::secret ##[error]y <b>b</b> [l](https://evil.example) | cell\\n')\n\
+             sys.stderr.write('said ' + T + ' ::error::x\\r::add-mask::secret ##[error]y <b>b</b> [l](https://evil.example) | cell \\uffff\\n')\n\
              sys.exit(1)\n"
         ),
     );
@@ -106,4 +108,53 @@ fn agent_bytes_reach_the_terminal_escaped() {
         !events.lines().any(|l| l.starts_with("[12:00:00.000]")),
         "{events}"
     );
+}
+
+/// `orch run --junit`: the report reads as XML (Python's parser), with the
+/// agent's bytes there as escapes, U+FFFE and U+FFFF among them, which no
+/// XML reader accepts.
+#[test]
+fn the_junit_report_reads_as_xml_with_agent_bytes_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    hostile(d);
+    let run = in_dir(d, &["run", "p.toml", "--junit", "j.xml"]);
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+    let read = Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sys, json, xml.etree.ElementTree as E\n\
+             out = []\n\
+             for c in E.parse(sys.argv[1]).getroot().iter('testcase'):\n\
+             \x20 f = c.find('failure')\n\
+             \x20 s = c.find('system-out')\n\
+             \x20 out.append([c.get('name'), f.get('message') if f is not None else None, f.text if f is not None else None, s.text if s is not None else None])\n\
+             print(json.dumps(out))",
+        )
+        .arg(d.join("j.xml"))
+        .output()
+        .unwrap();
+    let xml = std::fs::read_to_string(d.join("j.xml")).unwrap_or_default();
+    assert!(read.status.success(), "{}\n{xml}", stderr(&read));
+    assert_eq!(acted_on(&xml), Vec::<char>::new(), "{xml:?}");
+    let cases: serde_json::Value = serde_json::from_slice(&read.stdout).unwrap();
+    let agent = cases
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c[0] == "a")
+        .unwrap_or_else(|| panic!("{cases}"));
+    let message = agent[1].as_str().unwrap();
+    assert!(
+        message.contains("its last stderr line: said \\x1b]52;c;b3JjaA==\\x07")
+            && message.ends_with("| cell \\u{ffff}"),
+        "{message}"
+    );
+    for text in [agent[2].as_str().unwrap(), agent[3].as_str().unwrap()] {
+        assert!(
+            text.contains("##[add-mask]secret ::add-mask::secret \\x1b]52;c;b3JjaA==\\x07")
+                && text.contains("<script>alert(1)</script> \\u{fffe}\\u{ffff} not XML"),
+            "{text}"
+        );
+    }
 }
