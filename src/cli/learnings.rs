@@ -9,7 +9,7 @@ use clap::Subcommand;
 
 use super::GlobalArgs;
 use super::output::{CmdResult, Exit, Format, stdout, write_json};
-use crate::report::text;
+use crate::report::{github, text};
 use crate::store::Reader;
 
 #[derive(Debug, clap::Args)]
@@ -72,13 +72,16 @@ pub fn run(args: &Args, global: &GlobalArgs) -> CmdResult {
         Format::Text => {
             let mut out = stdout();
             // Agents wrote them: each on one line, nothing a terminal
-            // acts on.
-            for l in &found {
-                writeln!(out, "{}", text::line(&super::reports::learning(l)))?;
-                if !l.context.is_empty() {
-                    writeln!(out, "    {}", text::line(&l.context))?;
+            // acts on, and into a GitHub log as text only.
+            github::text_only(&mut out, github::stdout_is_log(), |out| {
+                for l in &found {
+                    writeln!(out, "{}", text::line(&super::reports::learning(l)))?;
+                    if !l.context.is_empty() {
+                        writeln!(out, "    {}", text::line(&l.context))?;
+                    }
                 }
-            }
+                Ok(())
+            })?;
             out.flush()?;
         }
     }

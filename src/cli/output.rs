@@ -161,9 +161,25 @@ pub fn stdout() -> io::BufWriter<io::StdoutLock<'static>> {
 
 pub fn write_json(value: &impl serde::Serialize) -> io::Result<()> {
     let mut out = stdout();
-    serde_json::to_writer_pretty(&mut out, value)?;
+    if crate::report::github::active() {
+        // No `##[` the runner would read as a command (the same JSON).
+        let json = serde_json::to_vec_pretty(value)?;
+        out.write_all(&crate::report::github::inert_json(json))?;
+    } else {
+        serde_json::to_writer_pretty(&mut out, value)?;
+    }
     writeln!(out)?;
     out.flush()
+}
+
+/// `value` as compact JSON on `out` (as [`write_json`] for GitHub).
+pub fn write_json_to(out: &mut impl Write, value: &impl serde::Serialize) -> io::Result<()> {
+    if crate::report::github::active() {
+        let json = serde_json::to_vec(value)?;
+        out.write_all(&crate::report::github::inert_json(json))
+    } else {
+        serde_json::to_writer(out, value).map_err(io::Error::from)
+    }
 }
 
 /// The index of a phase named on the command line, or a usage error with a

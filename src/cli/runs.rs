@@ -9,8 +9,10 @@ use std::time::{Duration, UNIX_EPOCH};
 use clap::Subcommand;
 
 use super::GlobalArgs;
-use super::output::{CmdResult, Exit, Format, clock, stdout, usage_error, write_json};
-use crate::report::text;
+use super::output::{
+    CmdResult, Exit, Format, clock, stdout, usage_error, write_json, write_json_to,
+};
+use crate::report::{github, text};
 use crate::store::{EventRow, Reader, RunDetail, RunStatus, RunSummary, StoreError};
 
 #[derive(Debug, clap::Args)]
@@ -142,13 +144,16 @@ fn list(reader: Option<&Reader>, state_dir: &Path, args: &ListArgs) -> CmdResult
         Format::Text => {
             let rows: Vec<Vec<String>> = runs.iter().map(list_row).collect();
             let mut out = stdout();
-            table(
-                &mut out,
-                &[
-                    "RUN", "PIPELINE", "STATUS", "STARTED", "DURATION", "PHASES", "OK", "FAILED",
-                ],
-                &rows,
-            )?;
+            github::text_only(&mut out, github::stdout_is_log(), |out| {
+                table(
+                    out,
+                    &[
+                        "RUN", "PIPELINE", "STATUS", "STARTED", "DURATION", "PHASES", "OK",
+                        "FAILED",
+                    ],
+                    &rows,
+                )
+            })?;
             out.flush()?;
         }
     }
@@ -194,17 +199,21 @@ fn show(reader: Option<&Reader>, state_dir: &Path, args: &ShowArgs) -> CmdResult
     }
     if args.markdown {
         let mut out = stdout();
-        out.write_all(
-            crate::report::markdown::summary(&detail, crate::report::markdown::STEP_SUMMARY_LIMIT)
-                .as_bytes(),
-        )?;
+        let md =
+            crate::report::markdown::summary(&detail, crate::report::markdown::STEP_SUMMARY_LIMIT);
+        // Into the step summary as it is; into the log as text only.
+        github::text_only(&mut out, github::stdout_is_log(), |out| {
+            out.write_all(md.as_bytes())
+        })?;
         out.flush()?;
     } else {
         match args.format {
             Format::Json => write_json(&detail)?,
             Format::Text => {
                 let mut out = stdout();
-                show_text(&mut out, &detail)?;
+                github::text_only(&mut out, github::stdout_is_log(), |out| {
+                    show_text(out, &detail)
+                })?;
                 out.flush()?;
             }
         }
@@ -311,6 +320,28 @@ fn events(reader: Option<&Reader>, state_dir: &Path, args: &EventsArgs) -> CmdRe
         }
     }
     let mut out = stdout();
+    // As text, what agents printed: into the log as text only.
+    let log = matches!(args.format, Format::Text) && github::stdout_is_log();
+    let failed = github::text_only(&mut out, log, |out| {
+        print_events(out, reader, state_dir, &run_id, phase, args)
+    })?;
+    if let Some(e) = failed {
+        return store_error(e);
+    }
+    out.flush()?;
+    Ok(Exit::Success)
+}
+
+/// The run's events as `args` asks, to the end (with `--follow`, to the
+/// run's); a store error stops it and is returned.
+fn print_events(
+    out: &mut impl Write,
+    reader: &Reader,
+    state_dir: &Path,
+    run_id: &str,
+    phase: Option<&str>,
+    args: &EventsArgs,
+) -> io::Result<Option<StoreError>> {
     let mut after = 0;
     let json_lines = args.follow && matches!(args.format, Format::Json);
     let json_array = !args.follow && matches!(args.format, Format::Json);
@@ -320,19 +351,19 @@ fn events(reader: Option<&Reader>, state_dir: &Path, args: &EventsArgs) -> CmdRe
     }
     let mut finishing = false;
     loop {
-        let page = match reader.events(&run_id, phase, after, PAGE) {
+        let page = match reader.events(run_id, phase, after, PAGE) {
             Ok(p) => p,
-            Err(e) => return store_error(e),
+            Err(e) => return Ok(Some(e)),
         };
         for ev in &page.events {
             if json_array {
                 write!(out, "{}\n  ", if first { "" } else { "," })?;
-                serde_json::to_writer(&mut out, ev)?;
+                write_json_to(out, ev)?;
             } else if json_lines {
-                serde_json::to_writer(&mut out, ev)?;
+                write_json_to(out, ev)?;
                 writeln!(out)?;
             } else {
-                event_line(&mut out, ev)?;
+                event_line(out, ev)?;
             }
             first = false;
         }
@@ -347,20 +378,19 @@ fn events(reader: Option<&Reader>, state_dir: &Path, args: &EventsArgs) -> CmdRe
         out.flush()?;
         // Ends when the run does, including when its orch died.
         if let Err(e) = mark_interrupted(reader, state_dir) {
-            return store_error(e);
+            return Ok(Some(e));
         }
-        match reader.run_status(&run_id) {
+        match reader.run_status(run_id) {
             Ok(Some(RunStatus::Running)) => std::thread::sleep(POLL),
             // One more read for what was committed with the end.
             Ok(_) => finishing = true,
-            Err(e) => return store_error(e),
+            Err(e) => return Ok(Some(e)),
         }
     }
     if json_array {
         writeln!(out, "{}]", if first { "" } else { "\n" })?;
     }
-    out.flush()?;
-    Ok(Exit::Success)
+    Ok(None)
 }
 
 /// A usage message when `phase` is not in a run that has ended (a running

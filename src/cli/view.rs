@@ -11,7 +11,7 @@ use std::time::Duration;
 use super::output::{clock, date_time};
 use crate::engine::supervisor::now_ms;
 use crate::engine::{Listener, RunEvent};
-use crate::report::text;
+use crate::report::{github, text};
 use crate::store::{Outcome, Record};
 
 pub(super) fn secs(ms: u64) -> String {
@@ -131,7 +131,8 @@ pub(super) enum View {
     /// Timestamped lines, each phase's in a `::group::` of the GitHub
     /// Actions log. Groups do not nest and phases run side by side, so a
     /// phase's lines are held until it ends and printed as one group; its
-    /// start is printed at once, outside any group.
+    /// start is printed at once, outside any group. Inside the group the
+    /// runner reads no workflow command ([`github::text_only`]).
     GitHub,
 }
 
@@ -151,11 +152,13 @@ pub(super) fn progress_view(view: View) -> (Arc<dyn Listener>, Option<indicatif:
                 }
                 RunEvent::Recorded(Record::PhaseFinished { .. }) => {
                     let lines = held.remove(phase).unwrap_or_default();
-                    let _ = writeln!(err, "{}", crate::report::github::group(&line));
-                    for l in lines {
-                        let _ = writeln!(err, "{l}");
-                    }
-                    let _ = writeln!(err, "{}", crate::report::github::END_GROUP);
+                    let _ = writeln!(err, "{}", github::group(&line));
+                    // Reasons and verdicts quote agents: the runner reads
+                    // no command in them.
+                    let _ = github::text_only(&mut err, !lines.is_empty(), |err| {
+                        lines.iter().try_for_each(|l| writeln!(err, "{l}"))
+                    });
+                    let _ = writeln!(err, "{}", github::END_GROUP);
                 }
                 _ => held.entry(phase.to_string()).or_default().push(line),
             }

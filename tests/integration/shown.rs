@@ -158,3 +158,181 @@ fn the_junit_report_reads_as_xml_with_agent_bytes_escaped() {
         );
     }
 }
+
+/// The workflow commands GitHub's runner reads in a step's `log`, as
+/// actions/runner does it (`src/Runner.Worker/ActionCommandManager.cs`,
+/// `src/Runner.Common/ActionCommand.cs`, `ProcessInvoker.cs` at
+/// 258d6c857db3): lines end at LF, CR or CRLF (`StreamReader.ReadLine`);
+/// `::name props::data` once leading white space is trimmed, else
+/// `##[name props]data` anywhere in the line; only registered names are
+/// commands; once `::stop-commands::TOKEN` is read, nothing is but the
+/// token itself (`::TOKEN::`, `##[TOKEN]`), which resumes.
+fn runner_commands(log: &str) -> Vec<(String, String)> {
+    const REGISTERED: &[&str] = &[
+        "stop-commands",
+        "set-env",
+        "set-output",
+        "save-state",
+        "add-path",
+        "add-mask",
+        "add-matcher",
+        "remove-matcher",
+        "warning",
+        "error",
+        "notice",
+        "debug",
+        "group",
+        "endgroup",
+        "echo",
+    ];
+    let parse = |line: &str, stopped: Option<&str>| -> Option<(String, String)> {
+        let known = |name: &str| {
+            REGISTERED.iter().any(|r| r.eq_ignore_ascii_case(name))
+                || stopped.is_some_and(|t| t.eq_ignore_ascii_case(name))
+        };
+        let v2 = line.trim_start();
+        if let Some(rest) = v2.strip_prefix("::")
+            && let Some(end) = rest.find("::")
+        {
+            let name = rest[..end].split(' ').next().unwrap();
+            if known(name) {
+                return Some((name.to_string(), rest[end + 2..].to_string()));
+            }
+        }
+        let at = line.find("##[")?;
+        let rest = &line[at + 3..];
+        let end = rest.find(']')?;
+        let name = rest[..end].split(' ').next().unwrap();
+        known(name).then(|| (name.to_string(), rest[end + 1..].to_string()))
+    };
+    let mut read = Vec::new();
+    let mut stopped: Option<String> = None;
+    for line in log.split("\r\n").flat_map(|l| l.split(['\r', '\n'])) {
+        let Some((name, data)) = parse(line, stopped.as_deref()) else {
+            continue;
+        };
+        match &stopped {
+            Some(t) if name.eq_ignore_ascii_case(t) => stopped = None,
+            Some(_) => continue,
+            None if name.eq_ignore_ascii_case("stop-commands") => stopped = Some(data.clone()),
+            None => {}
+        }
+        read.push((name, data));
+    }
+    read
+}
+
+/// Nothing but what orch means the runner to read: groups, and the
+/// pauses around agent text with their fresh tokens, each resumed.
+#[track_caller]
+fn only_orchs_commands(what: &str, log: &str) {
+    let read = runner_commands(log);
+    let mut tokens = Vec::new();
+    for (name, data) in &read {
+        match name.as_str() {
+            "group" | "endgroup" => {}
+            "stop-commands" => {
+                assert!(
+                    data.len() == 32 && data.chars().all(|c| c.is_ascii_hexdigit()),
+                    "{what}: a token orch did not make: {data}\n{log}"
+                );
+                assert!(!tokens.contains(data), "{what}: a token used twice");
+                tokens.push(data.clone());
+            }
+            t if tokens.last().is_some_and(|l| l == t) && data.is_empty() => {}
+            _ => panic!("{what}: the runner reads `{name}` `{data}` in\n{log}"),
+        }
+    }
+    let resumed = read.iter().filter(|(n, _)| tokens.contains(n)).count();
+    assert_eq!(resumed, tokens.len(), "{what}: left stopped\n{log}");
+}
+
+/// Inside GitHub Actions, orch's log (the progress of `orch run`, what
+/// `runs show`, `runs events` and `runs list` print, JSON included) holds
+/// no workflow command an agent wrote: not at a line's start, not `##[`
+/// within one, not after a CR. The Markdown summary written into a file is
+/// the summary alone.
+#[test]
+fn in_a_github_log_agent_text_starts_no_workflow_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    hostile(d);
+    // The model of the runner reads what it should (so that the check
+    // below can fail).
+    let planted = "x\n  ::add-mask::secret\n[t] a: ##[error]y\r::error::z\n::stop-commands::t\n::error::hidden\n::t::\n";
+    let names: Vec<String> = runner_commands(planted).into_iter().map(|c| c.0).collect();
+    assert_eq!(names, ["add-mask", "error", "error", "stop-commands", "t"]);
+
+    let github = |args: &[&str]| -> Output {
+        orch()
+            .current_dir(d)
+            .args(["--state-dir", ".state"])
+            .args(args)
+            .env("GITHUB_ACTIONS", "true")
+            .output()
+            .unwrap()
+    };
+    let run = github(&["run", "p.toml"]);
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+    let log = stderr(&run);
+    only_orchs_commands("run", &(log.clone() + &stdout(&run)));
+    // The reason is there, as text, inside the phase's group.
+    assert!(
+        log.contains("::error::x\\r::add-mask::secret ##[error]y"),
+        "{log}"
+    );
+    for args in [
+        &["runs", "show", "latest"][..],
+        &["runs", "show", "latest", "--markdown"],
+        &["runs", "show", "latest", "--format", "json"],
+        &["runs", "events", "latest"],
+        &["runs", "events", "latest", "--format", "json"],
+        &["runs", "events", "latest", "--follow", "--format", "json"],
+        &["runs", "list"],
+    ] {
+        let out = github(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        let text = stdout(&out);
+        only_orchs_commands(&args.join(" "), &(text.clone() + &stderr(&out)));
+        if args.contains(&"json") {
+            // The same JSON as outside GitHub Actions.
+            let plain = orch()
+                .current_dir(d)
+                .args(["--state-dir", ".state"])
+                .args(args)
+                .output()
+                .unwrap();
+            let parse = |s: &str| -> Vec<serde_json::Value> {
+                serde_json::Deserializer::from_str(s)
+                    .into_iter()
+                    .map(Result::unwrap)
+                    .collect()
+            };
+            assert_eq!(parse(&text), parse(&stdout(&plain)), "{args:?}");
+        }
+    }
+    // Into the step summary (a file): the summary alone.
+    let summary = std::fs::File::create(d.join("summary.md")).unwrap();
+    let out = orch()
+        .current_dir(d)
+        .args([
+            "--state-dir",
+            ".state",
+            "runs",
+            "show",
+            "latest",
+            "--markdown",
+        ])
+        .env("GITHUB_ACTIONS", "true")
+        .stdout(summary)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let md = std::fs::read_to_string(d.join("summary.md")).unwrap();
+    assert!(md.starts_with("### orch: p ❌ failed\n"), "{md}");
+    assert!(
+        !md.lines()
+            .any(|l| l.starts_with("::stop-commands::") && l.len() == 17 + 32),
+        "{md}"
+    );
+}
