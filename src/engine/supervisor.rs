@@ -509,8 +509,12 @@ pub async fn run_attempt(
                                     last_tool,
                                 });
                             }
+                            // A process the CLI started can write lines into
+                            // its stdout (docs/confinement.md, "Lines that
+                            // pass for the CLI's"): no line lowers a figure
+                            // or changes the session once the CLI named it.
                             match &ev {
-                                Event::SessionStart { session_id: Some(s), .. } => result.session_id = Some(s.clone()),
+                                Event::SessionStart { session_id: Some(s), .. } if result.session_id.is_none() => result.session_id = Some(s.clone()),
                                 // A turn the CLI ends because orch stopped it was cut short.
                                 Event::TurnEnd if stop.is_none() && !over_budget => result.turns += 1,
                                 // A tool call once the budget is used up: the
@@ -536,10 +540,10 @@ pub async fn run_attempt(
                                         result.reason = t.clone().or_else(|| subtype.clone());
                                     }
                                     if let Some(n) = num_turns { result.turns = result.turns.max(*n); }
-                                    if let Some(s) = session_id { result.session_id = Some(s.clone()); }
+                                    if let Some(s) = session_id && result.session_id.is_none() { result.session_id = Some(s.clone()); }
                                     if let Some(t) = tokens_in { result.tokens_in = result.tokens_in.max(*t); }
                                     if let Some(t) = tokens_out { result.tokens_out = result.tokens_out.max(*t); }
-                                    if cost_usd.is_some() { result.cost_usd = *cost_usd; }
+                                    if let Some(c) = cost_usd { result.cost_usd = Some(result.cost_usd.map_or(*c, |k| k.max(*c))); }
                                 }
                                 Event::Error { message, rate_limit } => {
                                     if let Some(limit) = rate_limit { result.rate_limited = resets.saw(*limit); }

@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 use crate::support::{clis_bin, clis_dir, path_with_clis, root, write};
 
 mod confined;
+mod forged;
 mod orch_server;
 mod remote_mcp;
 mod seams;

@@ -11,6 +11,7 @@ mod docs;
 mod e2e;
 mod events;
 mod examples;
+mod forged;
 mod mcp;
 mod profiles;
 mod prompts;
