@@ -44,8 +44,10 @@
 #
 # 7. confinement (issue 8): the spawn pipeline again with every phase
 #    confined (`permission = "workspace-write"`: a Landlock ruleset built
-#    and entered per agent start), RUNS runs alternating floor / unconfined
-#    / confined; the cost of confinement per agent start = (confined wall -
+#    and entered per agent start, and the attempt's process tree tracked
+#    by a cgroup where orch can make one), RUNS runs alternating floor /
+#    unconfined (`ORCH_CGROUPS=off`: no cgroup either) / confined; the cost
+#    of confinement and tree tracking per agent start = (confined wall -
 #    unconfined wall) / PHASES, from medians (and minimums). Skipped, and
 #    said so, where orch cannot confine (`orch doctor`).
 #
@@ -119,7 +121,11 @@ overhead_target, events_target = float(overhead_target), float(events_target)
 events_rss_target, wide_rss_target = float(events_rss_target), float(wide_rss_target)
 PARALLEL = 8
 status = 0
-os.chdir(tmp)  # the agents' working directory: nothing lands in the repo
+# The agents' working directory: nothing lands in the repo, and the state
+# directories (beside it) are outside the workspace, as orch requires
+# where an agent may write it.
+os.makedirs(os.path.join(tmp, "work"), exist_ok=True)
+os.chdir(os.path.join(tmp, "work"))
 
 
 def fail(msg, p=None):
@@ -508,7 +514,11 @@ def measure_confined():
     with Load() as load:
         for _ in range(runs):
             fl.append(floor() * 1e3)
+            # The unconfined start without the process-tree cgroup either:
+            # the figure is confinement and tree tracking together.
+            os.environ["ORCH_CGROUPS"] = "off"
             wall, code, _, _ = once(orch_run(SPAWN, state_dir("spawn")))
+            del os.environ["ORCH_CGROUPS"]
             un.append(wall * 1e3)
             wall2, code2, _, _ = once(orch_run(CONFINED, state_dir("confined")))
             co.append(wall2 * 1e3)

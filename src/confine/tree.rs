@@ -58,25 +58,15 @@ impl ProcessTree {
     }
 
     /// The attempt's process started as `pid`: it joins the tree's cgroup
-    /// at once (before it can have started anything itself, but for a
-    /// few microseconds; what it may start in them is still its child,
-    /// and goes with the group and the sweep).
+    /// at once, the moment it runs. (A process it starts in the
+    /// microseconds before, which only a shell command of the pipeline's
+    /// own could, is not in the cgroup: it goes with the process group,
+    /// or with the sweep of orphans while orch runs.)
     pub fn started(&self, pid: u32) {
         let _ = self.leader.set(pid as i32);
         if let Some(c) = &self.cgroup {
             c.add(pid);
         }
-    }
-
-    /// The descriptor a child about to run as the attempt's leader writes
-    /// `0` to, between fork and exec, to join the tree's cgroup (see
-    /// [`join_before_exec`]); `None` without a cgroup.
-    pub fn join_fd(&self) -> Option<i32> {
-        use std::os::fd::AsRawFd;
-        self.cgroup
-            .as_ref()
-            .and_then(|c| c.procs.as_ref())
-            .map(|f| f.as_raw_fd())
     }
 
     /// A process orch started for the attempt itself (an MCP server of the
@@ -143,23 +133,6 @@ impl Drop for ProcessTree {
     }
 }
 
-/// Make `cmd`'s process join the cgroup whose `cgroup.procs` is open as
-/// `fd` before it executes: it writes `0` (itself) there between fork and
-/// exec (only `write`, which is async-signal-safe). A failed write is
-/// left to the move orch makes once the process runs.
-pub fn join_before_exec(cmd: &mut std::process::Command, fd: i32) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: the hook runs in the child between fork and exec and only
-    // calls write(2) on a descriptor the parent keeps open, with a static
-    // buffer.
-    unsafe {
-        cmd.pre_exec(move || {
-            libc::write(fd, b"0".as_ptr().cast(), 1);
-            Ok(())
-        });
-    }
-}
-
 /// How long [`Cgroup::kill`] waits for the cgroup to empty.
 const EMPTY_WAIT: Duration = Duration::from_secs(5);
 
@@ -170,10 +143,8 @@ struct Cgroup {
     dir: PathBuf,
     /// Its path as `/proc/PID/cgroup` shows it (`0::<path>`).
     rel: String,
-    /// Its `cgroup.procs`, open for writing: a child writes `0` to it
-    /// between fork and exec, so it is in the cgroup before it runs a
-    /// single instruction of its own (a shell forks its background jobs
-    /// before orch could move it from outside).
+    /// Its `cgroup.procs`, open for writing (the leader is moved in the
+    /// moment it runs).
     procs: Option<std::fs::File>,
 }
 
@@ -301,11 +272,19 @@ impl Cgroup {
     }
 
     fn add(&self, pid: u32) {
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .write(true)
-            .open(self.dir.join("cgroup.procs"))
-        {
-            let _ = write!(f, "{pid}");
+        match &self.procs {
+            Some(f) => {
+                let mut f: &std::fs::File = f;
+                let _ = write!(f, "{pid}");
+            }
+            None => {
+                if let Ok(mut f) = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(self.dir.join("cgroup.procs"))
+                {
+                    let _ = write!(f, "{pid}");
+                }
+            }
         }
     }
 

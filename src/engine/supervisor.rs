@@ -267,13 +267,7 @@ pub async fn run_attempt(
     }
     let _ = std::fs::create_dir_all(&spec.log_dir);
 
-    let mut std_cmd = inv.command(&inv.program, &inv.args, |n| std::env::var(n).ok());
-    // Into the attempt's cgroup before it runs (a shell can fork its
-    // background jobs before orch could move it from outside).
-    if let Some(fd) = spec.tree.join_fd() {
-        crate::confine::tree::join_before_exec(&mut std_cmd, fd);
-    }
-    let mut cmd = Command::from(std_cmd);
+    let mut cmd = Command::from(inv.command(&inv.program, &inv.args, |n| std::env::var(n).ok()));
     cmd.kill_on_drop(true)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -701,6 +701,8 @@ fn cgroups_here() -> bool {
 
 /// orch killed with SIGKILL: a process its agent detached from its group
 /// and session dies too, by the attempt's cgroup, which the keeper kills.
+/// (The agent detaches it once it runs, as any agent's work does: orch
+/// moves the attempt's process into its cgroup the moment it starts.)
 #[test]
 fn a_process_that_left_its_group_dies_with_a_killed_orch() {
     if !cgroups_here() {
@@ -710,7 +712,7 @@ fn a_process_that_left_its_group_dies_with_a_killed_orch() {
     let s = Space::new();
     let marker = format!("orch-detached-{}", std::process::id());
     let p = s.pipeline(&format!(
-        "[agents.a]\nkind = \"command\"\ncommand = [\"bash\", \"-c\", \"setsid bash -c 'exec -a {marker} sleep 60' </dev/null >/dev/null 2>&1 & touch up; sleep 60\"]\n\
+        "[agents.a]\nkind = \"command\"\ncommand = [\"bash\", \"-c\", \"sleep 0.2; setsid bash -c 'exec -a {marker} sleep 60' </dev/null >/dev/null 2>&1 & touch up; sleep 60\"]\n\
          [[phases]]\nname = \"p\"\nagents = [\"a\"]\n",
     ));
     let mut child = spawn_run(&s, &p);
