@@ -29,7 +29,6 @@ use std::time::Duration;
 use rmcp::ServiceExt;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::caller::Caller;
@@ -229,28 +228,33 @@ async fn accept(listener: tokio::net::UnixListener, shared: Arc<Shared>) {
             continue;
         };
         match admit(&stream, &shared).await {
-            Some(peer_cwd) => match &shared.backend {
-                Backend::Orch {
-                    reports,
-                    ledger,
-                    caller,
-                } => {
-                    let server = OrchServer::with_peer(
-                        caller.clone(),
-                        reports.sharing(reports.reporter().clone()),
-                        Arc::clone(ledger),
-                        peer_cwd,
-                    );
-                    connections.spawn(serve(stream, server));
-                }
-                Backend::Server(spawn) => {
-                    connections.spawn(super::proxy::serve(
-                        stream,
-                        spawn.clone(),
-                        Arc::clone(&shared.tree),
-                    ));
-                }
-            },
+            Some(peer_cwd) => {
+                let shared = Arc::clone(&shared);
+                connections.spawn(async move {
+                    let Ok(conn) = take_over(stream).await else {
+                        return;
+                    };
+                    match &shared.backend {
+                        Backend::Orch {
+                            reports,
+                            ledger,
+                            caller,
+                        } => {
+                            let server = OrchServer::with_peer(
+                                caller.clone(),
+                                reports.sharing(reports.reporter().clone()),
+                                Arc::clone(ledger),
+                                peer_cwd,
+                            );
+                            serve(conn.from, conn.to, server).await;
+                        }
+                        Backend::Server(spawn) => {
+                            let tree = Arc::clone(&shared.tree);
+                            super::proxy::serve(conn.from, conn.to, spawn.clone(), tree).await;
+                        }
+                    }
+                });
+            }
             None => {
                 shared.refused.fetch_add(1, Ordering::Relaxed);
                 drop(stream);
@@ -258,6 +262,55 @@ async fn accept(listener: tokio::net::UnixListener, shared: Arc<Shared>) {
         }
         // Reap finished connections as we go.
         while connections.try_join_next().is_some() {}
+    }
+}
+
+/// An admitted connection, as the relay handed it over: its standard
+/// input and output (the pipes to the CLI), which orch reads and writes
+/// itself; the relay waits on `_relay` until orch is done.
+struct Conn {
+    from: tokio::net::unix::pipe::Receiver,
+    to: tokio::net::unix::pipe::Sender,
+    _relay: UnixStream,
+}
+
+/// How long a relay has to say how it hands the connection over.
+const HANDOVER_WAIT: Duration = Duration::from_secs(10);
+
+/// Read the relay's hand-over (see [`super::handover`]).
+async fn take_over(stream: UnixStream) -> io::Result<Conn> {
+    use std::os::fd::AsRawFd;
+    let got = tokio::time::timeout(HANDOVER_WAIT, async {
+        loop {
+            stream.readable().await?;
+            match stream.try_io(tokio::io::Interest::READABLE, || {
+                super::handover::recv(stream.as_raw_fd())
+            }) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                other => return other,
+            }
+        }
+    })
+    .await
+    .map_err(|_| io::Error::other("the relay said nothing"))??;
+    match got {
+        Some((super::handover::FDS, mut fds)) if fds.len() == 2 => {
+            let out = fds.pop().expect("two");
+            let inp = fds.pop().expect("two");
+            super::handover::nonblocking(&inp)?;
+            super::handover::nonblocking(&out)?;
+            let from = tokio::net::unix::pipe::Receiver::from_owned_fd_unchecked(inp)?;
+            let to = tokio::net::unix::pipe::Sender::from_owned_fd_unchecked(out)?;
+            // Tell the relay its pipes are taken: it waits from now on.
+            stream.writable().await?;
+            stream.try_write(b"k")?;
+            Ok(Conn {
+                from,
+                to,
+                _relay: stream,
+            })
+        }
+        _ => Err(io::Error::other("not a relay's hand-over")),
     }
 }
 
@@ -287,8 +340,11 @@ async fn admit(stream: &UnixStream, shared: &Shared) -> Option<Option<PathBuf>> 
 /// Serve one admitted connection until either side closes it: every line
 /// the client sends goes through [`wire::judge`] before the protocol
 /// library sees it.
-async fn serve(stream: UnixStream, server: OrchServer) {
-    let (from_client, mut to_client) = stream.into_split();
+async fn serve<R, W>(from_client: R, to_client: W, server: OrchServer)
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let (ours, theirs) = tokio::io::duplex(1 << 16);
     let service = tokio::spawn(async move {
         if let Ok(running) = server.serve(theirs).await {
@@ -296,24 +352,29 @@ async fn serve(stream: UnixStream, server: OrchServer) {
         }
     });
     let (from_server, mut to_server) = tokio::io::split(ours);
-    let (tx, mut rx) = mpsc::channel::<String>(64);
-    // The server's answers, line by line, to the client.
-    let answers = tx.clone();
-    let out = tokio::spawn(async move {
-        let mut lines = BufReader::new(from_server).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if answers.send(line + "\n").await.is_err() {
-                break;
+    // The server's answers and orch's own to broken lines, each written
+    // whole under the lock.
+    let to_client = Arc::new(tokio::sync::Mutex::new(to_client));
+    let out = {
+        let to_client = Arc::clone(&to_client);
+        tokio::spawn(async move {
+            let mut reader = BufReader::with_capacity(64 * 1024, from_server);
+            let mut line: Vec<u8> = Vec::new();
+            loop {
+                line.clear();
+                match reader.read_until(b'\n', &mut line).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+                if !line.ends_with(b"\n") {
+                    line.push(b'\n');
+                }
+                if to_client.lock().await.write_all(&line).await.is_err() {
+                    break;
+                }
             }
-        }
-    });
-    let writer = tokio::spawn(async move {
-        while let Some(line) = rx.recv().await {
-            if to_client.write_all(line.as_bytes()).await.is_err() {
-                break;
-            }
-        }
-    });
+        })
+    };
     let mut reader = BufReader::with_capacity(64 * 1024, from_client);
     let mut buf: Vec<u8> = Vec::new();
     loop {
@@ -331,7 +392,13 @@ async fn serve(stream: UnixStream, server: OrchServer) {
                 }
             }
             Line::Answer(line) => {
-                if tx.send(line).await.is_err() {
+                if to_client
+                    .lock()
+                    .await
+                    .write_all(line.as_bytes())
+                    .await
+                    .is_err()
+                {
                     break;
                 }
             }
@@ -342,8 +409,8 @@ async fn serve(stream: UnixStream, server: OrchServer) {
     // close the pipe when dropped), it ends, and with it its answers.
     let _ = to_server.shutdown().await;
     drop(to_server);
-    drop(tx);
     let _ = out.await;
-    let _ = writer.await;
+    // Everything answered: the client's end of the connection closes.
+    let _ = to_client.lock().await.shutdown().await;
     service.abort();
 }

@@ -6,6 +6,7 @@
 
 mod caller;
 mod check;
+mod handover;
 pub mod host;
 mod knowledge;
 pub mod ledger;

@@ -12,16 +12,23 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
 use super::host::ServerSpawn;
 use super::wire::MAX_MESSAGE;
 use crate::confine::ProcessTree;
 
-/// Serve `stream` with a new process of `spawn`, in `tree`.
-pub async fn serve(stream: UnixStream, spawn: ServerSpawn, tree: Arc<ProcessTree>) {
-    let (from_client, mut to_client) = stream.into_split();
+/// Serve a client (what it sends, where to answer) with a new process of
+/// `spawn`, in `tree`.
+pub async fn serve<R, W>(
+    from_client: R,
+    mut to_client: W,
+    spawn: ServerSpawn,
+    tree: Arc<ProcessTree>,
+) where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let Some(mut child) = start(&spawn, &tree) else {
         let _ = to_client
             .write_all(

@@ -1,11 +1,12 @@
 //! `orch mcp relay SOCKET`: what each CLI starts as orch's stdio MCP
-//! server. It only carries bytes between its standard input and output
-//! and the attempt's endpoint; orch's tools run in `orch run` itself (see
-//! [`super::host`]). It holds no identity: orch knows which attempt it
+//! server. It connects to the attempt's endpoint and hands orch its
+//! standard input and output (the pipes to its CLI), which orch then reads
+//! and writes itself; it waits until orch is done. orch's tools run in
+//! `orch run` itself (see [`super::host`]). It holds no identity: orch knows which attempt it
 //! serves from the endpoint and from the process that connected, so a
 //! relay started anywhere but in that attempt's process tree gets nothing.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 
@@ -17,49 +18,33 @@ pub fn relay(socket: &Path) -> Result<(), String> {
             socket.display()
         )
     })?;
-    let mut to_orch = stream
-        .try_clone()
-        .map_err(|e| format!("cannot use the connection: {e}"))?;
-    std::thread::Builder::new()
-        .name("stdin".into())
-        .spawn(move || {
-            let mut input = std::io::stdin().lock();
-            let mut buf = vec![0u8; 64 * 1024];
-            loop {
-                match input.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        if to_orch.write_all(&buf[..n]).is_err() {
-                            break;
-                        }
-                    }
-                }
-            }
-            let _ = to_orch.shutdown(std::net::Shutdown::Write);
-        })
-        .map_err(|e| format!("cannot start the relay: {e}"))?;
-    let mut from_orch = stream;
-    let mut out = std::io::stdout().lock();
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut got_any = false;
-    loop {
-        match from_orch.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                got_any = true;
-                if out.write_all(&buf[..n]).and_then(|_| out.flush()).is_err() {
-                    break;
-                }
-            }
-        }
+    // Hand orch the pipes to the CLI: it reads and writes them itself,
+    // and this process only waits for the session to end (orch closes the
+    // connection then).
+    super::handover::send(&stream, super::handover::FDS, &[0, 1])
+        .map_err(|e| format!("cannot hand the connection over to orch: {e}"))?;
+    wait_for_the_end(stream, socket)
+}
+
+/// After handing the pipes over: wait until orch closes the connection.
+/// orch answers the hand-over with one byte once it took the pipes; a
+/// connection closed without it was refused.
+fn wait_for_the_end(mut stream: UnixStream, socket: &Path) -> Result<(), String> {
+    let mut byte = [0u8];
+    match stream.read(&mut byte) {
+        Ok(1) => {}
+        _ => return Err(refused(socket)),
     }
-    if !got_any {
-        return Err(format!(
-            "orch closed `{}` without a word: it serves only the attempt it was opened for",
-            socket.display()
-        ));
-    }
+    let mut rest = [0u8; 64];
+    while matches!(stream.read(&mut rest), Ok(n) if n > 0) {}
     Ok(())
+}
+
+fn refused(socket: &Path) -> String {
+    format!(
+        "orch closed `{}` without a word: it serves only the attempt it was opened for",
+        socket.display()
+    )
 }
 
 /// Connect to `socket`; a path too long for a socket address (107 bytes)
