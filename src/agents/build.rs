@@ -399,7 +399,7 @@ pub fn mcp_servers(
     // endpoint, and so are the pipeline's stdio servers (orch starts them,
     // with their own environment, never the agent's); the CLI starts only
     // a relay to each, which carries no identity (see `crate::mcp::host`).
-    for spec in out.iter_mut().filter(|s| s.remote.is_none()) {
+    for spec in out.iter_mut() {
         let socket = if spec.name == ORCH_MCP_SERVER {
             endpoint_path(slot.dir)
         } else {
@@ -412,6 +412,8 @@ pub fn mcp_servers(
             socket.display().to_string(),
         ];
         spec.env = Vec::new();
+        // A remote server too: orch posts to it with its headers.
+        spec.remote = None;
     }
     out
 }
@@ -423,11 +425,12 @@ pub fn server_endpoint_path(dir: &Path, server: &str) -> PathBuf {
         .join(crate::mcp::server_socket(server))
 }
 
-/// The pipeline's stdio servers `toolset` grants, as orch starts them for
-/// the attempt of `inv` (whose own directory is `dir`): the server's
+/// The pipeline's servers `toolset` grants, as orch serves them to the
+/// attempt of `inv` (whose own directory is `dir`): a stdio server's
 /// command, what it needs to run (`PATH`, the locale, the toolchains, the
 /// attempt's home and temporary folder) and its own `env` filled in from
-/// orch's environment, never the agent's; confined as the agent is.
+/// orch's environment, never the agent's, confined as the agent is; a
+/// remote server's address and headers, filled in the same way.
 pub fn server_spawns(
     pipeline: &Pipeline,
     toolset: &ToolSet,
@@ -444,37 +447,60 @@ pub fn server_spawns(
         let Some(server) = pipeline.mcp_servers.iter().find(|s| s.name == m.server) else {
             continue;
         };
-        let McpTransport::Stdio { command, env: own } = &server.transport else {
-            continue;
-        };
-        let mut env: Vec<(String, String)> = env::BASICS
-            .iter()
-            .filter_map(|n| lookup(n).map(|v| (n.to_string(), v)))
-            .collect();
-        for (var, folder) in env::TOOLCHAIN_HOMES {
-            match lookup(var) {
-                Some(v) => env.push((var.to_string(), v)),
-                None => {
-                    if let Some(home) = &ctx.home
-                        && home.join(folder).is_dir()
-                    {
-                        env.push((var.to_string(), home.join(folder).display().to_string()));
+        let transport = match &server.transport {
+            McpTransport::Stdio { command, env: own } => {
+                let mut env: Vec<(String, String)> = env::BASICS
+                    .iter()
+                    .filter_map(|n| lookup(n).map(|v| (n.to_string(), v)))
+                    .collect();
+                for (var, folder) in env::TOOLCHAIN_HOMES {
+                    match lookup(var) {
+                        Some(v) => env.push((var.to_string(), v)),
+                        None => {
+                            if let Some(home) = &ctx.home
+                                && home.join(folder).is_dir()
+                            {
+                                env.push((
+                                    var.to_string(),
+                                    home.join(folder).display().to_string(),
+                                ));
+                            }
+                        }
                     }
                 }
+                env.push(("HOME".into(), dir.join("home").display().to_string()));
+                env.push(("TMPDIR".into(), dir.join("tmp").display().to_string()));
+                for (k, v) in own {
+                    env.retain(|(name, _)| name != k);
+                    let var = super::invocation::EnvVar {
+                        name: k.clone(),
+                        value: env::classify(k, v),
+                    };
+                    if let Some(value) = var.resolve(lookup) {
+                        env.push((k.clone(), value));
+                    }
+                }
+                crate::mcp::ServerTransport::Stdio {
+                    argv: command.clone(),
+                    env,
+                    cwd: ctx.workdir.clone(),
+                    confinement: inv.confinement.clone(),
+                }
             }
-        }
-        env.push(("HOME".into(), dir.join("home").display().to_string()));
-        env.push(("TMPDIR".into(), dir.join("tmp").display().to_string()));
-        for (k, v) in own {
-            env.retain(|(name, _)| name != k);
-            let var = super::invocation::EnvVar {
-                name: k.clone(),
-                value: env::classify(k, v),
-            };
-            if let Some(value) = var.resolve(lookup) {
-                env.push((k.clone(), value));
-            }
-        }
+            McpTransport::Http { url, headers } => crate::mcp::ServerTransport::Http {
+                url: url.clone(),
+                headers: headers
+                    .iter()
+                    .filter_map(|(h, v)| {
+                        let var = super::invocation::EnvVar {
+                            name: h.clone(),
+                            value: env::header_value(v),
+                        };
+                        var.resolve(lookup).map(|value| (h.clone(), value))
+                    })
+                    .collect(),
+            },
+        };
         let tools = toolset
             .mcp
             .iter()
@@ -487,10 +513,7 @@ pub fn server_spawns(
             server_endpoint_path(dir, &server.name),
             crate::mcp::ServerSpawn {
                 name: server.name.clone(),
-                argv: command.clone(),
-                env,
-                cwd: ctx.workdir.clone(),
-                confinement: inv.confinement.clone(),
+                transport,
                 tools,
             },
         ));
@@ -1063,7 +1086,10 @@ mod tests {
             // orch starts it, as written.
             let spawns = server_spawns(p, &p.resolve(phase, agent).toolset, &ctx, &inv, own);
             assert_eq!(spawns.len(), 1);
-            assert_eq!(spawns[0].1.argv, ["s-mcp", "--api-key", secret]);
+            let crate::mcp::ServerTransport::Stdio { argv, .. } = &spawns[0].1.transport else {
+                panic!("a stdio server");
+            };
+            assert_eq!(argv, &["s-mcp", "--api-key", secret]);
             assert_eq!(spawns[0].0, own.join("orch/mcp-s.sock"));
         }
         let plain = "version = 1\nname = \"e\"\n[mcp_servers.s]\ncommand = [\"s-mcp\", \"--region\", \"eu\"]\n[[phases]]\nname = \"p\"\nagents = [\"opencode\"]\nprompt = \"x\"\n[phases.tools]\nmcp = [\"mcp__s__*\"]\n";

@@ -1,7 +1,8 @@
 //! orch serves its tools itself, from `orch run`'s own process, outside
 //! every sandbox: each attempt that is granted them gets an endpoint, a
 //! Unix socket in the attempt's own directory, which the CLI reaches
-//! through `orch mcp relay` (a byte pipe it starts as a stdio MCP server).
+//! through `orch mcp relay`, which it starts as a stdio MCP server and
+//! which hands its pipes over to orch (see [`super::handover`]).
 //!
 //! Who is served is decided here, never by the agent: the endpoint was
 //! opened for one attempt (its [`Caller`]: run, phase, agent, attempt,
@@ -63,21 +64,37 @@ pub fn server_socket(server: &str) -> String {
     format!("mcp-{safe}.sock")
 }
 
-/// A stdio MCP server of the pipeline's that orch starts for an attempt,
-/// once per connection of its CLI.
+/// An MCP server of the pipeline's, served to an attempt by orch: a stdio
+/// server orch starts once per connection of the CLI, or a remote one orch
+/// talks to with its headers.
 #[derive(Debug, Clone)]
 pub struct ServerSpawn {
     pub name: String,
-    pub argv: Vec<String>,
-    /// Its whole environment, values filled in: what it needs to run
-    /// (`PATH`, the locale, a home and temporary folder of the attempt's)
-    /// and its own `env` from the pipeline, never the agent's.
-    pub env: Vec<(String, String)>,
-    pub cwd: PathBuf,
-    /// The attempt's confinement (`None`: not confined).
-    pub confinement: Option<crate::confine::Confinement>,
+    pub transport: ServerTransport,
     /// The tools the ToolSet grants on it (`None`: all).
     pub tools: Option<Vec<String>>,
+}
+
+/// How orch reaches a server of the pipeline's.
+#[derive(Debug, Clone)]
+pub enum ServerTransport {
+    Stdio {
+        argv: Vec<String>,
+        /// Its whole environment, values filled in: what it needs to run
+        /// (`PATH`, the locale, a home and temporary folder of the
+        /// attempt's) and its own `env` from the pipeline, never the
+        /// agent's.
+        env: Vec<(String, String)>,
+        cwd: PathBuf,
+        /// The attempt's confinement (`None`: not confined).
+        confinement: Option<crate::confine::Confinement>,
+    },
+    /// Streamable HTTP: orch posts the CLI's messages with these headers
+    /// (values filled in), which never reach the agent.
+    Http {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
 }
 
 /// Serves every endpoint of a run: where their records go and where
@@ -250,7 +267,15 @@ async fn accept(listener: tokio::net::UnixListener, shared: Arc<Shared>) {
                         }
                         Backend::Server(spawn) => {
                             let tree = Arc::clone(&shared.tree);
-                            super::proxy::serve(conn.from, conn.to, spawn.clone(), tree).await;
+                            match &spawn.transport {
+                                ServerTransport::Stdio { .. } => {
+                                    super::proxy::serve(conn.from, conn.to, spawn.clone(), tree)
+                                        .await
+                                }
+                                ServerTransport::Http { .. } => {
+                                    super::remote::serve(conn.from, conn.to, spawn.clone()).await
+                                }
+                            }
                         }
                     }
                 });

@@ -15,13 +15,14 @@ mod phase;
 mod portable;
 mod proxy;
 pub mod relay;
+mod remote;
 mod server;
 mod wire;
 mod work;
 mod workspace;
 
 pub use caller::{Caller, Judging, VERDICT_TOOLS};
-pub use host::{Endpoint, Host, ServerSpawn, server_socket};
+pub use host::{Endpoint, Host, ServerSpawn, ServerTransport, server_socket};
 pub use ledger::Ledger;
 pub use phase::sha256_hex;
 pub use portable::problems as schema_problems;

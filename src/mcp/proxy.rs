@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
-use super::host::ServerSpawn;
+use super::host::{ServerSpawn, ServerTransport};
 use super::wire::MAX_MESSAGE;
 use crate::confine::ProcessTree;
 
@@ -113,12 +113,21 @@ pub async fn serve<R, W>(
 /// children (the orphan sweep leaves it alone) in the attempt's tree.
 fn start(spawn: &ServerSpawn, tree: &ProcessTree) -> Option<tokio::process::Child> {
     use std::os::unix::process::CommandExt;
-    let (program, args) = spawn.argv.split_first()?;
+    let ServerTransport::Stdio {
+        argv,
+        env,
+        cwd,
+        confinement,
+    } = &spawn.transport
+    else {
+        return None;
+    };
+    let (program, args) = argv.split_first()?;
     let mut cmd = std::process::Command::new(program);
     cmd.args(args)
-        .current_dir(&spawn.cwd)
+        .current_dir(cwd)
         .env_clear()
-        .envs(spawn.env.iter().map(|(k, v)| (k, v)))
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -127,7 +136,7 @@ fn start(spawn: &ServerSpawn, tree: &ProcessTree) -> Option<tokio::process::Chil
     cmd.kill_on_drop(true);
     let runtime = tokio::runtime::Handle::current();
     let child = crate::children::start(|| {
-        let spawned = match &spawn.confinement {
+        let spawned = match confinement {
             Some(c) => c
                 .spawn_with(|| {
                     let _in = runtime.enter();
@@ -151,7 +160,7 @@ fn start(spawn: &ServerSpawn, tree: &ProcessTree) -> Option<tokio::process::Chil
 
 /// Whether a request may go to the server; if not, the answer to send
 /// back instead. `tools/list` requests are noted, to narrow their answers.
-fn check_request(
+pub(super) fn check_request(
     line: &[u8],
     scope: Option<&[String]>,
     listing: &Mutex<HashSet<String>>,
@@ -198,7 +207,7 @@ fn check_request(
 
 /// The server's answer as the client gets it: a `tools/list` answer with
 /// only the granted tools.
-fn narrow_answer(
+pub(super) fn narrow_answer(
     line: &[u8],
     scope: Option<&[String]>,
     listing: &Mutex<HashSet<String>>,

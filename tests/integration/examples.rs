@@ -191,7 +191,16 @@ mcp = ["mcp__search__*"]
     assert_eq!(env["MAX_OUTPUT_TOKENS"], "64000");
     assert_eq!(env["DEPLOY_KEY"], "${DEPLOY_KEY}");
     assert_eq!(env["ANTHROPIC_API_KEY"], "${ANTHROPIC_API_KEY}");
-    assert_eq!(env["SEARCH_API_KEY"], "<redacted>");
+    // The server's credential stays with the server, which orch starts.
+    assert_eq!(env["SEARCH_API_KEY"], Value::Null);
+    let server = v["mcp_servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "search")
+        .cloned()
+        .unwrap();
+    assert_eq!(server["env"]["SEARCH_API_KEY"], "<redacted>", "{server}");
     // Each attempt gets a fresh directory of its own outside the workspace;
     // a preview shows where, with the random part as XXXXXX.
     assert!(
@@ -216,19 +225,16 @@ mcp = ["mcp__search__*"]
     assert_eq!(at("--tools"), "Read,Glob,Grep");
     assert_eq!(at("--permission-mode"), "dontAsk");
     assert_eq!(at("--allowedTools"), "Read,Glob,Grep,mcp__search__*");
-    // The MCP config refers to the secret by name; its value travels in the
-    // process environment only.
+    // The MCP config names a relay to orch's endpoint for the server, and
+    // nothing of the server's environment.
     let files = inv["files"].as_array().unwrap();
     let mcp = files
         .iter()
         .find(|f| f["path"].as_str().unwrap().ends_with("mcp.json"))
         .unwrap();
-    assert!(
-        mcp["content"]
-            .as_str()
-            .unwrap()
-            .contains("\"SEARCH_API_KEY\": \"${SEARCH_API_KEY}\"")
-    );
+    let config = mcp["content"].as_str().unwrap();
+    assert!(config.contains("mcp-search.sock"), "{config}");
+    assert!(!config.contains("SEARCH_API_KEY"), "{config}");
     // The OS holds the permission (this machine confines), and explain
     // says how: what the process tree may write and may not read.
     assert_eq!(inv["enforcement"]["permission"]["by"], "os");

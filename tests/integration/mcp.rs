@@ -457,8 +457,9 @@ fn a_remote_server_in_a_read_only_phase_needs_the_pipelines_word() {
         "{err}"
     );
 
-    // Declared in the pipeline with its word: it validates, and the header
-    // travels by a variable, never in the config file.
+    // Declared in the pipeline with its word: it validates. orch talks to
+    // it with its header; the CLI gets a relay to orch and neither the
+    // address nor the header, in a file or in its environment.
     write(
         ws.path(),
         "p.toml",
@@ -472,12 +473,20 @@ fn a_remote_server_in_a_read_only_phase_needs_the_pipelines_word() {
     let inv = &explain["invocations"][0];
     let files = inv["files"].to_string();
     assert!(
-        files.contains("https://docs.example.com/mcp")
-            && files.contains("${ORCH_MCP_DOCS_HEADER_0}")
+        files.contains("mcp-docs.sock")
+            && !files.contains("docs.example.com")
             && !files.contains("DOCS_TOKEN"),
         "{files}"
     );
-    assert_eq!(inv["env"]["ORCH_MCP_DOCS_HEADER_0"], "Bearer ${DOCS_TOKEN}");
+    assert!(
+        !inv["env"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .any(|k| k.contains("HEADER") || k == "DOCS_TOKEN"),
+        "{}",
+        inv["env"]
+    );
     assert_eq!(
         explain["mcp_servers"][0]["headers"]["Authorization"],
         "Bearer ${DOCS_TOKEN}"

@@ -1,0 +1,233 @@
+//! A remote MCP server of the pipeline's (streamable HTTP), served to one
+//! attempt through its endpoint: the CLI speaks stdio to its relay, orch
+//! posts each message to the server with the server's headers (its
+//! credentials, which never reach the agent) and writes back what it
+//! answers (one JSON message, or the events of a stream). orch holds the
+//! server to the tools the ToolSet grants on it, as for a stdio server.
+//! The server's own requests to the client (a stream the client would open
+//! with GET) are not carried.
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader as StdBufReader, Read};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+use super::host::{ServerSpawn, ServerTransport};
+use super::proxy::{check_request, narrow_answer};
+use super::wire::MAX_MESSAGE;
+
+/// How long one exchange with the server may take.
+const EXCHANGE_LIMIT: Duration = Duration::from_secs(300);
+
+/// Serve a client with `spawn`'s remote server.
+pub async fn serve<R, W>(from_client: R, mut to_client: W, spawn: ServerSpawn)
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let ServerTransport::Http { url, headers } = spawn.transport.clone() else {
+        return;
+    };
+    let scope = spawn.tools.clone();
+    let listing: Arc<Mutex<HashSet<String>>> = Default::default();
+    // Messages to post, in order, on a thread of their own (the HTTP
+    // client blocks); what comes back, to the client.
+    let (post_tx, post_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    let (back_tx, mut back_rx) = mpsc::channel::<String>(64);
+    let poster = {
+        let back_tx = back_tx.clone();
+        let name = spawn.name.clone();
+        std::thread::Builder::new()
+            .name(format!("mcp-{name}"))
+            .spawn(move || post_all(&url, &headers, &name, post_rx, back_tx))
+    };
+    if poster.is_err() {
+        return;
+    }
+    let writer = {
+        let scope = scope.clone();
+        let listing = Arc::clone(&listing);
+        tokio::spawn(async move {
+            while let Some(line) = back_rx.recv().await {
+                let line = narrow_answer(line.trim_end().as_bytes(), scope.as_deref(), &listing);
+                if to_client.write_all(line.as_bytes()).await.is_err() {
+                    break;
+                }
+            }
+            let _ = to_client.shutdown().await;
+        })
+    };
+    let mut reader = BufReader::with_capacity(64 * 1024, from_client);
+    let mut buf = Vec::new();
+    while let Ok((n, _)) = crate::lines::read_capped(&mut reader, &mut buf, MAX_MESSAGE).await {
+        if n == 0 {
+            break;
+        }
+        match check_request(&buf, scope.as_deref(), &listing, &spawn.name) {
+            Ok(()) => {
+                if post_tx.send(buf.clone()).is_err() {
+                    break;
+                }
+            }
+            Err(answer) if !answer.is_empty() => {
+                if back_tx.send(answer).await.is_err() {
+                    break;
+                }
+            }
+            Err(_) => {}
+        }
+    }
+    drop(post_tx);
+    drop(back_tx);
+    let _ = writer.await;
+}
+
+/// Post each message to the server, in order; send back what it answers.
+fn post_all(
+    url: &str,
+    headers: &[(String, String)],
+    name: &str,
+    messages: std::sync::mpsc::Receiver<Vec<u8>>,
+    back: mpsc::Sender<String>,
+) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(EXCHANGE_LIMIT))
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut session: Option<String> = None;
+    let mut version: Option<String> = None;
+    for message in messages {
+        let id = serde_json::from_slice::<Value>(&message)
+            .ok()
+            .and_then(|v| v.get("id").cloned());
+        let mut req = agent
+            .post(url)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream");
+        for (k, v) in headers {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        if let Some(s) = &session {
+            req = req.header("Mcp-Session-Id", s.as_str());
+        }
+        if let Some(v) = &version {
+            req = req.header("MCP-Protocol-Version", v.as_str());
+        }
+        let answers = match req.send(&message[..]) {
+            Ok(mut resp) => {
+                if let Some(s) = resp
+                    .headers()
+                    .get("mcp-session-id")
+                    .and_then(|v| v.to_str().ok())
+                {
+                    session = Some(s.to_string());
+                }
+                let status = resp.status().as_u16();
+                let kind = resp
+                    .headers()
+                    .get("content-type")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_ascii_lowercase();
+                let body = resp.body_mut().as_reader();
+                if status == 202 || status == 204 {
+                    Vec::new()
+                } else if !(200..300).contains(&status) {
+                    error_for(id.clone(), name, &format!("it answered HTTP {status}"))
+                } else if kind.starts_with("text/event-stream") {
+                    events(body)
+                } else {
+                    let mut text = String::new();
+                    let _ = body.take(MAX_MESSAGE as u64).read_to_string(&mut text);
+                    json_lines(&text)
+                }
+            }
+            Err(e) => error_for(id.clone(), name, &e.to_string()),
+        };
+        for a in answers {
+            if version.is_none()
+                && let Ok(v) = serde_json::from_str::<Value>(&a)
+                && let Some(p) = v["result"]["protocolVersion"].as_str()
+            {
+                version = Some(p.to_string());
+            }
+            if back.blocking_send(a + "\n").is_err() {
+                return;
+            }
+        }
+    }
+    if let Some(s) = &session {
+        let _ = agent
+            .delete(url)
+            .header("Mcp-Session-Id", s.as_str())
+            .call();
+    }
+}
+
+/// A JSON body as message lines (one message, or a batch).
+fn json_lines(text: &str) -> Vec<String> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Array(items)) => items.into_iter().map(|v| v.to_string()).collect(),
+        Ok(v) => vec![v.to_string()],
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The messages of an event stream (each event's `data`).
+fn events(body: impl Read) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut data = String::new();
+    for line in StdBufReader::new(body.take(MAX_MESSAGE as u64 * 4)).lines() {
+        let Ok(line) = line else { break };
+        if line.is_empty() {
+            if !data.is_empty() {
+                out.extend(json_lines(&data));
+                data.clear();
+            }
+        } else if let Some(d) = line.strip_prefix("data:") {
+            if !data.is_empty() {
+                data.push('\n');
+            }
+            data.push_str(d.strip_prefix(' ').unwrap_or(d));
+        }
+    }
+    if !data.is_empty() {
+        out.extend(json_lines(&data));
+    }
+    out
+}
+
+/// The answer to a request the server could not be asked (none for a
+/// notification).
+fn error_for(id: Option<Value>, server: &str, why: &str) -> Vec<String> {
+    match id {
+        Some(id) => vec![
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603,
+                   "message": format!("orch could not reach MCP server `{server}`: {why}")}})
+            .to_string(),
+        ],
+        None => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_stream_is_read_as_its_messages() {
+        let body = "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n: ping\n\ndata: {\"jsonrpc\":\"2.0\",\ndata: \"method\":\"x\"}\n\n";
+        let got = events(body.as_bytes());
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[1], r#"{"jsonrpc":"2.0","method":"x"}"#);
+        assert_eq!(json_lines("[1, 2]"), ["1", "2"]);
+        assert!(error_for(None, "s", "x").is_empty());
+        let e: Value = serde_json::from_str(&error_for(Some(json!(3)), "s", "down")[0]).unwrap();
+        assert_eq!(e["error"]["code"], -32603);
+    }
+}
