@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What a tool call costs through the path every agent CLI takes: the CLI
 starts `orch mcp relay SOCKET` (from the MCP configuration orch wrote for
-the attempt), which carries the bytes to the attempt's endpoint in
+the attempt), which hands its pipes over to the attempt's endpoint in
 `orch run`, where orch checks the process that connected and serves the
 tool.
 

@@ -276,8 +276,10 @@ const SETTINGS: &str = r#"# Project settings for orch, written by `orch init --s
 # Which programs run, what they inherit and how they are confined are the
 # user's choice, set in ~/.config/orch/config.toml, not here.
 
-# Where runs are recorded (state.db).
-# state_dir = ".orch"
+# Where runs are recorded (state.db): by default this repository's own
+# folder outside it (~/.local/state/orch/<repo>-<hash>). One inside the
+# workspace is refused where an agent may write the workspace.
+# state_dir = "/srv/orch-state"
 
 # Agent processes at once when a pipeline does not say.
 # max_parallel = 2

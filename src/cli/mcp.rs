@@ -1,5 +1,6 @@
 //! `orch mcp relay SOCKET`: the stdio MCP server each CLI starts for orch's
-//! tools; it carries bytes to the attempt's endpoint in `orch run`.
+//! tools; it hands its standard input and output over to the attempt's
+//! endpoint in `orch run` and waits.
 
 use std::path::PathBuf;
 

@@ -45,7 +45,8 @@ pub struct Cli {
 /// Settings given on the command line (the highest settings layer).
 #[derive(Debug, clap::Args)]
 pub struct GlobalArgs {
-    /// Directory for run state (`state.db`, logs) [default: .orch]
+    /// Directory for run state (`state.db`, logs) [default: the
+    /// repository's own, outside it: ~/.local/state/orch/<repo>-<hash>]
     #[arg(long, global = true, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
     /// Agent processes at once: over the pipeline's `max_parallel`, which is over the settings'

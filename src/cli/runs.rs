@@ -190,7 +190,12 @@ fn show(reader: Option<&Reader>, state_dir: &Path, args: &ShowArgs) -> CmdResult
         }
     };
     if let Some(path) = &args.junit
-        && let Err(e) = std::fs::write(path, crate::report::junit::xml(&detail))
+        && let Err(e) = crate::beneath::write_report(
+            path,
+            &std::env::current_dir().unwrap_or_else(|_| ".".into()),
+            crate::report::junit::xml(&detail).as_bytes(),
+            false,
+        )
     {
         return usage_error(
             &format!("cannot write the JUnit report `{}`: {e}", path.display()),

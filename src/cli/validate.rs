@@ -23,6 +23,10 @@ struct Report {
     valid: bool,
     files: Vec<FileReport>,
     diagnostics: Vec<DiagnosticJson>,
+    /// Why the state directory is within an agent's reach, for each file
+    /// it is.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    state_dir: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -42,7 +46,9 @@ pub fn run(args: &Args, global: &super::GlobalArgs, color: bool) -> CmdResult {
         valid: true,
         files: Vec::new(),
         diagnostics: Vec::new(),
+        state_dir: Vec::new(),
     };
+    let mut state_dir_errors: Vec<String> = Vec::new();
     let files = if args.files.is_empty() {
         match super::discover::pipeline_file(None)? {
             Ok(f) => vec![f],
@@ -57,10 +63,13 @@ pub fn run(args: &Args, global: &super::GlobalArgs, color: bool) -> CmdResult {
             Ok(l) if crate::agents::build::state_dir_problem(&l.pipeline, &ctx).is_some() => {
                 let problem =
                     crate::agents::build::state_dir_problem(&l.pipeline, &ctx).unwrap_or_default();
-                let _ = writeln!(
-                    io::stderr(),
-                    "error: {problem}\n  = help: keep the default state directory (outside the repository), or set `state_dir` (or `--state-dir`) to a folder outside the workspace"
-                );
+                state_dir_errors.push(problem.clone());
+                if let Format::Text = args.format {
+                    let _ = writeln!(
+                        io::stderr(),
+                        "error: {problem}\n  = help: keep the default state directory (outside the repository), or set `state_dir` (or `--state-dir`) to a folder outside the workspace"
+                    );
+                }
                 (false, l.warnings, String::new())
             }
             Ok(l) => {
@@ -85,7 +94,7 @@ pub fn run(args: &Args, global: &super::GlobalArgs, color: bool) -> CmdResult {
             Err(e) => (false, e.diagnostics, String::new()),
         };
         report.valid &= valid;
-        let errors = diags.iter().filter(|d| d.is_error()).count();
+        let errors = diags.iter().filter(|d| d.is_error()).count() + state_dir_errors.len();
         match args.format {
             Format::Text => {
                 print_diagnostics(&diags, color);
@@ -99,18 +108,25 @@ pub fn run(args: &Args, global: &super::GlobalArgs, color: bool) -> CmdResult {
                         )
                     };
                     writeln!(io::stdout(), "ok: `{name}` ({detail}{warn})")?;
-                } else {
+                } else if diags.iter().any(|d| d.is_error()) {
                     let _ = writeln!(io::stderr(), "error: {}", summary(&name, &diags));
+                } else {
+                    let _ = writeln!(
+                        io::stderr(),
+                        "error: `{name}`: the state directory is within an agent's reach"
+                    );
                 }
             }
             Format::Json => report.diagnostics.extend(diags.iter().map(|d| d.to_json())),
         }
+        let warnings = diags.iter().filter(|d| !d.is_error()).count();
         report.files.push(FileReport {
             file: name,
             valid,
             errors,
-            warnings: diags.len() - errors,
+            warnings,
         });
+        report.state_dir.append(&mut state_dir_errors);
     }
     if let Format::Json = args.format {
         write_json(&report)?;

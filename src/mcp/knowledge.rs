@@ -328,7 +328,7 @@ impl OrchServer {
     }
 
     #[tool(
-        description = "Write a memory file (the whole content) that later agents read: scope project (this project) or global."
+        description = "Write a memory file (the whole content), kept by orch with the run history for the people who run the pipeline: scope project (this project) or global."
     )]
     async fn update_memory(
         &self,

@@ -21,8 +21,13 @@ pub fn relay(socket: &Path) -> Result<(), String> {
     // Hand orch the pipes to the CLI: it reads and writes them itself,
     // and this process only waits for the session to end (orch closes the
     // connection then).
-    super::handover::send(&stream, super::handover::FDS, &[0, 1])
-        .map_err(|e| format!("cannot hand the connection over to orch: {e}"))?;
+    super::handover::send(&stream, super::handover::FDS, &[0, 1]).map_err(|e| {
+        match e.kind() {
+            // orch closed it at once: this process is not the attempt's.
+            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => refused(socket),
+            _ => format!("cannot hand the connection over to orch: {e}"),
+        }
+    })?;
     wait_for_the_end(stream, socket)
 }
 

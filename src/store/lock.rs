@@ -72,9 +72,14 @@ impl RunLock {
     /// Whether no orch holds the lock of `state_dir` now (so every run
     /// marked running there is one whose orch is gone).
     pub fn is_free(state_dir: &Path) -> bool {
-        match open(state_dir) {
+        // Without creating the file: no file, no orch holding it.
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(state_dir.join(LOCK_FILE));
+        match f {
             Ok(f) => try_flock(&f, libc::LOCK_SH),
-            Err(_) => false,
+            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
         }
     }
 }
