@@ -4,7 +4,6 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::GlobalArgs;
@@ -14,11 +13,10 @@ use super::output::{
 use super::view::{View, progress_view, secs};
 use crate::agents::build;
 use crate::engine::lifecycle;
-use crate::engine::scheduler::RunReport;
 use crate::engine::supervisor::now_ms;
 use crate::graph::PhaseGraph;
-use crate::report::{LiveDetail, text};
-use crate::store::{Outcome, RunStatus};
+use crate::report::text;
+use crate::store::{RunDetail, RunStatus, Status};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -193,7 +191,6 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         View::Terminal
     };
     let (view, live) = progress_view(view);
-    let detail = Arc::new(LiveDetail::default());
     let started = now_ms();
     let request = lifecycle::Request {
         pipeline,
@@ -206,7 +203,7 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         run_id: args.run_id.clone(),
         max_parallel,
         grace: Duration::from_secs(args.grace),
-        listeners: vec![view, detail.clone()],
+        listeners: vec![view],
     };
     let finished = match lifecycle::run(request) {
         Ok(f) => f,
@@ -215,7 +212,7 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
     if let Some(live) = live {
         let _ = live.clear();
     }
-    let (report, recorded) = (finished.report, finished.recorded);
+    let (status, detail, recorded) = (finished.status, finished.detail, finished.recorded);
     if let Err(e) = &recorded {
         let _ = writeln!(
             std::io::stderr(),
@@ -223,15 +220,17 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         );
     }
 
-    let reported = write_reports(args, detail.detail().as_ref());
+    let reported = write_reports(args, detail.as_ref());
 
-    match args.format {
-        Format::Json => write_json(&report)?,
-        Format::Text => {
-            let _ = summary(&report, now_ms().saturating_sub(started));
+    if let Some(detail) = &detail {
+        match args.format {
+            Format::Json => write_json(&RunJson::of(status, detail))?,
+            Format::Text => {
+                let _ = summary(status, detail, now_ms().saturating_sub(started));
+            }
         }
     }
-    Ok(match report.status {
+    Ok(match status {
         RunStatus::Succeeded if recorded.is_err() || reported.is_err() => Exit::Failed,
         RunStatus::Succeeded => Exit::Success,
         RunStatus::Interrupted => Exit::Interrupted,
@@ -301,9 +300,9 @@ fn write_reports(args: &Args, detail: Option<&crate::store::RunDetail>) -> Resul
 
 /// The table of phases on stderr, then the run id on stdout. Names are
 /// shown through [`text::line`] like everything else a run recorded.
-fn summary(report: &RunReport, millis: u64) -> std::io::Result<()> {
+fn summary(status: RunStatus, d: &RunDetail, millis: u64) -> std::io::Result<()> {
     let mut err = std::io::stderr().lock();
-    let width = report
+    let width = d
         .phases
         .iter()
         .map(|p| text::line(&p.name).chars().count())
@@ -316,15 +315,15 @@ fn summary(report: &RunReport, millis: u64) -> std::io::Result<()> {
         "{:<width$}  {:<10}  {:>8}  agents",
         "phase", "status", "time"
     )?;
-    for p in &report.phases {
+    for p in &d.phases {
         let took = match (p.started_ms, p.ended_ms) {
             (Some(a), Some(b)) => secs(b.saturating_sub(a)),
             _ => "-".into(),
         };
         let agents: Vec<String> = p
-            .agents
+            .by_agent()
             .iter()
-            .map(|a| format!("{} {}", text::line(&a.agent), a.status.as_str()))
+            .map(|a| format!("{} {}", text::line(a.agent), a.last().status.as_str()))
             .collect();
         writeln!(
             err,
@@ -336,22 +335,105 @@ fn summary(report: &RunReport, millis: u64) -> std::io::Result<()> {
             if p.required { "" } else { " (optional)" }
         )?;
     }
-    let ok = report
+    let ok = d
         .phases
         .iter()
-        .filter(|p| p.status == Outcome::Succeeded)
+        .filter(|p| p.status == Status::Succeeded)
         .count();
     writeln!(
         err,
         "\nrun {}: {} ({ok} of {} phases succeeded) in {}",
-        text::line(&report.run_id),
-        report.status.as_str(),
-        report.phases.len(),
+        text::line(&d.run.run_id),
+        status.as_str(),
+        d.phases.len(),
         secs(millis)
     )?;
     let mut out = stdout();
-    writeln!(out, "{}", text::line(&report.run_id))?;
+    writeln!(out, "{}", text::line(&d.run.run_id))?;
     out.flush()
+}
+
+/// `--format json`: the run's phases, each agent over its attempts (see
+/// `docs/commands/run.md`); a view of the run's detail.
+#[derive(serde::Serialize)]
+struct RunJson<'a> {
+    run_id: &'a str,
+    status: RunStatus,
+    phases: Vec<PhaseJson<'a>>,
+}
+
+#[derive(serde::Serialize)]
+struct PhaseJson<'a> {
+    name: &'a str,
+    status: Status,
+    required: bool,
+    attempts: u32,
+    started_ms: Option<u64>,
+    ended_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+    agents: Vec<AgentJson<'a>>,
+}
+
+#[derive(serde::Serialize)]
+struct AgentJson<'a> {
+    agent: &'a str,
+    status: Status,
+    attempts: usize,
+    exit_code: Option<i32>,
+    started_ms: Option<u64>,
+    ended_ms: Option<u64>,
+    turns: u32,
+    tokens_in: u64,
+    tokens_out: u64,
+    cost_usd: Option<f64>,
+    session_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+}
+
+impl<'a> RunJson<'a> {
+    fn of(status: RunStatus, d: &'a RunDetail) -> RunJson<'a> {
+        let phases = d
+            .phases
+            .iter()
+            .map(|p| PhaseJson {
+                name: &p.name,
+                status: p.status,
+                required: p.required,
+                attempts: p.attempts,
+                started_ms: p.started_ms,
+                ended_ms: p.ended_ms,
+                reason: p.reason.as_deref(),
+                agents: p
+                    .by_agent()
+                    .into_iter()
+                    .map(|t| {
+                        let last = t.last();
+                        AgentJson {
+                            agent: t.agent,
+                            status: last.status,
+                            attempts: t.attempts.len(),
+                            exit_code: last.exit_code,
+                            started_ms: t.started_ms(),
+                            ended_ms: last.ended_ms,
+                            turns: last.turns,
+                            tokens_in: t.tokens_in,
+                            tokens_out: t.tokens_out,
+                            cost_usd: t.cost_usd,
+                            session_id: t.session_id(),
+                            reason: last.reason.as_deref(),
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        RunJson {
+            run_id: &d.run.run_id,
+            status,
+            phases,
+        }
+    }
 }
 
 fn dry_run(

@@ -1,10 +1,9 @@
 //! The one stream of what happens in a run. The engine emits [`RunEvent`]s
-//! in order; every listener (the live view, the report builder) sees each
+//! in order; every listener (the live view, the run's detail) sees each
 //! one by reference, and the store's writer gets each [`Record`] last, by
-//! value. The CI reports (JUnit, the step summary) are built from this
-//! stream (see `crate::report`); what `orch run` prints when it ends is the
-//! scheduler's own account (`RunReport`), which also counts the phases a
-//! resumed run did not run again.
+//! value. What `orch run` prints when it ends and the CI reports (JUnit,
+//! the step summary) read the run's detail, folded from this stream by
+//! `RunDetail::apply`.
 
 use std::sync::Arc;
 use std::time::Duration;

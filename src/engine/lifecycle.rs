@@ -13,12 +13,12 @@ use tokio::sync::watch;
 
 use super::events::{Events, Listener, RecordSink};
 use super::identity::{self, changes};
-use super::scheduler::{self, RunOptions, RunReport};
+use super::scheduler::{self, RunOptions};
 use super::supervisor::{Cancel, now_ms};
 use crate::agents::build::Context;
 use crate::graph::PhaseGraph;
 use crate::pipeline::Pipeline;
-use crate::store::{Record, Store, StoreError};
+use crate::store::{Record, RunDetail, RunStatus, Store, StoreError};
 
 /// What to run.
 pub struct Request {
@@ -58,7 +58,10 @@ fn refused(message: String, hint: Option<&str>) -> Refused {
 
 /// How a run ended.
 pub struct Finished {
-    pub report: RunReport,
+    pub status: RunStatus,
+    /// The run as recorded, with only the phases this invocation dealt
+    /// with (those selected, a resumed run's earlier successes included).
+    pub detail: Option<RunDetail>,
     /// An incomplete record (a write refused, a lock another process held)
     /// fails the run: what it did cannot be shown.
     pub recorded: Result<(), StoreError>,
@@ -100,6 +103,7 @@ pub fn run(req: Request) -> Result<Finished, Refused> {
     let digests = identity::digests(&pipeline);
     let mut done = Vec::new();
     let mut attempt_base = HashMap::new();
+    let mut resumed = None;
     let run_id = match &req.resume {
         None => match req.run_id {
             Some(id) => {
@@ -165,6 +169,8 @@ pub fn run(req: Request) -> Result<Finished, Refused> {
                 .filter(|&i| succeeded.contains(&pipeline.phases[i].name))
                 .collect();
             attempt_base = store.reader().attempt_counts(&id).unwrap_or_default();
+            // The run goes on from where it was: its detail as stored.
+            resumed = store.reader().run(&id).ok().flatten();
             id
         }
     };
@@ -197,7 +203,15 @@ pub fn run(req: Request) -> Result<Finished, Refused> {
 
     let writer = store.writer();
     let recorder: Arc<dyn RecordSink> = Arc::new(writer.clone());
-    let events = Events::new(Some(recorder), req.listeners);
+    let followed = Arc::new(Followed(std::sync::Mutex::new(resumed)));
+    let mut listeners = req.listeners;
+    listeners.push(followed.clone());
+    let events = Events::new(Some(recorder), listeners);
+    let dealt_with: Vec<String> = req
+        .selected
+        .iter()
+        .map(|&i| pipeline.phases[i].name.clone())
+        .collect();
     events.record(Record::RunStarted {
         run_id: run_id.clone(),
         pipeline_name: pipeline.name.clone(),
@@ -232,7 +246,7 @@ pub fn run(req: Request) -> Result<Finished, Refused> {
     let pipeline = Arc::new(pipeline);
     let ctx = Arc::new(req.ctx);
     let graph = req.graph;
-    let report = runtime.block_on(async {
+    let status = runtime.block_on(async {
         let (cancel_tx, cancel_rx) = watch::channel(Cancel::No);
         tokio::spawn(watch_signals(cancel_tx));
         scheduler::run(
@@ -250,13 +264,39 @@ pub fn run(req: Request) -> Result<Finished, Refused> {
     crate::confine::tree::remove_base();
     events.record(Record::RunFinished {
         run_id: run_id.clone(),
-        status: report.status,
+        status,
         ended_ms: now_ms(),
     });
     drop(events);
     drop(writer);
     let recorded = store.close();
-    Ok(Finished { report, recorded })
+    let detail = followed
+        .0
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .map(|d| d.only(&dealt_with));
+    Ok(Finished {
+        status,
+        detail,
+        recorded,
+    })
+}
+
+/// The run as it happens: every record folded into its detail (one
+/// reducer, `RunDetail::apply`), from the stored detail when resumed.
+struct Followed(std::sync::Mutex<Option<RunDetail>>);
+
+impl Listener for Followed {
+    fn on(&self, event: &super::RunEvent) {
+        if let super::RunEvent::Recorded(r) = event {
+            let mut d = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            match d.as_mut() {
+                Some(d) => d.apply(r),
+                None => *d = RunDetail::started(r),
+            }
+        }
+    }
 }
 
 /// First Ctrl-C (or SIGTERM): stop gracefully; second: kill at once.

@@ -10,7 +10,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
@@ -50,84 +49,40 @@ pub struct RunOptions {
     pub host: Arc<crate::mcp::Host>,
 }
 
-/// What happened, for `--format json` and the summary.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunReport {
-    pub run_id: String,
-    /// `succeeded`, `failed` or `interrupted`.
-    pub status: RunStatus,
-    pub phases: Vec<PhaseReport>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct PhaseReport {
-    pub name: String,
-    pub status: Outcome,
-    pub required: bool,
-    pub attempts: u32,
-    pub started_ms: Option<u64>,
-    pub ended_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    pub agents: Vec<AgentReport>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct AgentReport {
-    pub agent: String,
-    pub status: Outcome,
-    pub attempts: u32,
-    pub exit_code: Option<i32>,
-    pub started_ms: Option<u64>,
-    pub ended_ms: Option<u64>,
-    pub turns: u32,
-    pub tokens_in: u64,
-    pub tokens_out: u64,
-    pub cost_usd: Option<f64>,
-    pub session_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+/// How an agent ended in a phase, over its attempts in every round: what
+/// the phase is settled on. (What people see of a run is its
+/// `RunDetail`, folded from the records.)
+#[derive(Debug, Clone)]
+struct AgentEnd {
+    agent: String,
+    status: Outcome,
+    attempts: u32,
+    exit_code: Option<i32>,
+    reason: Option<String>,
     /// The number of the attempt it ended with (0: none ran).
-    #[serde(skip)]
     last_attempt: u32,
 }
 
-impl AgentReport {
+impl AgentEnd {
     /// An agent that has not run (yet).
     fn new(agent: &str, status: Outcome) -> Self {
-        AgentReport {
+        AgentEnd {
             agent: agent.to_string(),
             status,
             attempts: 0,
             exit_code: None,
-            started_ms: None,
-            ended_ms: None,
-            turns: 0,
-            tokens_in: 0,
-            tokens_out: 0,
-            cost_usd: None,
-            session_id: None,
             reason: None,
             last_attempt: 0,
         }
     }
 
-    /// Fold in attempt `n`: the last attempt says how the agent ended;
-    /// tokens and cost add up over all of them.
+    /// Attempt `n` (numbered `attempt`) ended so: the last one says how the
+    /// agent ended.
     fn add_attempt(&mut self, n: u32, attempt: u32, result: &AttemptResult) {
         self.attempts = n;
         self.last_attempt = attempt;
         self.status = result.outcome;
         self.exit_code = result.exit_code;
-        self.started_ms.get_or_insert(result.started_ms);
-        self.ended_ms = Some(result.ended_ms);
-        self.turns = result.turns;
-        self.tokens_in += result.tokens_in;
-        self.tokens_out += result.tokens_out;
-        if let Some(c) = result.cost_usd {
-            self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + c);
-        }
-        self.session_id = result.session_id.clone().or(self.session_id.take());
         self.reason = result.reason.clone();
     }
 }
@@ -159,7 +114,7 @@ pub async fn run(
     opts: RunOptions,
     events: Events,
     cancel: watch::Receiver<Cancel>,
-) -> RunReport {
+) -> RunStatus {
     let n = pipeline.phases.len();
     let mut state = vec![State::NotSelected; n];
     for &i in &opts.selected {
@@ -170,20 +125,6 @@ pub async fn run(
             state[i] = State::Done(Outcome::Succeeded);
         }
     }
-    let mut reports: Vec<Option<PhaseReport>> = vec![None; n];
-    for &i in &opts.done {
-        let p = &pipeline.phases[i];
-        reports[i] = Some(PhaseReport {
-            name: p.name.clone(),
-            status: Outcome::Succeeded,
-            required: p.required,
-            attempts: 0,
-            started_ms: None,
-            ended_ms: None,
-            reason: Some("succeeded in the resumed run".into()),
-            agents: Vec::new(),
-        });
-    }
     let deps: Vec<Vec<usize>> = (0..n).map(|i| graph.dependencies(i)).collect();
     let shared = Arc::new(Shared {
         permits: Arc::new(Semaphore::new(opts.max_parallel.max(1))),
@@ -193,7 +134,7 @@ pub async fn run(
         events,
         changed: Default::default(),
     });
-    let mut set: JoinSet<(usize, PhaseReport)> = JoinSet::new();
+    let mut set: JoinSet<(usize, Outcome)> = JoinSet::new();
     // Which phase each task runs, to know a panicked one.
     let mut tasks = HashMap::new();
     loop {
@@ -220,23 +161,23 @@ pub async fn run(
                 }
                 if let Some(d) = blocked_by.filter(|_| ready) {
                     state[i] = State::Done(Outcome::Skipped);
-                    reports[i] = Some(ended_without_agents(
+                    ended_without_agents(
                         &shared,
                         i,
                         Outcome::Skipped,
                         format!("`{}` did not succeed", pipeline.phases[d].name),
                         false,
-                    ));
+                    );
                     changed = true;
                 } else if ready && cancelled {
                     state[i] = State::Done(Outcome::Cancelled);
-                    reports[i] = Some(ended_without_agents(
+                    ended_without_agents(
                         &shared,
                         i,
                         Outcome::Cancelled,
                         "the run was interrupted".into(),
                         false,
-                    ));
+                    );
                     changed = true;
                 } else if ready {
                     state[i] = State::Running;
@@ -256,42 +197,36 @@ pub async fn run(
             }
         }
         match set.join_next().await {
-            Some(Ok((i, report))) => {
-                state[i] = State::Done(report.status);
-                reports[i] = Some(report);
-            }
+            Some(Ok((i, status))) => state[i] = State::Done(status),
             Some(Err(e)) => {
                 // A phase task panicked: that is orch's bug. The phase failed
                 // (its dependents are skipped and the run fails), and says why.
                 let i = tasks[&e.id()];
                 state[i] = State::Done(Outcome::Failed);
-                reports[i] = Some(ended_without_agents(
+                ended_without_agents(
                     &shared,
                     i,
                     Outcome::Failed,
                     format!("orch internal error: {e}"),
                     true,
-                ));
+                );
             }
             None => break,
         }
     }
     report_changed_artifacts(&shared);
-    let phases: Vec<PhaseReport> = (0..n).filter_map(|i| reports[i].take()).collect();
     let interrupted = *cancel.borrow() != Cancel::No;
-    let failed = phases
-        .iter()
-        .any(|p| p.required && p.status != Outcome::Succeeded);
-    RunReport {
-        run_id: shared.opts.run_id.clone(),
-        status: if interrupted {
-            RunStatus::Interrupted
-        } else if failed {
-            RunStatus::Failed
-        } else {
-            RunStatus::Succeeded
-        },
-        phases,
+    // A required phase that ran (or was skipped) and did not succeed fails
+    // the run.
+    let failed = (0..n).any(|i| {
+        matches!(state[i], State::Done(o) if o != Outcome::Succeeded) && pipeline.phases[i].required
+    });
+    if interrupted {
+        RunStatus::Interrupted
+    } else if failed {
+        RunStatus::Failed
+    } else {
+        RunStatus::Succeeded
     }
 }
 
@@ -303,7 +238,7 @@ fn ended_without_agents(
     outcome: Outcome,
     reason: String,
     started: bool,
-) -> PhaseReport {
+) {
     let p = &shared.pipeline.phases[i];
     let now = now_ms();
     shared.events.record(Record::PhaseFinished {
@@ -311,24 +246,14 @@ fn ended_without_agents(
         phase: p.name.clone(),
         outcome,
         required: p.required,
-        reason: Some(reason.clone()),
+        reason: Some(reason),
         attempts: 0,
         started_ms: started.then_some(now),
         ended_ms: now,
     });
-    PhaseReport {
-        name: p.name.clone(),
-        status: outcome,
-        required: p.required,
-        attempts: 0,
-        started_ms: None,
-        ended_ms: None,
-        reason: Some(reason),
-        agents: Vec::new(),
-    }
 }
 
-async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel>) -> PhaseReport {
+async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel>) -> Outcome {
     let phase = &shared.pipeline.phases[i];
     let started = now_ms();
     // What this phase is given of earlier phases is what was accepted; say
@@ -338,8 +263,8 @@ async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel
     // Attempts each agent made in earlier rounds: numbering goes on.
     let mut prior: HashMap<String, u32> = HashMap::new();
     let mut feedback: Option<String> = None;
-    let mut agents: Vec<AgentReport> = Vec::new();
-    let mut judges: Vec<AgentReport> = Vec::new();
+    let mut agents: Vec<AgentEnd> = Vec::new();
+    let mut judges: Vec<AgentEnd> = Vec::new();
     let mut status = Outcome::Failed;
     let mut reason = None;
     for round in 1..=rounds {
@@ -457,16 +382,7 @@ async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel
         started_ms: Some(started),
         ended_ms: ended,
     });
-    PhaseReport {
-        name: phase.name.clone(),
-        status,
-        required: phase.required,
-        attempts,
-        started_ms: Some(started),
-        ended_ms: Some(ended),
-        reason,
-        agents,
-    }
+    status
 }
 
 /// Say, once each, which accepted contract artifacts have changed in the
@@ -504,7 +420,7 @@ async fn run_agents(
     cancel: &watch::Receiver<Cancel>,
     prior: &HashMap<String, u32>,
     feedback: Option<&str>,
-) -> Vec<AgentReport> {
+) -> Vec<AgentEnd> {
     let prior_of = |name: &str| prior.get(name).copied().unwrap_or(0);
     if phase.parallel {
         let mut set = JoinSet::new();
@@ -531,14 +447,14 @@ async fn run_agents(
             });
             tasks.insert(task.id(), k);
         }
-        let mut out: Vec<(usize, AgentReport)> = Vec::new();
+        let mut out: Vec<(usize, AgentEnd)> = Vec::new();
         while let Some(r) = set.join_next().await {
             match r {
                 Ok(r) => out.push(r),
                 // An agent task panicked (orch's bug): the agent failed.
                 Err(e) => {
                     let k = tasks[&e.id()];
-                    let mut failed = AgentReport::new(&phase.agents[k], Outcome::Failed);
+                    let mut failed = AgentEnd::new(&phase.agents[k], Outcome::Failed);
                     failed.reason = Some(format!("orch internal error: {e}"));
                     out.push((k, failed));
                 }
@@ -551,7 +467,7 @@ async fn run_agents(
     let mut stopped = false;
     for name in &phase.agents {
         if stopped {
-            let mut skipped = AgentReport::new(name, Outcome::Skipped);
+            let mut skipped = AgentEnd::new(name, Outcome::Skipped);
             skipped.reason = Some("an earlier agent of the phase did not succeed".into());
             agents.push(skipped);
             continue;
@@ -572,9 +488,9 @@ async fn run_agents(
     agents
 }
 
-/// The agents' reports over rounds: the last round says how each ended;
-/// attempts, tokens and cost add up.
-fn merge(before: Vec<AgentReport>, now: Vec<AgentReport>) -> Vec<AgentReport> {
+/// The agents over rounds: the last round says how each ended; attempts
+/// add up.
+fn merge(before: Vec<AgentEnd>, now: Vec<AgentEnd>) -> Vec<AgentEnd> {
     if before.is_empty() {
         return now;
     }
@@ -582,12 +498,6 @@ fn merge(before: Vec<AgentReport>, now: Vec<AgentReport>) -> Vec<AgentReport> {
         .map(|mut a| {
             if let Some(b) = before.iter().find(|b| b.agent == a.agent) {
                 a.attempts += b.attempts;
-                a.tokens_in += b.tokens_in;
-                a.tokens_out += b.tokens_out;
-                a.started_ms = b.started_ms.or(a.started_ms);
-                if let Some(c) = b.cost_usd {
-                    a.cost_usd = Some(a.cost_usd.unwrap_or(0.0) + c);
-                }
             }
             a
         })
@@ -596,7 +506,7 @@ fn merge(before: Vec<AgentReport>, now: Vec<AgentReport>) -> Vec<AgentReport> {
 
 /// How a round of the phase's agents ended: their outcomes, then the
 /// declared artifacts and the agents' completion claims.
-fn settle(phase: &Phase, shared: &Shared, agents: &[AgentReport]) -> (Outcome, Option<String>) {
+fn settle(phase: &Phase, shared: &Shared, agents: &[AgentEnd]) -> (Outcome, Option<String>) {
     let mut status = if agents.iter().all(|a| a.status == Outcome::Succeeded) {
         Outcome::Succeeded
     } else if agents.iter().any(|a| a.status == Outcome::Cancelled) {
@@ -658,7 +568,7 @@ async fn judge_round(
     shared: &Arc<Shared>,
     cancel: &watch::Receiver<Cancel>,
     prior: &mut HashMap<String, u32>,
-    judges: &mut Vec<AgentReport>,
+    judges: &mut Vec<AgentEnd>,
 ) -> Verdict {
     let state_dir = shared.ctx.state_dir();
     let judging = crate::mcp::Judging {
@@ -724,12 +634,12 @@ async fn run_agent(
     prior: u32,
     feedback: Option<&str>,
     judging: Option<&crate::mcp::Judging>,
-) -> AgentReport {
+) -> AgentEnd {
     let agent = shared
         .pipeline
         .agent(name)
         .expect("validated: every phase agent exists");
-    let mut report = AgentReport::new(name, Outcome::Failed);
+    let mut report = AgentEnd::new(name, Outcome::Failed);
     let max_attempts = 1 + phase.retries;
     let base = shared
         .opts

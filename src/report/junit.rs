@@ -15,7 +15,7 @@ use std::time::Duration;
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestRerun, TestSuite};
 
 use super::text;
-use crate::store::{AttemptDetail, PhaseDetail, RunDetail, Status};
+use crate::store::{AgentTotal, PhaseDetail, RunDetail, Status};
 
 /// One line of text (a name, a reason).
 fn line(s: &str) -> String {
@@ -59,15 +59,15 @@ fn phase_case(p: &PhaseDetail) -> TestCase {
     c
 }
 
-fn agent_case(phase: &str, attempts: &[&AttemptDetail]) -> TestCase {
-    let last = attempts.last().expect("one attempt at least");
+fn agent_case(phase: &str, total: &AgentTotal<'_>) -> TestCase {
+    let attempts = &total.attempts;
+    let last = total.last();
     let mut c = TestCase::new(
         line(&last.agent),
         status(last.status, last.reason.as_deref(), &last.output),
     );
     c.set_classname(line(phase));
-    let first = attempts.first().expect("one");
-    if let Some(t) = took(first.started_ms, last.ended_ms) {
+    if let Some(t) = took(total.started_ms(), last.ended_ms) {
         c.set_time(t);
     }
     if !last.output.is_empty() {
@@ -75,7 +75,7 @@ fn agent_case(phase: &str, attempts: &[&AttemptDetail]) -> TestCase {
     }
     c.add_property(("attempts", attempts.len().to_string().as_str()));
     c.add_property(("turns", last.turns.to_string().as_str()));
-    let tokens: u64 = attempts.iter().map(|a| a.tokens_in + a.tokens_out).sum();
+    let tokens = total.tokens_in + total.tokens_out;
     c.add_property(("tokens", tokens.to_string().as_str()));
     for a in &attempts[..attempts.len() - 1] {
         let kind = if a.status == Status::TimedOut || a.status == Status::Failed {
@@ -114,8 +114,8 @@ pub fn report(d: &RunDetail) -> Report {
             suite.set_time(t);
         }
         suite.add_test_case(phase_case(p));
-        for (_, attempts) in super::by_agent(p) {
-            suite.add_test_case(agent_case(&p.name, &attempts));
+        for total in p.by_agent() {
+            suite.add_test_case(agent_case(&p.name, &total));
         }
         report.add_test_suite(suite);
     }

@@ -132,10 +132,10 @@ pub fn summary(d: &RunDetail, limit: usize) -> String {
             p.status,
             duration(p.started_ms, p.ended_ms)
         )];
-        for (name, tries) in super::by_agent(p) {
-            let last = tries.last().expect("one");
-            let tokens: u64 = tries.iter().map(|a| a.tokens_in + a.tokens_out).sum();
-            let cost: Option<f64> = tries.iter().filter_map(|a| a.cost_usd).reduce(|x, y| x + y);
+        for total in p.by_agent() {
+            let (name, tries, last) = (total.agent, &total.attempts, total.last());
+            let tokens = total.tokens_in + total.tokens_out;
+            let cost = total.cost_usd;
             lines.push(format!(
                 "| | {} | {} {}{} | {} | {} | {} | {} |",
                 cell(name),
@@ -146,7 +146,7 @@ pub fn summary(d: &RunDetail, limit: usize) -> String {
                 } else {
                     String::new()
                 },
-                duration(tries[0].started_ms, last.ended_ms),
+                duration(total.started_ms(), last.ended_ms),
                 last.turns,
                 thousands(tokens),
                 cost.map(|c| format!("${c:.2}"))
@@ -278,8 +278,8 @@ mod tests {
             .map(String::from)
             .to_vec(),
         };
-        RunDetail {
-            run: RunInfo {
+        let mut d = RunDetail::new(
+            RunInfo {
                 run_id: "r`1".into(),
                 pipeline_name: "demo](https://evil.example)".into(),
                 pipeline_path: "p.toml".into(),
@@ -289,22 +289,20 @@ mod tests {
                 started_ms: 0,
                 ended_ms: Some(1000),
             },
-            digest: String::new(),
-            digests: serde_json::Value::Null,
-            phases: vec![PhaseDetail {
-                name: "p".into(),
-                status: Status::Failed,
-                required: true,
-                reason: Some(REASON.into()),
-                attempts: 1,
-                started_ms: Some(0),
-                ended_ms: Some(1000),
-                agents: vec![attempt],
-            }],
-            artifacts: Vec::new(),
-            reports: Vec::new(),
-            learnings: Vec::new(),
-        }
+            String::new(),
+            serde_json::Value::Null,
+        );
+        d.phases = vec![PhaseDetail {
+            name: "p".into(),
+            status: Status::Failed,
+            required: true,
+            reason: Some(REASON.into()),
+            attempts: 1,
+            started_ms: Some(0),
+            ended_ms: Some(1000),
+            agents: vec![attempt],
+        }];
+        d
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! Readers (`query.rs`) never write, except to mark runs whose orch is
 //! gone as interrupted; one orch runs per state directory (`lock.rs`).
 
+mod detail;
 mod error;
 #[doc(hidden)]
 pub mod fixture;
@@ -21,13 +22,11 @@ mod status;
 pub mod transfer;
 mod writer;
 
+pub use detail::{AgentTotal, ArtifactRow, AttemptDetail, PhaseDetail, RunDetail};
 pub use error::StoreError;
 pub use knowledge::{Document, KnowledgeHit, Section, SyncCount, sections};
 pub use lock::{LOCK_FILE, LockError, RunLock};
-pub use query::{
-    ArtifactRow, AttemptDetail, EventPage, EventRow, PhaseDetail, Reader, RunDetail, RunInfo,
-    RunSummary,
-};
+pub use query::{EventPage, EventRow, Reader, RunInfo, RunSummary};
 pub use record::{AttemptKey, Record};
 pub use reports::{
     AttemptRecord, EventQuery, EventRecord, LearningRow, NewLearning, PhaseRecord, ReportFilter,

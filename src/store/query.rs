@@ -12,10 +12,11 @@ use std::sync::{Mutex, MutexGuard};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 
+use super::detail::{ArtifactRow, AttemptDetail, PhaseDetail, RunDetail};
 use super::error::StoreError;
 use super::liveness::pid_alive;
 use super::schema::{self, DB_FILE};
-use super::status::{Outcome, RunStatus, Status};
+use super::status::{Outcome, RunStatus};
 
 /// What `orch runs list` and `orch runs show` both say about a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -40,77 +41,6 @@ pub struct RunSummary {
     pub phases_succeeded: u32,
     /// Failed or timed out.
     pub phases_failed: u32,
-}
-
-/// A run with its phases, their attempts and the artifacts.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RunDetail {
-    #[serde(flatten)]
-    pub run: RunInfo,
-    /// SHA-256 over the pipeline file and every prompt and profile it uses.
-    pub digest: String,
-    /// File path -> SHA-256 of that file.
-    pub digests: serde_json::Value,
-    /// In the order they were first recorded.
-    pub phases: Vec<PhaseDetail>,
-    pub artifacts: Vec<ArtifactRow>,
-    /// What the agents reported through orch's MCP server (tasks,
-    /// decisions, blockers, milestones, claims, verdicts, findings,
-    /// comments, follow-ups, test health), oldest first.
-    pub reports: Vec<super::ReportRow>,
-    /// The learnings the run's agents added.
-    pub learnings: Vec<super::LearningRow>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PhaseDetail {
-    pub name: String,
-    pub status: Status,
-    /// A required phase's failure fails the run.
-    pub required: bool,
-    /// Why it did not succeed.
-    pub reason: Option<String>,
-    pub attempts: u32,
-    pub started_ms: Option<u64>,
-    pub ended_ms: Option<u64>,
-    /// Every attempt of every agent, in the order they started.
-    pub agents: Vec<AttemptDetail>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AttemptDetail {
-    pub agent: String,
-    /// From 1.
-    pub attempt: u32,
-    pub status: Status,
-    pub exit_code: Option<i32>,
-    pub reason: Option<String>,
-    pub session_id: Option<String>,
-    pub turns: u32,
-    pub tokens_in: u64,
-    pub tokens_out: u64,
-    pub cost_usd: Option<f64>,
-    pub started_ms: Option<u64>,
-    pub ended_ms: Option<u64>,
-    /// The command line as recorded (no secrets).
-    pub argv: serde_json::Value,
-    /// The environment as recorded (secrets redacted).
-    pub env: serde_json::Value,
-    /// The size of the prompts it was sent, in tokens (`system`, `user`,
-    /// and each system layer).
-    pub prompt: serde_json::Value,
-    /// Events recorded for the attempt.
-    pub events: u64,
-    /// The last lines of what it said and did (`events::readable_lines`),
-    /// at most `events::TAIL_LINES`.
-    pub output: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ArtifactRow {
-    pub phase: String,
-    pub path: String,
-    pub sha256: String,
 }
 
 /// One recorded event.
@@ -307,7 +237,9 @@ impl Reader {
             .optional()?)
     }
 
-    /// A run with its phases, attempts and artifacts.
+    /// A run with its phases, attempts and artifacts: the rows the writer
+    /// keeps of the records [`RunDetail::apply`] folds, read back as the
+    /// same value.
     pub fn run(&self, run_id: &str) -> Result<Option<RunDetail>, StoreError> {
         let conn = self.conn();
         let run = conn
@@ -315,15 +247,11 @@ impl Reader {
                 &format!("SELECT {RUN_COLUMNS}, digest, digests_json FROM runs WHERE run_id = ?1"),
                 [run_id],
                 |r| {
-                    Ok(RunDetail {
-                        run: run_info(r)?,
-                        digest: r.get(8)?,
-                        digests: json(&r.get::<_, String>(9)?),
-                        phases: Vec::new(),
-                        artifacts: Vec::new(),
-                        reports: Vec::new(),
-                        learnings: Vec::new(),
-                    })
+                    Ok(RunDetail::new(
+                        run_info(r)?,
+                        r.get(8)?,
+                        json(&r.get::<_, String>(9)?),
+                    ))
                 },
             )
             .optional()?;
@@ -710,6 +638,7 @@ mod tests {
     use super::*;
     use crate::store::fixture::*;
     use crate::store::record::Record;
+    use crate::store::status::Status;
 
     fn three_runs() -> Vec<Record> {
         let me = std::process::id();

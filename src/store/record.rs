@@ -36,7 +36,7 @@ impl AttemptKey {
 }
 
 /// One message to the writer thread.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Record {
     RunStarted {
         run_id: String,

@@ -468,6 +468,24 @@ fn sigkill_then_resume_continues_without_redoing_work() {
         "first did not run again"
     );
     assert!(s.path().join("second-done").exists());
+    // The report goes on from the run as recorded: `first` as it ran
+    // before the kill, `second` over both its attempts (the killed one
+    // marked cancelled), as `orch runs show` has them.
+    let first = phase_of(&report, "first");
+    assert_eq!(first["status"], "succeeded", "{report}");
+    assert!(first["started_ms"].is_u64(), "{report}");
+    assert_eq!(first["agents"][0]["attempts"], 1, "{report}");
+    let second = &phase_of(&report, "second")["agents"][0];
+    assert_eq!(second["attempts"], 2, "{report}");
+    assert_eq!(second["status"], "succeeded", "{report}");
+    let (_, shown) = s.json(&["runs", "show", &run_id, "--format", "json"]);
+    let attempts: Vec<&str> = shown["phases"][1]["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(attempts, ["cancelled", "succeeded"], "{shown}");
     let (printed, events) = first_printed();
     assert!(printed, "still there after the resume: {events}");
     let runs = s.runs();
