@@ -217,7 +217,8 @@ pub fn state_dir_problem(pipeline: &Pipeline, ctx: &Context) -> Option<String> {
     if !(state.starts_with(&workspace) || workspace.starts_with(&state)) {
         return None;
     }
-    let writer = pipeline.invocations().find(|(phase, agent)| {
+    // Judges included: one given `workspace-write` writes the workspace.
+    let writer = pipeline.runs().find(|(phase, agent)| {
         let resolved = pipeline.resolve(phase, agent);
         let level = resolved.toolset.permission;
         let set = resolved.provenance.permission.layer != Layer::Default;

@@ -347,10 +347,10 @@ impl Pipeline {
             writers: std::sync::OnceLock::new(),
         };
         let resolved = p
-            .invocations()
+            .runs()
             .map(|(phase, agent)| {
                 let key = (phase.name.clone(), agent.name.clone());
-                (key, resolve(Self::layers(phase, agent), phase.mode))
+                (key, resolve(Self::layers(&phase, agent), phase.mode))
             })
             .collect();
         p.resolved = resolved;
@@ -379,7 +379,8 @@ impl Pipeline {
 
     /// An agent that may write the workspace before or while `phase` runs
     /// (its phase and agent): an LLM agent at `workspace-write` of
-    /// `phase` itself, or of a phase that `phase` does not come before.
+    /// `phase` itself, or of a phase that `phase` does not come before; a
+    /// judge counts as an agent of the phase it judges.
     /// What it wrote there (a build script, a test, a git hook) is what a
     /// command of `phase` would run, so such a command without a
     /// `permission` of its own is held to the writer's level rather than
@@ -387,7 +388,7 @@ impl Pipeline {
     pub fn writer_before(&self, phase: &Phase) -> Option<(&str, &str)> {
         let writers = self.writers.get_or_init(|| {
             let all: Vec<(String, String)> = self
-                .invocations()
+                .runs()
                 .filter(|(w, a)| {
                     a.kind.is_llm()
                         && self.resolve(w, a).toolset.permission == Permission::WorkspaceWrite
@@ -442,6 +443,19 @@ impl Pipeline {
             }
         }
         seen
+    }
+
+    /// Every (phase, agent) pair that runs: the phases' agents in
+    /// declaration order, then each phase's judge, as the phase it runs as
+    /// ([`Phase::judge_preview`]: the phase in `review` mode).
+    pub fn runs(&self) -> impl Iterator<Item = (Cow<'_, Phase>, &Agent)> {
+        let workers = self.invocations().map(|(p, a)| (Cow::Borrowed(p), a));
+        let judges = self.phases.iter().filter_map(move |p| {
+            let j = p.judge_preview()?;
+            let agent = self.agent(j.agents.first()?)?;
+            Some((Cow::Owned(j), agent))
+        });
+        workers.chain(judges)
     }
 
     /// Every (phase, agent) pair in declaration order.

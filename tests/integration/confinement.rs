@@ -9,7 +9,7 @@ use std::process::Output;
 
 use serde_json::Value;
 
-use crate::support::{flat_stderr, json_of, orch, stderr, write};
+use crate::support::{flat_stderr, json_of, orch, run_in, stderr, stdout, write};
 
 /// `orch validate FILE` with confinement on (the machine's) or off.
 fn validate(file: &Path, confined: bool) -> Output {
@@ -755,5 +755,47 @@ fn a_chain_of_processes_in_sessions_of_their_own_ends_with_its_attempt() {
             Vec::<i32>::new(),
             "cgroups {cgroups}: outlived their attempt"
         );
+    }
+}
+
+/// A judge given `workspace-write` (in its `review` mode settings) writes
+/// the workspace like a worker: a state directory inside the workspace is
+/// refused, and a later plain command is held at the writer's level (it
+/// would run what the judge wrote). Without the judge's `workspace-write`
+/// (the control) neither happens.
+#[test]
+fn a_judge_that_may_write_counts_as_a_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir(d.join("ws")).unwrap();
+    let pipeline = |judge_writes: bool| {
+        format!(
+            "version = 1\nname = \"j\"\n\
+             [agents.writer]\nkind = \"command\"\ncommand = [\"true\"]\n\
+             [agents.judge]\nkind = \"claude\"\n{}\
+             [agents.deploy]\nkind = \"command\"\ncommand = [\"sh\", \"build.sh\"]\n\
+             [[phases]]\nname = \"plan\"\nagents = [\"writer\"]\nprompt = \"x\"\n\
+             artifact = \"out/{{phase}}-{{run}}.md\"\nrequired_sections = [\"Steps\"]\njudge = \"judge\"\n\
+             [[phases]]\nname = \"ship\"\nagents = [\"deploy\"]\ndepends_on = [\"plan\"]\n",
+            if judge_writes {
+                "[agents.judge.modes.review]\npermission = \"workspace-write\"\n"
+            } else {
+                ""
+            }
+        )
+    };
+    for judge_writes in [true, false] {
+        std::fs::write(d.join("p.toml"), pipeline(judge_writes)).unwrap();
+        let o = run_in(
+            &d.join("ws"),
+            &["--state-dir", ".orch", "validate", "../p.toml"],
+        );
+        let refused = flat_stderr(&o).contains("which agent `judge` of phase `plan` may write");
+        assert_eq!(refused, judge_writes, "{}", stderr(&o));
+        assert_eq!(o.status.code(), Some(if judge_writes { 2 } else { 0 }));
+        let o = run_in(&d.join("ws"), &["explain", "../p.toml", "--phase", "ship"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let held = stdout(&o).contains("after phase `plan`");
+        assert_eq!(held, judge_writes, "{}", stdout(&o));
     }
 }
