@@ -31,6 +31,8 @@
 //! no terminal prompt, none of orch's own `GIT_*` variables but
 //! [`KEEP_ENV`], a revision never taken for an option.
 
+pub mod agents;
+
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};

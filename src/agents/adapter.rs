@@ -190,6 +190,7 @@ impl Request<'_> {
             confinement: None,
             prompt_tokens: Default::default(),
             shown: None,
+            git: None,
         }
     }
 

@@ -926,6 +926,15 @@ pub fn invocation(
         inv.files.push(marker(ctx, phase, agent, slot));
     }
     inv.enforcement = capability::enforcement(agent.kind, toolset, &reach, &ctx.confinement);
+    if agent.kind.is_llm() {
+        // The CLI's git reads the repository under a git directory of
+        // orch's own: no config an agent planted in `.git` runs in it.
+        let git =
+            crate::git::agents::AgentGit::plan(&ctx.workdir, ctx.home.as_deref(), dir.join("git"));
+        inv.env
+            .extend(git.env().into_iter().map(|(k, v)| env::plain(&k, v)));
+        inv.git = Some(git);
+    }
     if level.is_some() && ctx.confinement.is_available() && inv.inherit_env {
         // A confined command writes its temporary files in its own folder.
         inv.env

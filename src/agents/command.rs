@@ -59,6 +59,7 @@ impl Adapter for Command {
             confinement: None,
             prompt_tokens: Default::default(),
             shown: None,
+            git: None,
         }
     }
 

@@ -196,6 +196,9 @@ pub struct Invocation {
     /// from the real ones: a secret the pipeline wrote in an argv (a plain
     /// command's, an MCP server's) redacted. `None`: shown as they are.
     pub shown: Option<Shown>,
+    /// The git directory of orch's own an agent CLI is given (see
+    /// [`crate::git::agents`]), made with the attempt's own directory.
+    pub git: Option<crate::git::agents::AgentGit>,
 }
 
 /// What to show of an invocation whose real argv, environment or files

@@ -328,6 +328,9 @@ pub fn write_files(inv: &Invocation) -> std::io::Result<()> {
         }
         std::fs::write(&f.path, &f.content)?;
     }
+    if let Some(git) = &inv.git {
+        git.make();
+    }
     Ok(())
 }
 
@@ -396,6 +399,7 @@ mod tests {
             prompt_tokens: Default::default(),
             confinement: None,
             shown: None,
+            git: None,
         };
         write_files(&inv).unwrap();
         assert_eq!(
@@ -437,6 +441,7 @@ mod tests {
             prompt_tokens: Default::default(),
             confinement: None,
             shown: None,
+            git: None,
         };
         write_files(&inv).unwrap();
         // The agent swaps its (writable) CLI folder for a link elsewhere.

@@ -710,6 +710,7 @@ mod tests {
                 prompt_tokens: Default::default(),
                 confinement,
                 shown: None,
+                git: None,
             },
             timeout: Some(Duration::from_secs(30)),
             stall_timeout: None,

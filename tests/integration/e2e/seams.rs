@@ -278,11 +278,54 @@ fn a_memory_link_planted_for_codex_grants_nothing() {
     a_planted_memory_link_grants_nothing(AgentKind::Codex);
 }
 
-/// The attacker (the real `kind`) sets a `core.fsmonitor`, a diff driver
-/// and a textconv in the workspace's repository, each writing a marker
-/// outside it when git runs it; orch then reads the workspace's changes
-/// for its LLM judge's prompt: none of them runs, and the judge still sees
-/// the changes. (The control: plain git, afterwards, runs them.)
+/// What connects to a listener on loopback (a confined process can): the
+/// first line each connection sends, collected until the listener is
+/// dropped.
+struct Reports {
+    port: u16,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Reports {
+    fn start() -> Reports {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let into = seen.clone();
+        std::thread::spawn(move || {
+            for c in listener.incoming().flatten() {
+                use std::io::Read;
+                let mut text = String::new();
+                let _ = c
+                    .set_read_timeout(Some(std::time::Duration::from_secs(2)))
+                    .and_then(|_| (&c).take(200).read_to_string(&mut text));
+                into.lock().unwrap().push(text);
+            }
+        });
+        Reports { port, seen }
+    }
+
+    /// A shell command that reports `what`.
+    fn command(&self, what: &str) -> String {
+        format!(
+            "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {})).sendall(b'{what}')\"",
+            self.port
+        )
+    }
+
+    fn seen(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// The attacker (the real `kind`) sets a `core.fsmonitor`, a diff driver,
+/// a textconv and a clean filter in the workspace's repository, each
+/// writing a marker outside it and reporting over loopback when git runs
+/// it (from inside a confined CLI too); orch then reads the workspace's
+/// changes for its LLM judge's prompt, and the judge, the real Claude
+/// Code, starts (it runs `git status` as it starts): none of them runs,
+/// and the judge still sees the changes. (The control: plain git,
+/// afterwards, runs them.)
 fn planted_git_config_does_not_run(kind: AgentKind) {
     let cli = find_cli(kind);
     let dir = scratch(&format!("orch-e2e-{kind}-fsmonitor-"));
@@ -291,6 +334,7 @@ fn planted_git_config_does_not_run(kind: AgentKind) {
     let marks = dir.path().join("marks");
     std::fs::create_dir_all(&work).unwrap();
     std::fs::create_dir_all(&marks).unwrap();
+    let reports = Reports::start();
     let git = |args: &[&str]| {
         let ok = std::process::Command::new("git")
             .current_dir(&work)
@@ -314,11 +358,38 @@ fn planted_git_config_does_not_run(kind: AgentKind) {
     git(&["add", "-A"]);
     git(&["commit", "-qm", "first"]);
     let m = marks.display();
+    // Each planted program in a script of its own (no quoting to get
+    // wrong in a git config value).
+    let scripts = dir.path().join("scripts");
+    std::fs::create_dir_all(&scripts).unwrap();
+    for (name, tail) in [
+        ("fsmonitor", "false"),
+        ("textconv", "cat \"$1\""),
+        ("external", "true"),
+        ("clean", "cat"),
+    ] {
+        let script = scripts.join(name);
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\ntouch {m}/{name}\n{}\n{tail}\n",
+                reports.command(name)
+            ),
+        )
+        .unwrap();
+        let mut perms = std::fs::metadata(&script).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&script, perms).unwrap();
+    }
+    let sc = scripts.display();
+    // Written into the repository's own config file (the worker's `git
+    // config` alone would write its own git directory's).
     let plant = format!(
-        "git config core.fsmonitor 'touch {m}/fsmonitor; false' && \
-         git config diff.x.textconv 'touch {m}/textconv; cat' && \
-         git config diff.external 'touch {m}/external' && \
-         echo '* diff=x' > .gitattributes && echo changed >> README.md && echo PLANTED"
+        "git config -f .git/config core.fsmonitor {sc}/fsmonitor && \
+         git config -f .git/config diff.x.textconv {sc}/textconv && \
+         git config -f .git/config diff.external {sc}/external && \
+         git config -f .git/config filter.y.clean {sc}/clean && \
+         printf '* diff=x filter=y\\n' > .gitattributes && echo changed >> README.md && echo PLANTED"
     );
     let hash = orch::mcp::sha256_hex(ARTIFACT.as_bytes());
     let (run, worker_end, judge_end) = judged(
@@ -344,6 +415,11 @@ fn planted_git_config_does_not_run(kind: AgentKind) {
         ran.is_empty(),
         "{kind}: orch ran the planted {ran:?}: {ctx}"
     );
+    assert!(
+        reports.seen().is_empty(),
+        "{kind}: a CLI ran the planted {:?}: {ctx}",
+        reports.seen()
+    );
     // The control: the planting worked, plain git runs them.
     let _ = std::process::Command::new("git")
         .current_dir(&work)
@@ -351,6 +427,11 @@ fn planted_git_config_does_not_run(kind: AgentKind) {
         .output()
         .unwrap();
     assert!(marks.join("fsmonitor").exists() || marks.join("external").exists());
+    let waited = std::time::Instant::now();
+    while reports.seen().is_empty() && waited.elapsed() < std::time::Duration::from_secs(5) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(!reports.seen().is_empty(), "the reports reach the listener");
 }
 
 #[test]
