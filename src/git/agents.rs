@@ -294,11 +294,14 @@ fn quoted(out: &mut Vec<u8>, v: &[u8]) {
     out.push(b'"');
 }
 
+/// A config file's entries: key and value.
+type Entries = Vec<(String, Vec<u8>)>;
+
 /// A config file's entries as git reads it (keys lowercased but for the
 /// subsection), its includes not followed; `None` when git cannot read
 /// it. Parsed by git itself, once per distinct file.
-fn entries(text: &[u8]) -> Option<Vec<(String, Vec<u8>)>> {
-    static SEEN: Mutex<Vec<(Vec<u8>, Vec<(String, Vec<u8>)>)>> = Mutex::new(Vec::new());
+fn entries(text: &[u8]) -> Option<Entries> {
+    static SEEN: Mutex<Vec<(Vec<u8>, Entries)>> = Mutex::new(Vec::new());
     if let Some((_, e)) = SEEN
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -339,7 +342,7 @@ fn entries(text: &[u8]) -> Option<Vec<(String, Vec<u8>)>> {
     if !out.status.success() {
         return None;
     }
-    let parsed: Vec<(String, Vec<u8>)> = out
+    let parsed: Entries = out
         .stdout
         .split(|b| *b == 0)
         .filter(|e| !e.is_empty())
