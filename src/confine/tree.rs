@@ -95,18 +95,16 @@ impl ProcessTree {
         self.leader.get().copied()
     }
 
-    /// Whether process `pid` is the leader or one of its descendants now,
-    /// or in the tree's cgroup. (The caller makes sure `pid` still names
-    /// the process it asked about: see [`crate::confine::tree`]'s users.)
+    /// Whether process `pid` is the leader or one of its descendants now.
+    /// (The caller makes sure `pid` still names the process it asked
+    /// about: see [`crate::confine::tree`]'s users.) Not every member of
+    /// the tree's cgroup: orch adopts there the pipeline's MCP servers it
+    /// starts for the attempt, which are not the agent's (a server that
+    /// runs code from the workspace is no way into the agent's tools).
     pub fn holds(&self, pid: i32) -> bool {
         let Some(leader) = self.leader() else {
             return false;
         };
-        if let Some(c) = &self.cgroup
-            && c.holds(pid)
-        {
-            return true;
-        }
         let mut p = pid;
         for _ in 0..MAX_DEPTH {
             if p == leader {
@@ -286,10 +284,6 @@ impl Cgroup {
                 }
             }
         }
-    }
-
-    fn holds(&self, pid: i32) -> bool {
-        cgroup_of(pid).is_some_and(|at| at == self.rel)
     }
 
     /// `cgroup.kill` (Linux 5.14), else each process in `cgroup.procs`

@@ -64,8 +64,12 @@ impl Ledger {
             .collect()
     }
 
-    /// The last verdict attempt `attempt` of `judge` gave on `phase`'s
-    /// artifact `hash`.
+    /// The verdict attempt `attempt` of `judge` gave on `phase`'s artifact
+    /// `hash`: its first rejection, if it rejected it at all, else its
+    /// first approval. A rejection is never overruled: whatever else in
+    /// the judge's process tree calls the tool too (a program the judged
+    /// work planted) can make an approved phase fail, never a rejected one
+    /// pass.
     pub fn verdict_of(
         &self,
         phase: &str,
@@ -73,15 +77,11 @@ impl Ledger {
         attempt: u32,
         hash: &str,
     ) -> Option<Verdict> {
-        locked(&self.verdicts)
-            .iter()
-            .rev()
-            .find(|v| {
-                v.phase == phase
-                    && v.judge == judge
-                    && v.attempt == attempt
-                    && v.artifact_hash == hash
-            })
-            .cloned()
+        let verdicts = locked(&self.verdicts);
+        let mut given = verdicts.iter().filter(|v| {
+            v.phase == phase && v.judge == judge && v.attempt == attempt && v.artifact_hash == hash
+        });
+        let first = given.clone().next()?;
+        Some(given.find(|v| !v.approved).unwrap_or(first).clone())
     }
 }

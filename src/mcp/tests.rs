@@ -431,6 +431,7 @@ async fn a_judge_gives_its_verdict_on_the_one_claim_it_judges() {
     );
     h.ok("approve_phase", verdict("plan", &hash)).await;
     h.ok("reject_phase", verdict("plan", &hash)).await;
+    h.ok("approve_phase", verdict("plan", &hash)).await;
     let v = h.rows("verdict");
     assert_eq!(
         (
@@ -439,10 +440,11 @@ async fn a_judge_gives_its_verdict_on_the_one_claim_it_judges() {
         ),
         (Some(true), Some(false))
     );
-    // The engine takes the last one the judge's attempt gave.
-    let last = h.ledger.verdict_of("plan", "claude", 1, &hash).unwrap();
-    assert!(!last.approved);
-    assert_eq!(last.fix, "none");
+    // The engine takes the rejection: approvals around it do not overrule
+    // it, whoever gave them.
+    let taken = h.ledger.verdict_of("plan", "claude", 1, &hash).unwrap();
+    assert!(!taken.approved);
+    assert_eq!(taken.fix, "none");
     assert!(h.ledger.verdict_of("plan", "claude", 2, &hash).is_none());
 }
 
