@@ -281,7 +281,25 @@ impl OwnDir {
 impl Drop for OwnDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
+        let _ = std::fs::remove_dir_all(servers_dir(&self.path));
     }
+}
+
+/// Where the pipeline's MCP servers orch starts for the attempt in `dir`
+/// keep their files: a folder beside it (`<dir>.servers`), which the
+/// agent cannot read or write (it sees only its own directory of the
+/// attempts'), so nothing it plants there runs in a server with the
+/// server's credentials.
+pub fn servers_dir(dir: &Path) -> PathBuf {
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(".servers");
+    dir.with_file_name(name)
+}
+
+/// The own folder of `server` started for the attempt in `dir`: its
+/// working directory, with its `home` and `tmp` in it.
+pub fn server_dir(dir: &Path, server: &str) -> PathBuf {
+    servers_dir(dir).join(server)
 }
 
 /// 16 hex digits no one can guess: a hash keyed with the process's random
@@ -469,8 +487,12 @@ pub fn server_spawns(
                         }
                     }
                 }
-                env.push(("HOME".into(), dir.join("home").display().to_string()));
-                env.push(("TMPDIR".into(), dir.join("tmp").display().to_string()));
+                let folder = server_dir(dir, &server.name);
+                env.push(("HOME".into(), folder.join("home").display().to_string()));
+                env.push(("TMPDIR".into(), folder.join("tmp").display().to_string()));
+                // Not its working directory (see server_dir): where the
+                // workspace is, for a server that works on it.
+                env.push(("ORCH_WORKSPACE".into(), ctx.workdir.display().to_string()));
                 for (k, v) in own {
                     env.retain(|(name, _)| name != k);
                     let var = super::invocation::EnvVar {
@@ -484,8 +506,11 @@ pub fn server_spawns(
                 crate::mcp::ServerTransport::Stdio {
                     argv: command.clone(),
                     env,
-                    cwd: ctx.workdir.clone(),
-                    confinement: inv.confinement.clone(),
+                    confinement: inv.confinement.as_ref().map(|c| Confinement {
+                        policy: c.policy.beside(&folder),
+                        abi: c.abi,
+                    }),
+                    own: folder,
                 }
             }
             McpTransport::Http { url, headers } => crate::mcp::ServerTransport::Http {

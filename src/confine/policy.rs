@@ -181,6 +181,23 @@ impl Policy {
     }
 }
 
+impl Policy {
+    /// The policy of a program orch starts for the attempt beside its
+    /// agent (a pipeline's MCP server): the same trees, but `own` (a
+    /// folder of its own, out of the agent's reach) in place of the
+    /// attempt's own directory, which it may neither read nor write. What
+    /// the agent may change there (its home, its temporary files) is
+    /// nothing the program should load code from.
+    pub fn beside(&self, own: &Path) -> Policy {
+        let mut p = self.clone();
+        p.writable.retain(|w| !w.starts_with(&self.own_dir));
+        p.readable.retain(|r| !r.starts_with(&self.own_dir));
+        p.writable.push(own.to_path_buf());
+        p.own_dir = own.to_path_buf();
+        p
+    }
+}
+
 fn dedupe(v: &mut Vec<PathBuf>) {
     let mut seen = std::collections::HashSet::new();
     v.retain(|p| seen.insert(p.clone()));
@@ -410,6 +427,28 @@ mod tests {
             also_hidden: vec!["/work/proj/.opencode".into()],
             state_dir: Some("/work/proj/.orch".into()),
         }
+    }
+
+    #[test]
+    fn a_program_beside_the_agent_has_its_own_folder_not_the_agents() {
+        let p = places();
+        let agent = Policy::for_permission(Permission::WorkspaceWrite, &p, &[]).unwrap();
+        let own = PathBuf::from("/home/u/.cache/orch/attempts/a1.servers/docs");
+        let server = agent.beside(&own);
+        assert_eq!(
+            server.writable,
+            vec![
+                PathBuf::from("/work/proj"),
+                "/work/proj/.orch/state.db".into(),
+                own.clone()
+            ]
+        );
+        assert!(!server.readable.iter().any(|r| r.starts_with(&p.own_dir)));
+        assert_eq!(server.own_dir, own);
+        assert_eq!(server.hidden, agent.hidden);
+        // The attempts' folder is hidden from the agent: so is the server's.
+        assert!(agent.hidden.iter().any(|h| own.starts_with(h)));
+        assert!(!agent.readable.iter().any(|r| own.starts_with(r)));
     }
 
     #[test]

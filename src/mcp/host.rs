@@ -81,12 +81,15 @@ pub enum ServerTransport {
     Stdio {
         argv: Vec<String>,
         /// Its whole environment, values filled in: what it needs to run
-        /// (`PATH`, the locale, a home and temporary folder of the
-        /// attempt's) and its own `env` from the pipeline, never the
-        /// agent's.
+        /// (`PATH`, the locale, a home and temporary folder in `own`) and
+        /// its own `env` from the pipeline, never the agent's.
         env: Vec<(String, String)>,
-        cwd: PathBuf,
-        /// The attempt's confinement (`None`: not confined).
+        /// Its own folder, beside the attempt's and out of the agent's
+        /// reach (see [`crate::agents::build::server_dir`]): its working
+        /// directory, made (with `home` and `tmp` in it) before it starts.
+        own: PathBuf,
+        /// The attempt's confinement with `own` for the attempt's own
+        /// directory (`None`: not confined).
         confinement: Option<crate::confine::Confinement>,
     },
     /// Streamable HTTP: orch posts the CLI's messages with these headers

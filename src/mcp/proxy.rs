@@ -112,20 +112,28 @@ pub async fn serve<R, W>(
 /// Start the server, confined as the attempt is, as one of orch's own
 /// children (the orphan sweep leaves it alone) in the attempt's tree.
 fn start(spawn: &ServerSpawn, tree: &ProcessTree) -> Option<tokio::process::Child> {
+    use std::os::unix::fs::DirBuilderExt;
     use std::os::unix::process::CommandExt;
     let ServerTransport::Stdio {
         argv,
         env,
-        cwd,
+        own,
         confinement,
     } = &spawn.transport
     else {
         return None;
     };
     let (program, args) = argv.split_first()?;
+    for d in [own.join("home"), own.join("tmp")] {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(d)
+            .ok()?;
+    }
     let mut cmd = std::process::Command::new(program);
     cmd.args(args)
-        .current_dir(cwd)
+        .current_dir(own)
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
         .process_group(0)

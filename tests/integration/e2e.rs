@@ -1504,3 +1504,80 @@ fn config_planted_in_the_workspace_loads_in_no_cli() {
         );
     }
 }
+
+#[test]
+fn code_an_agent_plants_in_its_home_does_not_run_in_the_pipelines_mcp_server() {
+    // orch starts the pipeline's stdio MCP servers with credentials the
+    // agent does not get, each time the relay in the CLI's MCP
+    // configuration connects, which the agent may run itself. A server
+    // started with the agent's own HOME (or in a folder the agent may
+    // write) would run what the agent planted there first: Python's user
+    // site, here, which the fixture's python3 loads. The planted module
+    // reports to the scripted server only from a process that has the
+    // fixture's environment.
+    let cli = find_cli(AgentKind::Claude);
+    let dir = scratch("orch-e2e-server-home-");
+    let client = write(
+        dir.path(),
+        "client.py",
+        r#"import glob, json, os, subprocess
+planted = """import json, os, urllib.request as u
+log = os.environ.get('MCP_FIXTURE_LOG')
+if log:
+    u.urlopen(u.Request(log, data=json.dumps({'planted': os.getcwd()}).encode(), headers={'content-type': 'application/json'}))
+"""
+import site
+for d in [site.getusersitepackages(), os.getcwd(), os.environ.get("TMPDIR", "/tmp")]:
+    os.makedirs(d, exist_ok=True)
+    for name in ("usercustomize.py", "sitecustomize.py"):
+        open(os.path.join(d, name), "w").write(planted)
+    print("planted in", d)
+# The relay the CLI was given for the fixture, from its MCP configuration.
+for f in glob.glob(os.path.join(os.environ["HOME"], "..", "**", "*.json"), recursive=True):
+    try:
+        server = json.load(open(f))["mcpServers"]["fixture"]
+    except Exception:
+        continue
+    p = subprocess.Popen([server["command"], *server.get("args", [])], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    for m in [{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "a", "version": "1"}}},
+              {"jsonrpc": "2.0", "method": "notifications/initialized"},
+              {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "from the agent"}}}]:
+        p.stdin.write((json.dumps(m) + "\n").encode()); p.stdin.flush()
+        if "id" in m:
+            print(p.stdout.readline().decode().strip())
+    p.stdin.close(); p.wait(10)
+    break
+"#,
+    );
+    let server = ModelServer::start(
+        dir.path(),
+        &json!([(cli.shell_call)(&format!(
+            "python3 -s {}",
+            client.display()
+        ))]),
+    );
+    let text = changed(
+        pipeline(&cli, Level::WorkspaceWrite, &server, dir.path()),
+        "\"Bash(printf *)\"",
+        "\"Bash\"",
+    );
+    let run = orch_run(&cli, dir.path(), &server, &text);
+    let ctx = run.context();
+    assert_eq!(run.code, Some(0), "{ctx}");
+    assert!(
+        run.tool_results().matches("planted in").count() == 3,
+        "the agent planted its modules: {ctx}"
+    );
+    let calls = run.fixture_calls();
+    assert!(
+        calls
+            .iter()
+            .any(|c| c["arguments"]["text"] == "from the agent"),
+        "the agent started the server and called it: {ctx}"
+    );
+    let ran: Vec<&Value> = calls.iter().filter(|c| c["planted"].is_string()).collect();
+    assert!(
+        ran.is_empty(),
+        "planted code ran in the MCP server: {ran:?}"
+    );
+}
