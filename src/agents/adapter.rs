@@ -235,6 +235,17 @@ pub trait Adapter: Sync {
         &[]
     }
 
+    /// The granted tool through which the agent may start programs (a
+    /// shell), if any: what it starts runs in its process tree, with its
+    /// tools.
+    fn starts_programs(&self, toolset: &ToolSet) -> Option<String> {
+        toolset
+            .internal
+            .iter()
+            .find(|t| matches!(t, InternalTool::Bash | InternalTool::BashPattern(_)))
+            .map(ToString::to_string)
+    }
+
     /// Whether the CLI has a tool for a canonical name.
     fn supports(&self, _tool: &InternalTool) -> bool {
         true

@@ -117,6 +117,29 @@ impl Adapter for Codex {
         }
     }
 
+    fn starts_programs(&self, ts: &ToolSet) -> Option<String> {
+        // Codex reads, lists and searches through its shell.
+        let Tools { shell, .. } = Tools::of(ts);
+        shell.then(|| {
+            let granted: Vec<String> = ts
+                .internal
+                .iter()
+                .filter(|t| {
+                    matches!(
+                        t,
+                        InternalTool::Read
+                            | InternalTool::Glob
+                            | InternalTool::Grep
+                            | InternalTool::Bash
+                            | InternalTool::BashPattern(_)
+                    )
+                })
+                .map(ToString::to_string)
+                .collect();
+            format!("{} (codex's shell)", granted.join(", "))
+        })
+    }
+
     fn supports(&self, tool: &InternalTool) -> bool {
         // Codex searches the web but has no tool that fetches a page.
         *tool != InternalTool::WebFetch

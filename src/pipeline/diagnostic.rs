@@ -288,6 +288,19 @@ pub enum Problem {
         reason: String,
         strict: bool,
     },
+    #[error(
+        "judge `{judge}` of phase `{phase}` may start programs (`{tool}`), and `{writer}` may write the workspace before it judges (phase `{writer_phase}`): what the work planted there (a build script, a test, a hook) would run in the judge's process tree, which holds its verdict tools"
+    )]
+    JudgeRunsTheWork {
+        judge: String,
+        phase: String,
+        tool: String,
+        writer: String,
+        writer_phase: String,
+        /// The judge's `internal` without a shell, for its CLI.
+        no_shell: String,
+        strict: bool,
+    },
     #[error("{kind} has no tool for `{tool}` (agent `{agent}` in phase `{phase}`)")]
     UnsupportedTool {
         tool: String,
@@ -353,6 +366,7 @@ impl Problem {
             Problem::ProfileFrontMatter { .. } => "orch::pipeline::profile_front_matter",
             Problem::Unenforceable { .. } => "orch::pipeline::unenforceable",
             Problem::UnsupportedTool { .. } => "orch::pipeline::unsupported_tool",
+            Problem::JudgeRunsTheWork { .. } => "orch::pipeline::judge_runs_the_work",
             Problem::BadModel { .. } => "orch::pipeline::bad_model",
         }
     }
@@ -493,6 +507,17 @@ impl Problem {
             ),
             Problem::Unenforceable { strict: false, .. } => Some(
                 "`enforcement = \"best-effort\"`: this runs, but the field is not enforced".into(),
+            ),
+            Problem::JudgeRunsTheWork {
+                judge,
+                no_shell,
+                strict: true,
+                ..
+            } => Some(format!(
+                "give the judge no shell (`internal = {no_shell}` in `[agents.{judge}.modes.review]`): it judges the changes it is shown; run the tests as a plain command (in a phase before it, or as the judge); or set `enforcement = \"best-effort\"` in `[defaults]` to run with a warning"
+            )),
+            Problem::JudgeRunsTheWork { strict: false, .. } => Some(
+                "`enforcement = \"best-effort\"`: this runs, but the judged work could give the judge's verdict".into(),
             ),
             Problem::UnsupportedTool { .. } => {
                 Some("remove the tool for this agent (in `agent_tools`) or use another agent".into())

@@ -386,6 +386,15 @@ impl Pipeline {
     /// `permission` of its own is held to the writer's level rather than
     /// run with all its user's rights.
     pub fn writer_before(&self, phase: &Phase) -> Option<(&str, &str)> {
+        self.writers_before(phase).next()
+    }
+
+    /// Every agent that may write the workspace before or while `phase`
+    /// runs, as [`Pipeline::writer_before`] names one.
+    pub fn writers_before<'a>(
+        &'a self,
+        phase: &Phase,
+    ) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
         let writers = self.writers.get_or_init(|| {
             let all: Vec<(String, String)> = self
                 .runs()
@@ -416,16 +425,18 @@ impl Pipeline {
                 before_all: before_all.unwrap_or_default(),
             }
         });
-        if writers.all.is_empty() || writers.before_all.contains(&phase.name) {
-            return None;
-        }
-        // Name one that does not come after `phase`.
+        // None when every writer comes after `phase`; else those that
+        // do not.
+        let none = writers.before_all.contains(&phase.name);
+        let name = phase.name.clone();
         writers
             .all
             .iter()
-            .find(|(w, _)| {
-                self.phase(w)
-                    .is_none_or(|p| !self.ancestors(p).contains(&phase.name))
+            .filter(move |(w, _)| {
+                !none
+                    && self
+                        .phase(w)
+                        .is_none_or(|p| !self.ancestors(p).contains(&name))
             })
             .map(|(w, a)| (w.as_str(), a.as_str()))
     }

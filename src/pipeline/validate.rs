@@ -1386,18 +1386,20 @@ impl<'s> Validator<'s> {
             .iter()
             .filter_map(Phase::judge_preview)
             .collect();
-        let mut items: Vec<(&Phase, &String, Option<Range<usize>>)> = Vec::new();
+        // (phase, agent, where the agent is named, whether it judges).
+        let mut items: Vec<(&Phase, &String, Option<Range<usize>>, bool)> = Vec::new();
         for (pi, phase) in pipeline.phases.iter().enumerate() {
             for (ai, name) in phase.agents.iter().enumerate() {
                 items.push((
                     phase,
                     name,
                     agent_positions.get(pi).and_then(|s| s.get(ai)).cloned(),
+                    false,
                 ));
             }
         }
-        items.extend(judged.iter().map(|p| (p, &p.agents[0], None)));
-        for (phase, name, at) in items {
+        items.extend(judged.iter().map(|p| (p, &p.agents[0], None, true)));
+        for (phase, name, at, judges) in items {
             {
                 let Some(agent) = pipeline.agent(name) else {
                     continue;
@@ -1487,6 +1489,37 @@ impl<'s> Validator<'s> {
                     continue;
                 }
                 let adapter = crate::agents::adapter(agent.kind);
+                // A judge that may start programs after the work it judges
+                // may have been written: what the work planted (a build
+                // script, a test, a hook) would run in the judge's process
+                // tree, with the judge's verdict tools.
+                if judges
+                    && let Some(tool) = adapter.starts_programs(&r.toolset)
+                    && let Some((writer_phase, writer)) = pipeline
+                        .writers_before(phase)
+                        .find(|(w, a)| !(*w == phase.name && *a == agent.name))
+                {
+                    let (source, span) = at_or_agent(&r.provenance.internal.at);
+                    let problem = Problem::JudgeRunsTheWork {
+                        judge: agent.name.clone(),
+                        phase: phase.name.clone(),
+                        tool,
+                        writer: writer.to_string(),
+                        writer_phase: writer_phase.to_string(),
+                        // Codex reads through its shell.
+                        no_shell: if agent.kind == AgentKind::Codex {
+                            "[]".into()
+                        } else {
+                            r#"["Read", "Glob", "Grep"]"#.into()
+                        },
+                        strict,
+                    };
+                    self.diags.push(if strict {
+                        Diagnostic::error(problem, &source, span)
+                    } else {
+                        Diagnostic::warning(problem, &source, span)
+                    });
+                }
                 for tool in &r.toolset.internal {
                     if !adapter.supports(tool) {
                         let (source, span) = at_or_agent(&r.provenance.internal.at);

@@ -799,3 +799,76 @@ fn a_judge_that_may_write_counts_as_a_writer() {
         assert_eq!(held, judge_writes, "{}", stdout(&o));
     }
 }
+
+#[test]
+fn a_judge_that_may_start_programs_after_the_work_is_written_is_refused() {
+    // What a writer of the phase (or before it) planted, a build script a
+    // judge's `cargo test` runs, would run in the judge's process tree,
+    // which holds its verdict tools. Codex reads through its shell.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let pipeline = |judge: &str, review: &str, worker: &str, enforcement: &str| {
+        format!(
+            "version = 1\nname = \"j\"\n[defaults]\nenforcement = \"{enforcement}\"\n\
+             [agents.{judge}.modes.review]\n{review}\n\
+             [agents.script]\nkind = \"command\"\ncommand = [\"true\"]\n\
+             [[phases]]\nname = \"fix\"\nagents = [\"{worker}\"]\nmode = \"fix\"\nprompt = \"x\"\n\
+             artifact = \"out/{{phase}}-{{run}}.md\"\njudge = \"{judge}\"\n"
+        )
+    };
+    let refusal = "may start programs";
+    for (judge, review, worker, enforcement, refused, code) in [
+        (
+            "gemini",
+            "internal = [\"Read\", \"Bash(cargo test *)\"]",
+            "claude",
+            "strict",
+            true,
+            2,
+        ),
+        (
+            "gemini",
+            "internal = [\"Read\", \"Bash\"]",
+            "claude",
+            "strict",
+            true,
+            2,
+        ),
+        ("codex", "max_turns = 5", "claude", "strict", true, 2),
+        // Warned, and run, when the file says best-effort.
+        (
+            "gemini",
+            "internal = [\"Read\", \"Bash\"]",
+            "claude",
+            "best-effort",
+            true,
+            0,
+        ),
+        // No shell: the judge reads what it is shown.
+        (
+            "gemini",
+            "internal = [\"Read\", \"Glob\", \"Grep\"]",
+            "claude",
+            "strict",
+            false,
+            0,
+        ),
+        ("codex", "internal = []", "claude", "strict", false, 0),
+        // Nothing of the work was written by an LLM agent.
+        (
+            "gemini",
+            "internal = [\"Read\", \"Bash\"]",
+            "script",
+            "strict",
+            false,
+            0,
+        ),
+    ] {
+        let text = pipeline(judge, review, worker, enforcement);
+        std::fs::write(d.join("p.toml"), &text).unwrap();
+        let o = run_in(d, &["validate", "p.toml"]);
+        let said = flat_stderr(&o);
+        assert_eq!(said.contains(refusal), refused, "{text}\n{}", stderr(&o));
+        assert_eq!(o.status.code(), Some(code), "{text}\n{}", stderr(&o));
+    }
+}

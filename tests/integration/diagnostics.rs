@@ -144,6 +144,7 @@ fixtures! {
     not_utf8 => [at("not_utf8", 4, 19)],
     unenforceable => [at("unenforceable", 12, 14)],
     unsupported_tool => [at("unsupported_tool", 11, 12)],
+    judge_runs_the_work => [at("judge_runs_the_work", 8, 12)],
     bad_model => [at("bad_model", 6, 9)],
     many_errors => [
         at("version", 2, 11),
