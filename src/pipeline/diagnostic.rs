@@ -289,16 +289,16 @@ pub enum Problem {
         strict: bool,
     },
     #[error(
-        "judge `{judge}` of phase `{phase}` may start programs (`{tool}`), and `{writer}` may write the workspace before it judges (phase `{writer_phase}`): what the work planted there (a build script, a test, a hook) would run in the judge's process tree, which holds its verdict tools"
+        "judge `{judge}` of phase `{phase}` may start programs (`{tool}`), and {writer} may write the workspace before it judges: what the work planted there (a build script, a test, a hook) would run in the judge's process tree, which holds its verdict tools"
     )]
     JudgeRunsTheWork {
         judge: String,
         phase: String,
         tool: String,
+        /// "`agent` (phase `p`)".
         writer: String,
-        writer_phase: String,
-        /// The judge's `internal` without a shell, for its CLI.
-        no_shell: String,
+        /// The judge is Codex, which reads through its shell.
+        codex: bool,
         strict: bool,
     },
     #[error("{kind} has no tool for `{tool}` (agent `{agent}` in phase `{phase}`)")]
@@ -510,11 +510,16 @@ impl Problem {
             ),
             Problem::JudgeRunsTheWork {
                 judge,
-                no_shell,
+                codex,
                 strict: true,
                 ..
             } => Some(format!(
-                "give the judge no shell (`internal = {no_shell}` in `[agents.{judge}.modes.review]`): it judges the changes it is shown; run the tests as a plain command (in a phase before it, or as the judge); or set `enforcement = \"best-effort\"` in `[defaults]` to run with a warning"
+                "give the judge no shell (`internal = {}` in `[agents.{judge}.modes.review]`): it judges the changes it is shown; run the tests as a plain command (in a phase before it, or as the judge); or set `enforcement = \"best-effort\"` in `[defaults]` to run with a warning",
+                if *codex {
+                    "[]"
+                } else {
+                    r#"["Read", "Glob", "Grep"]"#
+                }
             )),
             Problem::JudgeRunsTheWork { strict: false, .. } => Some(
                 "`enforcement = \"best-effort\"`: this runs, but the judged work could give the judge's verdict".into(),

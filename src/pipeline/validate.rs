@@ -1504,14 +1504,8 @@ impl<'s> Validator<'s> {
                         judge: agent.name.clone(),
                         phase: phase.name.clone(),
                         tool,
-                        writer: writer.to_string(),
-                        writer_phase: writer_phase.to_string(),
-                        // Codex reads through its shell.
-                        no_shell: if agent.kind == AgentKind::Codex {
-                            "[]".into()
-                        } else {
-                            r#"["Read", "Glob", "Grep"]"#.into()
-                        },
+                        writer: format!("`{writer}` (phase `{writer_phase}`)"),
+                        codex: agent.kind == AgentKind::Codex,
                         strict,
                     };
                     self.diags.push(if strict {
