@@ -103,7 +103,7 @@ fn task(started: &ReportRow, all: &[ReportRow]) -> String {
                 Some(_) => {
                     text.push_str(&format!("; files changed: {}", list(&c["files_changed"])))
                 }
-                None => text.push_str("; files changed unknown (not a git repository)"),
+                None => text.push_str("; files changed unknown (not a git repository orch reads)"),
             }
         }
     }

@@ -494,6 +494,34 @@ mod tests {
         assert_eq!(AgentGit::plan(&ws, Some(&ws), root.join("s")).repo, None);
     }
 
+    /// The repository's config is read without its includes: a file it
+    /// includes (anywhere on the machine) sets nothing in the shadow.
+    /// Plain git reads the include (the control).
+    #[test]
+    fn an_included_file_is_not_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        let ws = root.join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        assert!(git(&ws, &["init", "-q"]).status.success());
+        let inc = root.join("elsewhere.cfg");
+        std::fs::write(&inc, "[core]\n\tautocrlf = input\n").unwrap();
+        assert!(
+            git(&ws, &["config", "include.path", inc.to_str().unwrap()])
+                .status
+                .success()
+        );
+        let control = git(&ws, &["config", "--get", "core.autocrlf"]);
+        assert_eq!(String::from_utf8_lossy(&control.stdout), "input\n");
+        let shadow = root.join("attempt/git");
+        std::fs::create_dir_all(&shadow).unwrap();
+        let g = AgentGit::plan(&ws, None, shadow.clone());
+        g.make();
+        let config = std::fs::read_to_string(shadow.join("config")).unwrap();
+        assert!(!config.contains("autocrlf"), "{config}");
+        assert!(config.contains("fsmonitor = false"), "{config}");
+    }
+
     #[test]
     fn values_and_names_are_quoted() {
         let cfg = shadow_config(

@@ -94,10 +94,9 @@ impl Fixture {
     }
 
     fn git_in<'a>(&'a self, ws: &'a Path) -> Git<'a> {
-        Git {
-            workspace: ws,
-            env: self.env.clone(),
-        }
+        let mut git = Git::new(ws);
+        git.env = self.env.clone();
+        git
     }
 
     fn marks(&self) -> Vec<String> {
@@ -156,6 +155,7 @@ impl Fixture {
             branch,
             diff,
             changed,
+            refused: None,
         }
     }
 
@@ -167,6 +167,7 @@ impl Fixture {
             diff: g.diff(),
             changed: head.as_deref().and_then(|h| g.changed_since(h)),
             head,
+            refused: g.refusal(),
         }
     }
 }
@@ -177,6 +178,8 @@ struct Answers {
     branch: Option<String>,
     diff: Option<String>,
     changed: Option<Vec<String>>,
+    /// Why orch does not read the repository (plain git never says).
+    refused: Option<String>,
 }
 
 /// How plain git is shown to run a planted program.
@@ -400,6 +403,13 @@ fn on_normal_repositories_the_answers_are_plain_gits() {
     );
     assert_eq!(f.answers(&wt), old);
 
+    // `.git/hooks` a link (hooks never run for orch; not refused).
+    let f = Fixture::new();
+    f.sh(r#"mkdir -p "$ROOT/hooks"; rm -rf .git/hooks; ln -s "$ROOT/hooks" .git/hooks"#);
+    let old = f.old_answers(&f.ws);
+    assert!(old.diff.is_some());
+    assert_eq!(f.answers(&f.ws), old);
+
     // A SHA-256 repository.
     let f = Fixture::empty();
     f.sh(&INIT.replace("git init -q", "git init -q --object-format=sha256"));
@@ -435,8 +445,222 @@ fn on_normal_repositories_the_answers_are_plain_gits() {
         branch: None,
         diff: None,
         changed: None,
+        refused: None,
     };
     assert_eq!(f.old_answers(&f.ws), none);
     assert_eq!(f.answers(&f.ws), none);
     assert_eq!(f.git_in(&f.ws).changed_since("HEAD"), None);
+}
+
+/// A repository an agent can read neither, outside the workspace: `$P`,
+/// whose `key` holds [`SECRET`], and a home `$H` with the same text in
+/// `.ssh/id_ed25519`.
+const PRIVATE: &str = r#"git -C "$ROOT" init -q -b main priv; printf 'HIDDEN-SECRET\n' > "$ROOT/priv/key"
+    git -C "$ROOT/priv" add key; git -C "$ROOT/priv" commit -qm key
+    mkdir -p "$H/.ssh"; printf 'HIDDEN-SECRET\n' > "$H/.ssh/id_ed25519""#;
+const SECRET: &str = "HIDDEN-SECRET";
+
+/// What plain git, run in the workspace as orch ran it before, showed of
+/// the hidden repository or home.
+enum Leak {
+    /// The diff holds the secret.
+    Diff,
+    /// The files changed name a file in the home.
+    Files,
+    /// HEAD is the hidden repository's commit.
+    Head,
+    /// The files changed lack `new.txt`: git read an exclude file outside
+    /// the workspace (a pattern file can be probed, one name at a time).
+    Excluded,
+}
+
+/// (what, bash that plants it as a confined worker could: in the
+/// workspace and its `.git` only, `$P` the hidden repository, the leak
+/// plain git shows).
+const OUTSIDE: &[(&str, &str, Leak)] = &[
+    (
+        "core.worktree naming the home, a home file staged",
+        r#"e=$(git hash-object -w /dev/null); git update-index --add --cacheinfo 100644,$e,.ssh/id_ed25519; git config core.worktree "$H""#,
+        Leak::Diff,
+    ),
+    (
+        "core.worktree in config.worktree",
+        r#"e=$(git hash-object -w /dev/null); git update-index --add --cacheinfo 100644,$e,.ssh/id_ed25519
+           git config core.repositoryformatversion 1; git config extensions.worktreeConfig true; git config --worktree core.worktree "$H""#,
+        Leak::Files,
+    ),
+    (
+        "core.worktree naming the workspace's parent, a file there staged",
+        r#"e=$(git hash-object -w /dev/null); git update-index --add --cacheinfo 100644,$e,priv/key; git config core.worktree "$ROOT""#,
+        Leak::Diff,
+    ),
+    (
+        "a .git file naming another repository",
+        r#"rm -rf .git; printf 'gitdir: %s\n' "$P/.git" > .git"#,
+        Leak::Diff,
+    ),
+    (
+        "a .git link to another repository",
+        r#"rm -rf .git; ln -s "$P/.git" .git"#,
+        Leak::Diff,
+    ),
+    (
+        "a .git file naming another repository's linked worktree",
+        r#"git -C "$P" worktree add -q "$ROOT/privwt" -b wt; rm -rf .git; printf 'gitdir: %s\n' "$P/.git/worktrees/privwt" > .git"#,
+        Leak::Diff,
+    ),
+    (
+        "a commondir file",
+        r#"printf '%s\n' "$P/.git" > .git/commondir"#,
+        Leak::Diff,
+    ),
+    (
+        "an alternate object store outside, HEAD at its commit",
+        r#"printf '%s\n' "$P/.git/objects" > .git/objects/info/alternates; git -C "$P" rev-parse HEAD > .git/HEAD"#,
+        Leak::Diff,
+    ),
+    (
+        "a relative alternate reaching outside",
+        r#"printf '../../../priv/.git/objects\n' > .git/objects/info/alternates; git -C "$P" rev-parse HEAD > .git/HEAD"#,
+        Leak::Diff,
+    ),
+    (
+        "an alternate inside the workspace that is a link outside",
+        r#"ln -s "$P/.git/objects" objs; printf '%s/objs\n' "$PWD" > .git/objects/info/alternates; git -C "$P" rev-parse HEAD > .git/HEAD"#,
+        Leak::Diff,
+    ),
+    (
+        "an alternate inside the workspace whose own alternate is outside",
+        r#"mkdir -p store/info; printf '%s\n' "$P/.git/objects" > store/info/alternates; printf '%s/store\n' "$PWD" > .git/objects/info/alternates; git -C "$P" rev-parse HEAD > .git/HEAD"#,
+        Leak::Diff,
+    ),
+    (
+        ".git/objects a link",
+        r#"mv .git/objects .git/own; ln -s "$P/.git/objects" .git/objects; git -C "$P" rev-parse HEAD > .git/HEAD"#,
+        Leak::Diff,
+    ),
+    (
+        "loose objects that are links",
+        r#"(cd "$P/.git/objects" && for o in ??/*; do mkdir -p "$OLDPWD/.git/objects/${o%/*}"; ln -sf "$PWD/$o" "$OLDPWD/.git/objects/$o"; done); git -C "$P" rev-parse HEAD > .git/HEAD"#,
+        Leak::Diff,
+    ),
+    (
+        // orch's calls before did not show this one: `HEAD^{commit}` needs
+        // the commit's object, which is not in the store (plain
+        // `rev-parse HEAD` shows it). Refused all the same.
+        "a branch that is a link to another repository's",
+        r#"ln -sf "$P/.git/refs/heads/main" .git/refs/heads/main"#,
+        Leak::Head,
+    ),
+    (
+        ".git/info a link",
+        r#"mkdir -p "$ROOT/elsewhere"; printf 'new.txt\n' > "$ROOT/elsewhere/exclude"; rm -rf .git/info; ln -s "$ROOT/elsewhere" .git/info"#,
+        Leak::Excluded,
+    ),
+];
+
+#[test]
+fn git_is_never_pointed_outside_the_work_tree() {
+    for (what, plant, leak) in OUTSIDE {
+        let f = Fixture::new();
+        f.sh(PRIVATE);
+        let private_head = f
+            .old(&f.root.join("priv"), &["rev-parse", "HEAD"])
+            .unwrap()
+            .trim()
+            .to_string();
+        let o = f.bash(&format!("P=\"$ROOT/priv\"; {plant}"));
+        assert!(
+            o.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let shows = |a: &Answers| match leak {
+            Leak::Diff => a.diff.as_deref().is_some_and(|d| d.contains(SECRET)),
+            Leak::Files => a.changed.as_ref().is_some_and(|c| {
+                c.iter()
+                    .any(|f| f.contains("id_ed25519") || f.contains("priv"))
+            }),
+            Leak::Head => a.head.as_deref() == Some(private_head.as_str()),
+            Leak::Excluded => a
+                .changed
+                .as_ref()
+                .is_some_and(|c| !c.iter().any(|f| f == "new.txt")),
+        };
+        // The control: plain git, as orch ran it before, reads outside.
+        let old = f.old_answers(&f.ws);
+        assert!(
+            shows(&old),
+            "{what}: plain git did not read outside either, so this proves nothing: {old:?}"
+        );
+        // orch reads nothing at all: no diff, no files, no HEAD, no branch,
+        // and says why.
+        let new = f.answers(&f.ws);
+        let why = new.refused.clone();
+        assert!(why.is_some(), "{what}: no reason given");
+        assert_eq!(
+            new,
+            Answers {
+                head: None,
+                branch: None,
+                diff: None,
+                changed: None,
+                refused: why,
+            },
+            "{what}"
+        );
+        let g = f.git_in(&f.ws);
+        assert_eq!(g.changed_since(&private_head), None, "{what}");
+    }
+}
+
+/// The repository's config names files outside the workspace for git to
+/// read: an include (`include.path`, whose file sets `core.excludesFile`,
+/// to a file outside or inside), or ignore patterns in
+/// `core.excludesFile` itself, a
+/// relative path leading out, a `~/` one, a link in the workspace to
+/// outside. Whether a name is ignored would tell what such a file holds
+/// (one name at a time). Plain git reads them (`new.txt` ignored); orch
+/// reads none, and still reads the repository (`new.txt` listed). The
+/// user's own global config, includes and all, still counts.
+#[test]
+fn the_repositorys_config_names_no_file_outside_for_orch() {
+    const PLANTS: &[&str] = &[
+        r#"printf '[core]\n\texcludesFile = %s\n' "$ROOT/elsewhere/exclude" > "$ROOT/elsewhere/inc"; git config include.path "$ROOT/elsewhere/inc""#,
+        // The include is outside, the file it names inside: git reads
+        // the include, orch does not.
+        r#"cp "$ROOT/elsewhere/exclude" here; printf '[core]\n\texcludesFile = %s\n' "$PWD/here" > "$ROOT/elsewhere/inc"; git config include.path "$ROOT/elsewhere/inc""#,
+        r#"git config core.excludesFile "$ROOT/elsewhere/exclude""#,
+        r#"git config core.excludesFile ../elsewhere/exclude"#,
+        r#"cp "$ROOT/elsewhere/exclude" "$H/exclude"; git config core.excludesFile '~/exclude'"#,
+        r#"ln -s "$ROOT/elsewhere/exclude" ex; printf 'ex\n' >> .git/info/exclude; git config core.excludesFile ex"#,
+    ];
+    let listed = |a: &Answers| a.changed.as_ref().map(|c| c.iter().any(|f| f == "new.txt"));
+    for plant in PLANTS {
+        let f = Fixture::new();
+        f.sh(&format!(
+            "mkdir -p \"$ROOT/elsewhere\"; printf 'new.txt\\n' > \"$ROOT/elsewhere/exclude\"; {plant}"
+        ));
+        assert_eq!(
+            listed(&f.old_answers(&f.ws)),
+            Some(false),
+            "{plant}: control"
+        );
+        let new = f.answers(&f.ws);
+        assert_eq!(new.refused, None, "{plant}");
+        assert_eq!(listed(&new), Some(true), "{plant}: {new:?}");
+    }
+    // A file inside the workspace is read, and the user's global config
+    // is read with its includes.
+    let f = Fixture::new();
+    f.sh(r#"printf 'new.txt\n' > ignored-here; git config core.excludesFile ignored-here"#);
+    assert_eq!(listed(&f.answers(&f.ws)), Some(false));
+    let f = Fixture::new();
+    f.sh(
+        r#"mkdir -p "$H/conf"; printf 'new.txt\n' > "$H/conf/exclude"
+        printf '[core]\n\texcludesFile = %s\n' "$H/conf/exclude" > "$H/conf/inc"
+        printf '[include]\n\tpath = %s\n' "$H/conf/inc" > "$H/.gitconfig""#,
+    );
+    let new = f.answers(&f.ws);
+    assert_eq!(listed(&new), Some(false), "{new:?}");
 }

@@ -202,9 +202,12 @@ impl OrchServer {
             )?;
             let mut out = json!({"task_id": id, "git_head": head});
             if head.is_none() {
-                out["note"] = json!(
-                    "the workspace is not a git repository: complete_task cannot list the files changed"
-                );
+                out["note"] = json!(match git::refusal(&self.state.workspace) {
+                    Some(why) => format!(
+                        "orch does not read this workspace's git repository ({why}): complete_task cannot list the files changed"
+                    ),
+                    None => "the workspace is not a git repository with a commit: complete_task cannot list the files changed".into(),
+                });
             }
             Ok(out)
         })())
@@ -258,8 +261,12 @@ impl OrchServer {
             let mut data = json!({"status": a.status, "outcome": a.outcome, "metadata": a.metadata,
                                   "duration_ms": duration_ms, "files_changed": files});
             if files.is_none() {
-                data["files_changed_note"] =
-                    json!("not a git repository when the task started: files changed unknown");
+                data["files_changed_note"] = json!(match git::refusal(&self.state.workspace) {
+                    Some(why) => format!(
+                        "files changed unknown: orch does not read this workspace's git repository ({why})"
+                    ),
+                    None => "files changed unknown: not a git repository (with a commit) when the task started, or git could not compare with that commit".into(),
+                });
             }
             append(
                 &self.state,

@@ -36,15 +36,25 @@ pub struct Sources<'a> {
     pub approved: &'a dyn Fn(&str) -> Option<String>,
 }
 
+/// What a judge is shown of the workspace's changes: the diff, or, when
+/// orch does not read the repository (it points git outside its work
+/// tree), why there is none, so that the judge does not take an empty
+/// section for no changes.
+fn judged_diff(workdir: &Path) -> Option<String> {
+    match crate::git::diff(workdir) {
+        Some(d) if !d.trim().is_empty() => Some(d),
+        Some(_) => None,
+        None => crate::git::refusal(workdir).map(|why| {
+            format!("(No diff: orch does not read this workspace's git repository: {why}.)")
+        }),
+    }
+}
+
 /// The context of one attempt's prompt.
 pub fn gather(s: &Sources<'_>) -> Context {
     let mut ctx = Context {
         description: s.pipeline.description.clone(),
-        diff: s
-            .judging
-            .then(|| crate::git::diff(s.workdir))
-            .flatten()
-            .filter(|d| !d.trim().is_empty()),
+        diff: s.judging.then(|| judged_diff(s.workdir)).flatten(),
         artifacts: upstream_artifacts(s),
         ..Default::default()
     };

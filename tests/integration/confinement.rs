@@ -872,3 +872,106 @@ fn a_judge_that_may_start_programs_after_the_work_is_written_is_refused() {
         assert_eq!(o.status.code(), Some(code), "{text}\n{}", stderr(&o));
     }
 }
+
+/// orch's own git (unconfined) reads the work tree orch finds, not the
+/// one the repository's config names. A confined worker
+/// (`workspace-write`, a plain command) points its repository's
+/// `core.worktree` at the home it cannot read and stages
+/// `.ssh/id_ed25519` there; the judge's prompt shows the workspace's
+/// changes (`git diff`): it must not hold the key (before, it did), and
+/// says why there is no diff. The judge stands in for Claude Code and
+/// prints its prompt, which orch keeps in the attempt's log.
+#[test]
+fn a_worker_cannot_point_orchs_git_at_the_home() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let (work, home, cache) = (root.join("work"), root.join("home"), root.join("cache"));
+    for d in [&work, &home.join(".ssh"), &cache] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(home.join(".ssh/id_ed25519"), "stand-in private key\n").unwrap();
+    std::fs::write(work.join("README.md"), "hi\n").unwrap();
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .current_dir(&work)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["add", "README.md"],
+        &["commit", "-qm", "first"],
+    ] {
+        let out = git(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    }
+    let worker = format!(
+        "set -e; run=$(head -n1 \"$ORCH_PROMPT_FILE\"); mkdir -p out; printf '# Plan\\n\\n## Steps\\n\\n1. Do it.\\n' > \"out/plan-$run.md\"; \
+         ! cat {home}/.ssh/id_ed25519; export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1; \
+         e=$(git hash-object -w /dev/null); git update-index --add --cacheinfo \"100644,$e,.ssh/id_ed25519\"; \
+         git config core.worktree {home}; echo more >> README.md",
+        home = home.display()
+    );
+    let judge = write(
+        &root,
+        "judge.py",
+        "#!/usr/bin/env python3\nimport json, sys\nprompt = sys.stdin.read()\n\
+         print(json.dumps({\"type\": \"assistant\", \"message\": {\"content\": [{\"type\": \"text\", \"text\": prompt}]}}))\n\
+         print(json.dumps({\"type\": \"result\", \"subtype\": \"success\", \"is_error\": False, \"num_turns\": 1, \"result\": \"done\", \"session_id\": \"s\"}))\n",
+    );
+    std::fs::set_permissions(&judge, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let text = format!(
+        "version = 1\nname = \"g\"\n\
+         [agents.worker]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", {}]\n\
+         [agents.judge]\nkind = \"claude\"\nbinary = \"{}\"\n\
+         [[phases]]\nname = \"plan\"\nagents = [\"worker\"]\nprompt = \"{{{{run_id}}}}\\nWrite the plan.\"\n\
+         artifact = \"out/{{phase}}-{{run}}.md\"\njudge = \"judge\"\nmax_attempts = 1\n\
+         [phases.tools]\npermission = \"workspace-write\"\n",
+        serde_json::to_string(&worker).unwrap(),
+        judge.display(),
+    );
+    let file = write(&root, "pipeline.toml", &text);
+    let state = root.join("state");
+    let out = orch()
+        .current_dir(&work)
+        .env("HOME", &home)
+        .env("XDG_CACHE_HOME", &cache)
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["run", file.to_str().unwrap(), "--format", "json"])
+        .output()
+        .unwrap();
+    // The judge gave no verdict (it has no tools): the phase fails.
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let runs: Vec<PathBuf> = std::fs::read_dir(state.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    let log = runs[0].join("plan/judge/attempt-1.stdout");
+    let prompt = std::fs::read_to_string(&log).unwrap();
+    assert!(prompt.contains("You judge phase `plan`"), "{prompt}");
+    // The worker did plant it: git as the repository says reads the home.
+    let planted = git(&["diff", "HEAD"]);
+    assert!(
+        String::from_utf8_lossy(&planted.stdout).contains("stand-in private key"),
+        "{}",
+        stderr(&planted)
+    );
+    assert!(!prompt.contains("stand-in private key"), "{prompt}");
+    assert!(!prompt.contains("id_ed25519"), "{prompt}");
+    // The judge and the user are told why there is no diff.
+    assert!(
+        prompt.contains("No diff: orch does not read this workspace's git repository")
+            && prompt.contains("reads another work tree"),
+        "{prompt}"
+    );
+    assert!(
+        stderr(&out).contains("warning: orch does not read this git repository"),
+        "{}",
+        stderr(&out)
+    );
+}
