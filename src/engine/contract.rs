@@ -8,8 +8,10 @@ use std::path::Path;
 use crate::mcp::Ledger;
 use crate::pipeline::model::Contract;
 use crate::pipeline::{Agent, Phase};
+use crate::report::markdown::thousands;
 
-/// The most of an artifact a judge is shown.
+/// The most of an artifact a judge is shown: a longer one is not judged
+/// ([`judgeable`]).
 pub const MAX_JUDGED_CHARS: usize = 30_000;
 /// The most of a command judge's output kept as fix instructions.
 pub const MAX_FIX_CHARS: usize = 4_000;
@@ -78,8 +80,27 @@ pub fn missing_sections(text: &str, required: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// What the judge of `phase` is asked: the task, the artifact (at most
-/// [`MAX_JUDGED_CHARS`]), and how to give its verdict.
+/// `Err(why)` when `artifact` is longer than a judge is shown
+/// ([`MAX_JUDGED_CHARS`]): its approval would pass text it never saw
+/// (and later phases are given the whole artifact), so the gate fails
+/// instead of judging part of it.
+pub fn judgeable(artifact: &Artifact) -> Result<(), String> {
+    let n = artifact.text.chars().count();
+    if n <= MAX_JUDGED_CHARS {
+        return Ok(());
+    }
+    Err(format!(
+        "the contract's artifact `{}` is {} characters, more than the {} a judge is shown: it was not judged (a judge cannot approve what it does not see); keep the artifact within {} characters and put the detail in files it names",
+        artifact.path,
+        thousands(n as u64),
+        thousands(MAX_JUDGED_CHARS as u64),
+        thousands(MAX_JUDGED_CHARS as u64),
+    ))
+}
+
+/// What the judge of `phase` is asked: the task, the artifact (whole: the
+/// scheduler judges none longer than [`MAX_JUDGED_CHARS`], see
+/// [`judgeable`]; cut there all the same), and how to give its verdict.
 pub fn judge_prompt(phase: &Phase, judge: &Agent, artifact: &Artifact) -> String {
     let mut text: String = artifact.text.chars().take(MAX_JUDGED_CHARS).collect();
     if text.len() < artifact.text.len() {
@@ -179,6 +200,25 @@ pub fn feedback(judge: &str, reason: &str, fix: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_artifact_longer_than_a_judge_is_shown_is_not_judgeable() {
+        let art = |text: String| Artifact {
+            path: "out/plan.md".into(),
+            sha256: "0".repeat(64),
+            text,
+        };
+        assert_eq!(judgeable(&art("x".repeat(MAX_JUDGED_CHARS))), Ok(()));
+        // Characters, not bytes: 30,000 two-byte characters are shown whole.
+        assert_eq!(judgeable(&art("é".repeat(MAX_JUDGED_CHARS))), Ok(()));
+        let why = judgeable(&art("x".repeat(MAX_JUDGED_CHARS + 1))).unwrap_err();
+        assert!(
+            why.contains(
+                "`out/plan.md` is 30,001 characters, more than the 30,000 a judge is shown"
+            ),
+            "{why}"
+        );
+    }
 
     #[test]
     fn sections_are_level_two_headings_outside_code() {

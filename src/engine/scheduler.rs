@@ -319,6 +319,13 @@ async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel
             reason = Some("the phase's judge is not an agent of the pipeline".into());
             break;
         };
+        // A judge is shown at most MAX_JUDGED_CHARS: a longer artifact
+        // fails the gate rather than pass with its end unseen.
+        if let Err(why) = contract::judgeable(&artifact) {
+            status = Outcome::Failed;
+            reason = Some(why);
+            break;
+        }
         let verdict = judge_round(
             phase,
             judge,

@@ -66,7 +66,8 @@ fn duration(a: Option<u64>, b: Option<u64>) -> String {
     }
 }
 
-fn thousands(n: u64) -> String {
+/// `n` with a comma every three digits.
+pub fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {

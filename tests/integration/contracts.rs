@@ -1,7 +1,8 @@
 //! Phase contracts through `orch run`, with plain-command workers and
 //! judges (so `cargo test` could be the judge of a fix phase): the
-//! structural check, trust, and the judge loop (approve; reject then
-//! approve, the rejection in the next prompt; reject until max_attempts).
+//! structural check, trust, the judge loop (approve; reject then
+//! approve, the rejection in the next prompt; reject until max_attempts),
+//! and no artifact longer than a judge is shown.
 
 use std::path::Path;
 
@@ -193,4 +194,42 @@ fn a_judge_that_keeps_rejecting_fails_the_phase_after_max_attempts() {
     );
     assert_eq!(phase["agents"][0]["attempts"], 2);
     assert!(!ws.path().join("prompt-3.txt").exists(), "no third round");
+}
+
+/// A judge is shown at most 30,000 characters of the artifact: a longer
+/// one fails the phase, with the reason, and the judge is not run (its
+/// approval would pass text it never saw, which later phases are given).
+/// One of exactly 30,000 characters is judged, whole.
+#[test]
+fn an_artifact_longer_than_a_judge_is_shown_fails_without_judging() {
+    // 19 characters around the filler: "# Plan\n\n## Steps\n\n" and "\n".
+    let body = |chars: usize| format!("# Plan\\n\\n## Steps\\n\\n{}\\n", "x".repeat(chars - 19));
+    let judge = "touch judged; cp \"$ORCH_PROMPT_FILE\" judge-prompt.txt";
+    let ws = tempfile::tempdir().unwrap();
+    let (out, v) = run(
+        ws.path(),
+        &pipeline(&body(30_001), judge, "judge = \"tests\"\n"),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let phase = &v["phases"][0];
+    assert_eq!(phase["status"], "failed");
+    let reason = phase["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(
+            "is 30,001 characters, more than the 30,000 a judge is shown: it was not judged"
+        ),
+        "{reason}"
+    );
+    assert!(!ws.path().join("judged").exists(), "the judge ran");
+
+    let ws = tempfile::tempdir().unwrap();
+    let (out, v) = run(
+        ws.path(),
+        &pipeline(&body(30_000), judge, "judge = \"tests\"\n"),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(v["phases"][0]["status"], "succeeded");
+    let prompt = std::fs::read_to_string(ws.path().join("judge-prompt.txt")).unwrap();
+    assert!(!prompt.contains("(truncated)"), "{prompt}");
+    assert!(prompt.contains(&format!("{}\n", "x".repeat(29_981))));
 }
