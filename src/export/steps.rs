@@ -42,7 +42,8 @@ const GIT_SWITCHES: &str = "--no-pager -c core.fsmonitor=false -c core.hooksPath
 /// filter, diff or merge driver, textconv, fsmonitor, hook or pager that
 /// anyone configured (an agent in `.git/config`, the runner's Git LFS)
 /// can start a program. The work tree's `.gitattributes` still apply (to
-/// line endings), and `.git/info/exclude`.
+/// line endings), and `.git/info/exclude` (unless it, `.git/info` or
+/// `.git` is a link: `cp` would read through it).
 ///
 /// With `own_index` the index and new objects stay in that directory too
 /// (the repository's objects read as alternates), so the step after the
@@ -58,7 +59,7 @@ fn git_prelude(own_index: bool) -> String {
          mkdir \"$orch_git_dir/refs\" \"$orch_git_dir/info\"\n\
          echo 'ref: refs/heads/orch' > \"$orch_git_dir/HEAD\"\n\
          if [ \"$orch_git_format\" = sha256 ]; then printf '[core]\\n\\trepositoryformatversion = 1\\n[extensions]\\n\\tobjectformat = sha256\\n'; else printf '[core]\\n\\trepositoryformatversion = 0\\n'; fi > \"$orch_git_dir/config\"\n\
-         if [ -f .git/info/exclude ]; then cp .git/info/exclude \"$orch_git_dir/info/exclude\"; fi\n",
+         if [ -f .git/info/exclude ] && [ ! -L .git ] && [ ! -L .git/info ] && [ ! -L .git/info/exclude ]; then cp .git/info/exclude \"$orch_git_dir/info/exclude\"; fi\n",
     );
     if own_index {
         s.push_str(
@@ -126,16 +127,37 @@ pub(super) fn save_script(job: &Job, out: &str) -> String {
         ));
     }
     if !job.files.is_empty() {
-        let patterns: Vec<String> = job.files.iter().map(|f| sh_pattern(f)).collect();
-        s.push_str(&format!(
-            "for f in {}; do if [ -e \"$f\" ]; then printf '%s\\n' \"$f\"; fi; done > \"$RUNNER_TEMP/orch-files\"\n",
-            patterns.join(" ")
-        ));
-        s.push_str(&format!(
-            "if [ -s \"$RUNNER_TEMP/orch-files\" ]; then tar -cf \"{out}/files.tar\" -T \"$RUNNER_TEMP/orch-files\"; fi\n"
-        ));
+        s.push_str(&save_files(job, out));
     }
     s
+}
+
+/// The part of [`save_script`] that archives the job's files
+/// (`files.tar`). It runs unconfined, after agents that may have made any
+/// name in the workspace a link, so it follows none: a match that is a
+/// link, or lies under a folder that is one, is left out, and so is every
+/// link in a folder matched (each said on standard error); the archive
+/// holds files and folders only. Each name reaches tar whole and as it
+/// is: NUL-separated (a line break in a name cannot start another),
+/// `./`-prefixed (no name is an option), `--no-unquote` (GNU tar would
+/// turn `\057` in a name into `/` and `..`), `--no-recursion` (tar
+/// gets exactly the names `find` listed).
+fn save_files(job: &Job, out: &str) -> String {
+    let patterns: Vec<String> = job.files.iter().map(|f| sh_pattern(f)).collect();
+    format!(
+        "for f in {}; do\n\
+         \x20 if [ ! -e \"$f\" ] && [ ! -L \"$f\" ]; then continue; fi\n\
+         \x20 p=$f\n\
+         \x20 while :; do\n\
+         \x20   if [ -L \"$p\" ]; then printf 'orch: not saved: %s (%s is a link)\\n' \"$f\" \"$p\" >&2; continue 2; fi\n\
+         \x20   case \"$p\" in */*) p=${{p%/*}} ;; *) break ;; esac\n\
+         \x20 done\n\
+         \x20 find \"./$f\" -type l -exec printf 'orch: not saved: %s (a link)\\n' {{}} + >&2\n\
+         \x20 find \"./$f\" ! -type l -print0\n\
+         done > \"$RUNNER_TEMP/orch-files\"\n\
+         if [ -s \"$RUNNER_TEMP/orch-files\" ]; then tar -cf \"{out}/files.tar\" --null --no-unquote --no-recursion -T \"$RUNNER_TEMP/orch-files\"; fi\n",
+        patterns.join(" ")
+    )
 }
 
 /// The comment at the top: what made it, how to keep it current, and the

@@ -1044,6 +1044,144 @@ fn the_exported_git_steps_start_no_planted_program() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("not a tree id"));
 }
 
+/// The "Save state and files" step as orch exported it before it was
+/// hardened, for a job whose files are `dist/*`, `logs` and `notes/*`.
+const OLD_SAVE_FILES: &str = "for f in 'dist/'* 'logs' 'notes/'*; do if [ -e \"$f\" ]; then printf '%s\\n' \"$f\"; fi; done > \"$RUNNER_TEMP/orch-files\"\nif [ -s \"$RUNNER_TEMP/orch-files\" ]; then tar -cf \"$RUNNER_TEMP/orch-out/files.tar\" -T \"$RUNNER_TEMP/orch-files\"; fi\n";
+
+/// The exported step that saves a job's files runs unconfined after the
+/// agents, so it must follow no link they planted: `dist` a link to a
+/// folder outside (the runner's `~/.ssh`), a link inside a folder saved
+/// whole, a name GNU tar would unquote into `../..`, a name whose line
+/// break makes a second name (`..`). Each planted alone; the old step archives
+/// the secret outside the workspace (or a link, which the next job's
+/// restore would make), the new one neither, and says what it left out.
+/// The agent's own files are saved all the same.
+#[test]
+fn the_save_step_follows_no_link_an_agent_planted() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().canonicalize().unwrap();
+    write(
+        &t,
+        "p.toml",
+        "version = 1\nname = \"x\"\n[[phases]]\nname = \"build\"\nagents = [\"claude\"]\nmode = \"fix\"\n\
+         prompt = \"Build it.\"\nartifacts = [\"dist/*\", \"logs\", \"notes/*\"]\n\
+         [phases.tools]\npermission = \"workspace-write\"\n",
+    );
+    let o = run_in(
+        &t,
+        &[&["export", "github-actions", "p.toml"][..], &SOURCE].concat(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let wf: serde_yaml_ng::Value = serde_yaml_ng::from_str(&stdout(&o)).unwrap();
+    let save = wf["jobs"]["build"]["steps"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"].as_str() == Some("Save state and files"))
+        .unwrap()["run"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let old_save = format!("set -u\nmkdir -p \"$RUNNER_TEMP/orch-out\"\n{OLD_SAVE_FILES}");
+
+    // The runner's secret, outside the workspace; orch a stand-in.
+    let bin = t.join("bin");
+    std::fs::create_dir_all(t.join("secret")).unwrap();
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(t.join("secret/key"), "RUNNER-SECRET\n").unwrap();
+    let stub = bin.join("orch");
+    std::fs::write(
+        &stub,
+        "#!/bin/sh\nwhile [ $# -gt 0 ]; do if [ \"$1\" = -o ]; then : > \"$2\"; fi; shift; done\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&stub, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+
+    // (what, bash in the workspace `ws` beside `secret`)
+    let plants: &[(&str, &str)] = &[
+        (
+            "dist a link to a folder outside",
+            r#"ln -s "$T/secret" dist"#,
+        ),
+        (
+            "a link in a folder saved whole",
+            r#"ln -s "$T/secret/key" logs/leak; ln -s "$T/secret" logs/sub"#,
+        ),
+        (
+            "a name tar unquotes into ../..",
+            r#"touch 'notes/\056\056\057\056\056\057secret\057key'"#,
+        ),
+        (
+            // The second line, `..`, is the folder around the workspace.
+            "a name with a line break",
+            "touch 'notes/x\n..'",
+        ),
+    ];
+    for (i, (what, plant)) in plants.iter().enumerate() {
+        for old in [true, false] {
+            let (ws, rt) = (
+                t.join(format!("ws{i}-{old}")),
+                t.join(format!("rt{i}-{old}")),
+            );
+            std::fs::create_dir_all(&rt).unwrap();
+            let env = vec![
+                ("RUNNER_TEMP", rt.clone()),
+                ("T", t.clone()),
+                ("HOME", t.join("home")),
+                ("PATH", PathBuf::from(&path)),
+            ];
+            let setup = format!(
+                "git init -q {ws} && cd {ws} && printf 'a\\n' > a.txt && git add a.txt && git commit -qm init && git write-tree > {rt}/orch-base\n\
+                 mkdir logs notes && printf 'log\\n' > logs/ok.log && printf 'note\\n' > notes/good.md\n{plant}",
+                ws = ws.display(),
+                rt = rt.display()
+            );
+            let o = step_bash(&t, &setup, &env);
+            assert!(
+                o.status.success(),
+                "{what}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            let o = step_bash(&ws, if old { &old_save } else { &save }, &env);
+            // (The old step's tar also fails on the line break's first
+            // half, after archiving the second.)
+            assert!(
+                old || o.status.success(),
+                "{what}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            let tar = rt.join("orch-out/files.tar");
+            let bytes = std::fs::read(&tar).unwrap();
+            let listing = Command::new("tar").arg("-tvf").arg(&tar).output().unwrap();
+            let listing = String::from_utf8_lossy(&listing.stdout).into_owned();
+            let unsafe_ = String::from_utf8_lossy(&bytes).contains("RUNNER-SECRET")
+                || listing.lines().any(|l| l.starts_with('l'));
+            if old {
+                assert!(
+                    unsafe_,
+                    "{what}: the old step did not leak either, so this proves nothing: {listing}"
+                );
+                continue;
+            }
+            assert!(!unsafe_, "{what}: {listing}");
+            let names = Command::new("tar").arg("-tf").arg(&tar).output().unwrap();
+            let names = String::from_utf8_lossy(&names.stdout).into_owned();
+            for saved in ["./logs/ok.log", "./notes/good.md"] {
+                assert!(
+                    names.lines().any(|l| l == saved),
+                    "{what}: {saved} not saved: {names}"
+                );
+            }
+            let err = String::from_utf8_lossy(&o.stderr).into_owned();
+            if i < 2 {
+                assert!(err.contains("orch: not saved: "), "{what}: {err}");
+            }
+        }
+    }
+}
+
 /// `${NAME}` in an agent's `env` becomes a secret only when it stands for
 /// a credential (its name, or the variable it is set in, says so). The
 /// runner's variables (`PATH`, `HOME`, `GITHUB_*`, `CI_*`) and plain
