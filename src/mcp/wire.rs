@@ -1,9 +1,10 @@
 //! The messages of one connection before the protocol library sees them:
 //! JSON-RPC lines, each answered even when it is broken. A line that is
 //! not JSON gets a parse error (`-32700`), one that is not a JSON-RPC
-//! request an invalid-request error (`-32600`), a `tools/call` whose
-//! parameters are not a tool name and an object of arguments an
-//! invalid-params error (`-32602`), a line over [`MAX_MESSAGE`] bytes an
+//! request an invalid-request error (`-32600`), a request whose `params`
+//! or `params._meta` is not an object, or a `tools/call` whose parameters
+//! are not a tool name and an object of arguments, an invalid-params error
+//! (`-32602`) with the request's id, a line over [`MAX_MESSAGE`] bytes an
 //! error too; the connection goes on in every case, so a client never
 //! waits for an answer that will not come. Bytes that are not UTF-8 are
 //! replaced (U+FFFD) so that the message is still answered and the tool
@@ -65,9 +66,12 @@ pub fn judge(bytes: &[u8], cut: bool) -> Line {
     }
     match obj.get("method") {
         Some(Value::String(method)) => {
-            if method == "tools/call"
-                && let Some(problem) = tools_call_problem(obj.get("params"))
-            {
+            let problem = params_problem(obj.get("params")).or_else(|| {
+                (method == "tools/call")
+                    .then(|| tools_call_problem(obj.get("params")))
+                    .flatten()
+            });
+            if let Some(problem) = problem {
                 return match id {
                     Some(id) => Line::Answer(error(id, -32602, &problem)),
                     None => Line::Skip,
@@ -95,6 +99,21 @@ pub fn judge(bytes: &[u8], cut: bool) -> Line {
     let mut line = text.into_owned();
     line.push('\n');
     Line::Pass(line)
+}
+
+/// What is wrong with a request's parameters, whatever its method: when
+/// given, they are an object, and so is their `_meta`. (The protocol
+/// library answers neither a `params` of another type nor a `_meta` that
+/// is not an object with the request's id, or at all.)
+fn params_problem(params: Option<&Value>) -> Option<String> {
+    match params {
+        None => None,
+        Some(Value::Object(p)) => match p.get("_meta") {
+            None | Some(Value::Object(_)) => None,
+            Some(_) => Some("invalid params: `_meta` is an object".into()),
+        },
+        Some(_) => Some("invalid params: `params` is an object".into()),
+    }
 }
 
 /// What is wrong with a `tools/call`'s parameters, if anything.
@@ -184,6 +203,37 @@ mod tests {
                 10,
                 -32602,
             ),
+            // `params` and its `_meta` are objects, for every method.
+            (
+                r#"{"jsonrpc":"2.0","id":12,"method":"tools/list","params":5}"#,
+                12,
+                -32602,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":13,"method":"ping","params":[]}"#,
+                13,
+                -32602,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"x","arguments":{},"_meta":5}}"#,
+                14,
+                -32602,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":15,"method":"initialize","params":5}"#,
+                15,
+                -32602,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":16,"method":"tools/list","params":{"_meta":"x"}}"#,
+                16,
+                -32602,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":17,"method":"ping","params":null}"#,
+                17,
+                -32602,
+            ),
         ];
         for (line, id, code) in cases {
             let a = answer(line);
@@ -231,5 +281,10 @@ mod tests {
         // A broken notification has no one to answer.
         let n = r#"{"jsonrpc":"2.0","method":"tools/call","params":{}}"#;
         assert_eq!(judge(n.as_bytes(), false), Line::Skip);
+        let n = r#"{"jsonrpc":"2.0","method":"notifications/initialized","params":5}"#;
+        assert_eq!(judge(n.as_bytes(), false), Line::Skip);
+        // Parameters and `_meta` that are objects pass, for any method.
+        let ok = r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"progressToken":1}}}"#;
+        assert!(matches!(judge(ok.as_bytes(), false), Line::Pass(_)));
     }
 }

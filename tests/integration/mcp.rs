@@ -506,6 +506,11 @@ fn every_broken_message_gets_an_error_and_the_endpoint_goes_on() {
         br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"add_comment","arguments":["x"]}}"#.to_vec(),
         b"@big 20000000".to_vec(),
         b"@null 1".to_vec(),
+        // `params` and `params._meta` that are not objects, for any method.
+        br#"{"jsonrpc":"2.0","id":"p1","method":"tools/list","params":5}"#.to_vec(),
+        br#"{"jsonrpc":"2.0","id":"p2","method":"ping","params":[]}"#.to_vec(),
+        br#"{"jsonrpc":"2.0","id":"p3","method":"initialize","params":5}"#.to_vec(),
+        br#"{"jsonrpc":"2.0","id":"p4","method":"tools/call","params":{"name":"add_comment","arguments":{"text":"x"},"_meta":5}}"#.to_vec(),
         br#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"add_comment","arguments":{"text":"still serving"}}}"#.to_vec(),
     ];
     let client = json!([
@@ -539,12 +544,22 @@ fn every_broken_message_gets_an_error_and_the_endpoint_goes_on() {
         ("6", -32602),
         ("7", -32602),
         ("big", -32600),
+        ("p1", -32602),
+        ("p2", -32602),
+        ("p3", -32602),
+        ("p4", -32602),
     ] {
         assert_eq!(a[id]["error"]["code"], code, "{id}: {}", a[id]);
     }
     assert_eq!(
         got["nulls"][0]["error"]["code"], -32700,
         "the line that is not JSON"
+    );
+    assert_eq!(
+        got["nulls"].as_array().map(Vec::len),
+        Some(1),
+        "every other answer names its request: {}",
+        got["nulls"]
     );
     assert_eq!(a["8"]["result"]["isError"], false, "{}", a["8"]);
     let conn = rusqlite::Connection::open(t.state().join("state.db")).unwrap();
