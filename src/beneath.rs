@@ -92,6 +92,32 @@ impl Root {
         }
     }
 
+    /// The folder `rel` beneath the root, opened without following any
+    /// link on the way or at the end, as a root of its own: a walk of the
+    /// tree lists it ([`Root::entries`]) and opens its files beneath it,
+    /// so no link is ever taken, whatever the agent put where.
+    pub fn open_dir(&self, rel: &Path) -> io::Result<Root> {
+        let fd = self.open_at(rel, libc::O_PATH | libc::O_DIRECTORY, 0)?;
+        Ok(Root {
+            fd,
+            path: self.path.join(rel),
+        })
+    }
+
+    /// The entries of the root folder, each a name and its kind as the
+    /// folder gives it: a link is a link, never what it points to. (Read
+    /// through the folder's descriptor, so a folder renamed or replaced
+    /// meanwhile is still the one opened.)
+    pub fn entries(
+        &self,
+    ) -> io::Result<impl Iterator<Item = io::Result<(std::ffi::OsString, std::fs::FileType)>> + use<>>
+    {
+        Ok(std::fs::read_dir(self.fd_path())?.map(|e| {
+            let e = e?;
+            Ok((e.file_name(), e.file_type()?))
+        }))
+    }
+
     /// Open the regular file `rel` for reading.
     pub fn open_file(&self, rel: &Path) -> io::Result<File> {
         let fd = self.open_at(rel, libc::O_RDONLY | libc::O_NONBLOCK, 0)?;
@@ -503,6 +529,38 @@ mod tests {
                 .is_err()
         );
         assert!(!out.join("x.md").exists());
+    }
+
+    #[test]
+    fn folders_are_listed_and_entered_without_following_links() {
+        let (_d, ws, _out) = scene();
+        let root = Root::open(&ws).unwrap();
+        let mut seen: Vec<(String, bool, bool)> = root
+            .entries()
+            .unwrap()
+            .map(|e| {
+                let (name, kind) = e.unwrap();
+                (
+                    name.to_string_lossy().into_owned(),
+                    kind.is_dir(),
+                    kind.is_symlink(),
+                )
+            })
+            .collect();
+        seen.sort();
+        assert_eq!(
+            seen,
+            [
+                ("d".to_string(), true, false),
+                ("inside-link.md".to_string(), false, true),
+                ("key.md".to_string(), false, true),
+                ("out".to_string(), false, true),
+            ]
+        );
+        let d = root.open_dir(Path::new("d")).unwrap();
+        assert_eq!(d.read(Path::new("plan.md"), 100).unwrap(), b"# plan");
+        let e = root.open_dir(Path::new("out")).unwrap_err();
+        assert!(e.to_string().contains("link"), "{e}");
     }
 
     #[test]
