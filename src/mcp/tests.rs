@@ -625,6 +625,75 @@ async fn search_knowledge_finds_sections_of_the_project_documents_as_they_are_no
     );
 }
 
+/// `search_knowledge` in a workspace an agent shaped against it (links
+/// back to `docs`, megabytes of documents) on a runtime of one thread:
+/// while a search reads, hashes and indexes, the runtime's thread stays
+/// free (a timer on it keeps its time), since the work runs on the
+/// blocking pool; and eight calls at once all end.
+#[tokio::test]
+async fn search_knowledge_works_off_the_runtime_and_ends_in_a_loop_of_links() {
+    use std::time::{Duration, Instant};
+    let h = start(None).await;
+    h.write("docs/a.md", "# Deploying\nA blue-green rollout.\n");
+    for l in ["l1", "l2", "l3"] {
+        std::os::unix::fs::symlink(".", h.ws.join("docs").join(l)).unwrap();
+    }
+    let big = "# Notes\nplain words without the query term\n".repeat(20_000);
+    for i in 0..3 {
+        h.write(&format!("docs/notes/{i:02}.md"), &big);
+    }
+    let search = |peer: rmcp::Peer<RoleClient>| async move {
+        let params = CallToolRequestParams::new("search_knowledge")
+            .with_arguments(json!({"query": "rollout"}).as_object().cloned().unwrap());
+        let r = tokio::time::timeout(Duration::from_secs(120), peer.call_tool(params))
+            .await
+            .expect("the search ends")
+            .unwrap();
+        let text = serde_json::to_value(&r).unwrap()["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["documents"], 4, "{v}");
+        assert_eq!(v["results"][0]["path"], "docs/a.md", "{v}");
+    };
+
+    // When the runtime's thread was free to tick while the first search
+    // (which indexes every document) ran: the longest it was away.
+    let ticks = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Instant>::new()));
+    let ticking = {
+        let ticks = std::sync::Arc::clone(&ticks);
+        tokio::spawn(async move {
+            loop {
+                ticks.lock().unwrap().push(Instant::now());
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let started = Instant::now();
+    search(h.client.peer().clone()).await;
+    let ended = Instant::now();
+    ticking.abort();
+    let mut during: Vec<Instant> = ticks.lock().unwrap().clone();
+    during.retain(|t| *t > started);
+    during.insert(0, started);
+    during.push(ended);
+    let gap = during.windows(2).map(|w| w[1] - w[0]).max().unwrap();
+    let took = ended - started;
+    assert!(
+        gap < took / 2,
+        "the runtime's thread was held {gap:?} of the search's {took:?}"
+    );
+
+    let calls: Vec<_> = (0..8)
+        .map(|_| tokio::spawn(search(h.client.peer().clone())))
+        .collect();
+    for call in calls {
+        call.await.unwrap();
+    }
+}
+
 #[tokio::test]
 async fn verify_workspace_checks_the_marker_and_where_the_agent_is() {
     let h = start(None).await;
