@@ -4,8 +4,11 @@
 //! recorded, and the limits enforced from outside: wall-clock timeout, stall
 //! timeout (no output), the turn budget for CLIs without one, and
 //! cancellation. Stopping is TERM to the group, a grace period, then KILL;
-//! when the attempt ends the whole group is killed, so no grandchild
-//! outlives it.
+//! once the agent's process has exited, the whole group is killed, and the
+//! attempt's cgroup (or the orphans orch adopted), so no grandchild
+//! outlives it, not even one that left the group; orch reads the output a
+//! short grace longer ([`PIPES_GRACE`]), so a process out of its reach that
+//! holds the pipes open cannot keep the attempt waiting.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
@@ -35,6 +38,12 @@ const LAST_ERR_CHARS: usize = 300;
 
 /// How often, at most, a busy attempt asks whether its process has exited.
 const REAP_CHECK: Duration = Duration::from_millis(5);
+
+/// How long orch goes on reading an attempt's output once its process has
+/// exited and the rest of its tree was killed. A process that escaped the
+/// kill (where orch has no cgroup for the attempt) and holds the output
+/// pipes open cannot keep the attempt, and the run, alive past it.
+const PIPES_GRACE: Duration = Duration::from_secs(2);
 
 /// How running work is asked to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,6 +244,18 @@ fn flush_logs(
     }
 }
 
+/// Kill every process of the attempt's tree: its cgroup (`cgroup.kill`,
+/// waiting until it is empty), then the orphans orch adopted. Both block
+/// (a few seconds at most), so on a thread of the blocking pool.
+async fn end_tree(tree: &std::sync::Arc<crate::confine::ProcessTree>) {
+    let tree = std::sync::Arc::clone(tree);
+    let _ = tokio::task::spawn_blocking(move || {
+        tree.kill_all();
+        reaper::sweep();
+    })
+    .await;
+}
+
 /// Run one attempt to its end. Never panics on the agent's behaviour.
 pub async fn run_attempt(
     spec: AttemptSpec,
@@ -394,7 +415,11 @@ pub async fn run_attempt(
     // it, so "exited with status 41" comes with the CLI's own why.
     let mut last_err: Option<String> = None;
     let mut streams_open = true;
-    let mut leader_gone = false;
+    // When the agent's own process was seen to have exited.
+    let mut leader_gone: Option<Instant> = None;
+    // The readers were stopped: a process outside orch's reach held the
+    // pipes open past the grace.
+    let mut pipes_dropped = false;
     let tick = Duration::from_millis(100);
     // One timer for the whole attempt, re-armed when it fires: a fresh
     // `sleep` per loop turn would register and cancel a timer per line.
@@ -442,22 +467,35 @@ pub async fn run_attempt(
                 stop_at = Some(Instant::now());
             }
         }
-        // When the agent's own process has exited, the attempt is over:
-        // children it left behind (even ones that ignore TERM) go with the
-        // group, which also closes the pipes they held open.
-        if !leader_gone && Instant::now() >= next_reap_check {
+        // When the agent's own process has exited (by itself, or killed
+        // after a timeout or cancel), the attempt is over: children it left
+        // behind (even ones that ignore TERM) go with the group, and those
+        // that left the group (`setsid`, a double fork) with the attempt's
+        // cgroup, or as orphans orch adopted. That also closes the pipes
+        // they held open.
+        if leader_gone.is_none() && Instant::now() >= next_reap_check {
             next_reap_check = Instant::now() + REAP_CHECK;
             if matches!(child.try_wait(), Ok(Some(_))) {
-                leader_gone = true;
+                leader_gone = Some(Instant::now());
                 if let Some(pg) = pgid {
                     let _ = killpg(pg, Signal::SIGKILL);
                 }
-                // And those that left the group.
                 if let Some(pid) = leader {
                     reaper::forget(pid);
                 }
-                reaper::sweep();
+                end_tree(&spec.tree).await;
             }
+        }
+        // Whatever still holds the pipes is out of orch's reach: stop
+        // reading after the grace (what was read is kept), so it cannot
+        // keep the attempt waiting.
+        if streams_open
+            && !pipes_dropped
+            && leader_gone.is_some_and(|at| at.elapsed() >= PIPES_GRACE)
+        {
+            out.abort();
+            err.abort();
+            pipes_dropped = true;
         }
         if !killed
             && let (Some(at), Some(pg)) = (stop_at, pgid)
@@ -615,11 +653,10 @@ pub async fn run_attempt(
     }
     // Everything in the attempt's cgroup, however deep or re-parented,
     // then what escaped it (or all orphans, without a cgroup).
-    spec.tree.kill_all();
+    end_tree(&spec.tree).await;
     if let (Some(k), Some(dir)) = (&spec.keeper, spec.tree.cgroup_dir()) {
         k.release_cgroup(dir);
     }
-    reaper::sweep();
     let _ = out.await;
     let _ = err.await;
     probe::remove_files(inv);
@@ -766,6 +803,39 @@ mod tests {
         let r = run_attempt(spec(dir.path(), &script, None), Events::discard(), rx).await;
         assert_eq!(r.outcome, Outcome::Succeeded, "{:?}", r.reason);
         assert!(marker.exists());
+    }
+
+    /// A process that left the agent's group and session holds its stdout
+    /// open, and orch can neither kill it by a cgroup (the tree has none)
+    /// nor adopt it (this test process is no subreaper): the attempt still
+    /// ends soon after the agent's own process exits, with what it said.
+    #[tokio::test]
+    async fn a_process_out_of_reach_holding_the_output_does_not_keep_the_attempt() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = "setsid sh -c 'echo $$ > held.pid; exec sleep 600' & \
+                      while [ ! -s held.pid ]; do sleep 0.02; done; echo done; exit 0";
+        let (_tx, rx) = watch::channel(Cancel::No);
+        let started = Instant::now();
+        let r = tokio::time::timeout(
+            Duration::from_secs(20),
+            run_attempt(spec(dir.path(), script, None), Events::discard(), rx),
+        )
+        .await;
+        let took = started.elapsed();
+        let held: i32 = std::fs::read_to_string(dir.path().join("held.pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // SAFETY: the test's own leftover, which orch could not reach.
+        let alive = unsafe { libc::kill(held, libc::SIGKILL) } == 0;
+        let r = r.expect("the attempt ended");
+        assert!(alive, "the holder was out of reach, as the test means");
+        assert_eq!(r.outcome, Outcome::Succeeded, "{:?}", r.reason);
+        assert!(took >= PIPES_GRACE, "{took:?}");
+        assert!(took < PIPES_GRACE + Duration::from_secs(5), "{took:?}");
+        let log = std::fs::read_to_string(dir.path().join("logs/attempt-1.stdout")).unwrap();
+        assert_eq!(log, "done\n");
     }
 
     #[test]

@@ -749,6 +749,67 @@ fn a_process_that_left_its_group_dies_with_a_killed_orch() {
     );
 }
 
+/// An agent that leaves a process in a session of its own (`setsid`)
+/// holding its stdout, then exits, or is stopped at its timeout (it
+/// starts the process once it runs, as any agent's work does, so the
+/// process is in the attempt's cgroup): the attempt ends when the agent's
+/// process does (the escaped process is killed with the attempt's cgroup,
+/// or as an orphan orch adopted where it has no cgroup; orch would stop
+/// reading the pipes after a short grace anyway), and the run with it.
+/// Before, orch waited for the pipes to close, for ever.
+#[test]
+fn a_process_that_left_its_group_holding_the_output_does_not_keep_the_run() {
+    let cases = [
+        ("on", "echo done", "succeeded"),
+        ("off", "echo done", "succeeded"),
+        ("on", "exec sleep 600", "timed_out"),
+    ];
+    for (i, (cgroups, then, status)) in cases.into_iter().enumerate() {
+        let s = Space::new();
+        let marker = format!("orch-holds-output-{}-{i}", std::process::id());
+        let p = s.pipeline(&format!(
+            "[agents.a]\nkind = \"command\"\ncommand = [\"bash\", \"-c\", \"sleep 0.2; setsid bash -c 'exec -a {marker} sleep 600' & touch up; {then}\"]\n\
+             [[phases]]\nname = \"p\"\nagents = [\"a\"]\ntimeout = \"2s\"\nrequired = false\n",
+        ));
+        let child = s
+            .cmd(&[
+                "run",
+                p.to_str().unwrap(),
+                "--format",
+                "json",
+                "--grace",
+                "1",
+            ])
+            .env("ORCH_CGROUPS", cgroups)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        let what = format!("orch run (cgroups {cgroups}, then `{then}`)");
+        let out = crate::support::finish_within(child, Duration::from_secs(30), &what);
+        let took = started.elapsed();
+        let left = survivors(&marker);
+        for l in &left {
+            if let Some(pid) = l.split_whitespace().next().and_then(|p| p.parse().ok()) {
+                // SAFETY: the test's own leftover.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+        }
+        assert!(s.path().join("up").exists(), "{what}: the agent ran");
+        let report = json_of(&out);
+        assert_eq!(phase_status(&report, "p"), status, "{what}: {report}");
+        assert!(took < Duration::from_secs(15), "{what}: took {took:?}");
+        assert!(
+            left.is_empty(),
+            "{what} (cgroups here: {}): outlived its attempt: {left:?}",
+            cgroups_here()
+        );
+    }
+}
+
 /// A run left marked running, under the number of a process that is alive
 /// (pid 1), by an orch that is gone: it does not hold the state directory
 /// (liveness is the run lock, not a process number), the next run goes on
