@@ -88,7 +88,7 @@ pub(super) fn restore_script(job: &Job, inbox: &str) -> String {
         s.push_str(&format!("for job in {}; do\n", job.upstream.join(" ")));
         s.push_str(&format!("  dir=\"{inbox}/$job\"\n"));
         s.push_str("  if [ -s \"$dir/changes.patch\" ]; then orch_git apply --index \"$dir/changes.patch\"; fi\n");
-        s.push_str("  if [ -f \"$dir/files.tar\" ]; then tar -xf \"$dir/files.tar\"; fi\n");
+        s.push_str(&restore_files());
         s.push_str(
             "  orch --state-dir \"$RUNNER_TEMP/orch-state\" state import \"$dir/state.db\"\n",
         );
@@ -97,6 +97,82 @@ pub(super) fn restore_script(job: &Job, inbox: &str) -> String {
     s.push_str("orch_git add -A\norch_git write-tree > \"$RUNNER_TEMP/orch-base\"\nrm -rf \"$orch_git_dir\"\n");
     s
 }
+
+/// The part of [`restore_script`] that unpacks an upstream job's
+/// `files.tar` (in the loop over upstream jobs: `$job`, `$dir`). The
+/// archive comes from a job whose agents may be hostile, and the patches
+/// applied before it may have made any name in the workspace a link
+/// (`reports` a link to `~/.ssh`; GNU tar writes a member
+/// `reports/x.md` through it when no `reports` folder member comes
+/// first), so the archive is never unpacked in the workspace:
+///
+/// - its listing (names quoted one a line) must hold files and folders
+///   only (no link, hard link, device or FIFO), and no name that is
+///   absolute or has a `..` component; else nothing of it is restored;
+/// - it is unpacked in an empty folder of its own under `$RUNNER_TEMP`
+///   (outside the workspace), as an ordinary user would;
+/// - [`PLACE_FILES`] moves each file (and empty folder) from there into
+///   the workspace, component by component: it makes the folders
+///   missing, and refuses, naming the file, when a component there is a
+///   link (or a file where a folder is due, or the reverse), and a name
+///   in `.git`. No agent
+///   runs during the restore: what it checked is what it writes.
+fn restore_files() -> String {
+    debug_assert!(!PLACE_FILES.contains('\''));
+    format!(
+        "  if [ -f \"$dir/files.tar\" ]; then\n\
+         \x20   tar -tvf \"$dir/files.tar\" --quoting-style=escape > \"$RUNNER_TEMP/orch-list\"\n\
+         \x20   if grep -v '^[-d]' \"$RUNNER_TEMP/orch-list\" >&2; then echo \"orch: the files.tar of job $job holds more than files and folders (above): none of it restored\" >&2; exit 1; fi\n\
+         \x20   tar -tf \"$dir/files.tar\" --quoting-style=escape > \"$RUNNER_TEMP/orch-list\"\n\
+         \x20   if grep -E '^/|(^|/)[.][.](/|$)' \"$RUNNER_TEMP/orch-list\" >&2; then echo \"orch: the files.tar of job $job names a file outside the workspace (above): none of it restored\" >&2; exit 1; fi\n\
+         \x20   orch_stage=$(mktemp -d \"$RUNNER_TEMP/orch-stage.XXXXXX\")\n\
+         \x20   tar -xf \"$dir/files.tar\" -C \"$orch_stage\" --no-same-owner --no-same-permissions\n\
+         \x20   orch_ws=$PWD\n\
+         \x20   (cd \"$orch_stage\" && find . ! -name . ! \\( -type d ! -empty \\) -exec sh -c '{PLACE_FILES}' orch-restore \"$orch_ws\" \"$job\" {{}} +)\n\
+         \x20   rm -rf \"$orch_stage\"\n\
+         \x20 fi\n"
+    )
+}
+
+/// The `sh -c` script of [`restore_files`] (in single quotes there: it
+/// holds none). In the unpacked archive, with the workspace `$1`, the
+/// job `$2` and the names `find` listed (`./`-prefixed, parents first):
+/// each must be a file or a folder (not a link) outside `.git` (whose
+/// config and hooks git would run), and each component of its name in
+/// the workspace no link; missing folders are made, the file moved in
+/// (replacing a file there).
+const PLACE_FILES: &str = r#"
+      set -eu
+      w=$1 job=$2
+      shift 2
+      for p; do
+        if [ -L "$p" ] || { [ ! -f "$p" ] && [ ! -d "$p" ]; }; then
+          printf "orch: not restored: %s from the files.tar of job %s: not a file or folder\n" "$p" "$job" >&2; exit 1
+        fi
+        case $p in ./.git | ./.git/*)
+          printf "orch: not restored: %s from the files.tar of job %s: in the .git folder\n" "$p" "$job" >&2; exit 1 ;;
+        esac
+        q=.
+        rest=${p#./}
+        while :; do
+          q=$q/${rest%%/*}
+          case $rest in */*) rest=${rest#*/} ;; *) rest= ;; esac
+          if [ -L "$w/$q" ]; then
+            printf "orch: not restored: %s from the files.tar of job %s: it would go through a link (%s is a link in the workspace)\n" "$p" "$job" "$q" >&2; exit 1
+          fi
+          if [ -n "$rest" ] || [ -d "$p" ]; then
+            if [ ! -d "$w/$q" ]; then
+              if [ -e "$w/$q" ]; then printf "orch: not restored: %s from the files.tar of job %s: %s is a file in the workspace\n" "$p" "$job" "$q" >&2; exit 1; fi
+              mkdir "$w/$q"
+            fi
+          else
+            if [ -d "$w/$q" ]; then printf "orch: not restored: %s from the files.tar of job %s: it is a folder in the workspace\n" "$p" "$job" >&2; exit 1; fi
+            mv -f "$p" "$w/$q"
+          fi
+          if [ -z "$rest" ]; then break; fi
+        done
+      done
+    "#;
 
 /// The script that saves what the job made, whatever its outcome. The
 /// agents have had the workspace, `.git` included: the changes are taken

@@ -1182,6 +1182,217 @@ fn the_save_step_follows_no_link_an_agent_planted() {
     }
 }
 
+/// The exported step that restores upstream work runs as the runner
+/// before the agents, on patches and archives that hostile agents of
+/// upstream jobs made: one job's patch makes `reports` a link to a folder
+/// outside, a parallel job's `files.tar` holds a real `reports/x.md`
+/// (without a `reports` folder member), and GNU tar writes it through the
+/// link. Each case plants one such thing (the patch is made as a job
+/// makes it, applied by the real step); the old step writes outside the
+/// workspace, or leaves a link or a hard link to a file outside, or
+/// writes in `.git`, where it says so (the others it already refused or
+/// kept in the workspace); the new one fails the job naming the file and
+/// writes none of it. An honest archive is restored as before.
+#[test]
+fn the_restore_step_writes_nothing_through_a_link() {
+    let wf: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&export("github-actions", "pipelines/demo.toml")).unwrap();
+    let restore = wf["jobs"]["count"]["steps"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"].as_str() == Some("Restore upstream work"))
+        .unwrap()["run"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The step as it was: `tar -xf` in the workspace.
+    let (start, end) = (
+        restore
+            .find("  if [ -f \"$dir/files.tar\" ]; then\n")
+            .unwrap(),
+        restore.find("  orch --state-dir").unwrap(),
+    );
+    let old_restore = format!(
+        "{}  if [ -f \"$dir/files.tar\" ]; then tar -xf \"$dir/files.tar\"; fi\n{}",
+        &restore[..start],
+        &restore[end..]
+    );
+
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path().canonicalize().unwrap();
+    let bin = t.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let stub = bin.join("orch");
+    std::fs::write(&stub, "#!/bin/sh\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&stub, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+
+    // `link_patch NAME TARGET` writes the patch of a job that made NAME a
+    // link (in the workspace `$W`, left as it was).
+    const LINK_PATCH: &str = r#"link_patch() { mkdir -p "$(dirname "$1")" && ln -s "$2" "$1" && git add "$1" && git diff --cached --binary > "$P" && git rm -q --cached "$1" && rm "$1"; }"#;
+    // (what, the patch (bash in `$W`), the archive (bash in an empty
+    // folder, writes `$F`), the link the patch makes, the old step unsafe,
+    // what the new step says)
+    type Case = (
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static str,
+        bool,
+        &'static [&'static str],
+    );
+    let cases: &[Case] = &[
+        (
+            "a folder link and a file member without its folder",
+            r#"link_patch reports "$O""#,
+            r#"mkdir reports && echo EVIL > reports/x.md && tar -cf "$F" --no-recursion ./reports/x.md"#,
+            "reports",
+            true,
+            &["./reports/x.md", "./reports is a link in the workspace"],
+        ),
+        (
+            "the file itself a link",
+            r#"link_patch reports/x.md "$O/x.md""#,
+            r#"mkdir reports && echo EVIL > reports/x.md && tar -cf "$F" --no-recursion ./reports/x.md"#,
+            "reports/x.md",
+            false,
+            &["./reports/x.md is a link in the workspace"],
+        ),
+        (
+            "a member ../x",
+            "",
+            r#"mkdir d && echo EVIL > x && cd d && tar -cPf "$F" ../x"#,
+            "",
+            false,
+            &["../x", "names a file outside the workspace"],
+        ),
+        (
+            "an absolute member",
+            "",
+            r#"echo EVIL > abs && tar -cPf "$F" "$PWD/abs""#,
+            "",
+            false,
+            &["/abs", "names a file outside the workspace"],
+        ),
+        (
+            "a link member",
+            "",
+            r#"ln -s "$O" l && tar -cf "$F" ./l"#,
+            "",
+            true,
+            &["./l -> ", "holds more than files and folders"],
+        ),
+        (
+            "a hard link member to a name through a link",
+            r#"link_patch reports "$O""#,
+            r#"mkdir reports && echo x > reports/key && ln reports/key h && tar -cf "$F" ./reports/key ./h && tar --delete -f "$F" ./reports/key"#,
+            "reports",
+            true,
+            &[
+                "./h link to ./reports/key",
+                "holds more than files and folders",
+            ],
+        ),
+        (
+            "a member in .git",
+            "",
+            r#"mkdir -p .git/hooks && echo EVIL > .git/hooks/x && tar -cf "$F" --no-recursion ./.git/hooks/x"#,
+            "",
+            true,
+            &["./.git/hooks/x", "in the .git folder"],
+        ),
+    ];
+    // What shows a write beyond the workspace: the folder outside not as
+    // it was, a link the patch did not make, a hard link to the file
+    // outside, a file in `.git`.
+    const UNSAFE: &str = r#"[ "$(ls -A "$O")" = key ] || echo "outside: $(ls -A "$O")"
+[ "$(cat "$O/key")" = SECRET ] || echo "outside: key changed"
+find "$W" -path "$W/.git" -prune -o -type l ! -path "$W/$PL" -print
+find "$W" -samefile "$O/key"
+[ ! -e "$W/.git/hooks/x" ] || echo "in .git: hooks/x""#;
+    let env = |i: usize, old: bool, pl: &str| -> Vec<(&str, PathBuf)> {
+        let rt = t.join(format!("rt{i}-{old}"));
+        vec![
+            ("RUNNER_TEMP", rt.clone()),
+            ("W", t.join(format!("ws{i}-{old}"))),
+            ("O", t.join(format!("out{i}-{old}"))),
+            ("S", t.join(format!("src{i}-{old}"))),
+            ("P", rt.join("orch-in/prepare/changes.patch")),
+            ("F", rt.join("orch-in/prepare/files.tar")),
+            ("PL", PathBuf::from(pl)),
+            ("HOME", t.join("home")),
+            ("PATH", PathBuf::from(&path)),
+        ]
+    };
+    let setup = |i: usize, old: bool, patch: &str, archive: &str, pl: &str| {
+        let script = format!(
+            "mkdir -p \"$O\" \"$S\" \"$RUNNER_TEMP/orch-in/prepare\" && echo SECRET > \"$O/key\" && : > \"$RUNNER_TEMP/orch-in/prepare/state.db\"\n\
+             git init -q \"$W\" && cd \"$W\" && printf 'a\\n' > a.txt && git add a.txt && git commit -qm init\n\
+             {LINK_PATCH}\n{patch}\ncd \"$S\" && {archive}\n"
+        );
+        let o = step_bash(&t, &script, &env(i, old, pl));
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    for (i, (what, patch, archive, pl, old_unsafe, says)) in cases.iter().enumerate() {
+        for old in [true, false] {
+            setup(i, old, patch, archive, pl);
+            let env = env(i, old, pl);
+            let ws = t.join(format!("ws{i}-{old}"));
+            let o = step_bash(&ws, if old { &old_restore } else { &restore }, &env);
+            let err = String::from_utf8_lossy(&o.stderr).into_owned();
+            let u = step_bash(&ws, UNSAFE, &env);
+            let unsafe_ = String::from_utf8_lossy(&u.stdout).into_owned();
+            if old {
+                assert_eq!(
+                    !unsafe_.is_empty(),
+                    *old_unsafe,
+                    "{what}: the old step: {unsafe_}{err}"
+                );
+                continue;
+            }
+            assert!(!o.status.success(), "{what}: the new step did not fail");
+            assert!(unsafe_.is_empty(), "{what}: {unsafe_}{err}");
+            for s in *says {
+                assert!(err.contains(s), "{what}: {s:?} not said: {err}");
+            }
+            assert!(!ws.join("x.md").exists() && !ws.join("reports/x.md").is_file());
+        }
+    }
+
+    // The honest archive: files and folders, an empty one, a name with a
+    // line break, a file the checkout has, over the job's patch.
+    let i = cases.len();
+    setup(
+        i,
+        false,
+        "echo b > b.txt && git add b.txt && git diff --cached --binary > \"$P\" && git rm -q --cached b.txt && rm b.txt",
+        "mkdir -p dist/sub logs && echo 1 > dist/a.txt && echo 2 > dist/sub/b.txt && echo over > a.txt && echo 3 > \"$(printf 'dist/line\\nbreak')\" && \
+         tar -cf \"$F\" --no-recursion ./dist ./dist/a.txt ./dist/sub ./dist/sub/b.txt \"$(printf './dist/line\\nbreak')\" ./logs ./a.txt",
+        "",
+    );
+    let ws = t.join(format!("ws{i}-false"));
+    let o = step_bash(&ws, &restore, &env(i, false, ""));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let read = |p: &str| std::fs::read_to_string(ws.join(p)).unwrap();
+    assert_eq!(read("dist/a.txt"), "1\n");
+    assert_eq!(read("dist/sub/b.txt"), "2\n");
+    assert_eq!(read("dist/line\nbreak"), "3\n");
+    assert_eq!(read("a.txt"), "over\n");
+    assert_eq!(read("b.txt"), "b\n");
+    assert!(ws.join("logs").is_dir());
+    let rt = t.join(format!("rt{i}-false"));
+    assert!(
+        std::fs::read_dir(&rt).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with("orch-stage")),
+        "the staging folder is left"
+    );
+}
+
 /// `${NAME}` in an agent's `env` becomes a secret only when it stands for
 /// a credential (its name, or the variable it is set in, says so). The
 /// runner's variables (`PATH`, `HOME`, `GITHUB_*`, `CI_*`) and plain
