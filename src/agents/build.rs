@@ -493,6 +493,15 @@ pub fn server_spawns(
                 // Not its working directory (see server_dir): where the
                 // workspace is, for a server that works on it.
                 env.push(("ORCH_WORKSPACE".into(), ctx.workdir.display().to_string()));
+                // A git directory of its own, like an agent's: no config an
+                // agent planted in `.git` runs in a server that runs git in
+                // the workspace, with the server's credentials.
+                let git = crate::git::agents::AgentGit::plan(
+                    &ctx.workdir,
+                    ctx.home.as_deref(),
+                    folder.join("git"),
+                );
+                env.extend(git.env());
                 for (k, v) in own {
                     env.retain(|(name, _)| name != k);
                     let var = super::invocation::EnvVar {
@@ -511,6 +520,7 @@ pub fn server_spawns(
                         abi: c.abi,
                     }),
                     own: folder,
+                    git: Box::new(git),
                 }
             }
             McpTransport::Http { url, headers } => crate::mcp::ServerTransport::Http {

@@ -88,6 +88,8 @@ pub enum ServerTransport {
         /// reach (see [`crate::agents::build::server_dir`]): its working
         /// directory, made (with `home` and `tmp` in it) before it starts.
         own: PathBuf,
+        /// Its git directory (in `own`), made before it starts.
+        git: Box<crate::git::agents::AgentGit>,
         /// The attempt's confinement with `own` for the attempt's own
         /// directory (`None`: not confined).
         confinement: Option<crate::confine::Confinement>,

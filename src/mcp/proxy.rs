@@ -84,8 +84,7 @@ pub async fn serve<R, W>(
             break;
         }
         match check_request(&buf, scope.as_deref(), &listing, &spawn.name) {
-            Ok(()) => {
-                let mut line = buf.clone();
+            Ok(mut line) => {
                 line.push(b'\n');
                 if to_server.write_all(&line).await.is_err() {
                     break;
@@ -118,6 +117,7 @@ fn start(spawn: &ServerSpawn, tree: &ProcessTree) -> Option<tokio::process::Chil
         argv,
         env,
         own,
+        git,
         confinement,
     } = &spawn.transport
     else {
@@ -130,6 +130,13 @@ fn start(spawn: &ServerSpawn, tree: &ProcessTree) -> Option<tokio::process::Chil
             .mode(0o700)
             .create(d)
             .ok()?;
+    }
+    // Its git directory, filled the first time the server starts (a
+    // relay may start it again).
+    match std::fs::DirBuilder::new().mode(0o700).create(&git.dir) {
+        Ok(()) => git.make(),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(_) => return None,
     }
     let mut cmd = std::process::Command::new(program);
     cmd.args(args)
@@ -173,14 +180,34 @@ pub(super) fn check_request(
     scope: Option<&[String]>,
     listing: &Mutex<HashSet<String>>,
     server: &str,
-) -> Result<(), String> {
+) -> Result<Vec<u8>, String> {
     let Some(scope) = scope else {
-        return Ok(());
+        return Ok(line.to_vec());
     };
-    let Ok(v) = serde_json::from_slice::<Value>(line) else {
-        return Ok(());
+    // What orch checks is what the server gets: the message as orch read
+    // it, written out again. A line orch cannot read, or that is not one
+    // request (a batch, a bare value), never reaches the server: its
+    // parser might read in it a call orch did not see (a `NaN`, a lone
+    // surrogate, nesting deeper than orch reads, a batch's second call).
+    let refuse = |code: i64, message: &str| {
+        json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}})
+            .to_string()
+            + "\n"
+    };
+    let v = match serde_json::from_slice::<Value>(line) {
+        Ok(v @ Value::Object(_)) => v,
+        Ok(_) => {
+            return Err(refuse(
+                -32600,
+                "not one JSON-RPC message: a batch or a bare value is not passed on to a server whose tools are limited",
+            ));
+        }
+        Err(e) => {
+            return Err(refuse(-32700, &format!("parse error: {e}")));
+        }
     };
     let id = v.get("id").cloned();
+    let checked = || serde_json::to_vec(&v).map_err(|e| refuse(-32603, &e.to_string()));
     match v.get("method").and_then(Value::as_str) {
         Some("tools/list") => {
             if let Some(id) = &id {
@@ -189,12 +216,12 @@ pub(super) fn check_request(
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(id.to_string());
             }
-            Ok(())
+            checked()
         }
         Some("tools/call") => {
             let name = v["params"]["name"].as_str().unwrap_or("");
             if scope.iter().any(|t| t == name) {
-                return Ok(());
+                return checked();
             }
             let why = format!(
                 "tool `{name}` of MCP server `{server}` is not granted here; granted: {}. The pipeline grants it with `mcp__{server}__{name}`",
@@ -209,7 +236,7 @@ pub(super) fn check_request(
                 None => String::new(),
             })
         }
-        _ => Ok(()),
+        _ => checked(),
     }
 }
 
@@ -266,6 +293,37 @@ mod tests {
             )
         };
         assert!(check_request(call("echo").as_bytes(), Some(&scope), &listing, "fx").is_ok());
+        // A call orch cannot read, or one in a batch, is not passed on
+        // (another parser might read it as a call of `write`).
+        for hidden in [
+            call("write").replace("{}}", "{\"x\":NaN}}"),
+            call("write").replace("{}}", "{\"x\":\"\\ud800\"}}"),
+            call("write").replace(
+                "{}}",
+                &format!("{{\"x\":{}{}}}}}", "[".repeat(200), "]".repeat(200)),
+            ),
+            format!("[{}]", call("write")),
+            format!("[{}, {}]", call("echo"), call("write")),
+            "5".to_string(),
+        ] {
+            let answer =
+                check_request(hidden.as_bytes(), Some(&scope), &listing, "fx").unwrap_err();
+            let v: Value = serde_json::from_str(&answer).unwrap();
+            assert!(v["error"]["code"].is_i64(), "{hidden}: {answer}");
+        }
+        // What passes is what orch read, written out again: a key given
+        // twice reaches the server once, as orch took it.
+        let twice = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"write","name":"echo"}}"#;
+        let passed = check_request(twice.as_bytes(), Some(&scope), &listing, "fx").unwrap();
+        let v: Value = serde_json::from_slice(&passed).unwrap();
+        assert_eq!(v["params"]["name"], "echo");
+        assert_eq!(
+            String::from_utf8(passed)
+                .unwrap()
+                .matches("\"name\"")
+                .count(),
+            1
+        );
         let refused =
             check_request(call("write").as_bytes(), Some(&scope), &listing, "fx").unwrap_err();
         let v: Value = serde_json::from_str(&refused).unwrap();

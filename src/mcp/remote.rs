@@ -68,8 +68,8 @@ where
             break;
         }
         match check_request(&buf, scope.as_deref(), &listing, &spawn.name) {
-            Ok(()) => {
-                if post_tx.send(buf.clone()).is_err() {
+            Ok(line) => {
+                if post_tx.send(line).is_err() {
                     break;
                 }
             }

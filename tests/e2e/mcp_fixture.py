@@ -109,6 +109,13 @@ def handle(msg, extra=None):
         # What MCP_FIXTURE_TOKEN the server was given (a credential meant
         # for it alone), so a test sees it reached the server.
         seen = {"token_seen": os.environ["MCP_FIXTURE_TOKEN"]} if "MCP_FIXTURE_TOKEN" in os.environ else {}
+        if os.environ.get("MCP_FIXTURE_GIT") and os.environ.get("ORCH_WORKSPACE"):
+            # Like a git server: git in the workspace, whose `.git` an
+            # agent may have written.
+            import subprocess
+            done = subprocess.run(["git", "status", "--porcelain"], cwd=os.environ["ORCH_WORKSPACE"],
+                                  capture_output=True, text=True, timeout=30)
+            seen["git_status"] = done.returncode
         log(dict({"tool": name, "arguments": args}, **seen, **(extra or {})))
         if name in ("echo", "danger"):
             text = "%s: %s" % (name, args.get("text", ""))

@@ -1527,6 +1527,10 @@ if log:
     u.urlopen(u.Request(log, data=json.dumps({'planted': os.getcwd()}).encode(), headers={'content-type': 'application/json'}))
 """
 import site
+# And a git hook the server's git would run in the workspace.
+hook = "python3 -c \"import os, json, urllib.request as u; log = os.environ.get('MCP_FIXTURE_LOG'); log and u.urlopen(u.Request(log, data=json.dumps({'planted': 'fsmonitor'}).encode(), headers={'content-type': 'application/json'}))\""
+subprocess.run(["git", "config", "--file", ".git/config", "core.fsmonitor", hook], check=True)
+print("planted in .git/config")
 for d in [site.getusersitepackages(), os.getcwd(), os.environ.get("TMPDIR", "/tmp")]:
     os.makedirs(d, exist_ok=True)
     for name in ("usercustomize.py", "sitecustomize.py"):
@@ -1557,23 +1561,35 @@ for f in glob.glob(os.path.join(os.environ["HOME"], "..", "**", "*.json"), recur
         ))]),
     );
     let text = changed(
-        pipeline(&cli, Level::WorkspaceWrite, &server, dir.path()),
-        "\"Bash(printf *)\"",
-        "\"Bash\"",
+        changed(
+            pipeline(&cli, Level::WorkspaceWrite, &server, dir.path()),
+            "\"Bash(printf *)\"",
+            "\"Bash\"",
+        ),
+        "env = { MCP_FIXTURE_LOG",
+        "env = { MCP_FIXTURE_GIT = \"1\", MCP_FIXTURE_LOG",
     );
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let git = Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&work)
+        .status()
+        .unwrap();
+    assert!(git.success());
     let run = orch_run(&cli, dir.path(), &server, &text);
     let ctx = run.context();
     assert_eq!(run.code, Some(0), "{ctx}");
     assert!(
-        run.tool_results().matches("planted in").count() == 3,
+        run.tool_results().matches("planted in").count() == 4,
         "the agent planted its modules: {ctx}"
     );
     let calls = run.fixture_calls();
     assert!(
         calls
             .iter()
-            .any(|c| c["arguments"]["text"] == "from the agent"),
-        "the agent started the server and called it: {ctx}"
+            .any(|c| c["arguments"]["text"] == "from the agent" && c["git_status"] == 0),
+        "the agent started the server, which ran git in the workspace: {ctx}"
     );
     let ran: Vec<&Value> = calls.iter().filter(|c| c["planted"].is_string()).collect();
     assert!(
