@@ -32,16 +32,7 @@ impl Tools {
     fn of(ts: &ToolSet) -> Self {
         let any = |f: fn(&InternalTool) -> bool| ts.internal.iter().any(f);
         Tools {
-            shell: any(|t| {
-                matches!(
-                    t,
-                    InternalTool::Read
-                        | InternalTool::Glob
-                        | InternalTool::Grep
-                        | InternalTool::Bash
-                        | InternalTool::BashPattern(_)
-                )
-            }),
+            shell: any(through_the_shell),
             bash: any(|t| *t == InternalTool::Bash),
             writes: any(|t| {
                 matches!(
@@ -51,6 +42,18 @@ impl Tools {
             }),
         }
     }
+}
+
+/// Whether codex does what the tool grants through its shell.
+fn through_the_shell(t: &InternalTool) -> bool {
+    matches!(
+        t,
+        InternalTool::Read
+            | InternalTool::Glob
+            | InternalTool::Grep
+            | InternalTool::Bash
+            | InternalTool::BashPattern(_)
+    )
 }
 
 fn sandbox(p: Permission) -> &'static str {
@@ -124,16 +127,7 @@ impl Adapter for Codex {
             let granted: Vec<String> = ts
                 .internal
                 .iter()
-                .filter(|t| {
-                    matches!(
-                        t,
-                        InternalTool::Read
-                            | InternalTool::Glob
-                            | InternalTool::Grep
-                            | InternalTool::Bash
-                            | InternalTool::BashPattern(_)
-                    )
-                })
+                .filter(|t| through_the_shell(t))
                 .map(ToString::to_string)
                 .collect();
             format!("{} (codex's shell)", granted.join(", "))
