@@ -238,6 +238,12 @@ impl Adapter for Opencode {
             "$schema": "https://opencode.ai/config.json",
             "autoupdate": false,
             "share": "disabled",
+            // No language server or formatter: OpenCode starts them from
+            // the workspace (a planted `node_modules/.bin` entry would run
+            // beside a judge's read tools). Off by its own default today;
+            // said here so that it is orch's word, not OpenCode's.
+            "lsp": false,
+            "formatter": false,
             "permission": permission,
             "mcp": mcp,
             "agent": { AGENT: agent },
