@@ -29,6 +29,10 @@ const MAX_DEPTH: usize = 4096;
 #[derive(Debug, Default)]
 pub struct ProcessTree {
     leader: OnceLock<i32>,
+    /// A pidfd of the leader, opened when it started (orch's child, not
+    /// reaped yet): once the leader is gone its number may name another
+    /// process, whose children are no part of the tree.
+    leader_fd: OnceLock<Option<std::os::fd::OwnedFd>>,
     cgroup: Option<Cgroup>,
 }
 
@@ -43,6 +47,7 @@ impl ProcessTree {
     pub fn tracked(name: &str) -> ProcessTree {
         ProcessTree {
             leader: OnceLock::new(),
+            leader_fd: OnceLock::new(),
             cgroup: Cgroup::new(name),
         }
     }
@@ -63,6 +68,7 @@ impl ProcessTree {
     /// own could, is not in the cgroup: it goes with the process group,
     /// or with the sweep of orphans while orch runs.)
     pub fn started(&self, pid: u32) {
+        let _ = self.leader_fd.set(pidfd_open(pid as i32));
         let _ = self.leader.set(pid as i32);
         if let Some(c) = &self.cgroup {
             c.add(pid);
@@ -108,7 +114,7 @@ impl ProcessTree {
         let mut p = pid;
         for _ in 0..MAX_DEPTH {
             if p == leader {
-                return true;
+                return self.leader_alive();
             }
             if p <= 1 {
                 return false;
@@ -120,6 +126,39 @@ impl ProcessTree {
         }
         false
     }
+}
+
+impl ProcessTree {
+    /// Whether the leader is still the process orch started (running, or
+    /// exited but not reaped): without a pidfd (a kernel before 5.3),
+    /// whether its number names a process at all.
+    fn leader_alive(&self) -> bool {
+        use std::os::fd::AsRawFd;
+        match self.leader_fd.get() {
+            Some(Some(fd)) => {
+                // SAFETY: pidfd_send_signal with signal 0 only checks.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_pidfd_send_signal,
+                        fd.as_raw_fd(),
+                        0,
+                        std::ptr::null::<libc::siginfo_t>(),
+                        0,
+                    ) == 0
+                }
+            }
+            _ => true,
+        }
+    }
+}
+
+/// A pidfd of process `pid`, if the kernel has them.
+fn pidfd_open(pid: i32) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open with integer arguments; a descriptor it returns
+    // is ours to own.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, libc::PIDFD_NONBLOCK) };
+    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
 }
 
 impl Drop for ProcessTree {
@@ -406,5 +445,8 @@ mod tests {
         unsafe {
             libc::kill(child, libc::SIGKILL);
         }
+        // The leader is reaped: its number may be another process's now,
+        // and nothing is held by it.
+        assert!(!tree.holds(leader.id() as i32));
     }
 }
