@@ -25,7 +25,7 @@
 //!   objects and `info/` (excludes, attributes) are the repository's. The
 //!   repository's config, its includes, system and global config are not
 //!   read (`GIT_CONFIG_NOSYSTEM`, `GIT_CONFIG_GLOBAL=/dev/null`,
-//!   `GIT_ATTR_NOSYSTEM`); the few [`INERT_KEYS`] that change how files
+//!   `GIT_ATTR_NOSYSTEM`); the few [`inert`] keys that change how files
 //!   compare or which are ignored are copied from the effective config
 //!   (none names a program): the user's files with their includes, the
 //!   repository's without (`--no-includes`), and a file the repository's
@@ -116,11 +116,11 @@ const NO_DRIVERS: &[&str] = &[
     "--ignore-submodules=dirty",
 ];
 
-/// Config keys copied from the repository's effective config into the
-/// shadow's: how work-tree files compare with the index and which
-/// untracked files are ignored. None names a program; the two files
-/// (`core.excludesFile`, `core.attributesFile`) are only read.
-const INERT_KEYS: &[&str] = &[
+/// Config keys that say how work-tree files compare with the index
+/// (line endings, case, modes, links, stat data, quoting, large files):
+/// none names a program. Both shadows copy them, orch's own (here) and
+/// the agents' ([`agents`]).
+pub(crate) const COMPARE_KEYS: &[&str] = &[
     "core.autocrlf",
     "core.eol",
     "core.ignorecase",
@@ -131,9 +131,14 @@ const INERT_KEYS: &[&str] = &[
     "core.checkstat",
     "core.quotepath",
     "core.bigfilethreshold",
-    "core.excludesfile",
-    "core.attributesfile",
 ];
+
+/// Config keys copied from the repository's effective config into the
+/// shadow's: the [`COMPARE_KEYS`], and which untracked files are ignored
+/// ([`READ_FILES`], only read).
+fn inert(key: &str) -> bool {
+    COMPARE_KEYS.contains(&key) || READ_FILES.contains(&key)
+}
 
 struct Git<'a> {
     workspace: &'a Path,
@@ -178,7 +183,8 @@ impl Repo {
     }
 }
 
-/// The [`INERT_KEYS`] that name a file git reads.
+/// Config keys that name a file git reads (which untracked files are
+/// ignored, and attributes).
 const READ_FILES: &[&str] = &["core.excludesfile", "core.attributesfile"];
 
 /// The entries of `git config --list -z --show-scope` output whose scope
@@ -207,7 +213,7 @@ const ALTERNATES_DEPTH: usize = 5;
 struct Shadow<'r> {
     dir: tempfile::TempDir,
     repo: &'r Repo,
-    /// The [`INERT_KEYS`] the repository sets, with their values.
+    /// The [`inert`] keys the repository sets, with their values.
     config: Vec<(String, OsString)>,
 }
 
@@ -296,7 +302,7 @@ impl<'a> Git<'a> {
             let key = String::from_utf8_lossy(key).to_ascii_lowercase();
             if key == "extensions.objectformat" {
                 format = Some(String::from_utf8_lossy(value).to_ascii_lowercase());
-            } else if INERT_KEYS.contains(&key.as_str()) {
+            } else if inert(&key) {
                 // A file the repository names is read only inside it.
                 if the_repos && READ_FILES.contains(&key.as_str()) && !repo.holds_file(value) {
                     continue;

@@ -15,7 +15,7 @@
 //! The shadow holds:
 //!
 //! - `config`: orch's, with only the repository settings that name no
-//!   program ([`KEPT_KEYS`]: the format and its extensions, how files
+//!   program ([`kept`]: the format and its extensions, how files
 //!   compare, the author) copied from the repository's own config (read
 //!   without its includes), plus `[submodule "<name>"] ignore = dirty` for
 //!   every submodule `.gitmodules` names and `diff.ignoreSubmodules =
@@ -48,27 +48,22 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
-/// Config keys copied from the repository's config: none names a
-/// program.
+/// Config keys copied from the repository's config besides
+/// [`super::COMPARE_KEYS`]: the format and its extensions, a sparse
+/// checkout, the author. None names a program.
 const KEPT_KEYS: &[&str] = &[
     "core.repositoryformatversion",
     "extensions.objectformat",
     "extensions.refstorage",
-    "core.autocrlf",
-    "core.eol",
-    "core.ignorecase",
-    "core.precomposeunicode",
-    "core.filemode",
-    "core.symlinks",
-    "core.trustctime",
-    "core.checkstat",
-    "core.quotepath",
-    "core.bigfilethreshold",
     "core.sparsecheckout",
     "core.sparsecheckoutcone",
     "user.name",
     "user.email",
 ];
+
+fn kept(key: &str) -> bool {
+    KEPT_KEYS.contains(&key) || super::COMPARE_KEYS.contains(&key)
+}
 
 /// Entries of the repository's git directory the shadow does not link:
 /// its own config and `HEAD` stand in for them; hooks run programs.
@@ -201,7 +196,7 @@ fn fill(dir: &Path, r: &Repo) -> Option<()> {
     let config = crate::beneath::read(&r.common, Path::new("config"), MAX_CONFIG).ok()?;
     let kept: Vec<(String, Vec<u8>)> = entries(&config)?
         .into_iter()
-        .filter(|(k, _)| KEPT_KEYS.contains(&k.as_str()))
+        .filter(|(k, _)| kept(k))
         .collect();
     let modules = match crate::beneath::read(&r.top, Path::new(".gitmodules"), MAX_CONFIG) {
         Ok(text) => entries(&text)?,
