@@ -3,6 +3,7 @@
 #
 #   bash scripts/measure-validate.sh            # 30 runs per file
 #   RUNS=100 bash scripts/measure-validate.sh
+#   ORCH=/path/to/orch bash scripts/measure-validate.sh   # skip the build
 #
 # 1. builds the release binary (`cargo build --release`);
 # 2. generates, into a temporary directory, a 1,000-phase layered pipeline
@@ -38,9 +39,14 @@ cd "$root"
 command -v python3 >/dev/null || { echo "error: python3 is required" >&2; exit 1; }
 command -v rustc >/dev/null || { echo "error: rustc is required" >&2; exit 1; }
 
-echo "== cargo build --release"
-cargo build --release --quiet
-orch="$root/target/release/orch"
+if [ -n "${ORCH:-}" ]; then
+    orch=$ORCH
+    echo "== using ORCH=$orch (no build)"
+else
+    echo "== cargo build --release"
+    cargo build --release --quiet
+    orch="$root/target/release/orch"
+fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/orch-measure.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT

@@ -50,20 +50,12 @@ pub struct Pipeline {
     /// when the pipeline is sealed, read by validation, the adapters, the
     /// scheduler and `explain`.
     resolved: HashMap<(String, String), Resolved>,
-    /// The agents that may write the workspace, and the phases every one
-    /// of them comes after: computed once, when first asked
-    /// ([`Pipeline::writer_before`]).
-    writers: std::sync::OnceLock<Writers>,
-}
-
-/// The agents that may write the workspace (LLM agents at
-/// `workspace-write`) as (phase, agent), and the phases that come before
-/// every one of them (the phases each depends on, directly or not, that
-/// all share).
-#[derive(Debug, Clone, Default)]
-struct Writers {
-    all: Vec<(String, String)>,
-    before_all: std::collections::HashSet<String>,
+    /// Each phase's place in `phases`, by name.
+    index: HashMap<String, usize>,
+    /// The agents that may write the workspace (LLM agents at
+    /// `workspace-write`) as (phase, agent), in the order they run:
+    /// listed once, when first asked ([`Pipeline::writer_before`]).
+    writers: std::sync::OnceLock<Vec<(String, String)>>,
 }
 
 /// What a pipeline is besides its agents, servers and phases.
@@ -325,7 +317,11 @@ impl Pipeline {
     }
 
     pub fn phase(&self, name: &str) -> Option<&Phase> {
-        self.phases.iter().find(|p| p.name == name)
+        self.index
+            .get(name)
+            .and_then(|&i| self.phases.get(i))
+            .filter(|p| p.name == name)
+            .or_else(|| self.phases.iter().find(|p| p.name == name))
     }
 
     /// A pipeline of these parts, with every (phase, agent) resolved.
@@ -344,8 +340,15 @@ impl Pipeline {
             mcp_servers,
             phases,
             resolved: HashMap::new(),
+            index: HashMap::new(),
             writers: std::sync::OnceLock::new(),
         };
+        p.index = p
+            .phases
+            .iter()
+            .enumerate()
+            .map(|(i, ph)| (ph.name.clone(), i))
+            .collect();
         let resolved = p
             .runs()
             .map(|(phase, agent)| {
@@ -396,64 +399,40 @@ impl Pipeline {
         phase: &Phase,
     ) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
         let writers = self.writers.get_or_init(|| {
-            let all: Vec<(String, String)> = self
-                .runs()
+            self.runs()
                 .filter(|(w, a)| {
                     a.kind.is_llm()
                         && self.resolve(w, a).toolset.permission == Permission::WorkspaceWrite
                 })
                 .map(|(w, a)| (w.name.clone(), a.name.clone()))
-                .collect();
-            // What every writer comes after (the intersection only
-            // shrinks: stop once it is empty).
-            let mut before_all: Option<std::collections::HashSet<String>> = None;
-            for (w, _) in &all {
-                let Some(p) = self.phase(w) else { continue };
-                let mine = self.ancestors(p);
-                let both = match before_all {
-                    None => mine,
-                    Some(so_far) => so_far.intersection(&mine).cloned().collect(),
-                };
-                let empty = both.is_empty();
-                before_all = Some(both);
-                if empty {
-                    break;
-                }
-            }
-            Writers {
-                all,
-                before_all: before_all.unwrap_or_default(),
-            }
+                .collect()
         });
-        // None when every writer comes after `phase`; else those that
-        // do not.
-        let none = writers.before_all.contains(&phase.name);
+        // Those that do not come after `phase`: lazily, and each test
+        // stops as soon as it meets `phase` among the writer's ancestors
+        // (the first writer usually answers).
         let name = phase.name.clone();
         writers
-            .all
             .iter()
-            .filter(move |(w, _)| {
-                !none
-                    && self
-                        .phase(w)
-                        .is_none_or(|p| !self.ancestors(p).contains(&name))
-            })
+            .filter(move |(w, _)| self.phase(w).is_none_or(|p| !self.comes_after(p, &name)))
             .map(|(w, a)| (w.as_str(), a.as_str()))
     }
 
-    /// Every phase `phase` depends on, directly or not: those it can only
-    /// start after.
-    fn ancestors(&self, phase: &Phase) -> std::collections::HashSet<String> {
+    /// Whether `phase` depends on `before`, directly or not: it can only
+    /// start once `before` has ended.
+    fn comes_after(&self, phase: &Phase, before: &str) -> bool {
         let mut seen = std::collections::HashSet::new();
         let mut todo: Vec<&str> = phase.depends_on.iter().map(String::as_str).collect();
         while let Some(name) = todo.pop() {
-            if seen.insert(name.to_string())
+            if name == before {
+                return true;
+            }
+            if seen.insert(name)
                 && let Some(p) = self.phase(name)
             {
                 todo.extend(p.depends_on.iter().map(String::as_str));
             }
         }
-        seen
+        false
     }
 
     /// Every (phase, agent) pair that runs: the phases' agents in
