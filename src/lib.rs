@@ -11,6 +11,7 @@ pub mod agents;
 pub mod beneath;
 pub mod children;
 pub mod cli;
+pub mod clock;
 pub mod confine;
 pub mod engine;
 pub mod events;

@@ -883,7 +883,7 @@ pub fn prompts(
             workdir: &workdir,
             prompt: &plain.user,
             judging: slot.judging,
-            now_ms: crate::engine::supervisor::now_ms(),
+            now_ms: crate::clock::now_ms(),
             approved: &approved,
         });
         let shares = if slot.judging {

@@ -12,8 +12,8 @@ use super::output::{
 };
 use super::view::{View, progress_view, secs};
 use crate::agents::build;
+use crate::clock::now_ms;
 use crate::engine::lifecycle;
-use crate::engine::supervisor::now_ms;
 use crate::graph::PhaseGraph;
 use crate::report::text;
 use crate::store::{RunDetail, RunStatus, Status};

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::output::{clock, date_time};
-use crate::engine::supervisor::now_ms;
+use crate::clock::now_ms;
 use crate::engine::{Listener, RunEvent};
 use crate::report::{github, text};
 use crate::store::{Outcome, Record};

@@ -23,6 +23,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::agents::invocation::{Invocation, Stdin};
 use crate::agents::{AgentKind, adapter, probe};
+use crate::clock::now_ms;
 use crate::events::{Event, RateLimit, rate_limit};
 use crate::store::{AttemptKey, Outcome, Record};
 
@@ -196,13 +197,6 @@ impl OsRefusals {
         }
         events.extend(extra);
     }
-}
-
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 enum Line {

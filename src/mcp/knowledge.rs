@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::check::{self, MAX_SHORT, MAX_TEXT};
 use super::server::{OrchServer, reply, store_err};
 use super::work::row_json;
-use crate::engine::supervisor::now_ms;
+use crate::clock::now_ms;
 use crate::store::{EventQuery, NewLearning, ReportFilter, ReportKind};
 
 /// The shortest learning pattern, and context when one is given.

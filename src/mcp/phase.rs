@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use super::check::{self, MAX_SHORT, MAX_TEXT};
 use super::ledger::{Claim, Verdict as LedgerVerdict};
 use super::server::{OrchServer, reply, store_err};
-use crate::engine::supervisor::now_ms;
+use crate::clock::now_ms;
 use crate::store::ReportKind;
 
 /// The fewest characters an artifact may have.

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::check::{self, MAX_SHORT, MAX_TEXT};
 use super::server::{OrchServer, State, reply, store_err};
-use crate::engine::supervisor::now_ms;
+use crate::clock::now_ms;
 use crate::git;
 use crate::store::{ReportFilter, ReportKind, ReportRow};
 
