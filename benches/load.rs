@@ -61,7 +61,7 @@ fn resolve_all(pipeline: &Pipeline) -> Summary {
 
 /// Confinement as this machine has it (validation asks).
 fn os() -> orch::confine::Availability {
-    orch::confine::Availability::detect(orch::settings::ConfinementMode::Auto)
+    orch::confine::Availability::detect(orch::model::ConfinementMode::Auto)
 }
 
 fn load(g: &Generated) -> Pipeline {

@@ -13,7 +13,8 @@ use figment::value::{Dict, Map};
 use figment::{Figment, Metadata, Profile, Provider};
 use serde::{Deserialize, Serialize};
 
-use crate::agents::AgentKind;
+use crate::agents::CliFacts;
+use crate::model::{AgentKind, ConfinementMode};
 
 /// The effective settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -55,17 +56,6 @@ fn default_prompt_tokens() -> usize {
 
 fn default_knowledge() -> Vec<String> {
     vec!["README.md".into(), "docs/**/*.md".into()]
-}
-
-/// The `confinement` setting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ConfinementMode {
-    /// Confine wherever the OS can (Landlock on Linux).
-    #[default]
-    Auto,
-    /// Never confine: only what the CLIs enforce counts (tests use it).
-    Off,
 }
 
 /// Keys a project's `./orch.toml` may not set: which programs run, what

@@ -3,13 +3,13 @@
 use std::path::PathBuf;
 
 use crate::events::Event;
+use crate::model::toolset::{InternalTool, Permission, ToolSet};
 use crate::pipeline::{Agent, Phase};
-use crate::toolset::{InternalTool, Permission, ToolSet};
 
-use super::AgentKind;
 use super::invocation::{
     Enforced, Enforcement, EnvValue, EnvVar, Invocation, InvocationFile, Stdin,
 };
+use crate::model::AgentKind;
 
 /// The folder of an invocation's directory that holds the files orch
 /// writes for the CLI.

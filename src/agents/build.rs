@@ -4,16 +4,17 @@
 
 use std::path::{Path, PathBuf};
 
-use super::AgentKind;
+use super::CliFacts;
 use super::adapter::{McpServerSpec, RemoteHeader, RemoteSpec, Request, adapter};
 use super::capability::{self, Reach};
 use super::env;
 use super::invocation::{EnvValue, Invocation, Shown};
 use crate::confine::{Availability, Confinement, Places, Policy, policy};
+use crate::model::AgentKind;
+use crate::model::toolset::{Layer, ORCH_MCP_SERVER, Permission, Resolved, ToolSet};
 use crate::pipeline::model::McpTransport;
 use crate::pipeline::{Agent, Phase, Pipeline};
 use crate::settings::{Settings, default_pass_env};
-use crate::toolset::{Layer, ORCH_MCP_SERVER, Permission, Resolved, ToolSet};
 
 /// Where and how invocations are built.
 #[derive(Debug, Clone)]
@@ -602,7 +603,7 @@ pub struct ModelChoice {
 /// `model`, else the settings' `agents.<kind>.model`, else the CLI's
 /// default.
 pub fn model(phase: &Phase, agent: &Agent, settings: &Settings) -> ModelChoice {
-    let at = |l: &Option<crate::pipeline::Location>| l.as_ref().map(|l| l.to_string());
+    let at = |l: &Option<crate::model::Location>| l.as_ref().map(|l| l.to_string());
     if let Some((m, l)) = &phase.model {
         return ModelChoice {
             value: Some(m.clone()),

@@ -6,12 +6,13 @@
 
 use std::fmt::Write;
 
-use super::AgentKind;
+use super::CliFacts;
 use super::adapter::adapter;
 use super::invocation::{By, Enforced, Enforcement};
 use crate::confine::Availability;
+use crate::model::AgentKind;
+use crate::model::toolset::{InternalTool, Layer, McpTool, Permission, Resolved, ToolSet};
 use crate::pipeline::Pipeline;
-use crate::toolset::{InternalTool, Layer, McpTool, Permission, Resolved, ToolSet};
 
 /// What besides the CLI's own tools acts for an agent.
 #[derive(Debug, Clone, Default)]
@@ -170,7 +171,7 @@ fn sample(permission: Permission, shell: Option<InternalTool>) -> ToolSet {
     ToolSet {
         internal,
         mcp: vec![McpTool {
-            server: crate::toolset::ORCH_MCP_SERVER.into(),
+            server: crate::model::ORCH_MCP_SERVER.into(),
             tool: None,
         }],
         permission,

@@ -9,10 +9,11 @@
 use serde_json::{Value, json};
 
 use super::adapter::{Adapter, PermissionReasons, Probe, Request, shell_bound_permission, unique};
+use super::env;
 use super::invocation::{Enforced, Enforcement, Invocation, InvocationFile, Stdin};
-use super::{AgentKind, env};
 use crate::events::{Event, RateLimit, looks_rate_limited};
-use crate::toolset::{InternalTool, Permission, ToolSet};
+use crate::model::AgentKind;
+use crate::model::toolset::{InternalTool, Permission, ToolSet};
 
 pub struct Claude;
 

@@ -10,10 +10,11 @@ use serde_json::Value;
 
 use super::adapter::{Adapter, Probe, Request};
 use super::claude::strings;
+use super::env;
 use super::invocation::{Enforced, Enforcement, Invocation, Stdin};
-use super::{AgentKind, env};
 use crate::events::Event;
-use crate::toolset::{InternalTool, Permission, ToolSet};
+use crate::model::AgentKind;
+use crate::model::toolset::{InternalTool, Permission, ToolSet};
 
 pub struct Codex;
 

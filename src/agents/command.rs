@@ -5,10 +5,11 @@
 //! any, is handed over in a file named by `ORCH_PROMPT_FILE`.
 
 use super::adapter::{Adapter, Probe, Request};
+use super::env;
 use super::invocation::{Enforced, Enforcement, Invocation, InvocationFile, Stdin};
-use super::{AgentKind, env};
 use crate::events::Event;
-use crate::toolset::ToolSet;
+use crate::model::AgentKind;
+use crate::model::ToolSet;
 
 pub struct Command;
 

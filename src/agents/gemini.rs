@@ -12,10 +12,11 @@ use super::adapter::{
     Adapter, PermissionReasons, Probe, Request, not_a_prefix, shell_bound_permission, unique,
 };
 use super::claude::pretty;
+use super::env;
 use super::invocation::{Enforced, Enforcement, Invocation, InvocationFile, Stdin};
-use super::{AgentKind, env};
 use crate::events::Event;
-use crate::toolset::{InternalTool, Permission, ToolSet};
+use crate::model::AgentKind;
+use crate::model::toolset::{InternalTool, Permission, ToolSet};
 
 pub struct Gemini;
 

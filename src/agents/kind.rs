@@ -1,48 +1,64 @@
-//! The kinds of agent orch can drive.
+//! What orch knows of each CLI, by kind: the flags and environment the
+//! ToolSet translation controls, credentials, the default program.
 
-use std::fmt;
-
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-use crate::toolset::Permission;
-
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum AgentKind {
-    Claude,
-    Codex,
-    Gemini,
-    Opencode,
-    Copilot,
-    Command,
-}
+use crate::model::{AgentKind, Permission};
 
 /// What a raw flag would interfere with: a ToolSet field, or `model` /
 /// `output` (the model and the event stream orch sets itself).
 pub type FieldName = &'static str;
 
-impl AgentKind {
-    pub const ALL: [AgentKind; 6] = [
-        AgentKind::Claude,
-        AgentKind::Codex,
-        AgentKind::Gemini,
-        AgentKind::Opencode,
-        AgentKind::Copilot,
-        AgentKind::Command,
-    ];
-    pub const NAMES: &'static [&'static str] = &[
-        "claude", "codex", "gemini", "opencode", "copilot", "command",
-    ];
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.as_str() == s)
-    }
-
+/// What orch knows of each CLI's command line, environment and
+/// credentials, asked of an [`AgentKind`]. These facts belong to the agent
+/// CLIs, so they live here and not in the model: bring the trait into scope
+/// (`use crate::agents::CliFacts`) to ask them.
+pub trait CliFacts: Copy {
     /// The credentials this CLI reads (the first is the usual one).
-    pub fn credentials(self) -> &'static [&'static str] {
+    fn credentials(self) -> &'static [&'static str];
+
+    /// The program looked up on PATH when the agent names no `binary`.
+    fn default_binary(self) -> Option<&'static str>;
+
+    /// Whether the CLI confines writes at the operating-system level for this
+    /// permission, so a write tool under it cannot escape (agent-clis.md rule 4).
+    fn confines_writes(self, permission: Permission) -> bool;
+
+    /// Raw flags the ToolSet translation controls for this CLI, with the
+    /// field they belong to. A mode's `flags` may not contain them.
+    fn controlled_flags(self) -> &'static [(&'static str, FieldName)];
+
+    /// Environment variables an agent's `env` may not set, with why: orch
+    /// sets them itself (its own home, temporary folder and the CLI's config
+    /// directory, so nothing of the user's is read), or they change what the
+    /// CLI allows, which configuration, plugins, hooks or MCP servers it
+    /// loads, which tools it offers, or where it runs commands (read from
+    /// each pinned CLI's own code). A name ending in `*` stands for every
+    /// name it starts.
+    fn controlled_env(self) -> &'static [(&'static str, &'static str)];
+
+    /// Why an agent's `env` may not set `name`, if it may not (see
+    /// [`AgentKind::controlled_env`]). Besides each CLI's own list, no LLM
+    /// agent may be given variables that load code into it or into the
+    /// programs it starts at startup (`NODE_OPTIONS`, `LD_PRELOAD`, git's
+    /// configuration by environment).
+    fn controlled_env_reason(self, name: &str) -> Option<&'static str>;
+
+    /// For `-c key=value` style config overrides (Codex), the config keys the
+    /// ToolSet translation owns.
+    fn controlled_config_prefixes(self) -> &'static [(&'static str, FieldName)];
+
+    /// If a raw flag touches something the ToolSet controls, the field it
+    /// belongs to. Flags are matched the way the CLI's parser reads them:
+    /// `--flag value` and `--flag=value`; for yargs CLIs also `--camelCase`
+    /// and `--no-flag`; short options alone, run together (`-ab`) or with
+    /// their value attached (`-sVALUE`, `-s=VALUE`); and for Codex every
+    /// spelling of `-c key=value` (`-c=k=v`, `-ck=v`, `--config=k=v`),
+    /// checked by key. A bare `--` is refused too: it would turn orch's own
+    /// arguments after it into plain words.
+    fn controlled_field(self, flag: &str, next: Option<&str>) -> Option<FieldName>;
+}
+
+impl CliFacts for AgentKind {
+    fn credentials(self) -> &'static [&'static str] {
         match self {
             AgentKind::Claude => &["ANTHROPIC_API_KEY"],
             AgentKind::Codex => &["OPENAI_API_KEY", "CODEX_API_KEY"],
@@ -54,44 +70,18 @@ impl AgentKind {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AgentKind::Claude => "claude",
-            AgentKind::Codex => "codex",
-            AgentKind::Gemini => "gemini",
-            AgentKind::Opencode => "opencode",
-            AgentKind::Copilot => "copilot",
-            AgentKind::Command => "command",
-        }
-    }
-
-    /// A kind usable by name in `agents = [...]` without an `[agents.X]` table.
-    pub fn builtin(name: &str) -> Option<Self> {
-        Self::parse(name).filter(|k| *k != AgentKind::Command)
-    }
-
-    /// Whether this kind is an LLM agent (it needs a prompt and gets tools).
-    pub fn is_llm(self) -> bool {
-        self != AgentKind::Command
-    }
-
-    /// The program looked up on PATH when the agent names no `binary`.
-    pub fn default_binary(self) -> Option<&'static str> {
+    fn default_binary(self) -> Option<&'static str> {
         match self {
             AgentKind::Command => None,
             other => Some(other.as_str()),
         }
     }
 
-    /// Whether the CLI confines writes at the operating-system level for this
-    /// permission, so a write tool under it cannot escape (agent-clis.md rule 4).
-    pub fn confines_writes(self, permission: Permission) -> bool {
+    fn confines_writes(self, permission: Permission) -> bool {
         matches!(self, AgentKind::Codex) && permission != Permission::FullAccess
     }
 
-    /// Raw flags the ToolSet translation controls for this CLI, with the
-    /// field they belong to. A mode's `flags` may not contain them.
-    pub fn controlled_flags(self) -> &'static [(&'static str, FieldName)] {
+    fn controlled_flags(self) -> &'static [(&'static str, FieldName)] {
         match self {
             AgentKind::Claude => &[
                 ("--tools", "internal"),
@@ -342,14 +332,7 @@ impl AgentKind {
         }
     }
 
-    /// Environment variables an agent's `env` may not set, with why: orch
-    /// sets them itself (its own home, temporary folder and the CLI's config
-    /// directory, so nothing of the user's is read), or they change what the
-    /// CLI allows, which configuration, plugins, hooks or MCP servers it
-    /// loads, which tools it offers, or where it runs commands (read from
-    /// each pinned CLI's own code). A name ending in `*` stands for every
-    /// name it starts.
-    pub fn controlled_env(self) -> &'static [(&'static str, &'static str)] {
+    fn controlled_env(self) -> &'static [(&'static str, &'static str)] {
         const ORCH: &str = "orch sets it for each attempt";
         const WIDENS: &str = "it changes what the CLI allows, which tools it offers or which configuration, plugins, hooks or MCP servers it loads";
         match self {
@@ -482,12 +465,7 @@ impl AgentKind {
         }
     }
 
-    /// Why an agent's `env` may not set `name`, if it may not (see
-    /// [`AgentKind::controlled_env`]). Besides each CLI's own list, no LLM
-    /// agent may be given variables that load code into it or into the
-    /// programs it starts at startup (`NODE_OPTIONS`, `LD_PRELOAD`, git's
-    /// configuration by environment).
-    pub fn controlled_env_reason(self, name: &str) -> Option<&'static str> {
+    fn controlled_env_reason(self, name: &str) -> Option<&'static str> {
         const INJECTS: &str = "it loads code into the CLI or the programs it starts";
         const EVERY_LLM: &[(&str, &str)] = &[
             ("NODE_OPTIONS", INJECTS),
@@ -509,9 +487,7 @@ impl AgentKind {
             .map(|(_, why)| *why)
     }
 
-    /// For `-c key=value` style config overrides (Codex), the config keys the
-    /// ToolSet translation owns.
-    pub fn controlled_config_prefixes(self) -> &'static [(&'static str, FieldName)] {
+    fn controlled_config_prefixes(self) -> &'static [(&'static str, FieldName)] {
         match self {
             AgentKind::Codex => &[
                 ("sandbox", "permission"),
@@ -552,22 +528,7 @@ impl AgentKind {
         }
     }
 
-    /// Whether the CLI parses its command line with yargs, which also
-    /// accepts each `--kebab-case` option as `--camelCase` and a boolean
-    /// one as `--no-option`.
-    fn yargs(self) -> bool {
-        matches!(self, AgentKind::Gemini | AgentKind::Opencode)
-    }
-
-    /// If a raw flag touches something the ToolSet controls, the field it
-    /// belongs to. Flags are matched the way the CLI's parser reads them:
-    /// `--flag value` and `--flag=value`; for yargs CLIs also `--camelCase`
-    /// and `--no-flag`; short options alone, run together (`-ab`) or with
-    /// their value attached (`-sVALUE`, `-s=VALUE`); and for Codex every
-    /// spelling of `-c key=value` (`-c=k=v`, `-ck=v`, `--config=k=v`),
-    /// checked by key. A bare `--` is refused too: it would turn orch's own
-    /// arguments after it into plain words.
-    pub fn controlled_field(self, flag: &str, next: Option<&str>) -> Option<FieldName> {
+    fn controlled_field(self, flag: &str, next: Option<&str>) -> Option<FieldName> {
         let find = |name: &str| {
             self.controlled_flags()
                 .iter()
@@ -627,6 +588,15 @@ impl AgentKind {
             }
         }
         None
+    }
+}
+
+impl AgentKind {
+    /// Whether the CLI parses its command line with yargs, which also
+    /// accepts each `--kebab-case` option as `--camelCase` and a boolean
+    /// one as `--no-option`.
+    fn yargs(self) -> bool {
+        matches!(self, AgentKind::Gemini | AgentKind::Opencode)
     }
 
     /// A bare word in raw flags that the CLI reads as more than a prompt
@@ -699,12 +669,6 @@ fn yargs_camel_case(name: &str) -> String {
         }
     }
     out
-}
-
-impl fmt::Display for AgentKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 #[cfg(test)]

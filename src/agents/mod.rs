@@ -18,4 +18,4 @@ pub mod probe;
 
 pub use adapter::{Adapter, McpServerSpec, Request, adapter};
 pub use invocation::{By, Enforced, Enforcement, Invocation};
-pub use kind::AgentKind;
+pub use kind::{CliFacts, FieldName};

@@ -9,12 +9,12 @@
 
 use serde_json::{Map, Value, json};
 
-use super::AgentKind;
 use super::adapter::{Adapter, PermissionReasons, Probe, Request, shell_bound_permission};
 use super::env::{self, EnvRef};
 use super::invocation::{Enforced, Enforcement, EnvValue, EnvVar, Invocation, Stdin};
 use crate::events::{Event, rate_limit};
-use crate::toolset::{InternalTool, Permission, ToolSet};
+use crate::model::AgentKind;
+use crate::model::toolset::{InternalTool, Permission, ToolSet};
 
 pub struct Opencode;
 

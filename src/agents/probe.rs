@@ -9,10 +9,10 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::AgentKind;
 use super::adapter::adapter;
 use super::invocation::{Invocation, Stdin};
 use crate::confine::Confinement;
+use crate::model::AgentKind;
 
 /// The versions the adapters were verified against (by the end-to-end suite).
 pub const VERIFIED: &[(AgentKind, &str)] = &[

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::GlobalArgs;
 use super::output::{CmdResult, Exit, Format, stdout, usage_error, write_json};
-use crate::agents::AgentKind;
+use crate::model::AgentKind;
 use crate::settings::{self, BinaryOverride, Overrides, Sources};
 
 #[derive(Debug, clap::Args)]

@@ -11,9 +11,9 @@ use serde::Serialize;
 
 use super::GlobalArgs;
 use super::output::{CmdResult, Exit, Format, load_valid, stdout, write_json};
-use crate::agents::AgentKind;
 use crate::agents::build;
 use crate::agents::probe::{self, Installed, ProbeResult};
+use crate::model::AgentKind;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -16,9 +16,9 @@ use crate::agents::build;
 use crate::agents::invocation::{InvocationFile, Stdin};
 use crate::agents::{By, Enforcement};
 use crate::confine::{Availability, Confinement};
-use crate::pipeline::diagnostic::suggest;
+use crate::model::suggest;
+use crate::model::toolset::{Layer, Origin, Permission, Resolved};
 use crate::pipeline::model::{McpServer, McpTransport};
-use crate::toolset::{Layer, Origin, Permission, Resolved};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 
 use super::GlobalArgs;
 use super::output::{CmdResult, Exit, print_diagnostics, usage_error};
-use crate::agents::{AgentKind, build};
+use crate::agents::CliFacts;
+use crate::agents::build;
+use crate::model::AgentKind;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

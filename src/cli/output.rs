@@ -190,10 +190,7 @@ pub fn phase_index(pipeline: &crate::pipeline::Pipeline, name: &str) -> Result<u
         .iter()
         .position(|p| p.name == name)
         .ok_or_else(|| {
-            let hint = crate::pipeline::diagnostic::suggest(
-                name,
-                pipeline.phases.iter().map(|p| p.name.as_str()),
-            );
+            let hint = crate::model::suggest(name, pipeline.phases.iter().map(|p| p.name.as_str()));
             match hint {
                 Some(h) => format!(
                     "no phase named `{name}` in `{}`; did you mean `{h}`?",

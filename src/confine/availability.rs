@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::settings::ConfinementMode;
+use crate::model::ConfinementMode;
 
 /// The lowest Landlock ABI orch confines with: ABI 3 (Linux 6.2) is the
 /// first that can stop a process truncating files it may not write.

@@ -385,8 +385,8 @@ pub fn prepare(policy: &Policy, abi: u32) -> Result<Prepared, PrepareError> {
 mod tests {
     use super::*;
     use crate::confine::{Availability, Confinement, Places};
-    use crate::settings::ConfinementMode;
-    use crate::toolset::Permission;
+    use crate::model::ConfinementMode;
+    use crate::model::Permission;
     use std::process::Command;
 
     /// The kernel's ABI; the suite needs Landlock to prove confinement.

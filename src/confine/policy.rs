@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::toolset::Permission;
+use crate::model::Permission;
 
 /// Folders (and files) under the real home that stay readable: toolchains
 /// and package caches, never credentials (`~/.cargo/credentials.toml`,

@@ -47,7 +47,7 @@ use seccompiler::{
     SeccompRule, TargetArch,
 };
 
-use crate::toolset::Permission;
+use crate::model::Permission;
 
 type Rules = Vec<SeccompRule>;
 type Error = seccompiler::BackendError;

@@ -247,7 +247,7 @@ mod tests {
         .pipeline
         .phases[0]
             .clone();
-        let judge = crate::pipeline::Agent::builtin("claude", crate::agents::AgentKind::Claude);
+        let judge = crate::pipeline::Agent::builtin("claude", crate::model::AgentKind::Claude);
         let prompt = judge_prompt(&phase, &judge, &art);
         // The quoted text sits inside one fence that outlasts its own.
         let open = prompt.find("~~~~~markdown").expect("a five-tilde fence");

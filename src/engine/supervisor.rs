@@ -22,9 +22,10 @@ use tokio::process::Command;
 use tokio::sync::{mpsc, watch};
 
 use crate::agents::invocation::{Invocation, Stdin};
-use crate::agents::{AgentKind, adapter, probe};
+use crate::agents::{adapter, probe};
 use crate::clock::now_ms;
 use crate::events::{Event, RateLimit, rate_limit};
+use crate::model::AgentKind;
 use crate::store::{AttemptKey, Outcome, Record};
 
 use super::events::{Events, RunEvent};
@@ -769,7 +770,7 @@ mod tests {
             state_dir: None,
         };
         let policy = crate::confine::Policy::for_permission(
-            crate::toolset::Permission::WorkspaceWrite,
+            crate::model::Permission::WorkspaceWrite,
             &places,
             &[],
         )

@@ -11,10 +11,11 @@ mod steps;
 
 use std::collections::BTreeSet;
 
-use crate::agents::AgentKind;
+use crate::agents::CliFacts;
 use crate::graph::PhaseGraph;
+use crate::model::AgentKind;
+use crate::model::Permission;
 use crate::pipeline::Pipeline;
-use crate::toolset::Permission;
 
 /// Where orch comes from in a job. There is no default: a name on a
 /// public registry can belong to someone else, so the exporter must say

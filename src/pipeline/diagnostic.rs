@@ -12,6 +12,8 @@ use std::sync::Arc;
 use miette::{LabeledSpan, MietteSpanContents, SourceCode, SourceSpan, SpanContents};
 use serde::Serialize;
 
+use crate::model::Location;
+
 /// A source file that diagnostics point into: its display name and text.
 #[derive(Debug)]
 pub struct SourceFile {
@@ -97,25 +99,6 @@ impl SourceCode for SourceFile {
             inner.column(),
             inner.line_count(),
         )))
-    }
-}
-
-/// A position in a file, kept in the span-free model so provenance and late
-/// errors can still say `path:line:col`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Location {
-    pub path: Arc<str>,
-    pub line: usize,
-    pub column: usize,
-    #[serde(skip)]
-    pub offset: usize,
-    #[serde(skip)]
-    pub len: usize,
-}
-
-impl fmt::Display for Location {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}", self.path, self.line, self.column)
     }
 }
 
@@ -663,18 +646,6 @@ impl miette::Diagnostic for Diagnostic {
     }
 }
 
-/// The closest candidate to `word`, if any is close enough to be a likely typo.
-pub fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
-    let mut best: Option<(f64, &str)> = None;
-    for candidate in candidates {
-        let score = strsim::jaro_winkler(&word.to_lowercase(), &candidate.to_lowercase());
-        if score >= 0.8 && best.is_none_or(|(s, _)| score > s) {
-            best = Some((score, candidate));
-        }
-    }
-    best.map(|(_, c)| c.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -705,14 +676,5 @@ mod tests {
             "{out:?}"
         );
         assert!(out.contains("a = \"?[2J???x\""), "{out}");
-    }
-
-    #[test]
-    fn suggestions_only_for_close_words() {
-        assert_eq!(
-            suggest("depend_on", ["depends_on", "agents"]),
-            Some("depends_on".into())
-        );
-        assert_eq!(suggest("zzz", ["depends_on", "agents"]), None);
     }
 }

@@ -143,7 +143,7 @@ pub fn parse(yaml: &str, offset: usize) -> (Front, Vec<Problem>) {
             },
             k if CLAUDE_ONLY.contains(&k) => {}
             other => {
-                let hint = super::diagnostic::suggest(other, KEYS.iter().copied())
+                let hint = crate::model::suggest(other, KEYS.iter().copied())
                     .map(|s| format!(": did you mean `{s}`?"))
                     .unwrap_or_else(|| format!(": orch reads {}", KEYS.join(", ")));
                 problems.push((format!("unknown key `{other}`{hint}"), span(k)));

@@ -352,7 +352,7 @@ pub fn profile(
                     Problem::UnknownKey {
                         key: other.to_string(),
                         table: format!("the front matter of profile `{name}`"),
-                        suggestion: super::diagnostic::suggest(
+                        suggestion: crate::model::suggest(
                             other,
                             ["description", "tools", "model", "omit"],
                         ),

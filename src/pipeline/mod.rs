@@ -9,6 +9,6 @@ pub mod model;
 pub mod raw;
 pub mod validate;
 
-pub use diagnostic::{Diagnostic, Location, Severity, SourceFile};
+pub use diagnostic::{Diagnostic, Severity, SourceFile};
 pub use load::{Invalid, Loaded, load, load_str};
 pub use model::{Agent, Enforcement, Phase, Pipeline};

@@ -9,9 +9,9 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::diagnostic::Location;
-use crate::agents::AgentKind;
-use crate::toolset::{Layer, Layers, Mode, Permission, Resolved, ToolSetLayer, resolve};
+use crate::model::AgentKind;
+use crate::model::Location;
+use crate::model::toolset::{Layer, Layers, Mode, Permission, Resolved, ToolSetLayer, resolve};
 
 /// What to do with a ToolSet field a CLI cannot enforce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
@@ -154,7 +154,7 @@ pub enum McpTransport {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum McpSource {
     /// `[mcp_servers.NAME]` in the pipeline file.
-    Pipeline(super::diagnostic::Location),
+    Pipeline(Location),
     /// The workspace's `.mcp.json` (Claude Code's project format).
     ProjectFile(PathBuf),
 }

@@ -13,8 +13,9 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use toml::de::{DeTable, DeValue};
 
-use super::diagnostic::{Diagnostic, Problem, SourceFile, suggest};
-use crate::toolset::{Mode, Permission};
+use super::diagnostic::{Diagnostic, Problem, SourceFile};
+use crate::model::suggest;
+use crate::model::toolset::{Mode, Permission};
 
 type TomlSpanned<T> = toml::Spanned<T>;
 
@@ -132,7 +133,7 @@ pub struct RawDefaults {
 pub struct RawAgent {
     /// `claude`, `codex`, `gemini`, `opencode`, `copilot` or `command`;
     /// defaults to the table name when that is a kind.
-    #[schemars(with = "Option<crate::agents::AgentKind>")]
+    #[schemars(with = "Option<crate::model::AgentKind>")]
     pub kind: Option<SpStr>,
     /// Program looked up on PATH.
     pub binary: Option<SpStr>,

@@ -6,17 +6,20 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::diagnostic::{Diagnostic, Location, Problem, SourceFile, suggest};
+use super::diagnostic::{Diagnostic, Problem, SourceFile};
 use super::load::{self, Files};
 use super::mcp_json;
 use super::model::*;
 use super::raw::{RawMcpServer, RawPipeline, RawToolSet, SpStr, Spanned, SpannedMap};
-use crate::agents::AgentKind;
+use crate::agents::CliFacts;
 use crate::agents::capability::{self, Reach};
 use crate::agents::invocation::By;
 use crate::confine::Availability;
 use crate::graph::PhaseGraph;
-use crate::toolset::{
+use crate::model::AgentKind;
+use crate::model::Location;
+use crate::model::suggest;
+use crate::model::toolset::{
     Field, InternalTool, Layer, McpTool, Mode, ORCH_MCP_SERVER, Permission, Resolved, ToolSetLayer,
 };
 

@@ -17,10 +17,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use orch::agents::adapter;
 use orch::agents::build::{self, Context};
 use orch::agents::invocation::Stdin;
 use orch::agents::probe::{self, run_bounded, run_bounded_started};
-use orch::agents::{AgentKind, adapter};
+use orch::model::AgentKind;
 use serde_json::{Value, json};
 
 use crate::support::{clis_bin, clis_dir, path_with_clis, root, write};

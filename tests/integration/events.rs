@@ -2,8 +2,9 @@
 //! (`tests/fixtures/streams/<cli>/<scenario>.{jsonl,stderr}`, recorded by
 //! `tests/e2e/run_cli.sh --save` against the scripted model).
 
-use orch::agents::{AgentKind, adapter};
+use orch::agents::adapter;
 use orch::events::{Event, RateLimit};
+use orch::model::AgentKind;
 
 use crate::support::root;
 

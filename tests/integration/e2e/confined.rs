@@ -20,8 +20,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use orch::agents::AgentKind;
 use orch::agents::probe::run_bounded;
+use orch::model::AgentKind;
 use serde_json::{Value, json};
 
 use super::{Check, Cli, Level, ModelServer, OrchRun, check, orch_run, pipeline, scratch};

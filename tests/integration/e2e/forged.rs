@@ -12,7 +12,7 @@
 //! and once replaced the session and reported the cost as $0.00. A result
 //! written while the CLI still runs is `tests/integration/forged.rs`.)
 
-use orch::agents::AgentKind;
+use orch::model::AgentKind;
 use serde_json::json;
 
 use super::{Level, ModelServer, changed, find_cli, orch_run, pipeline, scratch};

@@ -8,8 +8,8 @@
 use std::process::Command;
 use std::time::Duration;
 
-use orch::agents::AgentKind;
 use orch::agents::probe::run_bounded;
+use orch::model::AgentKind;
 use serde_json::{Value, json};
 
 use super::{Level, ModelServer, changed, find_cli, orch_run, pipeline, scratch};

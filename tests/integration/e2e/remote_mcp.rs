@@ -7,7 +7,7 @@ use std::io::BufRead;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use orch::agents::AgentKind;
+use orch::model::AgentKind;
 use serde_json::{Value, json};
 
 use super::{Level, ModelServer, changed, find_cli, orch_run_with, pipeline, scratch};

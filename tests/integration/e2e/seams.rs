@@ -19,7 +19,7 @@
 
 use std::path::Path;
 
-use orch::agents::AgentKind;
+use orch::model::AgentKind;
 use serde_json::{Value, json};
 
 use super::{Cli, KEY, ModelServer, OrchRun, find_cli, orch_run, scratch};

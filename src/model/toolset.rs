@@ -11,7 +11,7 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::pipeline::diagnostic::Location;
+use super::source::Location;
 
 /// A phase's mode.
 #[derive(
@@ -165,11 +165,9 @@ impl InternalTool {
                     });
                 }
                 let head = s.split('(').next().unwrap_or(s);
-                let suggestion = crate::pipeline::diagnostic::suggest(
-                    head,
-                    Self::NAMES.iter().copied().chain(["Task"]),
-                )
-                .map(|n| if n == "Task" { "Agent".to_string() } else { n });
+                let suggestion =
+                    super::source::suggest(head, Self::NAMES.iter().copied().chain(["Task"]))
+                        .map(|n| if n == "Task" { "Agent".to_string() } else { n });
                 return Err(UnknownToolName { suggestion });
             }
         })

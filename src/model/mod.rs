@@ -1,0 +1,16 @@
+//! The domain's vocabulary, shared by every layer and importing none of
+//! them: the kinds of agent, modes, permissions, ToolSets and how they are
+//! resolved in layers, and where in a file a value was written.
+
+mod agent;
+mod confinement;
+mod source;
+pub mod toolset;
+
+pub use agent::AgentKind;
+pub use confinement::ConfinementMode;
+pub use source::{Location, suggest};
+pub use toolset::{
+    Field, InternalTool, Layer, McpTool, Mode, ORCH_MCP_SERVER, Origin, Permission, Provenance,
+    Resolved, ToolSet, ToolSetLayer, UnknownToolName,
+};
