@@ -24,7 +24,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use orch::graph::PhaseGraph;
+use orch::pipeline::graph::PhaseGraph;
 use orch::pipeline::{Pipeline, load_str};
 
 use pipeline_gen::{Generated, Topology, generate};

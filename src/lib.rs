@@ -1,12 +1,14 @@
 //! orch: run declarative pipelines of AI coding agents whose tool
 //! restrictions are enforced by the agent runtimes themselves.
 //!
-//! The flow (see `docs/architecture.md` beside the repo): a pipeline file is
-//! decoded with spans ([`pipeline::raw`]), validated into a span-free model
-//! ([`pipeline::model`]), each (phase, agent) ToolSet is resolved layer by
-//! layer with provenance ([`toolset`]), and the phases form a DAG
-//! ([`graph`]). Later stages (adapters, engine, store, MCP) build on these.
-
+//! The layers, what each may import and where a new pipeline key or agent
+//! CLI goes are in `ARCHITECTURE.md` at the repository's root; a test holds
+//! the imports to it. In short: a pipeline file is decoded with spans
+//! ([`pipeline::raw`]), validated into a span-free model ([`pipeline::model`]
+//! over the vocabulary in [`model`]), each (phase, agent) ToolSet is
+//! resolved layer by layer with provenance ([`model::toolset`]), and the
+//! phases form a DAG ([`pipeline::graph`]); the engine runs it through the
+//! adapters, confined, recording into the store.
 pub mod agents;
 pub mod beneath;
 pub mod children;
@@ -17,7 +19,6 @@ pub mod engine;
 pub mod events;
 pub mod export;
 pub mod git;
-pub mod graph;
 pub mod lines;
 pub mod mcp;
 pub mod model;

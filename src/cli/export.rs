@@ -11,7 +11,7 @@ use super::GlobalArgs;
 use super::output::{CmdResult, Exit, load_valid, stdout, usage_error};
 use crate::export::github::Trigger;
 use crate::export::{self, Options, OrchSource};
-use crate::graph::PhaseGraph;
+use crate::pipeline::graph::PhaseGraph;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -205,7 +205,7 @@ pub fn phase_index(pipeline: &crate::pipeline::Pipeline, name: &str) -> Result<u
 /// given), in declaration order; an unknown name is a usage error message.
 pub fn select_phases(
     pipeline: &crate::pipeline::Pipeline,
-    graph: &crate::graph::PhaseGraph,
+    graph: &crate::pipeline::graph::PhaseGraph,
     phases: &[String],
     from: Option<&str>,
 ) -> Result<Vec<usize>, String> {

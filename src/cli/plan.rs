@@ -8,8 +8,8 @@ use serde::Serialize;
 
 use super::GlobalArgs;
 use super::output::{CmdResult, Exit, load_valid, select_phases, stdout, usage_error, write_json};
-use crate::graph::PhaseGraph;
 use crate::pipeline::Pipeline;
+use crate::pipeline::graph::PhaseGraph;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Format {

@@ -14,7 +14,7 @@ use super::view::{View, progress_view, secs};
 use crate::agents::build;
 use crate::clock::now_ms;
 use crate::engine::lifecycle;
-use crate::graph::PhaseGraph;
+use crate::pipeline::graph::PhaseGraph;
 use crate::report::text;
 use crate::store::{RunDetail, RunStatus, Status};
 

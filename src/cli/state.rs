@@ -9,7 +9,7 @@ use clap::Subcommand;
 
 use super::GlobalArgs;
 use super::output::{CmdResult, Exit, Format, load_valid, usage_error, write_json};
-use crate::graph::PhaseGraph;
+use crate::pipeline::graph::PhaseGraph;
 use crate::store::transfer::{self, Unrecorded};
 use crate::store::{Reader, Status, StoreError};
 

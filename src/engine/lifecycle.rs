@@ -17,8 +17,8 @@ use super::scheduler::{self, RunOptions};
 use super::supervisor::Cancel;
 use crate::agents::build::Context;
 use crate::clock::now_ms;
-use crate::graph::PhaseGraph;
 use crate::pipeline::Pipeline;
+use crate::pipeline::graph::PhaseGraph;
 use crate::store::{Record, RunDetail, RunStatus, Store, StoreError};
 
 /// What to run.

@@ -21,7 +21,7 @@ use super::supervisor::{AttemptResult, AttemptSpec, Cancel, run_attempt};
 use crate::agents::build::{self, Context};
 use crate::agents::invocation::By;
 use crate::clock::now_ms;
-use crate::graph::PhaseGraph;
+use crate::pipeline::graph::PhaseGraph;
 use crate::pipeline::model::Validation;
 use crate::pipeline::{Agent, Phase, Pipeline};
 use crate::store::{Outcome, Record, RunStatus};

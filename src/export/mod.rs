@@ -12,10 +12,10 @@ mod steps;
 use std::collections::BTreeSet;
 
 use crate::agents::CliFacts;
-use crate::graph::PhaseGraph;
 use crate::model::AgentKind;
 use crate::model::Permission;
 use crate::pipeline::Pipeline;
+use crate::pipeline::graph::PhaseGraph;
 
 /// Where orch comes from in a job. There is no default: a name on a
 /// public registry can belong to someone else, so the exporter must say

@@ -3,6 +3,7 @@
 
 pub mod diagnostic;
 pub mod front_matter;
+pub mod graph;
 pub mod load;
 pub mod mcp_json;
 pub mod model;

@@ -15,13 +15,13 @@ use crate::agents::CliFacts;
 use crate::agents::capability::{self, Reach};
 use crate::agents::invocation::By;
 use crate::confine::Availability;
-use crate::graph::PhaseGraph;
 use crate::model::AgentKind;
 use crate::model::Location;
 use crate::model::suggest;
 use crate::model::toolset::{
     Field, InternalTool, Layer, McpTool, Mode, ORCH_MCP_SERVER, Permission, Resolved, ToolSetLayer,
 };
+use crate::pipeline::graph::PhaseGraph;
 
 /// Above this many candidates, "did you mean" is not computed (it would make
 /// huge broken files quadratic to diagnose).

@@ -145,7 +145,7 @@ proptest! {
                 for (phase, agent) in p.invocations() {
                     let _ = p.resolve(phase, agent);
                 }
-                prop_assert!(orch::graph::PhaseGraph::build(p).is_ok());
+                prop_assert!(orch::pipeline::graph::PhaseGraph::build(p).is_ok());
             }
             Err(invalid) => {
                 prop_assert!(invalid.diagnostics.iter().any(|d| d.is_error()));

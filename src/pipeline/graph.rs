@@ -10,7 +10,7 @@ use petgraph::Direction;
 use petgraph::algo::kosaraju_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
 
-use crate::pipeline::Pipeline;
+use super::Pipeline;
 
 /// A validated, acyclic phase graph. Node `i` is `pipeline.phases[i]`.
 #[derive(Debug, Clone)]
