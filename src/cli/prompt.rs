@@ -11,7 +11,8 @@ use serde::Serialize;
 use super::GlobalArgs;
 use super::output::{CmdResult, Exit, Format, load_valid, stdout, usage_error, write_json};
 use crate::agents::build;
-use crate::prompt::{Layer, OMITTABLE, tokens};
+use crate::catalog::OMITTABLE;
+use crate::prompt::{Layer, tokens};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -26,7 +26,7 @@ pub use host::{Endpoint, Host, ServerSpawn, ServerTransport, server_socket};
 pub use ledger::Ledger;
 pub use phase::sha256_hex;
 pub use portable::problems as schema_problems;
-pub use server::{OrchServer, tool_names};
+pub use server::OrchServer;
 
 #[cfg(test)]
 mod tests;

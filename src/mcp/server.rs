@@ -119,17 +119,6 @@ fn all_tools() -> ToolRouter<OrchServer> {
     router
 }
 
-/// The names of all of orch's tools, sorted (what `mcp__orch__NAME` may
-/// name).
-pub fn tool_names() -> &'static [String] {
-    static NAMES: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
-        let mut names: Vec<String> = all_tools().map.keys().map(|k| k.to_string()).collect();
-        names.sort();
-        names
-    });
-    &NAMES
-}
-
 impl ServerHandler for OrchServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())

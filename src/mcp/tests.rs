@@ -10,7 +10,7 @@ use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-use super::{Caller, Judging, Ledger, OrchServer, schema_problems, sha256_hex, tool_names};
+use super::{Caller, Judging, Ledger, OrchServer, schema_problems, sha256_hex};
 use crate::store::{Reporter, Reports, Store};
 
 struct Harness {
@@ -164,7 +164,7 @@ async fn every_tool_is_listed_with_a_schema_every_cli_accepts() {
     let tools = h.client.list_all_tools().await.unwrap();
     let mut names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
     names.sort();
-    assert_eq!(names, tool_names());
+    assert_eq!(names, crate::catalog::ORCH_TOOLS);
     assert!(names.len() >= 19, "{names:?}");
     for t in &tools {
         let schema = Value::Object((*t.input_schema).clone());

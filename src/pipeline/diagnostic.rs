@@ -439,7 +439,7 @@ impl Problem {
             Problem::UnknownOrchTool { suggestion, .. } => did_you_mean(suggestion).or_else(|| {
                 Some(format!(
                     "orch's tools: {} (or `mcp__orch__*` for all)",
-                    crate::mcp::tool_names().join(", ")
+                    crate::catalog::ORCH_TOOLS.join(", ")
                 ))
             }),
             Problem::UnknownMcpServer {

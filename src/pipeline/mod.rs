@@ -8,6 +8,7 @@ pub mod load;
 pub mod mcp_json;
 pub mod model;
 pub mod raw;
+pub mod template;
 pub mod validate;
 
 pub use diagnostic::{Diagnostic, Severity, SourceFile};

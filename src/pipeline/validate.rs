@@ -345,7 +345,7 @@ impl<'s> Validator<'s> {
                         server,
                         tool: Some(tool),
                     }) if server == ORCH_MCP_SERVER
-                        && !crate::mcp::tool_names().contains(&tool) =>
+                        && !crate::catalog::ORCH_TOOLS.contains(&tool.as_str()) =>
                     {
                         ok = false;
                         self.error(
@@ -353,7 +353,7 @@ impl<'s> Validator<'s> {
                                 name: item.value.clone(),
                                 suggestion: suggest_among(
                                     &tool,
-                                    crate::mcp::tool_names().iter().map(String::as_str),
+                                    crate::catalog::ORCH_TOOLS.iter().copied(),
                                 ),
                                 tool,
                             },
@@ -841,13 +841,13 @@ impl<'s> Validator<'s> {
                             layer
                         });
                         for o in &raw_profile.omit {
-                            if !crate::prompt::OMITTABLE.contains(&o.value.as_str()) {
+                            if !crate::catalog::OMITTABLE.contains(&o.value.as_str()) {
                                 diags.push(Diagnostic::error(
                                     Problem::ProfileFrontMatter {
                                         name: n.value.clone(),
                                         reason: format!(
                                             "`omit` may name {} (the workspace boundary, the contract and the profile are always there), not `{}`",
-                                            crate::prompt::OMITTABLE.join(", "),
+                                            crate::catalog::OMITTABLE.join(", "),
                                             o.value
                                         ),
                                     },
@@ -1226,7 +1226,7 @@ impl<'s> Validator<'s> {
     /// `{{artifacts.X}}` an earlier phase (one this phase depends on) that
     /// declares artifacts.
     fn templates(&mut self, pipeline: &Pipeline, places: &[Vec<TextAt>]) {
-        use crate::prompt::template::{self, Meaning};
+        use super::template::{self, Meaning};
         let graph = PhaseGraph::build(pipeline).ok();
         for (i, (phase, places)) in pipeline.phases.iter().zip(places).enumerate() {
             for place in places {

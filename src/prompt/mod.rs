@@ -6,14 +6,13 @@ pub mod budget;
 pub mod context;
 pub mod learnings;
 pub mod system;
-pub mod template;
 
-pub use system::{Facts, Layer, OMITTABLE};
+pub use system::{Facts, Layer};
 
 use std::collections::BTreeMap;
 
+use crate::pipeline::template::{self, Meaning};
 use crate::pipeline::{Phase, Pipeline};
-use template::Meaning;
 
 /// What prompt variables stand for in one attempt.
 #[derive(Debug, Clone, Copy)]

@@ -12,9 +12,6 @@ use serde::Serialize;
 use crate::pipeline::Phase;
 use crate::pipeline::model::Validation;
 
-/// The layers a profile may leave out.
-pub const OMITTABLE: &[&str] = &["instructions", "learnings"];
-
 /// The most characters of convention learnings in a system prompt.
 pub const MAX_LEARNING_CHARS: usize = 1_500;
 
