@@ -24,6 +24,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use orch::agents::checks::Checks;
 use orch::pipeline::graph::PhaseGraph;
 use orch::pipeline::{Pipeline, load_str};
 
@@ -65,7 +66,12 @@ fn os() -> orch::confine::Availability {
 }
 
 fn load(g: &Generated) -> Pipeline {
-    match load_str("generated.toml", g.text.clone(), Path::new("."), &os()) {
+    match load_str(
+        "generated.toml",
+        g.text.clone(),
+        Path::new("."),
+        &Checks::new(&os()),
+    ) {
         Ok(l) => {
             assert!(
                 l.warnings.is_empty(),
@@ -114,8 +120,9 @@ fn benches(c: &mut Criterion) {
             b.iter_batched(
                 || g.text.clone(),
                 |text| {
-                    let loaded = load_str("generated.toml", text, Path::new("."), &os())
-                        .expect("validated above");
+                    let loaded =
+                        load_str("generated.toml", text, Path::new("."), &Checks::new(&os()))
+                            .expect("validated above");
                     let s = resolve_all(&loaded.pipeline);
                     black_box((loaded, s.invocations))
                 },

@@ -1001,7 +1001,13 @@ mod tests {
     fn no_agent_may_read_or_write_the_state_directory() {
         let text = "version = 1\nname = \"d\"\n[agents.lint]\nkind = \"command\"\ncommand = [\"true\"]\n[[phases]]\nname = \"a\"\nagents = [\"claude\", \"lint\"]\nmode = \"audit\"\nprompt = \"x\"\n[phases.tools]\npermission = \"read-only\"\n[[phases]]\nname = \"b\"\nagents = [\"claude\"]\nmode = \"audit\"\nprompt = \"x\"\n[phases.tools]\nmcp = []\n".to_string();
         let os = Availability::Available { abi: 7 };
-        let loaded = crate::pipeline::load_str("d.toml", text, Path::new("."), &os).unwrap();
+        let loaded = crate::pipeline::load_str(
+            "d.toml",
+            text,
+            Path::new("."),
+            &crate::agents::checks::Checks::new(&os),
+        )
+        .unwrap();
         let p = &loaded.pipeline;
         let ctx = Context {
             confinement: os,
@@ -1028,7 +1034,13 @@ mod tests {
         let os = Availability::Unavailable {
             reason: "test".into(),
         };
-        let loaded = crate::pipeline::load_str("d.toml", text, Path::new("."), &os).unwrap();
+        let loaded = crate::pipeline::load_str(
+            "d.toml",
+            text,
+            Path::new("."),
+            &crate::agents::checks::Checks::new(&os),
+        )
+        .unwrap();
         let p = &loaded.pipeline;
         let ctx = Context::new(Settings::default(), PathBuf::from("/w"));
         let slot = Slot {
@@ -1073,7 +1085,13 @@ mod tests {
         assert_eq!(marker("b"), (false, None), "no orch server, no marker");
         // A plain command speaks no MCP: its attempt gets no marker.
         let text = "version = 1\nname = \"c\"\n[agents.t]\nkind = \"command\"\ncommand = [\"true\"]\n[[phases]]\nname = \"a\"\nagents = [\"t\"]\n".to_string();
-        let loaded = crate::pipeline::load_str("c.toml", text, Path::new("."), &os).unwrap();
+        let loaded = crate::pipeline::load_str(
+            "c.toml",
+            text,
+            Path::new("."),
+            &crate::agents::checks::Checks::new(&os),
+        )
+        .unwrap();
         let p = &loaded.pipeline;
         let inv = invocation(p, &p.phases[0], p.agent("t").unwrap(), &ctx, &slot);
         assert!(inv.files.is_empty(), "{:?}", inv.files);
@@ -1086,7 +1104,13 @@ mod tests {
             .map(|a| format!("[[phases]]\nname = \"p-{a}\"\nagents = [\"{a}\"]\nprompt = \"x\"\n[phases.tools]\nmcp = [\"mcp__orch__*\"]\n"))
             .fold("version = 1\nname = \"e\"\n".to_string(), |a, p| a + &p);
         let os = Availability::Available { abi: 7 };
-        let loaded = crate::pipeline::load_str("e.toml", text, Path::new("."), &os).unwrap();
+        let loaded = crate::pipeline::load_str(
+            "e.toml",
+            text,
+            Path::new("."),
+            &crate::agents::checks::Checks::new(&os),
+        )
+        .unwrap();
         let p = &loaded.pipeline;
         let ctx = Context::new(Settings::default(), PathBuf::from("/w"));
         for (phase, agent) in p.invocations() {
@@ -1113,7 +1137,13 @@ mod tests {
                 |a, p| a + &p,
             );
         let os = Availability::Available { abi: 7 };
-        let loaded = crate::pipeline::load_str("e.toml", text, Path::new("."), &os).unwrap();
+        let loaded = crate::pipeline::load_str(
+            "e.toml",
+            text,
+            Path::new("."),
+            &crate::agents::checks::Checks::new(&os),
+        )
+        .unwrap();
         let p = &loaded.pipeline;
         let ctx = Context::new(Settings::default(), PathBuf::from("/w"));
         for (phase, agent) in p.invocations() {
@@ -1139,8 +1169,13 @@ mod tests {
             assert_eq!(spawns[0].0, own.join("orch/mcp-s.sock"));
         }
         let plain = "version = 1\nname = \"e\"\n[mcp_servers.s]\ncommand = [\"s-mcp\", \"--region\", \"eu\"]\n[[phases]]\nname = \"p\"\nagents = [\"opencode\"]\nprompt = \"x\"\n[phases.tools]\nmcp = [\"mcp__s__*\"]\n";
-        let loaded =
-            crate::pipeline::load_str("e.toml", plain.into(), Path::new("."), &os).unwrap();
+        let loaded = crate::pipeline::load_str(
+            "e.toml",
+            plain.into(),
+            Path::new("."),
+            &crate::agents::checks::Checks::new(&os),
+        )
+        .unwrap();
         let p = &loaded.pipeline;
         let (phase, agent) = p.invocations().next().unwrap();
         let inv = invocation(p, phase, agent, &ctx, &Slot::preview(Path::new("/own")));

@@ -5,6 +5,7 @@
 pub mod adapter;
 pub mod build;
 pub mod capability;
+pub mod checks;
 mod claude;
 mod codex;
 mod command;

@@ -50,7 +50,12 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         std::env::current_dir()?.join(&args.dir)
     };
     let valid = |text: &String| {
-        crate::pipeline::load_str("pipeline.toml", text.clone(), &base, &ctx.confinement)
+        crate::pipeline::load_str(
+            "pipeline.toml",
+            text.clone(),
+            &base,
+            &crate::agents::checks::Checks::new(&ctx.confinement),
+        )
     };
     let confined = ctx.confinement.is_available();
     let mut pipeline = pipeline_text(&kinds, true, confined);

@@ -128,7 +128,7 @@ pub fn load_valid(
     os: &crate::confine::Availability,
     color: bool,
 ) -> io::Result<Result<Loaded, Exit>> {
-    match crate::pipeline::load(path, os) {
+    match crate::pipeline::load(path, &crate::agents::checks::Checks::new(os)) {
         Ok(loaded) => {
             print_diagnostics(&loaded.warnings, color);
             Ok(Ok(loaded))

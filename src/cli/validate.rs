@@ -59,7 +59,10 @@ pub fn run(args: &Args, global: &super::GlobalArgs, color: bool) -> CmdResult {
     };
     for file in &files {
         let name = file.display().to_string();
-        let (valid, diags, detail) = match crate::pipeline::load(file, &ctx.confinement) {
+        let (valid, diags, detail) = match crate::pipeline::load(
+            file,
+            &crate::agents::checks::Checks::new(&ctx.confinement),
+        ) {
             Ok(l) if crate::agents::build::state_dir_problem(&l.pipeline, &ctx).is_some() => {
                 let problem =
                     crate::agents::build::state_dir_problem(&l.pipeline, &ctx).unwrap_or_default();

@@ -241,7 +241,7 @@ mod tests {
             "p.toml",
             "version = 1\nname = \"p\"\n[[phases]]\nname = \"a\"\nagents = [\"claude\"]\nprompt = \"x\"\n".into(),
             Path::new("."),
-            &crate::confine::Availability::Available { abi: 7 },
+            &crate::agents::checks::Checks::new(&crate::confine::Availability::Available { abi: 7 }),
         )
         .unwrap()
         .pipeline

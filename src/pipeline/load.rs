@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use toml::de::DeTable;
 
+use super::clis::CliChecks;
 use super::diagnostic::{Diagnostic, Problem, SourceFile};
 use super::model::Pipeline;
 use super::raw::{self, Decoder, RawToolSet};
 use super::validate::Validator;
-use crate::confine::Availability;
 
 /// A pipeline that validated, and the warnings found on the way.
 #[derive(Debug)]
@@ -25,9 +25,9 @@ pub struct Invalid {
     pub diagnostics: Vec<Diagnostic>,
 }
 
-/// Load and validate a pipeline file for a machine where confinement is
-/// `os` (what it can enforce depends on it).
-pub fn load(path: &Path, os: &Availability) -> Result<Loaded, Invalid> {
+/// Load and validate a pipeline file; `clis` answers what only the agent
+/// CLIs and the machine know (what they can enforce depends on both).
+pub fn load(path: &Path, clis: &dyn CliChecks) -> Result<Loaded, Invalid> {
     let name = path.display().to_string();
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
@@ -67,7 +67,7 @@ pub fn load(path: &Path, os: &Availability) -> Result<Loaded, Invalid> {
         }
     };
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    load_str(&name, text, &base, os).map(|mut l| {
+    load_str(&name, text, &base, clis).map(|mut l| {
         l.pipeline.path = path.to_path_buf();
         l
     })
@@ -79,7 +79,7 @@ pub fn load_str(
     name: &str,
     text: String,
     base: &Path,
-    os: &Availability,
+    clis: &dyn CliChecks,
 ) -> Result<Loaded, Invalid> {
     let source = SourceFile::new(name, text);
     let (raw, mut diags) = raw::decode(&source);
@@ -88,7 +88,7 @@ pub fn load_str(
     };
     let (files, more) = Files::read(&raw, base);
     diags.extend(more);
-    let mut v = Validator::new(&source, &files, os);
+    let mut v = Validator::new(&source, &files, clis);
     let pipeline = v.pipeline(&raw);
     diags.extend(v.diags);
     diags.sort_by_key(|d| (d.source.name != source.name, d.span.start));

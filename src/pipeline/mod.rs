@@ -1,6 +1,7 @@
 //! Pipeline files: raw (spanned) decoding, loading, validation, and the
 //! validated model.
 
+pub mod clis;
 pub mod diagnostic;
 pub mod front_matter;
 pub mod graph;

@@ -6,20 +6,17 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::clis::{CliChecks, Spans};
 use super::diagnostic::{Diagnostic, Problem, SourceFile};
 use super::load::{self, Files};
 use super::mcp_json;
 use super::model::*;
 use super::raw::{RawMcpServer, RawPipeline, RawToolSet, SpStr, Spanned, SpannedMap};
-use crate::agents::CliFacts;
-use crate::agents::capability::{self, Reach};
-use crate::agents::invocation::By;
-use crate::confine::Availability;
 use crate::model::AgentKind;
 use crate::model::Location;
 use crate::model::suggest;
 use crate::model::toolset::{
-    Field, InternalTool, Layer, McpTool, Mode, ORCH_MCP_SERVER, Permission, Resolved, ToolSetLayer,
+    Field, InternalTool, Layer, McpTool, Mode, ORCH_MCP_SERVER, Permission, ToolSetLayer,
 };
 use crate::pipeline::graph::PhaseGraph;
 
@@ -34,8 +31,8 @@ pub struct Validator<'s> {
     pub diags: Vec<Diagnostic>,
     /// Other files diagnostics may point into (profiles).
     extra_sources: Vec<Arc<SourceFile>>,
-    /// Whether orch can confine agents where this pipeline will run.
-    os: &'s Availability,
+    /// What only the agent CLIs and this machine can answer.
+    clis: &'s dyn CliChecks,
 }
 
 /// A prompt text and where it is written, to point at its variables.
@@ -127,13 +124,13 @@ fn suggest_among<'a>(
 }
 
 impl<'s> Validator<'s> {
-    pub fn new(source: &'s Arc<SourceFile>, files: &'s Files, os: &'s Availability) -> Self {
+    pub fn new(source: &'s Arc<SourceFile>, files: &'s Files, clis: &'s dyn CliChecks) -> Self {
         Self {
             source,
             files,
             diags: Vec::new(),
             extra_sources: Vec::new(),
-            os,
+            clis,
         }
     }
 
@@ -616,7 +613,7 @@ impl<'s> Validator<'s> {
                 if let Some(f) = &settings.flags {
                     for (i, flag) in f.value.iter().enumerate() {
                         let next = f.value.get(i + 1).map(|n| n.value.as_str());
-                        if let Some(field) = kind.controlled_field(&flag.value, next) {
+                        if let Some(field) = self.clis.controlled_flag(kind, &flag.value, next) {
                             self.error(
                                 Problem::ControlledFlag {
                                     flag: flag.value.clone(),
@@ -631,13 +628,7 @@ impl<'s> Validator<'s> {
                 modes.push((mode, ModeSettings { tools, flags }));
             }
             for (k, v) in &a.env.0 {
-                let why = match kind.controlled_env_reason(&k.value) {
-                    Some(why) => Some(why.to_string()),
-                    None => crate::agents::adapter(kind)
-                        .check_env(&k.value, &v.value)
-                        .err(),
-                };
-                if let Some(why) = why {
+                if let Err(why) = self.clis.check_env(kind, &k.value, &v.value) {
                     self.error(
                         Problem::ControlledEnv {
                             name: k.value.clone(),
@@ -650,7 +641,7 @@ impl<'s> Validator<'s> {
             }
             let binary = a.binary.as_ref().map(|b| b.value.clone());
             if let Some(m) = &a.model
-                && let Err(reason) = crate::agents::adapter(kind).check_model(&m.value)
+                && let Err(reason) = self.clis.check_model(kind, &m.value)
             {
                 self.error(
                     Problem::BadModel {
@@ -835,7 +826,7 @@ impl<'s> Validator<'s> {
                     Ok((source, raw_profile, diags)) => {
                         let mut diags = diags.clone();
                         let tools = raw_profile.tools.as_ref().map(|t| {
-                            let mut v = Validator::new(source, files, self.os);
+                            let mut v = Validator::new(source, files, self.clis);
                             let layer = v.toolset(t, &server_names);
                             diags.extend(v.diags);
                             layer
@@ -869,7 +860,7 @@ impl<'s> Validator<'s> {
                                     continue;
                                 };
                                 if let Err(reason) =
-                                    crate::agents::adapter(kind).check_model(&m.value)
+                                    self.clis.check_model(kind, &m.value)
                                 {
                                     diags.push(Diagnostic::error(
                                         Problem::BadModel {
@@ -988,7 +979,7 @@ impl<'s> Validator<'s> {
                     else {
                         continue;
                     };
-                    if let Err(reason) = crate::agents::adapter(kind).check_model(&m.value) {
+                    if let Err(reason) = self.clis.check_model(kind, &m.value) {
                         self.error(
                             Problem::BadModel {
                                 model: m.value.clone(),
@@ -1067,7 +1058,14 @@ impl<'s> Validator<'s> {
         self.prompts(&pipeline, &agent_spans);
         self.cycles(&pipeline, &dep_spans);
         self.templates(&pipeline, &prompt_places);
-        self.enforcement(&pipeline, &agent_positions);
+        let spans = Spans {
+            source: self.source,
+            profiles: &self.extra_sources,
+            agents: &agent_positions,
+        };
+        let found = self.clis.enforcement(&pipeline, &spans);
+        self.diags.extend(found);
+        self.unwritable_artifacts(&pipeline);
 
         if self.diags.iter().any(Diagnostic::is_error) {
             None
@@ -1331,240 +1329,6 @@ impl<'s> Validator<'s> {
         }
     }
 
-    /// Under `read-only`, no tool that writes unless the CLI confines writes
-    /// at the operating-system level (pipeline-format.md, "Enforcement").
-    fn read_only_writes(&mut self, phase: &Phase, agent: &Agent, r: &Resolved) {
-        let level = r.toolset.permission;
-        if level != Permission::ReadOnly
-            || agent.kind.confines_writes(level)
-            || self.os.is_available()
-        {
-            return;
-        }
-        let Some(tool) = r.toolset.internal.iter().find(|t| t.writes()) else {
-            return;
-        };
-        let from_defaults = r.provenance.internal.at.is_none();
-        let Some(at) = r
-            .provenance
-            .internal
-            .at
-            .as_ref()
-            .or(r.provenance.permission.at.as_ref())
-        else {
-            return;
-        };
-        let source = self.source_for(at);
-        let label = if from_defaults {
-            format!(
-                "read-only here, but mode `{}` defaults include `{tool}`",
-                phase.mode
-            )
-        } else {
-            format!("`{tool}` writes")
-        };
-        self.diags.push(
-            Diagnostic::error(
-                Problem::ReadOnlyWrites {
-                    agent: agent.name.clone(),
-                    phase: phase.name.clone(),
-                    tool: tool.to_string(),
-                    from_defaults,
-                },
-                &source,
-                at.offset..at.offset + at.len,
-            )
-            .with_label(label),
-        );
-    }
-
-    /// Consult each CLI's capability table: tools it does not have are
-    /// errors; fields it cannot enforce are errors under `strict` and
-    /// warnings under `best-effort` (pipeline-format.md, "Enforcement").
-    fn enforcement(&mut self, pipeline: &Pipeline, agent_positions: &[Vec<Range<usize>>]) {
-        let strict = pipeline.defaults.enforcement == Enforcement::Strict;
-        // Every (phase, agent), then every judge as the phase it runs as.
-        let judged: Vec<Phase> = pipeline
-            .phases
-            .iter()
-            .filter_map(Phase::judge_preview)
-            .collect();
-        // (phase, agent, where the agent is named, whether it judges).
-        let mut items: Vec<(&Phase, &String, Option<Range<usize>>, bool)> = Vec::new();
-        for (pi, phase) in pipeline.phases.iter().enumerate() {
-            for (ai, name) in phase.agents.iter().enumerate() {
-                items.push((
-                    phase,
-                    name,
-                    agent_positions.get(pi).and_then(|s| s.get(ai)).cloned(),
-                    false,
-                ));
-            }
-        }
-        items.extend(judged.iter().map(|p| (p, &p.agents[0], None, true)));
-        for (phase, name, at, judges) in items {
-            {
-                let Some(agent) = pipeline.agent(name) else {
-                    continue;
-                };
-                let agent_span = at.unwrap_or_else(|| {
-                    phase.location.offset..phase.location.offset + phase.location.len
-                });
-                let r = pipeline.resolve(phase, agent);
-                // One resolution serves both checks.
-                if agent.kind.is_llm() {
-                    self.read_only_writes(phase, agent, &r);
-                }
-                let at_or_agent = |at: &Option<Location>| -> (Arc<SourceFile>, Range<usize>) {
-                    match at {
-                        Some(l) => (
-                            source_for(self.source, &self.extra_sources, l),
-                            l.offset..l.offset + l.len,
-                        ),
-                        None => (Arc::clone(self.source), agent_span.clone()),
-                    }
-                };
-                if !agent.kind.is_llm() {
-                    // ToolSets do not apply to plain commands, except their
-                    // `permission` (orch confines them by it). Any other
-                    // field in `agent_tools` aimed at one, or in phase
-                    // `tools` in a phase of commands only, asks for a
-                    // restriction orch cannot honour; in a mixed phase the
-                    // phase's tools are for its LLM agents.
-                    let only_commands = phase
-                        .agents
-                        .iter()
-                        .all(|a| pipeline.agent(a).is_none_or(|a| !a.kind.is_llm()));
-                    let explicit = [
-                        &r.provenance.internal,
-                        &r.provenance.mcp,
-                        &r.provenance.max_turns,
-                    ]
-                    .into_iter()
-                    .find(|o| {
-                        o.layer == Layer::AgentTools || (o.layer == Layer::Tools && only_commands)
-                    });
-                    if let Some(origin) = explicit {
-                        let (source, span) = at_or_agent(&origin.at);
-                        let problem = Problem::Unenforceable {
-                            field: "tools",
-                            agent: agent.name.clone(),
-                            phase: phase.name.clone(),
-                            kind: "a command agent".into(),
-                            // The command adapter says why, for every field alike.
-                            reason: format!(
-                                "{}; only `permission` is, by confining the command",
-                                crate::agents::adapter(agent.kind)
-                                    .enforcement(&r.toolset)
-                                    .internal
-                                    .reason
-                            ),
-                            strict,
-                        };
-                        self.diags.push(if strict {
-                            Diagnostic::error(problem, &source, span)
-                        } else {
-                            Diagnostic::warning(problem, &source, span)
-                        });
-                    }
-                    let mut reach = Reach::of(pipeline, &r);
-                    reach.after_writer = pipeline.writer_before(phase).map(|(w, _)| w);
-                    let report = capability::enforcement(agent.kind, &r.toolset, &reach, self.os);
-                    if report.permission.by == By::None
-                        && (r.provenance.permission.layer != Layer::Default
-                            || reach.after_writer.is_some())
-                    {
-                        let (source, span) = at_or_agent(&r.provenance.permission.at);
-                        let problem = Problem::Unenforceable {
-                            field: "permission",
-                            agent: agent.name.clone(),
-                            phase: phase.name.clone(),
-                            kind: "a command agent".into(),
-                            reason: report.permission.reason,
-                            strict,
-                        };
-                        self.diags.push(if strict {
-                            Diagnostic::error(problem, &source, span)
-                        } else {
-                            Diagnostic::warning(problem, &source, span)
-                        });
-                    }
-                    continue;
-                }
-                let adapter = crate::agents::adapter(agent.kind);
-                // A judge that may start programs after the work it judges
-                // may have been written: what the work planted (a build
-                // script, a test, a hook) would run in the judge's process
-                // tree, with the judge's verdict tools.
-                if judges
-                    && let Some(tool) = adapter.starts_programs(&r.toolset)
-                    && let Some((writer_phase, writer)) = pipeline
-                        .writers_before(phase)
-                        .find(|(w, a)| !(*w == phase.name && *a == agent.name))
-                {
-                    let (source, span) = at_or_agent(&r.provenance.internal.at);
-                    let problem = Problem::JudgeRunsTheWork {
-                        judge: agent.name.clone(),
-                        phase: phase.name.clone(),
-                        tool,
-                        writer: format!("`{writer}` (phase `{writer_phase}`)"),
-                        codex: agent.kind == AgentKind::Codex,
-                        strict,
-                    };
-                    self.diags.push(if strict {
-                        Diagnostic::error(problem, &source, span)
-                    } else {
-                        Diagnostic::warning(problem, &source, span)
-                    });
-                }
-                for tool in &r.toolset.internal {
-                    if !adapter.supports(tool) {
-                        let (source, span) = at_or_agent(&r.provenance.internal.at);
-                        self.diags.push(Diagnostic::error(
-                            Problem::UnsupportedTool {
-                                tool: tool.to_string(),
-                                kind: agent.kind.to_string(),
-                                agent: agent.name.clone(),
-                                phase: phase.name.clone(),
-                            },
-                            &source,
-                            span,
-                        ));
-                    }
-                }
-                let report = capability::enforcement(
-                    agent.kind,
-                    &r.toolset,
-                    &Reach::of(pipeline, &r),
-                    self.os,
-                );
-                for (field, reason) in report.gaps() {
-                    let origin = match field {
-                        "internal" => &r.provenance.internal,
-                        "mcp" => &r.provenance.mcp,
-                        "permission" => &r.provenance.permission,
-                        _ => &r.provenance.max_turns,
-                    };
-                    let (source, span) = at_or_agent(&origin.at);
-                    let problem = Problem::Unenforceable {
-                        field,
-                        agent: agent.name.clone(),
-                        phase: phase.name.clone(),
-                        kind: agent.kind.to_string(),
-                        reason: reason.to_string(),
-                        strict,
-                    };
-                    self.diags.push(if strict {
-                        Diagnostic::error(problem, &source, span)
-                    } else {
-                        Diagnostic::warning(problem, &source, span)
-                    });
-                }
-            }
-        }
-        self.unwritable_artifacts(pipeline);
-    }
-
     /// A phase that must leave a file behind where none of its agents may
     /// write (read-only; a plain command without a `permission` runs
     /// unconfined and may): its agents cannot produce it. The contract's
@@ -1599,17 +1363,4 @@ impl<'s> Validator<'s> {
             }
         }
     }
-
-    fn source_for(&self, at: &Location) -> Arc<SourceFile> {
-        source_for(self.source, &self.extra_sources, at)
-    }
-}
-
-/// The file a location points into: a profile's, else the pipeline's.
-fn source_for(main: &Arc<SourceFile>, extra: &[Arc<SourceFile>], at: &Location) -> Arc<SourceFile> {
-    extra
-        .iter()
-        .find(|s| s.name == at.path)
-        .cloned()
-        .unwrap_or_else(|| Arc::clone(main))
 }

@@ -501,15 +501,16 @@ fn run_cell(cli: &Cli, level: Level, dir: &Path, script: Value) -> Run {
     }
     let mut ctx = Context::new(settings, work.clone());
     ctx.orch_exe = env!("CARGO_BIN_EXE_orch").to_string();
-    let loaded = orch::pipeline::load(&file, &ctx.confinement).unwrap_or_else(|e| {
-        panic!(
-            "{:#?}",
-            e.diagnostics
-                .iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-        )
-    });
+    let loaded = orch::pipeline::load(&file, &orch::agents::checks::Checks::new(&ctx.confinement))
+        .unwrap_or_else(|e| {
+            panic!(
+                "{:#?}",
+                e.diagnostics
+                    .iter()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+            )
+        });
     let p = &loaded.pipeline;
     let (phase, agent) = p.invocations().next().unwrap();
     // As `orch run` does it: a fresh directory of its own, confined.

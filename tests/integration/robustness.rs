@@ -137,7 +137,7 @@ proptest! {
             "mutated.toml",
             text,
             &base,
-            &orch::confine::Availability::Available { abi: 7 },
+            &orch::agents::checks::Checks::new(&orch::confine::Availability::Available { abi: 7 }),
         ) {
             Ok(loaded) => {
                 // A pipeline that loads also resolves and forms a DAG.
