@@ -26,6 +26,6 @@ pub mod model;
 pub mod pipeline;
 pub mod prompt;
 pub mod report;
-pub mod schema;
+
 pub mod settings;
 pub mod store;

@@ -3,7 +3,7 @@
 //! field is enforced, and parses the CLI's event stream.
 
 pub mod adapter;
-pub mod build;
+
 pub mod capability;
 pub mod checks;
 mod claude;

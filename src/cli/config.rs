@@ -49,7 +49,7 @@ pub fn overrides(global: &GlobalArgs) -> Result<Overrides, String> {
 /// The build context for commands that make invocations: the layered
 /// settings and the working directory. On bad settings, the error is
 /// printed and the exit code returned.
-pub fn context(global: &GlobalArgs) -> Result<crate::agents::build::Context, Exit> {
+pub fn context(global: &GlobalArgs) -> Result<crate::engine::assemble::Context, Exit> {
     let o = match overrides(global) {
         Ok(o) => o,
         Err(m) => {
@@ -60,7 +60,7 @@ pub fn context(global: &GlobalArgs) -> Result<crate::agents::build::Context, Exi
     match settings::load(&Sources::discover(), &o) {
         Ok(l) => {
             let workdir = std::env::current_dir().unwrap_or_else(|_| ".".into());
-            Ok(crate::agents::build::Context::new(l.settings, workdir))
+            Ok(crate::engine::assemble::Context::new(l.settings, workdir))
         }
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "{:?}", miette::Report::new(e));
@@ -101,7 +101,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> CmdResult {
             0,
             Row {
                 key: "state_dir".into(),
-                value: crate::agents::build::default_state_dir(&workdir, home.as_deref())
+                value: crate::engine::assemble::default_state_dir(&workdir, home.as_deref())
                     .display()
                     .to_string(),
                 source: "default (this repository's, outside it)".into(),

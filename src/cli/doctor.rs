@@ -11,8 +11,8 @@ use serde::Serialize;
 
 use super::GlobalArgs;
 use super::output::{CmdResult, Exit, Format, load_valid, stdout, write_json};
-use crate::agents::build;
 use crate::agents::probe::{self, Installed, ProbeResult};
+use crate::engine::assemble;
 use crate::model::AgentKind;
 
 #[derive(Debug, clap::Args)]
@@ -60,11 +60,11 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
     }
 }
 
-fn installed(args: &Args, ctx: &build::Context) -> CmdResult {
+fn installed(args: &Args, ctx: &assemble::Context) -> CmdResult {
     let rows: Vec<Installed> = AgentKind::ALL
         .into_iter()
         .filter(|k| k.is_llm())
-        .map(|k| probe::installed(k, &build::kind_program(k, &ctx.settings)))
+        .map(|k| probe::installed(k, &assemble::kind_program(k, &ctx.settings)))
         .collect();
     match args.format {
         Format::Json => write_json(&DoctorJson {
@@ -106,7 +106,7 @@ fn installed(args: &Args, ctx: &build::Context) -> CmdResult {
     Ok(Exit::Success)
 }
 
-fn probes(args: &Args, file: &std::path::Path, ctx: &build::Context, color: bool) -> CmdResult {
+fn probes(args: &Args, file: &std::path::Path, ctx: &assemble::Context, color: bool) -> CmdResult {
     let loaded = match load_valid(file, &ctx.confinement, color)? {
         Ok(l) => l,
         Err(exit) => return Ok(exit),
@@ -119,7 +119,7 @@ fn probes(args: &Args, file: &std::path::Path, ctx: &build::Context, color: bool
         }
         // Probed as it would run: in a fresh directory of its own, confined.
         let dir = ctx.attempt_dir(&phase.name, &agent.name);
-        let inv = build::invocation(p, phase, agent, ctx, &build::Slot::preview(dir.path()));
+        let inv = assemble::invocation(p, phase, agent, ctx, &assemble::Slot::preview(dir.path()));
         let result = probe::probe(agent.kind, &inv);
         rows.push(ProbeRow {
             phase: phase.name.clone(),

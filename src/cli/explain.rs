@@ -12,10 +12,10 @@ use super::GlobalArgs;
 use super::output::{
     CmdResult, Exit, Format, load_valid, phase_index, stdout, usage_error, write_json,
 };
-use crate::agents::build;
 use crate::agents::invocation::{InvocationFile, Stdin};
 use crate::agents::{By, Enforcement};
 use crate::confine::{Availability, Confinement};
+use crate::engine::assemble;
 use crate::model::suggest;
 use crate::model::toolset::{Layer, Origin, Permission, Resolved};
 use crate::pipeline::model::{McpServer, McpTransport};
@@ -155,7 +155,7 @@ struct InvocationJson<'a> {
     #[serde(flatten)]
     resolved: Resolved,
     /// The model and the layer it came from.
-    model: build::ModelChoice,
+    model: assemble::ModelChoice,
     argv: Vec<String>,
     /// The working directory.
     cwd: PathBuf,
@@ -248,7 +248,7 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         })
         .map(|(ph, a, judge)| {
             let dir = ctx.planned_dir(&ph.name, &a.name);
-            let inv = build::invocation(p, ph, a, &ctx, &build::Slot::preview(&dir));
+            let inv = assemble::invocation(p, ph, a, &ctx, &assemble::Slot::preview(&dir));
             let resolved = p.resolve(ph, a);
             InvocationJson {
                 phase: &ph.name,
@@ -257,7 +257,7 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
                 mode: ph.mode.as_str(),
                 judge,
                 resolved: resolved.as_ref().clone(),
-                model: build::model(ph, a, &ctx.settings),
+                model: assemble::model(ph, a, &ctx.settings),
                 argv: inv.shown_argv(),
                 cwd: inv.cwd.clone(),
                 stdin: match &inv.stdin {
@@ -306,8 +306,8 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
             confinement: &ctx.confinement,
             mcp_servers: servers,
             placeholders: Placeholders {
-                attempt_id: build::PREVIEW_ATTEMPT_ID,
-                run_id: build::PREVIEW_RUN,
+                attempt_id: assemble::PREVIEW_ATTEMPT_ID,
+                run_id: assemble::PREVIEW_RUN,
             },
             invocations,
         })?,

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use super::GlobalArgs;
 use super::output::{CmdResult, Exit, print_diagnostics, usage_error};
 use crate::agents::CliFacts;
-use crate::agents::build;
+use crate::engine::assemble;
 use crate::model::AgentKind;
 
 #[derive(Debug, clap::Args)]
@@ -76,7 +76,10 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
     }
     let mut files: Vec<(PathBuf, String)> = vec![
         (PathBuf::from("pipeline.toml"), pipeline.clone()),
-        (PathBuf::from(SCHEMA), crate::schema::pipeline_schema()),
+        (
+            PathBuf::from(SCHEMA),
+            crate::pipeline::schema::pipeline_schema(),
+        ),
     ];
     if args.settings {
         files.push((PathBuf::from("orch.toml"), SETTINGS.to_string()));
@@ -149,7 +152,7 @@ fn chosen(
         let found: Vec<AgentKind> = llm
             .iter()
             .copied()
-            .filter(|k| which::which(build::kind_program(*k, settings)).is_ok())
+            .filter(|k| which::which(assemble::kind_program(*k, settings)).is_ok())
             .collect();
         return Ok(if found.is_empty() {
             (vec![AgentKind::Claude], false)

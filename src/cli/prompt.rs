@@ -10,8 +10,8 @@ use serde::Serialize;
 
 use super::GlobalArgs;
 use super::output::{CmdResult, Exit, Format, load_valid, stdout, usage_error, write_json};
-use crate::agents::build;
 use crate::catalog::OMITTABLE;
+use crate::engine::assemble;
 use crate::prompt::{Layer, tokens};
 
 #[derive(Debug, clap::Args)]
@@ -114,12 +114,12 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
             }
         }
     };
-    let mut slot = build::Slot::preview(&dir);
+    let mut slot = assemble::Slot::preview(&dir);
     if let Some(id) = &run_id {
         slot.run_id = id;
     }
     slot.judging = judged.is_some();
-    let prompts = build::prompts(p, phase, agent, &ctx, &slot);
+    let prompts = assemble::prompts(p, phase, agent, &ctx, &slot);
     let omitted: Vec<&str> = phase
         .profile
         .iter()

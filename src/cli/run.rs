@@ -11,8 +11,8 @@ use super::output::{
     CmdResult, Exit, Format, load_valid, select_phases, stdout, usage_error, write_json,
 };
 use super::view::{View, progress_view, secs};
-use crate::agents::build;
 use crate::clock::now_ms;
+use crate::engine::assemble;
 use crate::engine::lifecycle;
 use crate::pipeline::graph::PhaseGraph;
 use crate::report::text;
@@ -149,7 +149,7 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
 
     // The run history and the judges' word must be out of every agent's
     // reach.
-    if let Some(problem) = build::state_dir_problem(&pipeline, &ctx) {
+    if let Some(problem) = assemble::state_dir_problem(&pipeline, &ctx) {
         return usage_error(
             &problem,
             Some("keep the default state directory (outside the repository), or set `state_dir` (or `--state-dir`) to a folder outside the workspace".into()),
@@ -162,7 +162,7 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         let phase = &pipeline.phases[i];
         for name in &phase.agents {
             let agent = pipeline.agent(name).expect("validated");
-            let program = build::program(agent, &ctx.settings);
+            let program = assemble::program(agent, &ctx.settings);
             if which::which(&program).is_err() && !missing.iter().any(|(p, _)| *p == program) {
                 missing.push((program, format!("{}/{}", phase.name, name)));
             }
@@ -440,7 +440,7 @@ fn dry_run(
     pipeline: &crate::pipeline::Pipeline,
     graph: &PhaseGraph,
     selected: &[usize],
-    ctx: &build::Context,
+    ctx: &assemble::Context,
 ) -> CmdResult {
     let mut out = stdout();
     for (s, stage) in graph.stages_of(selected).iter().enumerate() {
@@ -448,12 +448,12 @@ fn dry_run(
             let phase = &pipeline.phases[i];
             for name in &phase.agents {
                 let agent = pipeline.agent(name).expect("validated");
-                let inv = build::invocation(
+                let inv = assemble::invocation(
                     pipeline,
                     phase,
                     agent,
                     ctx,
-                    &build::Slot::preview(&ctx.planned_dir(&phase.name, &agent.name)),
+                    &assemble::Slot::preview(&ctx.planned_dir(&phase.name, &agent.name)),
                 );
                 writeln!(out, "# stage {} / {} / {}", s + 1, phase.name, name)?;
                 writeln!(out, "{}", inv.shell_line())?;
@@ -463,12 +463,12 @@ fn dry_run(
             if let Some(judged) = phase.judge_preview() {
                 let name = &judged.agents[0];
                 let agent = pipeline.agent(name).expect("validated");
-                let inv = build::invocation(
+                let inv = assemble::invocation(
                     pipeline,
                     &judged,
                     agent,
                     ctx,
-                    &build::Slot::preview(&ctx.planned_dir(&judged.name, &agent.name)),
+                    &assemble::Slot::preview(&ctx.planned_dir(&judged.name, &agent.name)),
                 );
                 writeln!(out, "# stage {} / {} / {name} (judge)", s + 1, phase.name)?;
                 writeln!(out, "{}", inv.shell_line())?;

@@ -9,7 +9,7 @@ pub struct Args {}
 
 pub fn run(_args: &Args) -> CmdResult {
     let mut out = stdout();
-    out.write_all(crate::schema::pipeline_schema().as_bytes())?;
+    out.write_all(crate::pipeline::schema::pipeline_schema().as_bytes())?;
     out.flush()?;
     Ok(Exit::Success)
 }

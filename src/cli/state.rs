@@ -103,7 +103,7 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
 
 fn import(
     a: &ImportArgs,
-    ctx: &crate::agents::build::Context,
+    ctx: &crate::engine::assemble::Context,
     state_dir: &std::path::Path,
     color: bool,
 ) -> CmdResult {

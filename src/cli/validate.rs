@@ -63,9 +63,9 @@ pub fn run(args: &Args, global: &super::GlobalArgs, color: bool) -> CmdResult {
             file,
             &crate::agents::checks::Checks::new(&ctx.confinement),
         ) {
-            Ok(l) if crate::agents::build::state_dir_problem(&l.pipeline, &ctx).is_some() => {
-                let problem =
-                    crate::agents::build::state_dir_problem(&l.pipeline, &ctx).unwrap_or_default();
+            Ok(l) if crate::engine::assemble::state_dir_problem(&l.pipeline, &ctx).is_some() => {
+                let problem = crate::engine::assemble::state_dir_problem(&l.pipeline, &ctx)
+                    .unwrap_or_default();
                 state_dir_errors.push(problem.clone());
                 if let Format::Text = args.format {
                     let _ = writeln!(

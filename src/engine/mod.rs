@@ -1,6 +1,7 @@
 //! Running pipelines: the scheduler walks the phase graph, the supervisor
 //! runs each agent attempt, retries decide whether to try again.
 
+pub mod assemble;
 pub mod claims;
 pub mod contract;
 pub mod events;

@@ -13,12 +13,12 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
+use super::assemble::{self, Context};
 use super::claims;
 use super::contract::{self, Verdict};
 use super::events::{Events, RunEvent};
 use super::retry;
 use super::supervisor::{AttemptResult, AttemptSpec, Cancel, run_attempt};
-use crate::agents::build::{self, Context};
 use crate::agents::invocation::By;
 use crate::clock::now_ms;
 use crate::pipeline::graph::PhaseGraph;
@@ -304,7 +304,7 @@ async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel
             path: artifact.path.clone(),
             sha256: artifact.sha256.clone(),
         });
-        let snapshot = build::Snapshot {
+        let snapshot = assemble::Snapshot {
             path: artifact.path.clone(),
             sha256: artifact.sha256.clone(),
             text: artifact.text.clone(),
@@ -676,14 +676,14 @@ async fn run_agent(
         // Each attempt starts in a fresh directory of its own, outside the
         // workspace, that orch alone fills (and removes after).
         let dir = shared.ctx.attempt_dir(&phase.name, name);
-        let slot = build::Slot {
+        let slot = assemble::Slot {
             dir: dir.path(),
             run_id: &shared.opts.run_id,
             attempt,
             feedback,
             judging: judging.is_some(),
         };
-        let inv = build::invocation(&shared.pipeline, phase, agent, &shared.ctx, &slot);
+        let inv = assemble::invocation(&shared.pipeline, phase, agent, &shared.ctx, &slot);
         let tree = Arc::new(crate::confine::ProcessTree::tracked(&format!(
             "{}-{name}",
             phase.name
@@ -694,7 +694,7 @@ async fn run_agent(
                 .collect();
         if agent.kind.is_llm() {
             let resolved = shared.pipeline.resolve(phase, agent);
-            for (socket, spawn) in build::server_spawns(
+            for (socket, spawn) in assemble::server_spawns(
                 &shared.pipeline,
                 &resolved.toolset,
                 &shared.ctx,
@@ -804,12 +804,12 @@ fn orch_endpoint(
     shared: &Shared,
     phase: &Phase,
     agent: &Agent,
-    slot: &build::Slot<'_>,
+    slot: &assemble::Slot<'_>,
     judging: Option<&crate::mcp::Judging>,
     tree: &Arc<crate::confine::ProcessTree>,
 ) -> Option<Arc<crate::mcp::Endpoint>> {
     let resolved = shared.pipeline.resolve(phase, agent);
-    let tools = build::orch_tools(agent, &resolved.toolset)?;
+    let tools = assemble::orch_tools(agent, &resolved.toolset)?;
     let ctx = &shared.ctx;
     let prompt = crate::prompt::Prompts::of(
         &shared.pipeline,
@@ -831,12 +831,12 @@ fn orch_endpoint(
         judging: judging.cloned(),
         prompt: Some(prompt),
         knowledge: ctx.settings.knowledge.clone(),
-        marker: Some(build::marker_path(slot.dir)),
+        marker: Some(assemble::marker_path(slot.dir)),
         state_dir: ctx.state_dir(),
     };
     Some(Arc::new(shared.opts.host.endpoint(
         caller,
-        build::endpoint_path(slot.dir),
+        assemble::endpoint_path(slot.dir),
         Arc::clone(tree),
     )))
 }

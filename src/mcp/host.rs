@@ -85,7 +85,7 @@ pub enum ServerTransport {
         /// its own `env` from the pipeline, never the agent's.
         env: Vec<(String, String)>,
         /// Its own folder, beside the attempt's and out of the agent's
-        /// reach (see [`crate::agents::build::server_dir`]): its working
+        /// reach (see [`crate::engine::assemble::server_dir`]): its working
         /// directory, made (with `home` and `tmp` in it) before it starts.
         own: PathBuf,
         /// Its git directory (in `own`), made before it starts.

@@ -9,6 +9,7 @@ pub mod load;
 pub mod mcp_json;
 pub mod model;
 pub mod raw;
+pub mod schema;
 pub mod template;
 pub mod validate;
 

@@ -18,9 +18,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use orch::agents::adapter;
-use orch::agents::build::{self, Context};
 use orch::agents::invocation::Stdin;
 use orch::agents::probe::{self, run_bounded, run_bounded_started};
+use orch::engine::assemble::{self, Context};
 use orch::model::AgentKind;
 use serde_json::{Value, json};
 
@@ -515,7 +515,7 @@ fn run_cell(cli: &Cli, level: Level, dir: &Path, script: Value) -> Run {
     let (phase, agent) = p.invocations().next().unwrap();
     // As `orch run` does it: a fresh directory of its own, confined.
     let own = ctx.attempt_dir(&phase.name, &agent.name);
-    let inv = build::invocation(p, phase, agent, &ctx, &build::Slot::preview(own.path()));
+    let inv = assemble::invocation(p, phase, agent, &ctx, &assemble::Slot::preview(own.path()));
     probe::write_files(&inv).unwrap();
 
     let path = path_with_clis();
@@ -558,7 +558,7 @@ fn run_cell(cli: &Cli, level: Level, dir: &Path, script: Value) -> Run {
     );
     let tree = std::sync::Arc::new(orch::confine::ProcessTree::new());
     let endpoints: Vec<orch::mcp::Endpoint> =
-        build::server_spawns(p, &p.resolve(phase, agent).toolset, &ctx, &inv, own.path())
+        assemble::server_spawns(p, &p.resolve(phase, agent).toolset, &ctx, &inv, own.path())
             .into_iter()
             .map(|(socket, spawn)| {
                 host.server_endpoint(spawn, socket, std::sync::Arc::clone(&tree))

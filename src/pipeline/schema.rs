@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::pipeline::raw::RawPipeline;
+use super::raw::RawPipeline;
 
 /// The schema as pretty JSON with a trailing newline; this is exactly
 /// `schemas/pipeline.schema.json`.

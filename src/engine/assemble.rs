@@ -4,11 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-use super::CliFacts;
-use super::adapter::{McpServerSpec, RemoteHeader, RemoteSpec, Request, adapter};
-use super::capability::{self, Reach};
-use super::env;
-use super::invocation::{EnvValue, Invocation, Shown};
+use crate::agents::CliFacts;
+use crate::agents::adapter::{McpServerSpec, RemoteHeader, RemoteSpec, Request, adapter};
+use crate::agents::capability::{self, Reach};
+use crate::agents::env;
+use crate::agents::invocation::{EnvValue, Invocation, Shown};
 use crate::confine::{Availability, Confinement, Places, Policy, policy};
 use crate::model::AgentKind;
 use crate::model::toolset::{Layer, ORCH_MCP_SERVER, Permission, Resolved, ToolSet};
@@ -441,7 +441,7 @@ pub fn mcp_servers(
 /// Where orch serves the pipeline's stdio server `server` to the attempt
 /// whose own directory is `dir`.
 pub fn server_endpoint_path(dir: &Path, server: &str) -> PathBuf {
-    dir.join(super::adapter::ORCH_FILES)
+    dir.join(crate::agents::adapter::ORCH_FILES)
         .join(crate::mcp::server_socket(server))
 }
 
@@ -505,7 +505,7 @@ pub fn server_spawns(
                 env.extend(git.env());
                 for (k, v) in own {
                     env.retain(|(name, _)| name != k);
-                    let var = super::invocation::EnvVar {
+                    let var = crate::agents::invocation::EnvVar {
                         name: k.clone(),
                         value: env::classify(k, v),
                     };
@@ -529,7 +529,7 @@ pub fn server_spawns(
                 headers: headers
                     .iter()
                     .filter_map(|(h, v)| {
-                        let var = super::invocation::EnvVar {
+                        let var = crate::agents::invocation::EnvVar {
                             name: h.clone(),
                             value: env::header_value(v),
                         };
@@ -583,7 +583,7 @@ pub fn orch_tools(agent: &Agent, toolset: &ToolSet) -> Option<Option<Vec<String>
 
 /// Where orch listens for the attempt whose own directory is `dir`.
 pub fn endpoint_path(dir: &Path) -> PathBuf {
-    dir.join(super::adapter::ORCH_FILES)
+    dir.join(crate::agents::adapter::ORCH_FILES)
         .join(crate::mcp::host::SOCKET)
 }
 
@@ -687,7 +687,8 @@ fn shown(req: &Request<'_>, real: &Invocation, ctx: &Context) -> Option<Shown> {
 /// Where orch leaves the workspace marker of an attempt whose own
 /// directory is `dir` (readable, not writable, by the agent).
 pub fn marker_path(dir: &Path) -> PathBuf {
-    dir.join(super::adapter::ORCH_FILES).join("workspace.json")
+    dir.join(crate::agents::adapter::ORCH_FILES)
+        .join("workspace.json")
 }
 
 /// The marker `verify_workspace` checks: which attempt the agent is, and
@@ -697,13 +698,13 @@ fn marker(
     phase: &Phase,
     agent: &Agent,
     slot: &Slot<'_>,
-) -> super::invocation::InvocationFile {
+) -> crate::agents::invocation::InvocationFile {
     let workspace = std::fs::canonicalize(&ctx.workdir).unwrap_or_else(|_| ctx.workdir.clone());
     let content = serde_json::json!({
         "run": slot.run_id, "phase": phase.name, "agent": agent.name,
         "attempt": slot.attempt, "workspace": workspace,
     });
-    super::invocation::InvocationFile {
+    crate::agents::invocation::InvocationFile {
         path: marker_path(slot.dir),
         content: format!("{content:#}\n"),
     }
@@ -776,7 +777,9 @@ fn confinement(
             _ => None,
         })
         .filter(|p| {
-            p.starts_with(dir) && p != dir && !p.starts_with(dir.join(super::adapter::ORCH_FILES))
+            p.starts_with(dir)
+                && p != dir
+                && !p.starts_with(dir.join(crate::agents::adapter::ORCH_FILES))
         })
         .collect();
     let places = Places {
@@ -796,7 +799,7 @@ fn confinement(
 /// One variable per name, the last one set: what the process gets (its
 /// environment is set in order), so that what is shown and stored is what
 /// runs.
-fn last_of_each_name(env: &mut Vec<super::invocation::EnvVar>) {
+fn last_of_each_name(env: &mut Vec<crate::agents::invocation::EnvVar>) {
     let mut seen = std::collections::HashSet::new();
     let mut keep: Vec<bool> = env
         .iter()
