@@ -96,8 +96,9 @@ pub struct PermissionReasons {
 
 /// The permission level's enforcement for a CLI whose shell has no sandbox
 /// (all but Codex): `workspace-write` with unrestricted `Bash` is `none`,
-/// since the shell can write anywhere (agent-clis.md maps workspace-write to
-/// shell patterns); every other case the CLI enforces.
+/// since the shell can write anywhere and these CLIs can only hold it to
+/// command patterns, which a command does not foresee; every other case the
+/// CLI enforces.
 pub fn shell_bound_permission(ts: &ToolSet, reasons: PermissionReasons) -> Enforced {
     match ts.permission {
         Permission::ReadOnly => Enforced::cli(reasons.read_only),
@@ -283,7 +284,8 @@ pub trait Adapter: Sync {
     }
 
     /// Whether a stderr line says the CLI runs with weaker rules than asked
-    /// (agent-clis.md rule 3); such an attempt has failed.
+    /// (it could not apply a restriction orch asked for and went on
+    /// without it); such an attempt has failed.
     fn weakened(&self, stderr_line: &str) -> Option<&'static str>;
 
     /// The offline argument probe for an invocation.

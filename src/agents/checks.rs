@@ -28,7 +28,7 @@ impl<'a> Checks<'a> {
     }
 
     /// Under `read-only`, no tool that writes unless the CLI confines writes
-    /// at the operating-system level (pipeline-format.md, "Enforcement").
+    /// at the operating-system level (docs/pipeline.md, "Enforcement").
     fn read_only_writes(
         &self,
         phase: &Phase,
@@ -105,7 +105,7 @@ impl CliChecks for Checks<'_> {
 
     /// Consult each CLI's capability table: tools it does not have are
     /// errors; fields it cannot enforce are errors under `strict` and
-    /// warnings under `best-effort` (pipeline-format.md, "Enforcement").
+    /// warnings under `best-effort` (docs/pipeline.md, "Enforcement").
     fn enforcement(&self, pipeline: &Pipeline, spans: &Spans<'_>) -> Vec<Diagnostic> {
         let mut out = Vec::new();
         let strict = pipeline.defaults.enforcement == Enforcement::Strict;

@@ -1,6 +1,7 @@
 //! Claude Code (`claude -p`).
 //!
-//! Restriction is three things together (agent-clis.md rule 1): `--tools`
+//! Restriction is three things together, as the real CLI showed
+//! (docs/enforcement.md): `--tools`
 //! sets what the model sees, `--disallowedTools` removes every writing tool
 //! the ToolSet does not grant, and the permission mode refuses anything not
 //! explicitly allowed (`dontAsk` for read-only, `acceptEdits` for

@@ -19,7 +19,8 @@ pub trait CliFacts: Copy {
     fn default_binary(self) -> Option<&'static str>;
 
     /// Whether the CLI confines writes at the operating-system level for this
-    /// permission, so a write tool under it cannot escape (agent-clis.md rule 4).
+    /// permission, so a write tool under it cannot escape (Codex's own
+    /// sandbox, docs/enforcement.md).
     fn confines_writes(self, permission: Permission) -> bool;
 
     /// Raw flags the ToolSet translation controls for this CLI, with the

@@ -1,7 +1,9 @@
 //! What `orch doctor` checks: which CLIs are installed, their versions, and
 //! whether each invocation's argv is one the real CLI accepts (the offline
-//! argument probe of agent-clis.md). Every process runs in its own process
-//! group under a deadline and is killed with its children when it passes.
+//! argument probe: the CLI parses the argv and stops before it calls a
+//! model; docs/agent-cli-findings.md, "Probe method"). Every process runs
+//! in its own process group under a deadline and is killed with its
+//! children when it passes.
 
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;

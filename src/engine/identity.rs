@@ -76,7 +76,7 @@ pub fn digests(pipeline: &Pipeline) -> Digests {
         h.update([b'\n']);
     }
     Digests {
-        digest: hex(&h.finalize()),
+        digest: hex::encode(h.finalize()),
         files,
     }
 }
@@ -130,16 +130,7 @@ fn sha256_of(mut f: std::fs::File) -> Option<String> {
         }
         h.update(&buf[..n]);
     }
-    Some(hex(&h.finalize()))
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
+    Some(hex::encode(h.finalize()))
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The normalized event every adapter parses its CLI's JSON lines into.
 //!
-//! Each CLI has its own stream format (agent-clis.md, "Events"); the engine,
+//! Each CLI has its own stream format (docs/agents/*.md); the engine,
 //! the store and the live view only ever see [`Event`].
 
 use serde::Serialize;

@@ -56,10 +56,7 @@ pub struct Verdict {
 
 /// The SHA-256 of `bytes`, in lower-case hex.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(Sha256::digest(bytes))
 }
 
 /// `given` as 64 lower-case hex digits (an optional `sha256:` prefix and

@@ -1,7 +1,7 @@
 //! ToolSets: the canonical tool vocabulary, permission levels, and the
 //! field-by-field, five-layer resolution with provenance.
 //!
-//! Resolution (pipeline-format.md): each of `internal`, `mcp`, `permission`
+//! Resolution (docs/pipeline.md, "How an agent's tools are resolved"): each of `internal`, `mcp`, `permission`
 //! and `max_turns` is taken from the first layer that sets it, in the order
 //! `agent_tools` > `tools` > `profile` > `mode` > `default`. Lists replace;
 //! they never merge.

@@ -360,8 +360,8 @@ impl Pipeline {
         p
     }
 
-    /// The resolved ToolSet of `agent` in `phase` (pipeline-format.md,
-    /// "Resolution"), with each field's provenance: the one computed when
+    /// The resolved ToolSet of `agent` in `phase` (docs/pipeline.md, "How
+    /// an agent's tools are resolved"), with each field's provenance: the one computed when
     /// the pipeline was made (a pair it does not hold is resolved now).
     pub fn resolve(&self, phase: &Phase, agent: &Agent) -> Cow<'_, Resolved> {
         match self.resolved.get(&(phase.name.clone(), agent.name.clone())) {

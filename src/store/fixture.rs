@@ -26,7 +26,7 @@ pub fn run_started(run_id: &str, pid: u32, started_ms: u64) -> Record {
 /// The digest [`run_started`] records: 64 hex digits, one per run id.
 pub fn digest_of(run_id: &str) -> String {
     use sha2::{Digest, Sha256};
-    crate::engine::identity::hex(&Sha256::digest(run_id.as_bytes()))
+    hex::encode(Sha256::digest(run_id.as_bytes()))
 }
 
 pub fn run_finished(run_id: &str, status: RunStatus, ended_ms: u64) -> Record {

@@ -583,8 +583,8 @@ fn run_cell(cli: &Cli, level: Level, dir: &Path, script: Value) -> Run {
         level.as_str(),
         tail(&out.stderr)
     );
-    // A CLI that says it runs with weaker rules than asked fails the run
-    // (agent-clis.md rule 3).
+    // A CLI that says it runs with weaker rules than asked fails the run:
+    // it went on without a restriction orch asked for.
     let weakened: Vec<&str> = out
         .stderr
         .lines()

@@ -1,5 +1,5 @@
 //! The example pipelines: each validates, and the documented resolution
-//! example resolves exactly as pipeline-format.md says.
+//! example resolves exactly as docs/pipeline.md ("Worked example") says.
 
 use serde_json::{Value, json};
 
@@ -39,7 +39,7 @@ fn explain(file: &str, extra: &[&str]) -> Value {
     json_of(&out)
 }
 
-/// The acceptance case of the core issue, straight from pipeline-format.md.
+/// The worked example of docs/pipeline.md, field by field.
 #[test]
 fn research_audit_codex_resolves_per_field() {
     let v = explain(

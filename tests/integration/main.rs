@@ -2,6 +2,7 @@
 //! executable and compares its output.
 
 mod agents;
+mod architecture;
 mod ci;
 mod cli;
 mod confinement;
