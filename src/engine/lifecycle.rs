@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::attempt::Live;
 use super::events::{Events, Listener, RecordSink};
 use super::identity::{self, changes};
 use super::scheduler::{self, RunOptions};
@@ -233,13 +234,11 @@ pub fn run(req: Request) -> Result<Finished, Refused> {
         })
         .ok();
     let opts = RunOptions {
-        host,
-        keeper,
+        ledger: Arc::clone(host.ledger()),
         run_id: run_id.clone(),
         selected: req.selected,
         done,
         max_parallel: req.max_parallel,
-        grace: req.grace,
         retry_base: Duration::from_secs(2),
         retry_max: Duration::from_secs(60),
         attempt_base,
@@ -247,10 +246,20 @@ pub fn run(req: Request) -> Result<Finished, Refused> {
     let pipeline = Arc::new(pipeline);
     let ctx = Arc::new(req.ctx);
     let graph = req.graph;
+    let live = Live {
+        run_id: run_id.clone(),
+        pipeline: Arc::clone(&pipeline),
+        ctx: Arc::clone(&ctx),
+        events: events.clone(),
+        host,
+        keeper,
+        grace: req.grace,
+    };
     let status = runtime.block_on(async {
         let (cancel_tx, cancel_rx) = watch::channel(Cancel::No);
         tokio::spawn(watch_signals(cancel_tx));
         scheduler::run(
+            live,
             Arc::clone(&pipeline),
             &graph,
             ctx,

@@ -2,6 +2,7 @@
 //! runs each agent attempt, retries decide whether to try again.
 
 pub mod assemble;
+pub mod attempt;
 pub mod claims;
 pub mod contract;
 pub mod events;

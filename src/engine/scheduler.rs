@@ -18,9 +18,9 @@ use super::claims;
 use super::contract::{self, Verdict};
 use super::events::{Events, RunEvent};
 use super::retry;
-use super::supervisor::{AttemptResult, AttemptSpec, Cancel, run_attempt};
-use crate::agents::invocation::By;
+use super::supervisor::{AttemptResult, Cancel};
 use crate::clock::now_ms;
+use crate::mcp::Ledger;
 use crate::pipeline::graph::PhaseGraph;
 use crate::pipeline::model::Validation;
 use crate::pipeline::{Agent, Phase, Pipeline};
@@ -36,18 +36,41 @@ pub struct RunOptions {
     /// Phases that succeeded in the run being resumed: not run again.
     pub done: Vec<usize>,
     pub max_parallel: usize,
-    /// TERM to KILL.
-    pub grace: Duration,
     pub retry_base: Duration,
     pub retry_max: Duration,
-    /// Kills every agent's process group if orch dies (SIGKILL included).
-    pub keeper: Option<Arc<super::keeper::Keeper>>,
     /// Attempts already recorded per (phase, agent) in a resumed run: new
     /// attempts are numbered after them, so nothing recorded is replaced.
     pub attempt_base: std::collections::HashMap<(String, String), u32>,
-    /// Serves orch's tools to each attempt; what agents claim and judges
-    /// decide reaches the engine through it.
-    pub host: Arc<crate::mcp::Host>,
+    /// What agents claim and judges decide, as it reached orch's tools.
+    pub ledger: Arc<Ledger>,
+}
+
+/// One try of one agent: what the scheduler asks of the world for each
+/// attempt. [`Live`](super::attempt::Live) assembles the invocation, opens
+/// the attempt's endpoints, records its start and supervises its process;
+/// the scheduler's unit tests give a fake. The scheduler itself decides
+/// what runs when (the DAG, `max_parallel`, retries, judge rounds) and
+/// records how each attempt and phase ended.
+pub trait Attempts: Send + Sync + 'static {
+    fn run(
+        &self,
+        order: Order<'_>,
+        cancel: watch::Receiver<Cancel>,
+    ) -> impl Future<Output = AttemptResult> + Send;
+}
+
+/// The attempt to run.
+#[derive(Clone, Copy)]
+pub struct Order<'a> {
+    /// The phase it runs in (for a judge, the phase it runs as).
+    pub phase: &'a Phase,
+    pub agent: &'a Agent,
+    /// Its number among the agent's attempts in this phase (from 1).
+    pub attempt: u32,
+    /// A judge's feedback from the round before.
+    pub feedback: Option<&'a str>,
+    /// Set when the attempt judges a phase's artifact.
+    pub judging: Option<&'a crate::mcp::Judging>,
 }
 
 /// How an agent ended in a phase, over its attempts in every round: what
@@ -96,7 +119,8 @@ enum State {
     Done(Outcome),
 }
 
-struct Shared {
+struct Shared<A> {
+    attempts: A,
     pipeline: Arc<Pipeline>,
     ctx: Arc<Context>,
     opts: RunOptions,
@@ -108,7 +132,8 @@ struct Shared {
 }
 
 /// Run the selected phases to the end (or until cancelled).
-pub async fn run(
+pub async fn run<A: Attempts>(
+    attempts: A,
     pipeline: Arc<Pipeline>,
     graph: &PhaseGraph,
     ctx: Arc<Context>,
@@ -128,6 +153,7 @@ pub async fn run(
     }
     let deps: Vec<Vec<usize>> = (0..n).map(|i| graph.dependencies(i)).collect();
     let shared = Arc::new(Shared {
+        attempts,
         permits: Arc::new(Semaphore::new(opts.max_parallel.max(1))),
         pipeline: Arc::clone(&pipeline),
         ctx,
@@ -233,8 +259,8 @@ pub async fn run(
 
 /// A phase that ends with no agent report: skipped, cancelled before it
 /// started, or (`started`) lost to an internal error.
-fn ended_without_agents(
-    shared: &Shared,
+fn ended_without_agents<A>(
+    shared: &Shared<A>,
     i: usize,
     outcome: Outcome,
     reason: String,
@@ -254,7 +280,11 @@ fn ended_without_agents(
     });
 }
 
-async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel>) -> Outcome {
+async fn run_phase<A: Attempts>(
+    i: usize,
+    shared: Arc<Shared<A>>,
+    cancel: watch::Receiver<Cancel>,
+) -> Outcome {
     let phase = &shared.pipeline.phases[i];
     let started = now_ms();
     // What this phase is given of earlier phases is what was accepted; say
@@ -396,7 +426,7 @@ async fn run_phase(i: usize, shared: Arc<Shared>, cancel: watch::Receiver<Cancel
 /// Say, once each, which accepted contract artifacts have changed in the
 /// workspace since they were accepted (a later phase, or anything else,
 /// rewrote them): later phases are given the accepted text.
-fn report_changed_artifacts(shared: &Shared) {
+fn report_changed_artifacts<A>(shared: &Shared<A>) {
     for (phase, accepted) in shared.ctx.all_approved() {
         let now = super::identity::sha256_beneath(&shared.ctx.workdir, &accepted.path)
             .unwrap_or_else(|| "gone".into());
@@ -422,9 +452,9 @@ fn report_changed_artifacts(shared: &Shared) {
 
 /// One round of the phase's agents: at once when the phase is parallel,
 /// else in order until one does not succeed.
-async fn run_agents(
+async fn run_agents<A: Attempts>(
     phase: &Phase,
-    shared: &Arc<Shared>,
+    shared: &Arc<Shared<A>>,
     cancel: &watch::Receiver<Cancel>,
     prior: &HashMap<String, u32>,
     feedback: Option<&str>,
@@ -514,7 +544,7 @@ fn merge(before: Vec<AgentEnd>, now: Vec<AgentEnd>) -> Vec<AgentEnd> {
 
 /// How a round of the phase's agents ended: their outcomes, then the
 /// declared artifacts and the agents' completion claims.
-fn settle(phase: &Phase, shared: &Shared, agents: &[AgentEnd]) -> (Outcome, Option<String>) {
+fn settle<A>(phase: &Phase, shared: &Shared<A>, agents: &[AgentEnd]) -> (Outcome, Option<String>) {
     let mut status = if agents.iter().all(|a| a.status == Outcome::Succeeded) {
         Outcome::Succeeded
     } else if agents.iter().any(|a| a.status == Outcome::Cancelled) {
@@ -555,7 +585,7 @@ fn settle(phase: &Phase, shared: &Shared, agents: &[AgentEnd]) -> (Outcome, Opti
             .map(|a| (a.agent.clone(), a.last_attempt))
             .collect();
         if let Err(why) = claims::check(
-            shared.opts.host.ledger(),
+            &shared.opts.ledger,
             &phase.name,
             &finals,
             &shared.ctx.workdir,
@@ -569,11 +599,11 @@ fn settle(phase: &Phase, shared: &Shared, agents: &[AgentEnd]) -> (Outcome, Opti
 
 /// The judge's attempt on this round's artifact, and its verdict.
 #[allow(clippy::too_many_arguments)]
-async fn judge_round(
+async fn judge_round<A: Attempts>(
     phase: &Phase,
     judge: &Agent,
     artifact: &contract::Artifact,
-    shared: &Arc<Shared>,
+    shared: &Arc<Shared<A>>,
     cancel: &watch::Receiver<Cancel>,
     prior: &mut HashMap<String, u32>,
     judges: &mut Vec<AgentEnd>,
@@ -600,7 +630,7 @@ async fn judge_round(
     let verdict = if judge.kind.is_llm() {
         if r.status == Outcome::Succeeded {
             contract::llm_verdict(
-                shared.opts.host.ledger(),
+                &shared.opts.ledger,
                 &phase.name,
                 &judge.name,
                 r.last_attempt,
@@ -634,10 +664,10 @@ async fn judge_round(
     verdict
 }
 
-async fn run_agent(
+async fn run_agent<A: Attempts>(
     phase: &Phase,
     name: &str,
-    shared: &Shared,
+    shared: &Shared<A>,
     mut cancel: watch::Receiver<Cancel>,
     prior: u32,
     feedback: Option<&str>,
@@ -672,86 +702,14 @@ async fn run_agent(
             report.reason = Some("the run was interrupted".into());
             break;
         };
-        let started = now_ms();
-        // Each attempt starts in a fresh directory of its own, outside the
-        // workspace, that orch alone fills (and removes after).
-        let dir = shared.ctx.attempt_dir(&phase.name, name);
-        let slot = assemble::Slot {
-            dir: dir.path(),
-            run_id: &shared.opts.run_id,
+        let order = Order {
+            phase,
+            agent,
             attempt,
             feedback,
-            judging: judging.is_some(),
+            judging,
         };
-        let inv = assemble::invocation(&shared.pipeline, phase, agent, &shared.ctx, &slot);
-        let tree = Arc::new(crate::confine::ProcessTree::tracked(&format!(
-            "{}-{name}",
-            phase.name
-        )));
-        let mut endpoints: Vec<Arc<crate::mcp::Endpoint>> =
-            orch_endpoint(shared, phase, agent, &slot, judging, &tree)
-                .into_iter()
-                .collect();
-        if agent.kind.is_llm() {
-            let resolved = shared.pipeline.resolve(phase, agent);
-            for (socket, spawn) in assemble::server_spawns(
-                &shared.pipeline,
-                &resolved.toolset,
-                &shared.ctx,
-                &inv,
-                dir.path(),
-            ) {
-                endpoints.push(Arc::new(shared.opts.host.server_endpoint(
-                    spawn,
-                    socket,
-                    Arc::clone(&tree),
-                )));
-            }
-        }
-        // As shown: a secret the pipeline wrote in an argv is not stored.
-        let argv_json = serde_json::to_string(&inv.shown_argv()).unwrap_or_default();
-        let env_json = serde_json::to_string(
-            &inv.shown_env()
-                .into_iter()
-                .collect::<std::collections::BTreeMap<_, _>>(),
-        )
-        .unwrap_or_default();
-        shared.events.record(Record::AttemptStarted {
-            run_id: shared.opts.run_id.clone(),
-            phase: phase.name.clone(),
-            agent: name.to_string(),
-            attempt,
-            argv_json,
-            env_json,
-            prompt_json: serde_json::to_string(&inv.prompt_tokens).unwrap_or_default(),
-            started_ms: started,
-        });
-        let max_turns = (agent.kind.is_llm() && inv.enforcement.max_turns.by == By::Orch)
-            .then(|| shared.pipeline.resolve(phase, agent).toolset.max_turns);
-        let spec = AttemptSpec {
-            run_id: shared.opts.run_id.clone(),
-            phase: phase.name.clone(),
-            agent: name.to_string(),
-            attempt,
-            kind: agent.kind,
-            invocation: inv,
-            timeout: phase.timeout,
-            stall_timeout: phase.stall_timeout,
-            max_turns,
-            grace: shared.opts.grace,
-            keeper: shared.opts.keeper.clone(),
-            log_dir: log_dir(
-                &shared.ctx.state_dir(),
-                &shared.opts.run_id,
-                &phase.name,
-                name,
-            ),
-            tree,
-            endpoints,
-        };
-        let result = run_attempt(spec, shared.events.clone(), cancel.clone()).await;
-        // The attempt's own directory goes with it (its endpoint too).
-        drop(dir);
+        let result = shared.attempts.run(order, cancel.clone()).await;
         drop(permit);
         report.add_attempt(n, attempt, &result);
         shared.events.record(Record::AttemptFinished {
@@ -797,51 +755,412 @@ async fn run_agent(
     report
 }
 
-/// orch's endpoint for an attempt of `agent` in `phase`, when its ToolSet
-/// grants orch's tools: who calls (set here, never by the agent), what it
-/// may call, and for a judge the claim it judges.
-fn orch_endpoint(
-    shared: &Shared,
-    phase: &Phase,
-    agent: &Agent,
-    slot: &assemble::Slot<'_>,
-    judging: Option<&crate::mcp::Judging>,
-    tree: &Arc<crate::confine::ProcessTree>,
-) -> Option<Arc<crate::mcp::Endpoint>> {
-    let resolved = shared.pipeline.resolve(phase, agent);
-    let tools = assemble::orch_tools(agent, &resolved.toolset)?;
-    let ctx = &shared.ctx;
-    let prompt = crate::prompt::Prompts::of(
-        &shared.pipeline,
-        phase,
-        crate::prompt::Vars {
-            run_id: slot.run_id,
-            inputs: &ctx.inputs,
-            feedback: slot.feedback,
-        },
-    )
-    .user;
-    let caller = crate::mcp::Caller {
-        run: slot.run_id.to_string(),
-        phase: phase.name.clone(),
-        agent: agent.name.clone(),
-        attempt: slot.attempt,
-        workspace: ctx.workdir.clone(),
-        tools,
-        judging: judging.cloned(),
-        prompt: Some(prompt),
-        knowledge: ctx.settings.knowledge.clone(),
-        marker: Some(assemble::marker_path(slot.dir)),
-        state_dir: ctx.state_dir(),
-    };
-    Some(Arc::new(shared.opts.host.endpoint(
-        caller,
-        assemble::endpoint_path(slot.dir),
-        Arc::clone(tree),
-    )))
-}
-
 /// `<state_dir>/runs/<run>/<phase>/<agent>/`: the raw logs of every attempt.
 pub fn log_dir(state_dir: &Path, run_id: &str, phase: &str, agent: &str) -> std::path::PathBuf {
     state_dir.join("runs").join(run_id).join(phase).join(agent)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The scheduler driven by a fake [`Attempts`]: each agent's attempts
+    //! end as a script says, instantly, and a fake judge files its verdict
+    //! in the ledger as orch's endpoint would.
+
+    use std::collections::VecDeque;
+    use std::path::PathBuf;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::agents::checks::Checks;
+    use crate::confine::Availability;
+    use crate::mcp::ledger;
+    use crate::settings::Settings;
+
+    /// How a scripted attempt ends.
+    #[derive(Clone, Debug)]
+    enum Then {
+        Succeed,
+        Fail,
+        /// A judge: approve (or reject) the artifact it was given.
+        Approve,
+        Reject(&'static str),
+        /// A worker: write the phase's artifact, then succeed.
+        Write(&'static str, &'static str),
+    }
+
+    /// An attempt as the fake saw it start: phase, agent, its number, the
+    /// feedback it was given.
+    type Seen = (String, String, u32, Option<String>);
+
+    /// How each phase ended, and why.
+    type Ended = HashMap<String, (Outcome, Option<String>)>;
+
+    #[derive(Default)]
+    struct Fake {
+        /// Per agent, how its attempts end, in order (then: succeed).
+        script: Mutex<HashMap<String, VecDeque<Then>>>,
+        /// Every attempt, in the order it started: (phase, agent, number,
+        /// feedback).
+        log: Mutex<Vec<Seen>>,
+        running: AtomicUsize,
+        most_at_once: AtomicUsize,
+        ledger: Arc<Ledger>,
+        workdir: PathBuf,
+    }
+
+    impl Attempts for Arc<Fake> {
+        async fn run(&self, o: Order<'_>, _cancel: watch::Receiver<Cancel>) -> AttemptResult {
+            let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most_at_once.fetch_max(now, Ordering::SeqCst);
+            self.log.lock().unwrap().push((
+                o.phase.name.clone(),
+                o.agent.name.clone(),
+                o.attempt,
+                o.feedback.map(str::to_string),
+            ));
+            let then = self
+                .script
+                .lock()
+                .unwrap()
+                .get_mut(&o.agent.name)
+                .and_then(VecDeque::pop_front)
+                .unwrap_or(Then::Succeed);
+            // Long enough for parallel attempts to overlap.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let mut r = AttemptResult::new(now_ms());
+            r.outcome = Outcome::Succeeded;
+            match then {
+                Then::Succeed => {}
+                Then::Fail => {
+                    r.outcome = Outcome::Failed;
+                    r.exit_code = Some(1);
+                    r.reason = Some("scripted failure".into());
+                }
+                Then::Write(path, text) => {
+                    let file = self.workdir.join(path);
+                    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+                    std::fs::write(file, text).unwrap();
+                }
+                Then::Approve | Then::Reject(_) => {
+                    let judging = o.judging.expect("a verdict comes from a judge");
+                    let reason = match then {
+                        Then::Reject(why) => why,
+                        _ => "fine",
+                    };
+                    self.ledger.verdict(ledger::Verdict {
+                        phase: judging.phase.clone(),
+                        judge: o.agent.name.clone(),
+                        attempt: o.attempt,
+                        artifact_hash: judging.artifact_hash.clone(),
+                        approved: matches!(then, Then::Approve),
+                        reason: reason.into(),
+                        fix: format!("fix: {reason}"),
+                    });
+                }
+            }
+            self.running.fetch_sub(1, Ordering::SeqCst);
+            r
+        }
+    }
+
+    struct Run {
+        status: RunStatus,
+        fake: Arc<Fake>,
+        phases: Ended,
+    }
+
+    impl Run {
+        fn attempts(&self) -> Vec<Seen> {
+            self.fake.log.lock().unwrap().clone()
+        }
+
+        fn outcome(&self, phase: &str) -> Outcome {
+            self.phases[phase].0
+        }
+    }
+
+    /// Run `toml` (only `phases` listed are selected; `done` were done in
+    /// the run resumed) with agents ending as `script` says.
+    fn run_with(toml: &str, script: &[(&str, &[Then])], done: &[&str], max_parallel: usize) -> Run {
+        let workdir = tempfile::tempdir().unwrap();
+        let loaded = crate::pipeline::load_str(
+            "p.toml",
+            toml.into(),
+            workdir.path(),
+            &Checks::new(&Availability::Available { abi: 7 }),
+        )
+        .unwrap_or_else(|e| panic!("{:?}", e.diagnostics));
+        let pipeline = Arc::new(loaded.pipeline);
+        let graph = PhaseGraph::build(&pipeline).unwrap();
+        let index = |name: &str| pipeline.phases.iter().position(|p| p.name == name).unwrap();
+        let ledger = Arc::new(Ledger::new());
+        let fake = Arc::new(Fake {
+            script: Mutex::new(
+                script
+                    .iter()
+                    .map(|(a, s)| (a.to_string(), s.iter().cloned().collect()))
+                    .collect(),
+            ),
+            ledger: Arc::clone(&ledger),
+            workdir: workdir.path().to_path_buf(),
+            ..Fake::default()
+        });
+        let settings = Settings {
+            state_dir: Some(workdir.path().join("state")),
+            ..Settings::default()
+        };
+        let ctx = Arc::new(Context::new(settings, workdir.path().to_path_buf()));
+        let finished: Arc<Mutex<Ended>> = Default::default();
+        let seen = Arc::clone(&finished);
+        let listener = move |e: &RunEvent| {
+            if let RunEvent::Recorded(Record::PhaseFinished {
+                phase,
+                outcome,
+                reason,
+                ..
+            }) = e
+            {
+                seen.lock()
+                    .unwrap()
+                    .insert(phase.clone(), (*outcome, reason.clone()));
+            }
+        };
+        let opts = RunOptions {
+            run_id: "r1".into(),
+            selected: (0..pipeline.phases.len()).collect(),
+            done: done.iter().map(|d| index(d)).collect(),
+            max_parallel,
+            retry_base: Duration::from_millis(1),
+            retry_max: Duration::from_millis(2),
+            attempt_base: HashMap::new(),
+            ledger,
+        };
+        let (_tx, cancel) = watch::channel(Cancel::No);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let status = runtime.block_on(run(
+            Arc::clone(&fake),
+            Arc::clone(&pipeline),
+            &graph,
+            ctx,
+            opts,
+            Events::new(None, vec![Arc::new(listener)]),
+            cancel,
+        ));
+        let phases = finished.lock().unwrap().clone();
+        Run {
+            status,
+            fake,
+            phases,
+        }
+    }
+
+    const CHAIN: &str = r#"
+version = 1
+name = "chain"
+[agents.a]
+kind = "command"
+command = ["true"]
+[agents.b]
+kind = "command"
+command = ["true"]
+[agents.c]
+kind = "command"
+command = ["true"]
+[agents.d]
+kind = "command"
+command = ["true"]
+[[phases]]
+name = "first"
+agents = ["a"]
+[[phases]]
+name = "second"
+agents = ["b"]
+depends_on = ["first"]
+[[phases]]
+name = "third"
+agents = ["c"]
+depends_on = ["second"]
+[[phases]]
+name = "aside"
+agents = ["d"]
+"#;
+
+    #[test]
+    fn a_failed_required_phase_skips_its_dependents_and_theirs() {
+        let r = run_with(CHAIN, &[("a", &[Then::Fail])], &[], 4);
+        assert_eq!(r.status, RunStatus::Failed);
+        assert_eq!(r.outcome("first"), Outcome::Failed);
+        assert_eq!(r.outcome("second"), Outcome::Skipped);
+        assert_eq!(r.outcome("third"), Outcome::Skipped);
+        assert_eq!(
+            r.phases["third"].1.as_deref(),
+            Some("`second` did not succeed")
+        );
+        // The phase that depends on nothing that failed still runs.
+        assert_eq!(r.outcome("aside"), Outcome::Succeeded);
+        let ran: Vec<String> = r.attempts().into_iter().map(|a| a.1).collect();
+        assert!(!ran.contains(&"b".to_string()) && !ran.contains(&"c".to_string()));
+    }
+
+    #[test]
+    fn an_optional_phase_that_fails_skips_nothing_and_fails_nothing() {
+        let toml = CHAIN.replacen(
+            "name = \"first\"\nagents = [\"a\"]",
+            "name = \"first\"\nagents = [\"a\"]\nrequired = false",
+            1,
+        );
+        let r = run_with(&toml, &[("a", &[Then::Fail])], &[], 4);
+        assert_eq!(r.outcome("first"), Outcome::Failed);
+        assert_eq!(r.outcome("second"), Outcome::Succeeded);
+        assert_eq!(r.outcome("third"), Outcome::Succeeded);
+        assert_eq!(r.status, RunStatus::Succeeded);
+    }
+
+    #[test]
+    fn a_resumed_run_does_not_run_what_succeeded_before() {
+        let r = run_with(CHAIN, &[], &["first", "aside"], 4);
+        assert_eq!(r.status, RunStatus::Succeeded);
+        let ran: Vec<String> = r.attempts().into_iter().map(|a| a.0).collect();
+        assert_eq!(ran, ["second", "third"]);
+    }
+
+    #[test]
+    fn a_failed_attempt_is_retried_up_to_the_phases_retries() {
+        let toml = CHAIN.replacen(
+            "name = \"first\"\nagents = [\"a\"]",
+            "name = \"first\"\nagents = [\"a\"]\nretries = 2",
+            1,
+        );
+        let r = run_with(&toml, &[("a", &[Then::Fail, Then::Fail])], &[], 4);
+        assert_eq!(r.outcome("first"), Outcome::Succeeded);
+        let tries: Vec<u32> = r
+            .attempts()
+            .into_iter()
+            .filter(|a| a.1 == "a")
+            .map(|a| a.2)
+            .collect();
+        assert_eq!(tries, [1, 2, 3]);
+        // One retry fewer, and the third failure stands.
+        let r = run_with(
+            &toml,
+            &[("a", &[Then::Fail, Then::Fail, Then::Fail])],
+            &[],
+            4,
+        );
+        assert_eq!(r.outcome("first"), Outcome::Failed);
+        assert_eq!(r.status, RunStatus::Failed);
+    }
+
+    #[test]
+    fn max_parallel_caps_the_attempts_running_at_once() {
+        let mut toml = String::from("version = 1\nname = \"wide\"\n");
+        for i in 0..6 {
+            toml.push_str(&format!(
+                "[agents.w{i}]\nkind = \"command\"\ncommand = [\"true\"]\n[[phases]]\nname = \"p{i}\"\nagents = [\"w{i}\"]\n"
+            ));
+        }
+        let r = run_with(&toml, &[], &[], 2);
+        assert_eq!(r.status, RunStatus::Succeeded);
+        assert_eq!(r.attempts().len(), 6);
+        assert_eq!(r.fake.most_at_once.load(Ordering::SeqCst), 2);
+        let r = run_with(&toml, &[], &[], 6);
+        assert_eq!(r.fake.most_at_once.load(Ordering::SeqCst), 6);
+    }
+
+    const JUDGED: &str = r#"
+version = 1
+name = "judged"
+[agents.worker]
+kind = "command"
+command = ["true"]
+[[phases]]
+name = "work"
+agents = ["worker"]
+artifact = "out/{run}-{phase}.md"
+judge = "claude"
+max_attempts = 2
+"#;
+
+    #[test]
+    fn a_rejected_round_runs_again_with_the_judges_feedback() {
+        let r = run_with(
+            JUDGED,
+            &[
+                (
+                    "worker",
+                    &[
+                        Then::Write("out/r1-work.md", "first try"),
+                        Then::Write("out/r1-work.md", "second try"),
+                    ],
+                ),
+                ("claude", &[Then::Reject("too short"), Then::Approve]),
+            ],
+            &[],
+            4,
+        );
+        assert_eq!(r.outcome("work"), Outcome::Succeeded, "{:?}", r.phases);
+        let attempts = r.attempts();
+        let who: Vec<(&str, u32)> = attempts.iter().map(|a| (a.1.as_str(), a.2)).collect();
+        assert_eq!(
+            who,
+            [("worker", 1), ("claude", 1), ("worker", 2), ("claude", 2)]
+        );
+        // The second round of work is told why the first was rejected.
+        let feedback = attempts[2].3.as_deref().unwrap_or("");
+        assert!(feedback.contains("too short"), "{feedback}");
+        assert_eq!(attempts[0].3, None);
+    }
+
+    #[test]
+    fn a_judge_that_rejects_every_round_fails_the_phase() {
+        let r = run_with(
+            JUDGED,
+            &[
+                (
+                    "worker",
+                    &[
+                        Then::Write("out/r1-work.md", "one"),
+                        Then::Write("out/r1-work.md", "two"),
+                    ],
+                ),
+                ("claude", &[Then::Reject("no"), Then::Reject("still no")]),
+            ],
+            &[],
+            4,
+        );
+        assert_eq!(r.outcome("work"), Outcome::Failed);
+        let reason = r.phases["work"].1.clone().unwrap_or_default();
+        assert!(reason.contains("every one of 2 rounds"), "{reason}");
+        assert_eq!(r.status, RunStatus::Failed);
+    }
+
+    #[test]
+    fn a_judge_that_ends_without_a_verdict_fails_the_gate() {
+        let r = run_with(
+            JUDGED,
+            &[
+                ("worker", &[Then::Write("out/r1-work.md", "done")]),
+                ("claude", &[Then::Succeed]),
+            ],
+            &[],
+            4,
+        );
+        assert_eq!(r.outcome("work"), Outcome::Failed);
+        let reason = r.phases["work"].1.clone().unwrap_or_default();
+        assert!(
+            reason.contains("without approving or rejecting"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn work_without_its_artifact_is_never_judged() {
+        let r = run_with(JUDGED, &[("worker", &[Then::Succeed])], &[], 4);
+        assert_eq!(r.outcome("work"), Outcome::Failed);
+        assert!(r.attempts().iter().all(|a| a.1 == "worker"));
+    }
 }

@@ -67,11 +67,26 @@ fn module_path(rel: &Path) -> Option<Vec<String>> {
     Some(parts)
 }
 
+/// `#[cfg(test)]`, or any `cfg` that names `test` and no `not`
+/// (`#[cfg(any(test, feature = "test-fixtures"))]`): code for tests.
 fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
+    fn idents(tokens: TokenStream, out: &mut Vec<String>) {
+        for t in tokens {
+            match t {
+                TokenTree::Ident(i) => out.push(i.to_string()),
+                TokenTree::Group(g) => idents(g.stream(), out),
+                _ => {}
+            }
+        }
+    }
     attrs.iter().any(|a| {
-        a.path().is_ident("cfg")
-            && a.parse_args::<TokenStream>()
-                .is_ok_and(|t| t.to_string().split_whitespace().any(|w| w == "test"))
+        let mut words = Vec::new();
+        if a.path().is_ident("cfg")
+            && let Ok(tokens) = a.parse_args::<TokenStream>()
+        {
+            idents(tokens, &mut words);
+        }
+        words.iter().any(|w| w == "test") && !words.iter().any(|w| w == "not")
     })
 }
 
