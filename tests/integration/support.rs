@@ -256,6 +256,7 @@ pub fn installed(tool: Tool) -> Option<PathBuf> {
     if std::env::var_os(REQUIRE_ALL).is_some_and(|v| !v.is_empty() && v != "0") {
         panic!("{why} ({REQUIRE_ALL} is set: nothing may be skipped)");
     }
+    // The harness runs each test on a thread named after it.
     let thread = std::thread::current();
     let test = thread.name().unwrap_or("a test");
     // Straight to the file descriptor: eprintln! is captured by the
