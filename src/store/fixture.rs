@@ -1,6 +1,8 @@
-//! Record builders for tests: the store's unit tests and
-//! `tests/integration/runs.rs` write their histories with these. Not part
-//! of orch's interface.
+//! Record builders for tests: the store's unit tests,
+//! `tests/integration/runs.rs` and `benches/store.rs` write their histories
+//! with these. Not part of orch's interface, and not in its binary: compiled
+//! for unit tests and under the `test-fixtures` feature, which only the
+//! dev-dependency on orch itself (tests, benches) turns on.
 
 use std::sync::Arc;
 

@@ -9,6 +9,7 @@
 
 mod detail;
 mod error;
+#[cfg(any(test, feature = "test-fixtures"))]
 #[doc(hidden)]
 pub mod fixture;
 mod knowledge;

@@ -11,20 +11,6 @@ use serde_json::Value;
 
 use super::support::*;
 
-/// The pinned validators (`ORCH_CI_VALIDATORS_DIR`, else the cache).
-fn validator(name: &str) -> PathBuf {
-    let dir = std::env::var_os("ORCH_CI_VALIDATORS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".cache/ci-validators"));
-    let bin = dir.join("venv/bin").join(name);
-    assert!(
-        bin.exists(),
-        "{name} is not installed in {}: run scripts/install-ci-validators.sh (scripts/test does)",
-        dir.display()
-    );
-    bin
-}
-
 fn examples() -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(root().join("pipelines"))
         .unwrap()
@@ -55,6 +41,7 @@ fn export(target: &str, file: &str) -> String {
 
 #[test]
 fn exported_workflows_validate_and_pass_zizmor() {
+    let validators = require!(Tool::CiValidators).join("venv/bin");
     let dir = tempfile::tempdir().unwrap();
     let wf = dir.path().join(".github/workflows");
     let gl = dir.path().join("gitlab");
@@ -99,7 +86,7 @@ fn exported_workflows_validate_and_pass_zizmor() {
         ("vendor.github-workflows", &gh_files),
         ("vendor.gitlab-ci", &gl_files),
     ] {
-        let o = Command::new(validator("check-jsonschema"))
+        let o = Command::new(validators.join("check-jsonschema"))
             .arg("--builtin-schema")
             .arg(schema)
             .args(files)
@@ -107,7 +94,7 @@ fn exported_workflows_validate_and_pass_zizmor() {
             .unwrap();
         assert!(o.status.success(), "{schema}: {}{}", stdout(&o), stderr(&o));
     }
-    let o = Command::new(validator("zizmor"))
+    let o = Command::new(validators.join("zizmor"))
         .args(["--offline", "--no-progress", "--format", "plain"])
         .arg(dir.path())
         .output()

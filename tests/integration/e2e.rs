@@ -24,7 +24,7 @@ use orch::engine::assemble::{self, Context};
 use orch::model::AgentKind;
 use serde_json::{Value, json};
 
-use crate::support::{clis_bin, clis_dir, path_with_clis, root, write};
+use crate::support::{Tool, clis_bin, clis_dir, path_with_clis, require, root, write};
 
 mod confined;
 mod forged;
@@ -861,6 +861,7 @@ fn matrix(
 
 #[test]
 fn enforcement_matrix_on_the_real_clis() {
+    require!(Tool::AgentClis);
     let levels = [Level::ReadOnly, Level::WorkspaceWrite, Level::FullAccess];
     let only: Option<String> = std::env::var("ORCH_E2E_ONLY").ok();
     let chosen: Vec<Cli> = clis()
@@ -1189,21 +1190,25 @@ fn records_a_real_session(kind: AgentKind) {
 
 #[test]
 fn orch_run_records_a_real_claude_session() {
+    require!(Tool::AgentClis);
     records_a_real_session(AgentKind::Claude);
 }
 
 #[test]
 fn orch_run_records_a_real_gemini_session() {
+    require!(Tool::AgentClis);
     records_a_real_session(AgentKind::Gemini);
 }
 
 #[test]
 fn orch_run_records_a_real_opencode_session() {
+    require!(Tool::AgentClis);
     records_a_real_session(AgentKind::Opencode);
 }
 
 #[test]
 fn orch_run_records_a_real_copilot_session() {
+    require!(Tool::AgentClis);
     records_a_real_session(AgentKind::Copilot);
 }
 
@@ -1278,21 +1283,25 @@ fn orch_enforces_the_turn_limit(kind: AgentKind) {
 
 #[test]
 fn orch_stops_codex_at_its_turn_limit() {
+    require!(Tool::AgentClis);
     orch_enforces_the_turn_limit(AgentKind::Codex);
 }
 
 #[test]
 fn orch_stops_opencode_at_its_turn_limit() {
+    require!(Tool::AgentClis);
     orch_enforces_the_turn_limit(AgentKind::Opencode);
 }
 
 #[test]
 fn orch_stops_copilot_at_its_turn_limit() {
+    require!(Tool::AgentClis);
     orch_enforces_the_turn_limit(AgentKind::Copilot);
 }
 
 #[test]
 fn gemini_stops_itself_at_its_turn_limit_under_orch() {
+    require!(Tool::AgentClis);
     // Gemini enforces the limit itself (settings model.maxSessionTurns,
     // exit 53); orch only has to say why the run failed.
     let dir = scratch("orch-e2e-gemini-turns-");
@@ -1314,6 +1323,7 @@ fn gemini_stops_itself_at_its_turn_limit_under_orch() {
 
 #[test]
 fn orch_waits_for_a_real_claude_rate_limit_to_lift() {
+    require!(Tool::AgentClis);
     // A (fake) Claude subscription: the first request gets the
     // subscription's 429, lifting 8 s later (anthropic-ratelimit-unified-
     // reset); Claude does not retry it and says when it lifts. orch waits
@@ -1377,6 +1387,7 @@ fn orch_waits_for_a_real_claude_rate_limit_to_lift() {
 
 #[test]
 fn gemini_keeps_its_policy_when_a_phase_grants_every_tool_of_a_server() {
+    require!(Tool::AgentClis);
     // `mcp__<server>__*` (the built-in `mcp__orch__*` is one) once made
     // gemini 0.61 throw orch's whole policy file away ("Policy file error")
     // and go on without it.
@@ -1428,6 +1439,7 @@ fn opencode_runs_a_planted_plugin(level: Level) -> bool {
 
 #[test]
 fn a_plugin_planted_for_opencode_does_not_load_in_a_read_only_phase() {
+    require!(Tool::AgentClis);
     // orch hides the workspace's `.opencode` from OpenCode under read-only.
     assert!(!opencode_runs_a_planted_plugin(Level::ReadOnly));
     // Under workspace-write the workspace is the agent's to read and write,
@@ -1438,6 +1450,7 @@ fn a_plugin_planted_for_opencode_does_not_load_in_a_read_only_phase() {
 
 #[test]
 fn config_planted_in_the_workspace_loads_in_no_cli() {
+    require!(Tool::AgentClis);
     // A repository can carry each CLI's project configuration: hooks, MCP
     // servers, trusted-folder settings. With orch's flags none of it may
     // load. Every planted command reports to the scripted server on
@@ -1509,6 +1522,7 @@ fn config_planted_in_the_workspace_loads_in_no_cli() {
 
 #[test]
 fn code_an_agent_plants_in_its_home_does_not_run_in_the_pipelines_mcp_server() {
+    require!(Tool::AgentClis);
     // orch starts the pipeline's stdio MCP servers with credentials the
     // agent does not get, each time the relay in the CLI's MCP
     // configuration connects, which the agent may run itself. A server

@@ -7,20 +7,6 @@ use std::path::{Path, PathBuf};
 
 use super::support::*;
 
-/// Where the pinned clients are (`ORCH_MCP_CLIENTS_DIR`, else the cache).
-fn clients() -> PathBuf {
-    let dir = std::env::var_os("ORCH_MCP_CLIENTS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".cache/mcp-clients"));
-    assert!(
-        dir.join("venv/bin/python").exists()
-            && dir.join("node_modules/.bin/mcp-inspector").exists(),
-        "the MCP clients are not installed in {}: run scripts/install-mcp-clients.sh (scripts/test does)",
-        dir.display()
-    );
-    dir
-}
-
 /// An `orch run` whose phase `plan` has stand-ins for Claude Code
 /// (`tests/mcp/stand_in_cli.py`) as its agents: each runs `client` (a JSON
 /// argv in which "{server}" stands for orch's server command, from the MCP
@@ -117,7 +103,7 @@ fn through(
 
 #[test]
 fn the_python_sdk_lists_calls_and_is_refused_outside_the_scope() {
-    let py = clients().join("venv/bin/python");
+    let py = require!(Tool::McpClients).join("venv/bin/python");
     let calls = json!([
         ["log_decision", {"category": "library_choice", "question": "which MCP SDK", "options_considered": ["rmcp", "hand-written"], "chosen": "rmcp", "reasoning": "maintained"}],
         ["start_task", {"name": "n", "goal": "g"}],
@@ -217,7 +203,7 @@ fn the_python_sdk_lists_calls_and_is_refused_outside_the_scope() {
 
 #[test]
 fn the_inspector_finds_every_tool_schema_portable() {
-    let inspector = clients().join("node_modules/.bin/mcp-inspector");
+    let inspector = require!(Tool::McpClients).join("node_modules/.bin/mcp-inspector");
     let t = through(
         json!([
             inspector,

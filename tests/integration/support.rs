@@ -135,19 +135,158 @@ pub fn run_in(dir: &Path, args: &[&str]) -> Output {
         .expect("orch runs")
 }
 
-/// Where the pinned agent CLIs are: `ORCH_AGENT_CLIS_DIR` or
-/// `.cache/agent-clis` (installed by `scripts/install-agent-clis.sh`, which
-/// `scripts/test` runs). Missing CLIs fail the test that needs them.
+/// What some tests need beyond the Rust toolchain, Python 3 and Node:
+/// pinned packages that `scripts/test` installs into `.cache/<name>` (or
+/// that an `ORCH_*_DIR` variable points to). Plain `cargo test` skips a
+/// test whose tool is missing (see [`require!`]); `scripts/test` sets
+/// `ORCH_TEST_REQUIRE_ALL=1`, under which a missing tool fails the test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tool {
+    /// The five agent CLIs (npm), by `scripts/install-agent-clis.sh`.
+    AgentClis,
+    /// The MCP Python SDK and the MCP Inspector CLI, by
+    /// `scripts/install-mcp-clients.sh`.
+    McpClients,
+    /// check-jsonschema and zizmor, by `scripts/install-ci-validators.sh`.
+    CiValidators,
+}
+
+/// The variable that turns a skip into a failure.
+pub const REQUIRE_ALL: &str = "ORCH_TEST_REQUIRE_ALL";
+
+impl Tool {
+    /// What it is, for the reason a test does not run.
+    fn what(self) -> &'static str {
+        match self {
+            Tool::AgentClis => "the agent CLIs",
+            Tool::McpClients => "the MCP clients",
+            Tool::CiValidators => "the CI validators",
+        }
+    }
+
+    /// The variable naming its directory, else `.cache/<cache>`.
+    fn var(self) -> &'static str {
+        match self {
+            Tool::AgentClis => "ORCH_AGENT_CLIS_DIR",
+            Tool::McpClients => "ORCH_MCP_CLIENTS_DIR",
+            Tool::CiValidators => "ORCH_CI_VALIDATORS_DIR",
+        }
+    }
+
+    fn cache(self) -> &'static str {
+        match self {
+            Tool::AgentClis => "agent-clis",
+            Tool::McpClients => "mcp-clients",
+            Tool::CiValidators => "ci-validators",
+        }
+    }
+
+    /// The files (relative to its directory) the tests run.
+    fn files(self) -> &'static [&'static str] {
+        match self {
+            Tool::AgentClis => &[
+                "node_modules/.bin/claude",
+                "node_modules/.bin/codex",
+                "node_modules/.bin/gemini",
+                "node_modules/.bin/opencode",
+                "node_modules/.bin/copilot",
+            ],
+            Tool::McpClients => &["venv/bin/python", "node_modules/.bin/mcp-inspector"],
+            Tool::CiValidators => &["venv/bin/check-jsonschema", "venv/bin/zizmor"],
+        }
+    }
+
+    /// Where it is or would be installed.
+    pub fn dir(self) -> PathBuf {
+        std::env::var_os(self.var())
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root().join(".cache").join(self.cache()))
+    }
+
+    /// Why it cannot be used, on one line; `None` when it is installed.
+    pub fn missing(self) -> Option<String> {
+        let dir = self.dir();
+        let absent: Vec<&str> = self
+            .files()
+            .iter()
+            .copied()
+            .filter(|f| !dir.join(f).exists())
+            .collect();
+        if absent.is_empty() {
+            return None;
+        }
+        let state = if absent.len() == self.files().len() {
+            "not installed".to_string()
+        } else {
+            format!("incomplete (no {})", absent.join(", "))
+        };
+        Some(format!(
+            "{} are {state} in {}: scripts/test installs them \
+             (scripts/install-{}.sh), or set {} to where they are",
+            self.what(),
+            dir.display(),
+            self.cache(),
+            self.var()
+        ))
+    }
+
+    /// Its directory, for a helper of a test that started with
+    /// [`require!`]; fails the test when it is missing (a test that reaches
+    /// here without `require!` fails instead of skipping).
+    #[track_caller]
+    pub fn installed_dir(self) -> PathBuf {
+        if let Some(why) = self.missing() {
+            panic!("{why} (the test should start with require!(Tool::{self:?}))");
+        }
+        self.dir()
+    }
+}
+
+/// The tool's directory when it is installed. When it is not: under
+/// `ORCH_TEST_REQUIRE_ALL` (set by `scripts/test`) the test fails with the
+/// reason; otherwise one line `skipped: <test>: <reason>` goes to stderr
+/// (past the harness's capture, so plain `cargo test` shows it) and the
+/// result is `None`. Tests call it through [`require!`].
+#[track_caller]
+pub fn installed(tool: Tool) -> Option<PathBuf> {
+    let Some(why) = tool.missing() else {
+        return Some(tool.dir());
+    };
+    if std::env::var_os(REQUIRE_ALL).is_some_and(|v| !v.is_empty() && v != "0") {
+        panic!("{why} ({REQUIRE_ALL} is set: nothing may be skipped)");
+    }
+    // The harness runs each test on a thread named after it.
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("a test");
+    // Straight to the file descriptor: eprintln! is captured by the
+    // harness and shown only for a failing test.
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr().lock(), "skipped: {test}: {why}");
+    None
+}
+
+/// The first line of a test that needs a [`Tool`]: evaluates to the
+/// tool's directory, or returns from the test (skipped, or failed under
+/// `ORCH_TEST_REQUIRE_ALL`) when the tool is not installed.
+///
+/// ```ignore
+/// let dir = require!(Tool::CiValidators);
+/// ```
+macro_rules! require {
+    ($tool:expr) => {
+        match $crate::support::installed($tool) {
+            Some(dir) => dir,
+            None => return,
+        }
+    };
+}
+pub(crate) use require;
+
+/// Where the pinned agent CLIs are (a test using them starts with
+/// `require!(Tool::AgentClis)`).
 pub fn clis_dir() -> PathBuf {
-    let dir = std::env::var_os("ORCH_AGENT_CLIS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".cache/agent-clis"));
-    assert!(
-        dir.join("node_modules/.bin/claude").exists(),
-        "the agent CLIs are not installed in {}: run scripts/install-agent-clis.sh (scripts/test does)",
-        dir.display()
-    );
-    dir
+    Tool::AgentClis.installed_dir()
 }
 
 /// The pinned CLIs' executables (`node_modules/.bin` of [`clis_dir`]).

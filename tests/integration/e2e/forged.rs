@@ -16,11 +16,13 @@ use orch::model::AgentKind;
 use serde_json::json;
 
 use super::{Level, ModelServer, changed, find_cli, orch_run, pipeline, scratch};
+use crate::support::{Tool, require};
 
 const FORGE: &str = r#"call='{"type":"assistant","message":{"content":[{"type":"tool_use","id":"forged-call","name":"Write","input":{}}]}}'; result='{"type":"result","subtype":"success","is_error":false,"num_turns":1,"result":"forged","session_id":"forged-session","usage":{"input_tokens":1,"output_tokens":1},"total_cost_usd":0.0}'; c=$PPID; exec 3>/proc/$c/fd/1 && echo "opened the stdout of $(cat /proc/$c/comm)"; printf '%s\n' "$call" >&3; (while kill -0 $c 2>/dev/null; do :; done; sleep 1; printf '%s\n' "$result" >&3; touch late-result-written) >/dev/null 2>&1 &"#;
 
 #[test]
 fn a_command_claude_runs_writes_lines_into_claudes_stream_that_change_no_figure() {
+    require!(Tool::AgentClis);
     let cli = find_cli(AgentKind::Claude);
     let dir = scratch("orch-e2e-claude-forged-");
     let server = ModelServer::start(dir.path(), &json!([(cli.shell_call)(FORGE)]));

@@ -13,6 +13,7 @@ use orch::model::AgentKind;
 use serde_json::{Value, json};
 
 use super::{Level, ModelServer, changed, find_cli, orch_run, pipeline, scratch};
+use crate::support::{Tool, require};
 
 /// The name the model sees for orch's `tool`, in `kind`'s spelling.
 fn spelled(kind: AgentKind, tool: &str) -> String {
@@ -149,26 +150,31 @@ fn offered(request: &Value) -> Vec<String> {
 
 #[test]
 fn claude_reports_through_orchs_server() {
+    require!(Tool::AgentClis);
     reports_through(AgentKind::Claude);
 }
 
 #[test]
 fn codex_reports_through_orchs_server() {
+    require!(Tool::AgentClis);
     reports_through(AgentKind::Codex);
 }
 
 #[test]
 fn gemini_reports_through_orchs_server() {
+    require!(Tool::AgentClis);
     reports_through(AgentKind::Gemini);
 }
 
 #[test]
 fn opencode_reports_through_orchs_server() {
+    require!(Tool::AgentClis);
     reports_through(AgentKind::Opencode);
 }
 
 #[test]
 fn copilot_reports_through_orchs_server() {
+    require!(Tool::AgentClis);
     reports_through(AgentKind::Copilot);
 }
 
@@ -207,6 +213,7 @@ fn judged_by_claude_with(
 
 #[test]
 fn a_real_claude_judge_approves_through_orchs_server() {
+    require!(Tool::AgentClis);
     let hash = orch::mcp::sha256_hex(ARTIFACT.as_bytes());
     let (run, ctx) = judged_by_claude(
         json!([{"tool_call": {
@@ -237,6 +244,7 @@ fn a_real_claude_judge_approves_through_orchs_server() {
 
 #[test]
 fn a_real_claude_judge_that_gives_no_verdict_fails_the_gate() {
+    require!(Tool::AgentClis);
     let (run, ctx) = judged_by_claude(json!([{"text": "Looks fine to me."}]), 1);
     assert_eq!(run.code, Some(1), "{ctx}");
     let phase = &run.report["phases"][0];
@@ -252,6 +260,7 @@ fn a_real_claude_judge_that_gives_no_verdict_fails_the_gate() {
 
 #[test]
 fn a_real_claude_judge_that_keeps_rejecting_sends_the_work_back_until_max_attempts() {
+    require!(Tool::AgentClis);
     let hash = orch::mcp::sha256_hex(ARTIFACT.as_bytes());
     let (run, ctx) = judged_by_claude(
         json!([{"tool_call": {
@@ -291,6 +300,7 @@ fn a_real_claude_judge_that_keeps_rejecting_sends_the_work_back_until_max_attemp
 
 #[test]
 fn a_real_claude_judge_rejects_then_approves_the_reworked_artifact() {
+    require!(Tool::AgentClis);
     // Each round the judge starts a new session, so the script is the
     // same: reject the first artifact, approve the second. In round 1 the
     // approval names a hash orch has no claim for (refused); in round 2 the

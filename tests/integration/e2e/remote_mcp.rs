@@ -11,7 +11,7 @@ use orch::model::AgentKind;
 use serde_json::{Value, json};
 
 use super::{Level, ModelServer, changed, find_cli, orch_run_with, pipeline, scratch};
-use crate::support::root;
+use crate::support::{Tool, require, root};
 
 /// The HTTP MCP fixture, stopped when dropped.
 struct RemoteFixture {
@@ -104,25 +104,30 @@ fn reaches_a_remote_server(kind: AgentKind) {
 
 #[test]
 fn claude_reaches_a_remote_mcp_server() {
+    require!(Tool::AgentClis);
     reaches_a_remote_server(AgentKind::Claude);
 }
 
 #[test]
 fn codex_reaches_a_remote_mcp_server() {
+    require!(Tool::AgentClis);
     reaches_a_remote_server(AgentKind::Codex);
 }
 
 #[test]
 fn gemini_reaches_a_remote_mcp_server() {
+    require!(Tool::AgentClis);
     reaches_a_remote_server(AgentKind::Gemini);
 }
 
 #[test]
 fn opencode_reaches_a_remote_mcp_server() {
+    require!(Tool::AgentClis);
     reaches_a_remote_server(AgentKind::Opencode);
 }
 
 #[test]
 fn copilot_reaches_a_remote_mcp_server() {
+    require!(Tool::AgentClis);
     reaches_a_remote_server(AgentKind::Copilot);
 }

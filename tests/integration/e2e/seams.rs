@@ -23,6 +23,7 @@ use orch::model::AgentKind;
 use serde_json::{Value, json};
 
 use super::{Cli, KEY, ModelServer, OrchRun, find_cli, orch_run, scratch};
+use crate::support::{Tool, require};
 
 /// What the stand-in secret in the user's home holds.
 const SECRET: &str = "orch-seam-secret";
@@ -198,11 +199,13 @@ fn no_verdict_forged(kind: AgentKind) {
 
 #[test]
 fn a_claude_worker_cannot_give_its_own_phase_a_verdict() {
+    require!(Tool::AgentClis);
     no_verdict_forged(AgentKind::Claude);
 }
 
 #[test]
 fn a_codex_worker_cannot_give_its_own_phase_a_verdict() {
+    require!(Tool::AgentClis);
     no_verdict_forged(AgentKind::Codex);
 }
 
@@ -270,11 +273,13 @@ fn a_planted_memory_link_grants_nothing(kind: AgentKind) {
 
 #[test]
 fn a_memory_link_planted_for_claude_grants_nothing() {
+    require!(Tool::AgentClis);
     a_planted_memory_link_grants_nothing(AgentKind::Claude);
 }
 
 #[test]
 fn a_memory_link_planted_for_codex_grants_nothing() {
+    require!(Tool::AgentClis);
     a_planted_memory_link_grants_nothing(AgentKind::Codex);
 }
 
@@ -436,11 +441,13 @@ fn planted_git_config_does_not_run(kind: AgentKind) {
 
 #[test]
 fn git_config_a_claude_worker_planted_does_not_run_in_orch() {
+    require!(Tool::AgentClis);
     planted_git_config_does_not_run(AgentKind::Claude);
 }
 
 #[test]
 fn git_config_a_codex_worker_planted_does_not_run_in_orch() {
+    require!(Tool::AgentClis);
     planted_git_config_does_not_run(AgentKind::Codex);
 }
 
@@ -507,11 +514,13 @@ fn a_linked_artifact_reaches_no_prompt(kind: AgentKind) {
 
 #[test]
 fn an_artifact_a_claude_agent_linked_to_a_secret_reaches_no_prompt() {
+    require!(Tool::AgentClis);
     a_linked_artifact_reaches_no_prompt(AgentKind::Claude);
 }
 
 #[test]
 fn an_artifact_a_codex_agent_linked_to_a_secret_reaches_no_prompt() {
+    require!(Tool::AgentClis);
     a_linked_artifact_reaches_no_prompt(AgentKind::Codex);
 }
 
@@ -568,10 +577,12 @@ fn a_servers_credential_stays_with_the_server(kind: AgentKind) {
 
 #[test]
 fn a_servers_credential_stays_out_of_claudes_environment() {
+    require!(Tool::AgentClis);
     a_servers_credential_stays_with_the_server(AgentKind::Claude);
 }
 
 #[test]
 fn a_servers_credential_stays_out_of_codexs_environment() {
+    require!(Tool::AgentClis);
     a_servers_credential_stays_with_the_server(AgentKind::Codex);
 }
