@@ -13,6 +13,7 @@ pub mod reaper;
 pub mod retry;
 pub mod scheduler;
 pub mod supervisor;
+pub mod tally;
 
 pub use events::{Events, Listener, RecordSink, RunEvent};
 pub use supervisor::Cancel;

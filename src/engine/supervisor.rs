@@ -10,7 +10,6 @@
 //! short grace longer ([`PIPES_GRACE`]), so a process out of its reach that
 //! holds the pipes open cannot keep the attempt waiting.
 
-use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -24,12 +23,13 @@ use tokio::sync::{mpsc, watch};
 use crate::agents::invocation::{Invocation, Stdin};
 use crate::agents::{adapter, probe};
 use crate::clock::now_ms;
-use crate::events::{Event, RateLimit, rate_limit};
+use crate::events::{Event, rate_limit};
 use crate::model::AgentKind;
 use crate::store::{AttemptKey, Outcome, Record};
 
 use super::events::{Events, RunEvent};
 use super::reaper;
+use super::tally::{Ending, Tally, classify};
 
 /// Longest line kept from an agent's output; the rest of a longer line is
 /// dropped (and the line marked), so one runaway line cannot eat memory.
@@ -120,29 +120,6 @@ impl AttemptResult {
             started_ms,
             ended_ms: started_ms,
         }
-    }
-}
-
-/// The rate limits an attempt saw. The latest reset counts (a CLI that
-/// retries on its own reports one per try; the last is current), except
-/// that a wall-clock time, given to the minute, does not replace an exact
-/// one (Claude's rate_limit_event comes before the same reset in its text).
-#[derive(Default)]
-struct Resets {
-    lifts: Option<u64>,
-    exact: bool,
-}
-
-impl Resets {
-    /// Note a rate limit seen now; what the attempt's result says of them.
-    fn saw(&mut self, limit: RateLimit) -> Option<Option<u64>> {
-        if let Some(at) = limit.lifts_at(now_ms())
-            && (limit.exact() || !self.exact || self.lifts.is_none())
-        {
-            self.lifts = Some(at);
-            self.exact = limit.exact();
-        }
-        Some(self.lifts)
     }
 }
 
@@ -397,14 +374,9 @@ pub async fn run_attempt(
     let mut last_output = Instant::now();
     let mut stop: Option<(Outcome, String)> = None;
     let mut stop_at: Option<Instant> = None;
-    let mut resets = Resets::default();
+    let mut tally = Tally::default();
     let mut refusals = OsRefusals::default();
-    // The model called a tool in a turn past the budget orch enforces.
-    let mut over_budget = false;
     let mut killed = false;
-    let mut cli_error = false;
-    // The CLI's own final result event was seen: its session finished.
-    let mut finished = false;
     let mut weakened: Option<String> = None;
     // The last thing the process said on stderr: a failure's reason names
     // it, so "exited with status 41" comes with the CLI's own why.
@@ -449,7 +421,7 @@ pub async fn run_attempt(
                         humantime::format_duration(spec.stall_timeout.unwrap_or_default())
                     ),
                 ));
-            } else if let Some(max) = spec.max_turns.filter(|_| over_budget) {
+            } else if let Some(max) = spec.max_turns.filter(|_| tally.over_budget) {
                 stop = Some((
                     Outcome::Failed,
                     format!("turn limit {max} reached (enforced by orch)"),
@@ -532,7 +504,7 @@ pub async fn run_attempt(
                                 stream.emit(RunEvent::Activity {
                                     phase: spec.phase.clone(),
                                     agent: spec.agent.clone(),
-                                    turns: result.turns + u32::from(matches!(ev, Event::TurnEnd)),
+                                    turns: tally.turns + u32::from(matches!(ev, Event::TurnEnd)),
                                     last_tool,
                                 });
                             }
@@ -540,44 +512,7 @@ pub async fn run_attempt(
                             // its stdout (docs/confinement.md, "Lines that
                             // pass for the CLI's"): no line lowers a figure
                             // or changes the session once the CLI named it.
-                            match &ev {
-                                Event::SessionStart { session_id: Some(s), .. } if result.session_id.is_none() => result.session_id = Some(s.clone()),
-                                // A turn the CLI ends because orch stopped it was cut short.
-                                Event::TurnEnd if stop.is_none() && !over_budget => result.turns += 1,
-                                // A tool call once the budget is used up: the
-                                // model is working in a turn it may not have.
-                                // (A final answer is let through: stopping it
-                                // would only throw finished work away.)
-                                Event::ToolCall { .. }
-                                    if spec.max_turns.is_some_and(|m| result.turns >= m) =>
-                                {
-                                    over_budget = true;
-                                }
-                                Event::Usage { tokens_in, tokens_out, cost_usd } => {
-                                    result.tokens_in += tokens_in;
-                                    result.tokens_out += tokens_out;
-                                    if let Some(c) = cost_usd {
-                                        result.cost_usd = Some(result.cost_usd.unwrap_or(0.0) + c);
-                                    }
-                                }
-                                Event::Result { is_error, num_turns, session_id, tokens_in, tokens_out, cost_usd, text: t, subtype } => {
-                                    cli_error |= *is_error;
-                                    finished = true;
-                                    if *is_error && result.reason.is_none() {
-                                        result.reason = t.clone().or_else(|| subtype.clone());
-                                    }
-                                    if let Some(n) = num_turns { result.turns = result.turns.max(*n); }
-                                    if let Some(s) = session_id && result.session_id.is_none() { result.session_id = Some(s.clone()); }
-                                    if let Some(t) = tokens_in { result.tokens_in = result.tokens_in.max(*t); }
-                                    if let Some(t) = tokens_out { result.tokens_out = result.tokens_out.max(*t); }
-                                    if let Some(c) = cost_usd { result.cost_usd = Some(result.cost_usd.map_or(*c, |k| k.max(*c))); }
-                                }
-                                Event::Error { message, rate_limit } => {
-                                    if let Some(limit) = rate_limit { result.rate_limited = resets.saw(*limit); }
-                                    if result.reason.is_none() { result.reason = Some(message.clone()); }
-                                }
-                                _ => {}
-                            }
+                            tally.apply(&ev, stop.is_some(), spec.max_turns);
                             let data = serde_json::to_string(&ev).unwrap_or_else(|_| "null".into());
                             record(ev.kind().into(), data, text.clone());
                         }
@@ -609,7 +544,7 @@ pub async fn run_attempt(
                             }
                         }
                         if let Some(limit) = rate_limit::read(&text) {
-                            result.rate_limited = resets.saw(limit);
+                            tally.rate_limit(limit);
                         }
                         // A stderr line is stored once: as what it means, or
                         // as plain stderr.
@@ -656,53 +591,26 @@ pub async fn run_attempt(
     let _ = err.await;
     probe::remove_files(inv);
 
-    result.exit_code = status.as_ref().ok().and_then(|s| s.code());
-    let signal = status.as_ref().ok().and_then(|s| s.signal());
-    match (stop, &weakened) {
-        (_, Some(w)) => {
-            result.outcome = Outcome::Failed;
-            result.reason = Some(format!("ran with weaker rules than asked: {w}"));
-            result.permanent = true;
-        }
-        (Some((outcome, reason)), None) => {
-            result.outcome = outcome;
-            result.reason = Some(reason);
-        }
-        (None, None) => match (&status, cli_error) {
-            // An LLM CLI that exits 0 without its final result event did
-            // not finish a session (a crash it hid, a wrapper, `/bin/true`).
-            (Ok(s), false) if s.success() && spec.kind.is_llm() && !finished => {
-                result.outcome = Outcome::Failed;
-                result.reason = Some(format!(
-                    "{} exited with status 0 without its final result event: the session did not finish",
-                    spec.kind
-                ));
-            }
-            (Ok(s), false) if s.success() => result.outcome = Outcome::Succeeded,
-            (Ok(_), true) => {
-                result.outcome = Outcome::Failed;
-                if result.reason.is_none() {
-                    result.reason = Some("the agent reported an error".into());
-                }
-            }
-            (Ok(_), false) => {
-                result.outcome = Outcome::Failed;
-                let how = match (result.exit_code, signal) {
-                    (Some(c), _) => format!("exited with status {c}"),
-                    (None, Some(sig)) => format!("killed by signal {sig}"),
-                    _ => "exited abnormally".into(),
-                };
-                result.reason = Some(match &last_err {
-                    Some(said) => format!("{how}; its last stderr line: {said}"),
-                    None => how,
-                });
-            }
-            (Err(e), _) => {
-                result.outcome = Outcome::Failed;
-                result.reason = Some(format!("cannot wait for the process: {e}"));
-            }
+    let ended = classify(
+        &Ending {
+            kind: spec.kind,
+            status: &status,
+            stop,
+            weakened: weakened.as_deref(),
+            last_err: last_err.as_deref(),
         },
-    }
+        &tally,
+    );
+    result.exit_code = status.as_ref().ok().and_then(|s| s.code());
+    result.outcome = ended.outcome;
+    result.reason = ended.reason;
+    result.permanent = ended.permanent;
+    result.turns = tally.turns;
+    result.session_id = tally.session_id;
+    result.tokens_in = tally.tokens_in;
+    result.tokens_out = tally.tokens_out;
+    result.cost_usd = tally.cost_usd;
+    result.rate_limited = tally.rate_limited;
     finish(result)
 }
 
@@ -880,41 +788,5 @@ mod tests {
         ];
         r.note(&mut events);
         assert_eq!(events.len(), 2);
-    }
-
-    #[test]
-    fn the_latest_reset_counts_unless_it_is_only_to_the_minute() {
-        let now = now_ms();
-        let mut r = Resets::default();
-        assert_eq!(r.saw(RateLimit::Unknown), Some(None));
-        // A CLI retrying on its own: each try's delay, the last one counts.
-        r.saw(RateLimit::After { ms: 7_500 });
-        let last = r.saw(RateLimit::After { ms: 30_000 }).flatten().unwrap();
-        assert!(last >= now + 30_000 && last < now + 31_000, "{last}");
-        // An exact reset, then the same to the minute: the exact one stays.
-        let exact = now + 17_000;
-        r.saw(RateLimit::At { unix_ms: exact });
-        assert_eq!(
-            r.saw(RateLimit::Around {
-                unix_ms: now + 60_000
-            }),
-            Some(Some(exact))
-        );
-        // No reset, or one beyond belief, keeps what is known.
-        assert_eq!(r.saw(RateLimit::Unknown), Some(Some(exact)));
-        assert_eq!(
-            r.saw(RateLimit::After {
-                ms: 365 * 86_400_000
-            }),
-            Some(Some(exact))
-        );
-        // To the minute is better than nothing.
-        let mut r = Resets::default();
-        assert_eq!(
-            r.saw(RateLimit::Around {
-                unix_ms: now + 60_000
-            }),
-            Some(Some(now + 60_000))
-        );
     }
 }
