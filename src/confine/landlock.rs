@@ -63,7 +63,7 @@ pub enum PrepareError {
 #[derive(Debug)]
 pub struct Prepared {
     fd: OwnedFd,
-    syscalls: Vec<seccompiler::BpfProgram>,
+    syscalls: seccompiler::BpfProgram,
 }
 
 impl Prepared {
@@ -86,9 +86,7 @@ impl Prepared {
             }
         }
         // This thread only (not all of orch's), like Landlock.
-        for program in &self.syscalls {
-            seccompiler::apply_filter(program).map_err(io::Error::other)?;
-        }
+        seccompiler::apply_filter(&self.syscalls).map_err(io::Error::other)?;
         Ok(())
     }
 }
