@@ -79,17 +79,9 @@ const FS_IOC_FSSETXATTR: u64 = 0x401C_5820;
 /// checked and cached by the kernel) once instead of three times, and
 /// every system call of the agent runs one program instead of three.
 ///
-/// Compiled once per level and kept.
+/// Entered once per level, by its starter ([`super::starter`]).
 pub fn filter(permission: Permission) -> Result<BpfProgram, Error> {
-    static COMPILED: std::sync::Mutex<BTreeMap<Permission, BpfProgram>> =
-        std::sync::Mutex::new(BTreeMap::new());
-    let mut compiled = COMPILED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(program) = compiled.get(&permission) {
-        return Ok(program.clone());
-    }
-    let program = chain(&parts(permission)?);
-    compiled.insert(permission, program.clone());
-    Ok(program)
+    Ok(chain(&parts(permission)?))
 }
 
 /// The parts of [`filter`], as separate programs.
