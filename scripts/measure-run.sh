@@ -40,7 +40,12 @@
 # deleting thousands (as back-to-back runs would) is slow, because the
 # allocator skips recently deleted inodes, which would bill the file
 # system's bookkeeping to whichever run came next. The script says when the
-# state root is on such a file system.
+# state root is on such a file system. The attempts' own folders (one per
+# confined agent start, under `$XDG_CACHE_HOME/orch/attempts`, by default
+# in the home) are made under STATE_ROOT too, for the same reason: only
+# confined starts make them, so on such a file system its bookkeeping
+# would be billed to confinement (set KEEP_CACHE_HOME=1 to leave them in
+# the home).
 #
 # 7. confinement (issue 8): the spawn pipeline again with every phase
 #    confined (`permission = "workspace-write"`: a Landlock ruleset built
@@ -126,6 +131,10 @@ status = 0
 # where an agent may write it.
 os.makedirs(os.path.join(tmp, "work"), exist_ok=True)
 os.chdir(os.path.join(tmp, "work"))
+# The attempts' own folders beside the state directories (see the header).
+if not os.environ.get("KEEP_CACHE_HOME"):
+    os.environ["XDG_CACHE_HOME"] = os.path.join(state_root, "cache")
+    os.makedirs(os.environ["XDG_CACHE_HOME"], exist_ok=True)
 
 
 def fail(msg, p=None):
@@ -252,7 +261,8 @@ def fs_note(path):
 
 
 what, note = fs_note(state_root)
-print(f"== state directories under {state_root} ({what})")
+print(f"== state directories under {state_root} ({what})"
+      + ("" if os.environ.get("KEEP_CACHE_HOME") else ", attempts' own folders too"))
 if note:
     print(f"   note: {note}")
 

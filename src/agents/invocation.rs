@@ -315,10 +315,7 @@ impl Invocation {
     /// invocation says; when the confinement cannot be set up, nothing is
     /// started.
     pub fn start<T: Send>(&self, spawn: impl FnOnce() -> T + Send) -> Result<T, ConfineError> {
-        match &self.confinement {
-            Some(c) => c.spawn_with(spawn),
-            None => Ok(spawn()),
-        }
+        start(self.confinement.as_ref(), spawn)
     }
 
     /// The environment as shown (`${NAME}` for pass-through values,
@@ -369,6 +366,18 @@ pub fn shell_quote(s: &str) -> String {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// Run `spawn` (which starts a process) confined by `confinement`, or as
+/// it is without one (see [`Invocation::start`]).
+pub fn start<T: Send>(
+    confinement: Option<&Confinement>,
+    spawn: impl FnOnce() -> T + Send,
+) -> Result<T, ConfineError> {
+    match confinement {
+        Some(c) => c.spawn_with(spawn),
+        None => Ok(spawn()),
     }
 }
 

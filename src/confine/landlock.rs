@@ -48,8 +48,6 @@ pub enum PrepareError {
     Ruleset(#[from] landlock::RulesetError),
     #[error("landlock gave no ruleset descriptor")]
     NoDescriptor,
-    #[error("cannot build the system-call filter: {0}")]
-    Syscalls(String),
     #[error("cannot open `{path}` for a rule: {source}")]
     Open {
         path: PathBuf,
@@ -58,36 +56,33 @@ pub enum PrepareError {
     },
 }
 
-/// A ruleset (and the system-call filter that goes with it) ready to be
-/// entered.
+/// A ruleset ready to be entered.
 #[derive(Debug)]
 pub struct Prepared {
     fd: OwnedFd,
-    syscalls: Vec<seccompiler::BpfProgram>,
 }
 
 impl Prepared {
-    /// Confine the calling thread for good: `PR_SET_NO_NEW_PRIVS`, then
-    /// `landlock_restrict_self` and the system-call filter
-    /// ([`super::syscalls`]). They hold for the thread alone (its
-    /// process's other threads are untouched) and for every process it
-    /// starts afterwards, which is what [`super::Confinement::spawn_with`]
-    /// uses: a thread of its own enters the ruleset, starts the agent, and
-    /// ends.
+    /// Confine the calling thread's file system for good
+    /// (`landlock_restrict_self`). The thread must hold the rest of the
+    /// confinement already (`no_new_privs`, the system-call filter, no
+    /// capabilities): it is one its level's starter created
+    /// ([`super::starter`]), and it checks. The rules hold for the thread
+    /// alone (its process's other threads are untouched) and for every
+    /// process it starts afterwards, which is what
+    /// [`super::Confinement::spawn_with`] uses: a thread of its own enters
+    /// the ruleset, starts the agent, and ends.
     pub fn enter(&self) -> io::Result<()> {
-        drop_capabilities()?;
-        // SAFETY: plain system calls with integer arguments.
+        if !super::starter::holds_the_filter() {
+            return Err(io::Error::other(
+                "the starting thread does not hold the system-call filter",
+            ));
+        }
+        // SAFETY: a plain system call with integer arguments.
         unsafe {
-            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
             if libc::syscall(libc::SYS_landlock_restrict_self, self.fd.as_raw_fd(), 0u32) != 0 {
                 return Err(io::Error::last_os_error());
             }
-        }
-        // This thread only (not all of orch's), like Landlock.
-        for program in &self.syscalls {
-            seccompiler::apply_filter(program).map_err(io::Error::other)?;
         }
         Ok(())
     }
@@ -100,7 +95,7 @@ impl Prepared {
 /// so step out of any confinement). A thread that may not drop them
 /// (without `CAP_SETPCAP`) has none to lose: a program started with
 /// `no_new_privs` gains none.
-fn drop_capabilities() -> io::Result<()> {
+pub(super) fn drop_capabilities() -> io::Result<()> {
     // SAFETY: plain system calls with integer arguments.
     unsafe {
         for cap in 0..64 {
@@ -376,9 +371,7 @@ pub fn prepare(policy: &Policy, abi: u32) -> Result<Prepared, PrepareError> {
     let created = ruleset.create()?.add_rules(rules)?;
     let fd: Option<OwnedFd> = created.into();
     let fd = fd.ok_or(PrepareError::NoDescriptor)?;
-    let syscalls = super::syscalls::filter(policy.permission)
-        .map_err(|e| PrepareError::Syscalls(e.to_string()))?;
-    Ok(Prepared { fd, syscalls })
+    Ok(Prepared { fd })
 }
 
 #[cfg(test)]

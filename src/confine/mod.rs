@@ -11,6 +11,8 @@ pub mod landlock;
 pub mod policy;
 mod process;
 #[cfg(target_os = "linux")]
+mod starter;
+#[cfg(target_os = "linux")]
 mod syscalls;
 pub mod tree;
 

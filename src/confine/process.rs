@@ -22,22 +22,21 @@ impl Confinement {
     /// Run `spawn`, which starts a process, on a thread of its own that
     /// enters the confinement first: the process it starts, and everything
     /// that process starts, are confined; orch's other threads are not.
-    /// When the confinement cannot be set up, `spawn` never runs.
+    /// The thread is created by its level's starter, with the system-call
+    /// filter, `no_new_privs` and no capabilities already held (see
+    /// [`super::starter`]); it enters the attempt's Landlock ruleset. When
+    /// the confinement cannot be set up, `spawn` never runs.
     #[cfg(target_os = "linux")]
     pub fn spawn_with<T: Send>(&self, spawn: impl FnOnce() -> T + Send) -> Result<T, ConfineError> {
         let prepared = super::landlock::prepare(&self.policy, self.abi)
             .map_err(|e| ConfineError(e.to_string()))?;
-        std::thread::scope(|scope| {
-            scope
-                .spawn(move || {
-                    prepared.enter().map_err(|e| {
-                        ConfineError(format!("cannot enter the Landlock ruleset: {e}"))
-                    })?;
-                    Ok(spawn())
-                })
-                .join()
-                .unwrap_or_else(|_| Err(ConfineError("the starting thread panicked".into())))
+        super::starter::run(self.policy.permission, move || {
+            prepared
+                .enter()
+                .map_err(|e| ConfineError(format!("cannot enter the Landlock ruleset: {e}")))?;
+            Ok(spawn())
         })
+        .map_err(ConfineError)?
     }
 
     #[cfg(not(target_os = "linux"))]

@@ -63,32 +63,65 @@ const FS_IOC_SETFLAGS: u64 = 0x4008_6602;
 const FS_IOC32_SETFLAGS: u64 = 0x4004_6602;
 const FS_IOC_FSSETXATTR: u64 = 0x401C_5820;
 
-/// The filter for a confined permission level, as a BPF program ready to
-/// be entered by a thread that has `no_new_privs` set (compiled once per
-/// level and kept).
+/// The filter for a confined permission level, as one BPF program ready
+/// to be entered by a thread that has `no_new_privs` set.
 ///
-/// Programs entered in turn: on x86_64 the x32 guard (kill), the refusals
+/// Its parts run in turn: on x86_64 the x32 guard (kill), the refusals
 /// (`EPERM`), and the calls that look absent (`ENOSYS`, so that programs
 /// fall back to the plain calls the refusals can see into): `io_uring`,
 /// whose operations (setting extended attributes, creating files with any
 /// mode) no filter sees, and `openat2`, whose mode is behind a pointer.
-/// The kernel runs every program on every call and takes the strictest
-/// answer, and a kill is the strictest: the guard holds before any rule.
-pub fn filter(permission: Permission) -> Result<Vec<BpfProgram>, Error> {
-    static COMPILED: std::sync::Mutex<BTreeMap<Permission, Vec<BpfProgram>>> =
-        std::sync::Mutex::new(BTreeMap::new());
-    let mut compiled = COMPILED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(programs) = compiled.get(&permission) {
-        return Ok(programs.clone());
-    }
-    let programs = vec![
+/// Each part's "allow" goes on to the next part and any other answer is
+/// final ([`chain`]): the guard's kill holds before any rule, and the
+/// refusals and the absent calls name different calls, so the answer is
+/// the one the kernel would give for the three as separate programs (it
+/// runs each and takes the strictest). One program is entered (compiled,
+/// checked and cached by the kernel) once instead of three times, and
+/// every system call of the agent runs one program instead of three.
+///
+/// Entered once per level, by its starter ([`super::starter`]).
+pub fn filter(permission: Permission) -> Result<BpfProgram, Error> {
+    Ok(chain(&parts(permission)?))
+}
+
+/// The parts of [`filter`], as separate programs.
+fn parts(permission: Permission) -> Result<Vec<BpfProgram>, Error> {
+    Ok(vec![
         #[cfg(target_arch = "x86_64")]
         x32_guard(),
         refusals(permission)?,
         absent()?,
-    ];
-    compiled.insert(permission, programs.clone());
-    Ok(programs)
+    ])
+}
+
+/// One program running `programs` in turn: every "allow" of a program but
+/// the last becomes a jump to the start of the next one; every other
+/// answer (kill, an errno) is the program's. A compiled program's every
+/// path ends in a return, and no jump leaves it, so each program is
+/// unchanged but for where its "allow" leads.
+fn chain(programs: &[BpfProgram]) -> BpfProgram {
+    use seccompiler::sock_filter;
+    const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    const JA: u16 = (libc::BPF_JMP | libc::BPF_JA) as u16;
+    let mut out = Vec::with_capacity(programs.iter().map(Vec::len).sum());
+    for (n, program) in programs.iter().enumerate() {
+        let last = n + 1 == programs.len();
+        for (i, op) in program.iter().enumerate() {
+            if !last && op.code == RET_K && op.k == libc::SECCOMP_RET_ALLOW {
+                // To the next program: a jump counts from the instruction
+                // after it.
+                out.push(sock_filter {
+                    code: JA,
+                    jt: 0,
+                    jf: 0,
+                    k: (program.len() - i - 1) as u32,
+                });
+            } else {
+                out.push(op.clone());
+            }
+        }
+    }
+    out
 }
 
 /// Kills the process on any x32 system call (x86_64 only).
@@ -391,4 +424,130 @@ fn arch() -> TargetArch {
 #[cfg(target_arch = "riscv64")]
 fn arch() -> TargetArch {
     TargetArch::riscv64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a classic BPF program answers for one call, as the kernel runs
+    /// it over `struct seccomp_data` (the instructions seccompiler and the
+    /// guard use; any other fails the test).
+    fn run(program: &BpfProgram, nr: u32, arch: u32, args: [u64; 6]) -> u32 {
+        let word = |off: u32| -> u32 {
+            match off {
+                0 => nr,
+                4 => arch,
+                8 | 12 => 0,
+                o if (16..64).contains(&o) => {
+                    let a = args[((o - 16) / 8) as usize];
+                    if (o - 16) % 8 == 0 {
+                        a as u32
+                    } else {
+                        (a >> 32) as u32
+                    }
+                }
+                o => panic!("load at {o}"),
+            }
+        };
+        let (mut acc, mut pc) = (0u32, 0usize);
+        loop {
+            let op = &program[pc];
+            pc += 1;
+            let code = u32::from(op.code);
+            match code {
+                c if c == libc::BPF_LD | libc::BPF_W | libc::BPF_ABS => acc = word(op.k),
+                c if c == libc::BPF_ALU | libc::BPF_AND | libc::BPF_K => acc &= op.k,
+                c if c == libc::BPF_RET | libc::BPF_K => return op.k,
+                c if c == libc::BPF_JMP | libc::BPF_JA => pc += op.k as usize,
+                c if c & 0x07 == libc::BPF_JMP => {
+                    let taken = match c & 0xf0 {
+                        x if x == libc::BPF_JEQ => acc == op.k,
+                        x if x == libc::BPF_JGT => acc > op.k,
+                        x if x == libc::BPF_JGE => acc >= op.k,
+                        x if x == libc::BPF_JSET => acc & op.k != 0,
+                        _ => panic!("jump {c:#x}"),
+                    };
+                    pc += usize::from(if taken { op.jt } else { op.jf });
+                }
+                c => panic!("instruction {c:#x}"),
+            }
+        }
+    }
+
+    /// The strictest of several answers, as the kernel ranks them (kill
+    /// first, allow last: the action bits compared as signed).
+    fn strictest(answers: impl Iterator<Item = u32>) -> u32 {
+        answers
+            .min_by_key(|a| (a & libc::SECCOMP_RET_ACTION_FULL) as i32)
+            .expect("answers")
+    }
+
+    /// The one program answers every call as the kernel would answer it
+    /// with its parts entered one by one: every call number (plain, x32,
+    /// negative), every architecture tag that matters, arguments that hit
+    /// and miss each rule.
+    #[test]
+    fn the_chained_program_answers_as_its_parts() {
+        let mut args: Vec<[u64; 6]> = vec![[0; 6]];
+        for v in [
+            1,
+            2,
+            3,
+            0x5412,
+            0x541C,
+            0x4008_6602,
+            0x4004_6602,
+            0x401C_5820,
+            u64::from(libc::S_ISUID),
+            u64::from(libc::S_ISGID),
+            0o4755,
+            0o2755,
+            0o755,
+            libc::O_CREAT as u64,
+            (libc::O_TMPFILE & !libc::O_DIRECTORY) as u64,
+            (libc::O_CREAT | libc::O_WRONLY) as u64,
+            0xffff_ffff,
+            1 << 32,
+        ] {
+            for i in 0..4 {
+                let mut a = [0; 6];
+                a[i] = v;
+                args.push(a);
+                let mut b = [0o4755; 6];
+                b[i] = v;
+                args.push(b);
+            }
+        }
+        let arches = [
+            0,
+            62 | 0x8000_0000 | 0x4000_0000,
+            183 | 0x8000_0000 | 0x4000_0000,
+            243 | 0x8000_0000 | 0x4000_0000,
+            3 | 0x4000_0000,
+        ];
+        for permission in [Permission::ReadOnly, Permission::WorkspaceWrite] {
+            let parts = parts(permission).unwrap();
+            let one = filter(permission).unwrap();
+            assert_eq!(one.len(), parts.iter().map(Vec::len).sum::<usize>());
+            let mut numbers: Vec<u32> = (0..600).collect();
+            numbers.extend((0..600).map(|n| 0x4000_0000 | n));
+            numbers.extend([u32::MAX, 0x8000_0000, 0x4000_0000 - 1]);
+            let mut refused = 0;
+            for &arch in &arches {
+                for &nr in &numbers {
+                    for a in &args {
+                        let want = strictest(parts.iter().map(|p| run(p, nr, arch, *a)));
+                        assert_eq!(
+                            run(&one, nr, arch, *a),
+                            want,
+                            "{permission:?}: call {nr:#x}, arch {arch:#x}, args {a:?}"
+                        );
+                        refused += usize::from(want != libc::SECCOMP_RET_ALLOW);
+                    }
+                }
+            }
+            assert!(refused > 0);
+        }
+    }
 }

@@ -375,6 +375,11 @@ fn cgroup_of(pid: i32) -> Option<String> {
         .map(str::to_string)
 }
 
+/// Whether attempts get cgroups of their own here (see [`base`]).
+pub fn cgroups_used() -> bool {
+    base().is_some()
+}
+
 /// Whether `dir` is a cgroup folder this process can use (tests).
 #[doc(hidden)]
 pub fn cgroups_here() -> bool {

@@ -269,18 +269,47 @@ pub async fn run_attempt(
             Stdin::Text(_) => Stdio::piped(),
         });
     // Confined, it is started by a thread of its own, in this runtime.
+    // The leader joins the tree's cgroup right after it starts, from the
+    // thread that started it (see `ProcessTree::started`).
     let runtime = tokio::runtime::Handle::current();
-    let spawned = reaper::start_own(|| {
-        let spawned = inv.start(|| {
-            let _in_runtime = runtime.enter();
-            cmd.spawn()
-        });
-        let pid = match &spawned {
-            Ok(Ok(child)) => child.id(),
-            _ => None,
-        };
-        (spawned, pid)
-    });
+    let mut start = {
+        let confinement = inv.confinement.clone();
+        let tree = std::sync::Arc::clone(&spec.tree);
+        move || {
+            let spawned = reaper::start_own(|| {
+                let spawned = crate::agents::invocation::start(confinement.as_ref(), || {
+                    let _in_runtime = runtime.enter();
+                    cmd.spawn()
+                });
+                let pid = match &spawned {
+                    Ok(Ok(child)) => child.id(),
+                    _ => None,
+                };
+                (spawned, pid)
+            });
+            if let Ok(Ok(child)) = &spawned
+                && let Some(pid) = child.id()
+            {
+                tree.started(pid);
+            }
+            spawned
+        }
+    };
+    // Entering the confinement and moving a process into a cgroup block
+    // (a move waits for the kernel's read-copy-update grace period, which
+    // is milliseconds, and holds every other cgroup change of the machine
+    // meanwhile): on a thread of the blocking pool, not one of the
+    // runtime's few workers, which go on running the other attempts.
+    let spawned = if inv.confinement.is_some() || spec.tree.has_cgroup() {
+        match tokio::task::spawn_blocking(start).await {
+            Ok(spawned) => spawned,
+            Err(e) => Err(crate::confine::ConfineError(format!(
+                "the starting thread failed: {e}"
+            ))),
+        }
+    } else {
+        start()
+    };
     let spawned = match spawned {
         Ok(s) => s,
         Err(e) => {
@@ -308,9 +337,6 @@ pub async fn run_attempt(
         }
     };
     let leader = child.id();
-    if let Some(pid) = leader {
-        spec.tree.started(pid);
-    }
     let pgid = leader.map(|p| Pid::from_raw(p as i32));
     if let (Some(k), Some(pg)) = (&spec.keeper, pgid) {
         k.watch(pg.as_raw());
@@ -611,6 +637,17 @@ pub async fn run_attempt(
     result.tokens_out = tally.tokens_out;
     result.cost_usd = tally.cost_usd;
     result.rate_limited = tally.rate_limited;
+    // The tree goes with the attempt: its cgroup is killed again and
+    // removed, each a cgroup change that may wait for others (see where it
+    // started), on the blocking pool. The endpoints hold the tree too:
+    // they go first.
+    let AttemptSpec {
+        tree, endpoints, ..
+    } = spec;
+    drop(endpoints);
+    if tree.has_cgroup() {
+        let _ = tokio::task::spawn_blocking(move || drop(tree)).await;
+    }
     finish(result)
 }
 

@@ -164,25 +164,25 @@ impl Reports {
         data: &serde_json::Value,
         ts_ms: u64,
     ) -> Result<i64, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        tx.execute(
+        // One statement is its own transaction (it takes the write lock
+        // as `BEGIN IMMEDIATE` would, and commits when it returns), and
+        // the connection is held until its id is read.
+        let conn = self.conn();
+        conn.prepare_cached(
             "INSERT INTO reports (run_id, phase, agent, attempt, ts_ms, kind, task_id, data_json)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            params![
-                self.who.run_id,
-                self.who.phase,
-                self.who.agent,
-                self.who.attempt,
-                ts_ms,
-                kind,
-                task_id,
-                data.to_string()
-            ],
-        )?;
-        let id = tx.last_insert_rowid();
-        tx.commit()?;
-        Ok(id)
+        )?
+        .execute(params![
+            self.who.run_id,
+            self.who.phase,
+            self.who.agent,
+            self.who.attempt,
+            ts_ms,
+            kind,
+            task_id,
+            data.to_string()
+        ])?;
+        Ok(conn.last_insert_rowid())
     }
 
     /// A report of this run by id.
