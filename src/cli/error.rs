@@ -21,7 +21,7 @@ pub enum CliError {
         hint: Option<String>,
     },
     /// The command ran and the answer is no (`export --check` found the
-    /// file stale), or `orch mcp relay` could not serve its attempt. Exit 1.
+    /// file stale). Exit 1.
     #[error("{message}")]
     Failed {
         message: String,
@@ -40,6 +40,9 @@ pub enum CliError {
     /// The run history (shown as miette renders them). Exit 2.
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
+    /// `orch mcp relay` could not serve its attempt. Exit 1.
+    #[error("orch mcp relay: {0}")]
+    Relay(#[from] crate::mcp::relay::RelayError),
     /// Writing the command's output. A closed standard output (`orch plan
     /// x | head`) is not an error: exit 0, nothing said. Otherwise exit 2.
     #[error(transparent)]
@@ -84,7 +87,7 @@ impl CliError {
     pub fn exit(&self) -> Exit {
         match self {
             CliError::Io(e) if e.kind() == io::ErrorKind::BrokenPipe => Exit::Success,
-            CliError::Failed { .. } => Exit::Failed,
+            CliError::Failed { .. } | CliError::Relay(_) => Exit::Failed,
             CliError::Usage { .. }
             | CliError::Pipeline { .. }
             | CliError::Settings(_)
@@ -112,7 +115,7 @@ impl CliError {
             }
             CliError::Settings(e) => format!("{:?}", miette::Report::new(e)),
             CliError::Store(e) => format!("{:?}", miette::Report::new(e)),
-            CliError::Io(e) => format!("error: {e}"),
+            e @ (CliError::Relay(_) | CliError::Io(_)) => format!("error: {e}"),
         };
         let _ = writeln!(io::stderr(), "{text}");
     }

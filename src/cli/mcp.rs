@@ -28,8 +28,7 @@ pub enum McpCommand {
 
 pub fn run(args: &Args) -> Result<Exit, CliError> {
     match &args.command {
-        McpCommand::Relay { socket } => crate::mcp::relay::relay(socket)
-            .map_err(|message| CliError::failed(format!("orch mcp relay: {message}")))?,
+        McpCommand::Relay { socket } => crate::mcp::relay::relay(socket)?,
     }
     Ok(Exit::Success)
 }
