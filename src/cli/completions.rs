@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use clap::CommandFactory;
 use clap_complete::Shell;
 
-use super::output::{CmdResult, Exit, stdout, usage_error};
+use super::error::CliError;
+use super::output::{Exit, stdout};
 
 #[derive(Debug, clap::Args)]
 pub struct CompletionsArgs {
@@ -25,7 +26,7 @@ pub struct ManArgs {
     pub dir: Option<PathBuf>,
 }
 
-pub fn completions(args: &CompletionsArgs) -> CmdResult {
+pub fn completions(args: &CompletionsArgs) -> Result<Exit, CliError> {
     let mut cmd = super::Cli::command();
     let mut out = stdout();
     clap_complete::generate(args.shell, &mut cmd, "orch", &mut out);
@@ -33,7 +34,7 @@ pub fn completions(args: &CompletionsArgs) -> CmdResult {
     Ok(Exit::Success)
 }
 
-pub fn man(args: &ManArgs) -> CmdResult {
+pub fn man(args: &ManArgs) -> Result<Exit, CliError> {
     let mut cmd = super::Cli::command();
     cmd.build();
     match &args.dir {
@@ -44,10 +45,10 @@ pub fn man(args: &ManArgs) -> CmdResult {
         }
         Some(dir) => {
             if let Err(e) = std::fs::create_dir_all(dir).and_then(|()| write_pages(&cmd, dir)) {
-                return usage_error(
-                    &format!("cannot write man pages in `{}`: {e}", dir.display()),
-                    None,
-                );
+                return Err(CliError::usage(format!(
+                    "cannot write man pages in `{}`: {e}",
+                    dir.display()
+                )));
             }
         }
     }

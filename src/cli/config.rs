@@ -5,7 +5,8 @@ use std::io::Write;
 use serde::Serialize;
 
 use super::GlobalArgs;
-use super::output::{CmdResult, Exit, Format, stdout, usage_error, write_json};
+use super::error::CliError;
+use super::output::{Exit, Format, stdout, write_json};
 use crate::model::AgentKind;
 use crate::settings::{self, BinaryOverride, Overrides, Sources};
 
@@ -47,45 +48,19 @@ pub fn overrides(global: &GlobalArgs) -> Result<Overrides, String> {
 }
 
 /// The build context for commands that make invocations: the layered
-/// settings and the working directory. On bad settings, the error is
-/// printed and the exit code returned.
-pub fn context(global: &GlobalArgs) -> Result<crate::engine::assemble::Context, Exit> {
-    let o = match overrides(global) {
-        Ok(o) => o,
-        Err(m) => {
-            let _ = usage_error(&m, None);
-            return Err(Exit::Invalid);
-        }
-    };
-    match settings::load(&Sources::discover(), &o) {
-        Ok(l) => {
-            let workdir = std::env::current_dir().unwrap_or_else(|_| ".".into());
-            Ok(crate::engine::assemble::Context::new(l.settings, workdir))
-        }
-        Err(e) => {
-            let _ = writeln!(std::io::stderr(), "{:?}", miette::Report::new(e));
-            Err(Exit::Invalid)
-        }
-    }
+/// settings and the working directory.
+pub fn context(global: &GlobalArgs) -> Result<crate::engine::assemble::Context, CliError> {
+    let o = overrides(global).map_err(CliError::usage)?;
+    let l = settings::load(&Sources::discover(), &o)?;
+    let workdir = std::env::current_dir().unwrap_or_else(|_| ".".into());
+    Ok(crate::engine::assemble::Context::new(l.settings, workdir))
 }
 
-pub fn run(args: &Args, global: &GlobalArgs) -> CmdResult {
-    let o = match overrides(global) {
-        Ok(o) => o,
-        Err(m) => {
-            return usage_error(
-                &m,
-                Some("kinds: claude, codex, gemini, opencode, copilot".into()),
-            );
-        }
-    };
-    let layered = match settings::load(&Sources::discover(), &o) {
-        Ok(l) => l,
-        Err(e) => {
-            let _ = writeln!(std::io::stderr(), "{:?}", miette::Report::new(e));
-            return Ok(Exit::Invalid);
-        }
-    };
+pub fn run(args: &Args, global: &GlobalArgs) -> Result<Exit, CliError> {
+    let o = overrides(global).map_err(|m| {
+        CliError::usage(m).with_hint("kinds: claude, codex, gemini, opencode, copilot")
+    })?;
+    let layered = settings::load(&Sources::discover(), &o)?;
     let mut rows: Vec<Row> = layered
         .explain()
         .into_iter()

@@ -6,7 +6,7 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use super::output::{Exit, usage_error};
+use super::error::CliError;
 
 /// The folders searched after `pipeline.toml`, in order.
 pub const FOLDERS: [&str; 2] = ["pipelines", ".orch/pipelines"];
@@ -47,41 +47,35 @@ pub fn search(dir: &Path) -> Found {
 }
 
 /// The file a command works on: `given`, else what a search of the
-/// current directory finds; `Err` once the error is printed.
-pub fn pipeline_file(given: Option<&Path>) -> io::Result<Result<PathBuf, Exit>> {
+/// current directory finds.
+pub fn pipeline_file(given: Option<&Path>) -> Result<PathBuf, CliError> {
     if let Some(p) = given {
-        return Ok(Ok(p.to_path_buf()));
+        return Ok(p.to_path_buf());
     }
     let cwd = std::env::current_dir()?;
     match search(&cwd) {
         Found::One(p) => {
             // Say which: a file found is not a file named.
             let _ = writeln!(io::stderr(), "using {}", p.display());
-            Ok(Ok(p))
+            Ok(p)
         }
-        Found::None => usage_error(
-            &format!(
-                "no pipeline file given, and none found: looked for pipeline.toml, then {}",
-                FOLDERS.map(|f| format!("{f}/*.toml")).join(" and ")
-            ),
-            Some("name one (`orch run FILE`), or write a starter with `orch init`".into()),
-        )
-        .map(Err),
-        Found::Several(all) => usage_error(
-            &format!(
-                "no pipeline file given, and {} were found: {}",
-                all.len(),
-                all.iter()
-                    .map(|p| p.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            Some(format!(
-                "name the one you mean, e.g. `{}`",
-                all[0].display()
-            )),
-        )
-        .map(Err),
+        Found::None => Err(CliError::usage(format!(
+            "no pipeline file given, and none found: looked for pipeline.toml, then {}",
+            FOLDERS.map(|f| format!("{f}/*.toml")).join(" and ")
+        ))
+        .with_hint("name one (`orch run FILE`), or write a starter with `orch init`")),
+        Found::Several(all) => Err(CliError::usage(format!(
+            "no pipeline file given, and {} were found: {}",
+            all.len(),
+            all.iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+        .with_hint(format!(
+            "name the one you mean, e.g. `{}`",
+            all[0].display()
+        ))),
     }
 }
 

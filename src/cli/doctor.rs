@@ -10,7 +10,9 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::GlobalArgs;
-use super::output::{CmdResult, Exit, Format, load_valid, stdout, write_json};
+use super::error::CliError;
+use super::load::load_pipeline;
+use super::output::{Exit, Format, stdout, write_json};
 use crate::agents::probe::{self, Installed, ProbeResult};
 use crate::engine::assemble;
 use crate::model::AgentKind;
@@ -43,24 +45,23 @@ struct ProbeRow {
     result: ProbeResult,
 }
 
-pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
+pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit, CliError> {
     if args.capabilities {
         let mut out = stdout();
         out.write_all(crate::agents::capability::markdown().as_bytes())?;
         out.flush()?;
         return Ok(Exit::Success);
     }
-    let ctx = match super::config::context(global) {
-        Ok(c) => c,
-        Err(exit) => return Ok(exit),
-    };
     match &args.probe {
-        None => installed(args, &ctx),
-        Some(file) => probes(args, file, &ctx, color),
+        None => installed(args, &super::config::context(global)?),
+        Some(file) => {
+            let (ctx, pipeline) = load_pipeline(global, Some(file), color)?;
+            probes(args, &pipeline, &ctx)
+        }
     }
 }
 
-fn installed(args: &Args, ctx: &assemble::Context) -> CmdResult {
+fn installed(args: &Args, ctx: &assemble::Context) -> Result<Exit, CliError> {
     let rows: Vec<Installed> = AgentKind::ALL
         .into_iter()
         .filter(|k| k.is_llm())
@@ -106,12 +107,11 @@ fn installed(args: &Args, ctx: &assemble::Context) -> CmdResult {
     Ok(Exit::Success)
 }
 
-fn probes(args: &Args, file: &std::path::Path, ctx: &assemble::Context, color: bool) -> CmdResult {
-    let loaded = match load_valid(file, &ctx.confinement, color)? {
-        Ok(l) => l,
-        Err(exit) => return Ok(exit),
-    };
-    let p = &loaded.pipeline;
+fn probes(
+    args: &Args,
+    p: &crate::pipeline::Pipeline,
+    ctx: &assemble::Context,
+) -> Result<Exit, CliError> {
     let mut rows = Vec::new();
     for (phase, agent) in p.invocations() {
         if !agent.kind.is_llm() {

@@ -9,9 +9,9 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 use super::GlobalArgs;
-use super::output::{
-    CmdResult, Exit, Format, load_valid, phase_index, stdout, usage_error, write_json,
-};
+use super::error::CliError;
+use super::load::load_pipeline;
+use super::output::{Exit, Format, phase_index, stdout, write_json};
 use crate::agents::invocation::{InvocationFile, Stdin};
 use crate::agents::{By, Enforcement};
 use crate::confine::{Availability, Confinement};
@@ -183,25 +183,12 @@ struct InvocationJson<'a> {
     held_after: Option<String>,
 }
 
-pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
-    let mut ctx = match super::config::context(global) {
-        Ok(c) => c,
-        Err(exit) => return Ok(exit),
-    };
+pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit, CliError> {
+    let (mut ctx, pipeline) = load_pipeline(global, args.file.as_deref(), color)?;
     ctx.inputs = args.inputs.iter().cloned().collect();
-    let file = match super::discover::pipeline_file(args.file.as_deref())? {
-        Ok(f) => f,
-        Err(exit) => return Ok(exit),
-    };
-    let loaded = match load_valid(&file, &ctx.confinement, color)? {
-        Ok(l) => l,
-        Err(exit) => return Ok(exit),
-    };
-    let p = &loaded.pipeline;
-    if let Some(name) = &args.phase
-        && let Err(m) = phase_index(p, name)
-    {
-        return usage_error(&m, None);
+    let p = &pipeline;
+    if let Some(name) = &args.phase {
+        phase_index(p, name)?;
     }
     if let Some(agent) = &args.agent {
         let in_scope = |a: &String| {
@@ -220,14 +207,15 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
                 .filter(|a| in_scope(&a.name))
                 .map(|a| a.name.as_str())
                 .collect();
-            let hint = suggest(agent, scope.iter().copied())
-                .map(|s| format!("did you mean `{s}`?"))
-                .or_else(|| Some(format!("agents here: {}", scope.join(", "))));
+            let hint = suggest(agent, scope.iter().copied()).map_or_else(
+                || format!("agents here: {}", scope.join(", ")),
+                |s| format!("did you mean `{s}`?"),
+            );
             let place = args
                 .phase
                 .as_ref()
                 .map_or(String::new(), |ph| format!(" in phase `{ph}`"));
-            return usage_error(&format!("no agent `{agent}`{place}"), hint);
+            return Err(CliError::usage(format!("no agent `{agent}`{place}")).with_hint(hint));
         }
     }
     let judged: Vec<crate::pipeline::Phase> = p

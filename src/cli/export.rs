@@ -8,10 +8,11 @@ use std::path::PathBuf;
 use clap::Subcommand;
 
 use super::GlobalArgs;
-use super::output::{CmdResult, Exit, load_valid, stdout, usage_error};
+use super::error::CliError;
+use super::load::{load_pipeline, phase_graph};
+use super::output::{Exit, stdout};
 use crate::export::github::Trigger;
 use crate::export::{self, Options, OrchSource};
-use crate::pipeline::graph::PhaseGraph;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -116,20 +117,24 @@ fn pipeline_path(file: &std::path::Path) -> Result<&str, String> {
 
 /// Which orch the jobs install; refused unless pinned (no default: the
 /// name `orch` on a public registry is not ours to trust).
-fn orch_source(a: &ExportArgs) -> Result<OrchSource, (String, String)> {
+fn orch_source(a: &ExportArgs) -> Result<OrchSource, CliError> {
+    let refused = |message: String, hint: &str| CliError::usage(message).with_hint(hint);
     let hex = |v: &str, n: usize| v.len() == n && v.chars().all(|c| c.is_ascii_hexdigit());
     match (&a.orch_git, &a.orch_rev, &a.orch_binary, &a.orch_sha256) {
         (Some(url), Some(rev), _, _) => {
             if !hex(rev, 40) {
-                return Err((
+                return Err(refused(
                     format!("--orch-rev `{rev}` is not a full commit SHA"),
-                    "give all 40 hex digits: a branch or tag can move".into(),
+                    "give all 40 hex digits: a branch or tag can move",
                 ));
             }
             if !safe_url(url, &["https://", "ssh://"]) {
-                return Err((
-                    format!("--orch-git `{}` is not a plain https:// or ssh:// URL", url.escape_debug()),
-                    "printable ASCII without spaces, quotes, `$` or backslashes".into(),
+                return Err(refused(
+                    format!(
+                        "--orch-git `{}` is not a plain https:// or ssh:// URL",
+                        url.escape_debug()
+                    ),
+                    "printable ASCII without spaces, quotes, `$` or backslashes",
                 ));
             }
             Ok(OrchSource::Git {
@@ -139,15 +144,18 @@ fn orch_source(a: &ExportArgs) -> Result<OrchSource, (String, String)> {
         }
         (_, _, Some(url), Some(sum)) => {
             if !hex(sum, 64) {
-                return Err((
+                return Err(refused(
                     format!("--orch-sha256 `{sum}` is not a SHA-256"),
-                    "give the 64 hex digits `sha256sum` prints for the binary".into(),
+                    "give the 64 hex digits `sha256sum` prints for the binary",
                 ));
             }
             if !safe_url(url, &["https://"]) {
-                return Err((
-                    format!("--orch-binary `{}` is not a plain https URL", url.escape_debug()),
-                    "the jobs download it with curl --proto '=https'".into(),
+                return Err(refused(
+                    format!(
+                        "--orch-binary `{}` is not a plain https URL",
+                        url.escape_debug()
+                    ),
+                    "the jobs download it with curl --proto '=https'",
                 ));
             }
             Ok(OrchSource::Binary {
@@ -155,58 +163,36 @@ fn orch_source(a: &ExportArgs) -> Result<OrchSource, (String, String)> {
                 sha256: sum.to_ascii_lowercase(),
             })
         }
-        _ => Err((
+        _ => Err(refused(
             "say which orch the jobs install".into(),
             "pin a build: --orch-git URL --orch-rev <full commit SHA> (built with cargo in each job), \
-             or --orch-binary https://… --orch-sha256 <hex> (a Linux x86_64 binary, checked before it runs)"
-                .into(),
+             or --orch-binary https://… --orch-sha256 <hex> (a Linux x86_64 binary, checked before it runs)",
         )),
     }
 }
 
-pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
+pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit, CliError> {
     let (a, github) = match &args.target {
         Target::GithubActions(a) => (a, true),
         Target::GitlabCi(a) => (a, false),
     };
     if !github && a.on != [Trigger::WorkflowDispatch] {
-        return usage_error(
-            "--on is for GitHub Actions",
-            Some(
-                "a GitLab pipeline runs on the project's pipeline triggers (`workflow:` rules)"
-                    .into(),
-            ),
-        );
+        return Err(CliError::usage("--on is for GitHub Actions").with_hint(
+            "a GitLab pipeline runs on the project's pipeline triggers (`workflow:` rules)",
+        ));
     }
-    let orch = match orch_source(a) {
-        Ok(o) => o,
-        Err((message, hint)) => return usage_error(&message, Some(hint)),
-    };
-    let file = match pipeline_path(&a.file) {
-        Ok(f) => f,
-        Err(message) => {
-            return usage_error(
-                &message,
-                Some("rename the pipeline file: the exported file names it in a comment and a variable".into()),
-            );
-        }
-    };
-    let ctx = match super::config::context(global) {
-        Ok(c) => c,
-        Err(exit) => return Ok(exit),
-    };
-    let loaded = match load_valid(&a.file, &ctx.confinement, color)? {
-        Ok(l) => l,
-        Err(exit) => return Ok(exit),
-    };
-    let pipeline = loaded.pipeline;
-    let Ok(graph) = PhaseGraph::build(&pipeline) else {
-        return usage_error("the pipeline has a dependency cycle", None);
-    };
+    let orch = orch_source(a)?;
+    let file = pipeline_path(&a.file).map_err(|message| {
+        CliError::usage(message).with_hint(
+            "rename the pipeline file: the exported file names it in a comment and a variable",
+        )
+    })?;
+    let (_, pipeline) = load_pipeline(global, Some(&a.file), color)?;
+    let graph = phase_graph(&pipeline)?;
     if a.file.is_absolute() {
-        return usage_error(
-            &format!("`{}` is an absolute path", a.file.display()),
-            Some("name the pipeline relative to the repository root, as the jobs will".into()),
+        return Err(
+            CliError::usage(format!("`{}` is an absolute path", a.file.display()))
+                .with_hint("name the pipeline relative to the repository root, as the jobs will"),
         );
     }
     let opts = Options {
@@ -226,13 +212,12 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
             if current == text {
                 Ok(Exit::Success)
             } else {
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "error: `{}` is not what `orch export` writes for `{}`\n  help: write it again with the same command without --check",
+                Err(CliError::failed(format!(
+                    "`{}` is not what `orch export` writes for `{}`",
                     path.display(),
                     a.file.display()
-                );
-                Ok(Exit::Failed)
+                ))
+                .with_hint("write it again with the same command without --check"))
             }
         }
         (Some(path), false) => {

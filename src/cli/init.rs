@@ -10,7 +10,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::GlobalArgs;
-use super::output::{CmdResult, Exit, print_diagnostics, usage_error};
+use super::error::CliError;
+use super::output::{Exit, print_diagnostics};
 use crate::agents::CliFacts;
 use crate::engine::assemble;
 use crate::model::AgentKind;
@@ -32,15 +33,9 @@ pub struct Args {
 /// Where the schema goes, relative to DIR (`#:schema` names it).
 const SCHEMA: &str = ".orch/pipeline.schema.json";
 
-pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
-    let ctx = match super::config::context(global) {
-        Ok(c) => c,
-        Err(exit) => return Ok(exit),
-    };
-    let (kinds, detected) = match chosen(&args.agents, &ctx.settings) {
-        Ok(k) => k,
-        Err(exit) => return Ok(exit),
-    };
+pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit, CliError> {
+    let ctx = super::config::context(global)?;
+    let (kinds, detected) = chosen(&args.agents, &ctx.settings)?;
     // What this machine can enforce decides the starter: with Bash where
     // the OS confines it, without where it cannot, refused when even that
     // is not enforced (strict enforcement is never softened here).
@@ -65,13 +60,13 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         bash = false;
         if let Err(invalid) = valid(&pipeline) {
             print_diagnostics(&invalid.diagnostics, color);
-            return usage_error(
+            return Err(CliError::usage(
                 "this machine cannot enforce the starter pipeline's tools, so nothing was written",
-                Some(format!(
-                    "`orch doctor` shows what it can enforce here ({})",
-                    ctx.confinement.describe()
-                )),
-            );
+            )
+            .with_hint(format!(
+                "`orch doctor` shows what it can enforce here ({})",
+                ctx.confinement.describe()
+            )));
         }
     }
     let mut files: Vec<(PathBuf, String)> = vec![
@@ -87,10 +82,11 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
     for (rel, _) in &files {
         let path = args.dir.join(rel);
         if path.symlink_metadata().is_ok() {
-            return usage_error(
-                &format!("`{}` exists; orch init does not overwrite", path.display()),
-                Some("move it away, or init in another folder: `orch init DIR`".into()),
-            );
+            return Err(CliError::usage(format!(
+                "`{}` exists; orch init does not overwrite",
+                path.display()
+            ))
+            .with_hint("move it away, or init in another folder: `orch init DIR`"));
         }
         // Every folder on the way must be a folder (or not there yet), so
         // nothing fails half-way through.
@@ -99,14 +95,12 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
             .skip(1)
             .find(|a| a.symlink_metadata().is_ok() && !a.is_dir())
         {
-            return usage_error(
-                &format!(
-                    "`{}` is not a folder, so `{}` cannot be written",
-                    blocked.display(),
-                    path.display()
-                ),
-                Some("move it away, or init in another folder: `orch init DIR`".into()),
-            );
+            return Err(CliError::usage(format!(
+                "`{}` is not a folder, so `{}` cannot be written",
+                blocked.display(),
+                path.display()
+            ))
+            .with_hint("move it away, or init in another folder: `orch init DIR`"));
         }
     }
     let mut written: Vec<PathBuf> = Vec::new();
@@ -128,7 +122,10 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
             for w in &written {
                 let _ = std::fs::remove_file(w);
             }
-            return usage_error(&format!("cannot write `{}`: {e}", path.display()), None);
+            return Err(CliError::usage(format!(
+                "cannot write `{}`: {e}",
+                path.display()
+            )));
         }
         written.push(path);
     }
@@ -140,7 +137,7 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
 fn chosen(
     asked: &[String],
     settings: &crate::settings::Settings,
-) -> Result<(Vec<AgentKind>, bool), Exit> {
+) -> Result<(Vec<AgentKind>, bool), CliError> {
     let llm: Vec<AgentKind> = AgentKind::ALL.into_iter().filter(|k| k.is_llm()).collect();
     let names = || {
         llm.iter()
@@ -166,20 +163,16 @@ fn chosen(
             Some(k) if !kinds.contains(&k) => kinds.push(k),
             Some(_) => {}
             None => {
-                let _ = usage_error(
-                    &format!("`{name}` is not an agent CLI orch runs"),
-                    Some(format!("choose from: {}", names())),
+                return Err(
+                    CliError::usage(format!("`{name}` is not an agent CLI orch runs"))
+                        .with_hint(format!("choose from: {}", names())),
                 );
-                return Err(Exit::Invalid);
             }
         }
     }
     if kinds.is_empty() {
-        let _ = usage_error(
-            "--agents names no agent",
-            Some(format!("choose from: {}", names())),
-        );
-        return Err(Exit::Invalid);
+        return Err(CliError::usage("--agents names no agent")
+            .with_hint(format!("choose from: {}", names())));
     }
     Ok((kinds, false))
 }

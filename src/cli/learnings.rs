@@ -8,7 +8,8 @@ use std::io::{self, Write};
 use clap::Subcommand;
 
 use super::GlobalArgs;
-use super::output::{CmdResult, Exit, Format, stdout, write_json};
+use super::error::CliError;
+use super::output::{Exit, Format, stdout, write_json};
 use crate::report::{github, text};
 use crate::store::Reader;
 
@@ -39,25 +40,12 @@ pub struct SearchArgs {
     pub format: Format,
 }
 
-pub fn run(args: &Args, global: &GlobalArgs) -> CmdResult {
-    let ctx = match super::config::context(global) {
-        Ok(c) => c,
-        Err(exit) => return Ok(exit),
-    };
+pub fn run(args: &Args, global: &GlobalArgs) -> Result<Exit, CliError> {
+    let ctx = super::config::context(global)?;
     let LearningsCommand::Search(a) = &args.command;
-    let found = match Reader::open(&ctx.state_dir()) {
-        Ok(Some(r)) => match r.search_learnings(&a.query, a.limit, a.min_quality) {
-            Ok(found) => found,
-            Err(e) => {
-                let _ = writeln!(io::stderr(), "{:?}", miette::Report::new(e));
-                return Ok(Exit::Invalid);
-            }
-        },
-        Ok(None) => Vec::new(),
-        Err(e) => {
-            let _ = writeln!(io::stderr(), "{:?}", miette::Report::new(e));
-            return Ok(Exit::Invalid);
-        }
+    let found = match Reader::open(&ctx.state_dir())? {
+        Some(r) => r.search_learnings(&a.query, a.limit, a.min_quality)?,
+        None => Vec::new(),
     };
     match a.format {
         Format::Json => write_json(&found)?,

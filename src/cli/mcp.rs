@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use clap::Subcommand;
 
-use super::output::{CmdResult, Exit};
+use super::error::CliError;
+use super::output::Exit;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -25,14 +26,9 @@ pub enum McpCommand {
     },
 }
 
-pub fn run(args: &Args) -> CmdResult {
+pub fn run(args: &Args) -> Result<Exit, CliError> {
     match &args.command {
-        McpCommand::Relay { socket } => match crate::mcp::relay::relay(socket) {
-            Ok(()) => Ok(Exit::Success),
-            Err(message) => {
-                eprintln!("error: orch mcp relay: {message}");
-                Ok(Exit::Failed)
-            }
-        },
+        McpCommand::Relay { socket } => crate::mcp::relay::relay(socket)?,
     }
+    Ok(Exit::Success)
 }

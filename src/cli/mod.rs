@@ -5,10 +5,12 @@ mod completions;
 mod config;
 mod discover;
 mod doctor;
+mod error;
 mod explain;
 mod export;
 mod init;
 mod learnings;
+mod load;
 mod mcp;
 mod output;
 mod plan;
@@ -26,6 +28,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+pub use error::CliError;
 pub use output::Exit;
 
 #[derive(Debug, Parser)]
@@ -106,7 +109,8 @@ pub enum Command {
     Man(completions::ManArgs),
 }
 
-/// Parse the command line, run, and map the outcome to an exit code.
+/// Parse the command line, run, and map the outcome to an exit code (an
+/// error is rendered there, once: see [`error::finish`]).
 pub fn main() -> ExitCode {
     crate::confine::keep_inherited_descriptors();
     let cli = Cli::parse();
@@ -133,5 +137,5 @@ pub fn main() -> ExitCode {
         Command::Completions(args) => completions::completions(args),
         Command::Man(args) => completions::man(args),
     };
-    output::finish(result)
+    error::finish(result, color)
 }

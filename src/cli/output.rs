@@ -1,12 +1,11 @@
 //! Shared output plumbing for subcommands: exit codes, diagnostics on
 //! stderr, results on stdout, quiet handling of a closed pipe.
 
+use crate::pipeline::Diagnostic;
 use std::io::{self, IsTerminal, Write};
-use std::process::ExitCode;
-
-use crate::pipeline::{Diagnostic, Invalid, Loaded};
 
 use super::Color;
+use super::error::CliError;
 
 /// How a command ended.
 #[derive(Debug)]
@@ -30,23 +29,6 @@ impl Exit {
     }
 }
 
-/// Errors here are stdout's: what goes to stderr (diagnostics, progress,
-/// summaries) is written best effort, so a closed stderr never changes the
-/// exit code a command decided.
-pub type CmdResult = io::Result<Exit>;
-
-pub fn finish(result: CmdResult) -> ExitCode {
-    match result {
-        Ok(exit) => ExitCode::from(exit.code()),
-        // A closed stdout (`orch plan x | head`) is not an error.
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-        Err(e) => {
-            let _ = writeln!(io::stderr(), "error: {e}");
-            ExitCode::from(2)
-        }
-    }
-}
-
 pub fn use_color(c: Color) -> bool {
     match c {
         Color::Always => true,
@@ -60,7 +42,8 @@ pub fn use_color(c: Color) -> bool {
 /// Most diagnostics printed for one file; the rest are counted.
 const MAX_SHOWN: usize = 200;
 
-/// Render diagnostics to stderr (best effort: see [`CmdResult`]).
+/// Render diagnostics to stderr (best effort: a closed stderr never
+/// changes the exit code a command decided).
 pub fn print_diagnostics(diags: &[Diagnostic], color: bool) {
     let _ = write_diagnostics(diags, color);
     if crate::report::github::active() && !diags.is_empty() {
@@ -121,40 +104,6 @@ pub fn summary(file: &str, diags: &[Diagnostic]) -> String {
     format!("`{file}`: {}", parts.join(", "))
 }
 
-/// Load a pipeline for a command that needs a valid one: on errors, print
-/// them and return `Err(Exit::Invalid)`; warnings are printed either way.
-pub fn load_valid(
-    path: &std::path::Path,
-    os: &crate::confine::Availability,
-    color: bool,
-) -> io::Result<Result<Loaded, Exit>> {
-    match crate::pipeline::load(path, &crate::agents::checks::Checks::new(os)) {
-        Ok(loaded) => {
-            print_diagnostics(&loaded.warnings, color);
-            Ok(Ok(loaded))
-        }
-        Err(Invalid { diagnostics }) => {
-            print_diagnostics(&diagnostics, color);
-            let _ = writeln!(
-                io::stderr(),
-                "error: {}",
-                summary(&path.display().to_string(), &diagnostics)
-            );
-            Ok(Err(Exit::Invalid))
-        }
-    }
-}
-
-/// A usage error about a value (unknown phase name and the like).
-pub fn usage_error(message: &str, hint: Option<String>) -> io::Result<Exit> {
-    let mut err = io::stderr().lock();
-    let _ = writeln!(err, "error: {message}");
-    if let Some(h) = hint {
-        let _ = writeln!(err, "  help: {h}");
-    }
-    Ok(Exit::Invalid)
-}
-
 pub fn stdout() -> io::BufWriter<io::StdoutLock<'static>> {
     io::BufWriter::new(io::stdout().lock())
 }
@@ -184,31 +133,31 @@ pub fn write_json_to(out: &mut impl Write, value: &impl serde::Serialize) -> io:
 
 /// The index of a phase named on the command line, or a usage error with a
 /// suggestion.
-pub fn phase_index(pipeline: &crate::pipeline::Pipeline, name: &str) -> Result<usize, String> {
+pub fn phase_index(pipeline: &crate::pipeline::Pipeline, name: &str) -> Result<usize, CliError> {
     pipeline
         .phases
         .iter()
         .position(|p| p.name == name)
         .ok_or_else(|| {
             let hint = crate::model::suggest(name, pipeline.phases.iter().map(|p| p.name.as_str()));
-            match hint {
+            CliError::usage(match hint {
                 Some(h) => format!(
                     "no phase named `{name}` in `{}`; did you mean `{h}`?",
                     pipeline.path.display()
                 ),
                 None => format!("no phase named `{name}` in `{}`", pipeline.path.display()),
-            }
+            })
         })
 }
 
 /// The phases `--phase P...` or `--from P` select (all when neither is
-/// given), in declaration order; an unknown name is a usage error message.
+/// given), in declaration order; an unknown name is a usage error.
 pub fn select_phases(
     pipeline: &crate::pipeline::Pipeline,
     graph: &crate::pipeline::graph::PhaseGraph,
     phases: &[String],
     from: Option<&str>,
-) -> Result<Vec<usize>, String> {
+) -> Result<Vec<usize>, CliError> {
     if let Some(from) = from {
         return Ok(graph.downstream(&[phase_index(pipeline, from)?]));
     }

@@ -7,9 +7,10 @@ use clap::ValueEnum;
 use serde::Serialize;
 
 use super::GlobalArgs;
-use super::output::{CmdResult, Exit, load_valid, select_phases, stdout, usage_error, write_json};
+use super::error::CliError;
+use super::load::{load_pipeline, phase_graph};
+use super::output::{Exit, select_phases, stdout, write_json};
 use crate::pipeline::Pipeline;
-use crate::pipeline::graph::PhaseGraph;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Format {
@@ -60,28 +61,10 @@ struct EdgeJson<'a> {
     to: &'a str,
 }
 
-pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
-    let ctx = match super::config::context(global) {
-        Ok(c) => c,
-        Err(exit) => return Ok(exit),
-    };
-    let file = match super::discover::pipeline_file(args.file.as_deref())? {
-        Ok(f) => f,
-        Err(exit) => return Ok(exit),
-    };
-    let loaded = match load_valid(&file, &ctx.confinement, color)? {
-        Ok(l) => l,
-        Err(exit) => return Ok(exit),
-    };
-    let p = &loaded.pipeline;
-    let graph = match PhaseGraph::build(p) {
-        Ok(g) => g,
-        Err(_) => return usage_error("the pipeline has a dependency cycle", None),
-    };
-    let selected = match select_phases(p, &graph, &args.phases, args.from.as_deref()) {
-        Ok(v) => v,
-        Err(m) => return usage_error(&m, None),
-    };
+pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit, CliError> {
+    let (_, p) = load_pipeline(global, args.file.as_deref(), color)?;
+    let graph = phase_graph(&p)?;
+    let selected = select_phases(&p, &graph, &args.phases, args.from.as_deref())?;
     let stages = graph.stages_of(&selected);
     let mut keep = vec![false; p.phases.len()];
     selected.iter().for_each(|&i| keep[i] = true);
@@ -91,10 +74,10 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         .filter(|&(a, b)| keep[a] && keep[b])
         .collect();
     match args.format {
-        Format::Json => write_json(&json(p, &stages, &edges))?,
-        Format::Text => text(p, &stages)?,
-        Format::Mermaid => mermaid(p, &stages, &edges)?,
-        Format::Dot => dot(p, &stages, &edges)?,
+        Format::Json => write_json(&json(&p, &stages, &edges))?,
+        Format::Text => text(&p, &stages)?,
+        Format::Mermaid => mermaid(&p, &stages, &edges)?,
+        Format::Dot => dot(&p, &stages, &edges)?,
     }
     Ok(Exit::Success)
 }

@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::GlobalArgs;
-use super::output::{CmdResult, Exit, Format, load_valid, stdout, usage_error, write_json};
+use super::error::CliError;
+use super::load::load_pipeline;
+use super::output::{Exit, Format, stdout, write_json};
 use crate::catalog::OMITTABLE;
 use crate::engine::assemble;
 use crate::prompt::{Layer, tokens};
@@ -58,27 +60,14 @@ struct PromptJson<'a> {
     sections: &'a [crate::prompt::budget::Section],
 }
 
-pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
-    let mut ctx = match super::config::context(global) {
-        Ok(c) => c,
-        Err(exit) => return Ok(exit),
-    };
+pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit, CliError> {
+    let (mut ctx, pipeline) = load_pipeline(global, args.file.as_deref(), color)?;
     ctx.inputs = args.inputs.iter().cloned().collect();
-    let file = match super::discover::pipeline_file(args.file.as_deref())? {
-        Ok(f) => f,
-        Err(exit) => return Ok(exit),
-    };
-    let loaded = match load_valid(&file, &ctx.confinement, color)? {
-        Ok(l) => l,
-        Err(exit) => return Ok(exit),
-    };
-    let p = &loaded.pipeline;
+    let p = &pipeline;
     let Some(phase) = p.phase(&args.phase) else {
         let names: Vec<&str> = p.phases.iter().map(|x| x.name.as_str()).collect();
-        return usage_error(
-            &format!("no phase `{}`", args.phase),
-            Some(format!("phases: {}", names.join(", "))),
-        );
+        return Err(CliError::usage(format!("no phase `{}`", args.phase))
+            .with_hint(format!("phases: {}", names.join(", "))));
     };
     // The phase's own agents, or its judge (which runs as the phase in
     // review mode, with the artifact in its prompt once there is one).
@@ -90,10 +79,11 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         .then(|| p.agent(&args.agent))
         .flatten()
     else {
-        return usage_error(
-            &format!("phase `{}` has no agent `{}`", phase.name, args.agent),
-            Some(format!("its agents: {}", phase.agents.join(", "))),
-        );
+        return Err(CliError::usage(format!(
+            "phase `{}` has no agent `{}`",
+            phase.name, args.agent
+        ))
+        .with_hint(format!("its agents: {}", phase.agents.join(", "))));
     };
     let dir = ctx.planned_dir(&phase.name, &agent.name);
     let run_id = match &args.run {
@@ -106,10 +96,11 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
             match found {
                 Some(id) => Some(id),
                 None => {
-                    return usage_error(
-                        &format!("no run `{spec}` in `{}`", ctx.state_dir().display()),
-                        Some("`orch runs list` shows the recorded runs".into()),
-                    );
+                    return Err(CliError::usage(format!(
+                        "no run `{spec}` in `{}`",
+                        ctx.state_dir().display()
+                    ))
+                    .with_hint("`orch runs list` shows the recorded runs"));
                 }
             }
         }

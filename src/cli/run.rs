@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::GlobalArgs;
-use super::output::{
-    CmdResult, Exit, Format, load_valid, select_phases, stdout, usage_error, write_json,
-};
+use super::error::CliError;
+use super::load::{load_pipeline, phase_graph};
+use super::output::{Exit, Format, select_phases, stdout, write_json};
 use super::view::{View, progress_view, secs};
 use crate::clock::now_ms;
 use crate::engine::assemble;
@@ -82,36 +82,18 @@ pub(super) fn parse_input(s: &str) -> Result<(String, String), String> {
     }
 }
 
-pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
+pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit, CliError> {
     crate::confine::keep_orch_private();
     // Processes agents leave behind come to orch, which stops them.
     crate::engine::reaper::adopt_orphans();
-    let mut ctx = match super::config::context(global) {
-        Ok(c) => c,
-        Err(exit) => return Ok(exit),
-    };
+    let (mut ctx, mut pipeline) = load_pipeline(global, args.file.as_deref(), color)?;
     ctx.inputs = args.inputs.iter().cloned().collect();
-    let file = match super::discover::pipeline_file(args.file.as_deref())? {
-        Ok(f) => f,
-        Err(exit) => return Ok(exit),
-    };
-    let loaded = match load_valid(&file, &ctx.confinement, color)? {
-        Ok(l) => l,
-        Err(exit) => return Ok(exit),
-    };
-    let mut pipeline = loaded.pipeline;
     // Absolute, so the run is found again from any directory.
     pipeline.path = std::path::absolute(&pipeline.path).unwrap_or(pipeline.path);
-    let graph = match PhaseGraph::build(&pipeline) {
-        Ok(g) => g,
-        Err(_) => return usage_error("the pipeline has a dependency cycle", None),
-    };
+    let graph = phase_graph(&pipeline)?;
 
     // Selection.
-    let selected = match select_phases(&pipeline, &graph, &args.phases, args.from.as_deref()) {
-        Ok(v) => v,
-        Err(m) => return usage_error(&m, None),
-    };
+    let selected = select_phases(&pipeline, &graph, &args.phases, args.from.as_deref())?;
     let selection = match (&args.from, args.phases.is_empty()) {
         (Some(from), _) => format!("from:{from}"),
         (None, false) => format!("phase:{}", args.phases.join(",")),
@@ -130,17 +112,15 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
     }
     if !unset.is_empty() && !args.dry_run {
         let flags: Vec<String> = unset.iter().map(|n| format!("--input {n}=...")).collect();
-        return usage_error(
-            &format!(
-                "the prompts use {} but no value is given",
-                unset
-                    .iter()
-                    .map(|n| format!("`{{{{inputs.{n}}}}}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            Some(format!("pass {}", flags.join(" "))),
-        );
+        return Err(CliError::usage(format!(
+            "the prompts use {} but no value is given",
+            unset
+                .iter()
+                .map(|n| format!("`{{{{inputs.{n}}}}}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+        .with_hint(format!("pass {}", flags.join(" "))));
     }
 
     if args.dry_run {
@@ -150,10 +130,9 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
     // The run history and the judges' word must be out of every agent's
     // reach.
     if let Some(problem) = assemble::state_dir_problem(&pipeline, &ctx) {
-        return usage_error(
-            &problem,
-            Some("keep the default state directory (outside the repository), or set `state_dir` (or `--state-dir`) to a folder outside the workspace".into()),
-        );
+        return Err(CliError::usage(problem).with_hint(
+            "keep the default state directory (outside the repository), or set `state_dir` (or `--state-dir`) to a folder outside the workspace",
+        ));
     }
 
     // Before anything is spawned: every program must be there.
@@ -173,10 +152,9 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
             .iter()
             .map(|(p, at)| format!("`{p}` (for {at})"))
             .collect();
-        return usage_error(
-            &format!("not found on PATH: {}", list.join(", ")),
-            Some("install it, set `binary` in the agent's table, or `--agent-binary KIND=PATH`; `orch doctor` lists what is installed".into()),
-        );
+        return Err(CliError::usage(format!("not found on PATH: {}", list.join(", "))).with_hint(
+            "install it, set `binary` in the agent's table, or `--agent-binary KIND=PATH`; `orch doctor` lists what is installed",
+        ));
     }
 
     let max_parallel = global
@@ -205,10 +183,7 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
         grace: Duration::from_secs(args.grace),
         listeners: vec![view],
     };
-    let finished = match lifecycle::run(request) {
-        Ok(f) => f,
-        Err(r) => return usage_error(&r.message, r.hint),
-    };
+    let finished = lifecycle::run(request)?;
     if let Some(live) = live {
         let _ = live.clear();
     }
@@ -441,7 +416,7 @@ fn dry_run(
     graph: &PhaseGraph,
     selected: &[usize],
     ctx: &assemble::Context,
-) -> CmdResult {
+) -> Result<Exit, CliError> {
     let mut out = stdout();
     for (s, stage) in graph.stages_of(selected).iter().enumerate() {
         for &i in stage {

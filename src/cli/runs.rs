@@ -9,9 +9,8 @@ use std::time::{Duration, UNIX_EPOCH};
 use clap::Subcommand;
 
 use super::GlobalArgs;
-use super::output::{
-    CmdResult, Exit, Format, clock, stdout, usage_error, write_json, write_json_to,
-};
+use super::error::CliError;
+use super::output::{Exit, Format, clock, stdout, write_json, write_json_to};
 use crate::report::{github, text};
 use crate::store::{EventRow, Reader, RunDetail, RunStatus, RunSummary, StoreError};
 
@@ -82,16 +81,10 @@ const PAGE: usize = 20_000;
 /// How often `--follow` looks for new events.
 const POLL: Duration = Duration::from_millis(200);
 
-pub fn run(args: &Args, global: &GlobalArgs) -> CmdResult {
-    let ctx = match super::config::context(global) {
-        Ok(c) => c,
-        Err(exit) => return Ok(exit),
-    };
+pub fn run(args: &Args, global: &GlobalArgs) -> Result<Exit, CliError> {
+    let ctx = super::config::context(global)?;
     let state_dir = ctx.state_dir();
-    let reader = match Reader::open(&state_dir) {
-        Ok(r) => r,
-        Err(e) => return store_error(e),
-    };
+    let reader = Reader::open(&state_dir)?;
     if let Some(r) = &reader
         && let Err(e) = mark_interrupted(r, &state_dir)
     {
@@ -105,31 +98,21 @@ pub fn run(args: &Args, global: &GlobalArgs) -> CmdResult {
     }
 }
 
-fn store_error(e: StoreError) -> CmdResult {
-    let _ = writeln!(io::stderr(), "{:?}", miette::Report::new(e));
-    Ok(Exit::Invalid)
-}
-
-/// The run `spec` names, or the error printed and the exit code.
-fn resolve(reader: Option<&Reader>, state_dir: &Path, spec: &str) -> Result<String, CmdResult> {
+/// The run `spec` names.
+fn resolve(reader: Option<&Reader>, state_dir: &Path, spec: &str) -> Result<String, StoreError> {
     let found = match reader {
-        Some(r) => r.resolve_run(spec).map_err(store_error)?,
+        Some(r) => r.resolve_run(spec)?,
         None => None,
     };
-    found.ok_or_else(|| {
-        store_error(StoreError::UnknownRun {
-            spec: spec.to_string(),
-            path: state_dir.join(crate::store::DB_FILE),
-        })
+    found.ok_or_else(|| StoreError::UnknownRun {
+        spec: spec.to_string(),
+        path: state_dir.join(crate::store::DB_FILE),
     })
 }
 
-fn list(reader: Option<&Reader>, state_dir: &Path, args: &ListArgs) -> CmdResult {
+fn list(reader: Option<&Reader>, state_dir: &Path, args: &ListArgs) -> Result<Exit, CliError> {
     let runs = match reader {
-        Some(r) => match r.list_runs(args.limit) {
-            Ok(runs) => runs,
-            Err(e) => return store_error(e),
-        },
+        Some(r) => r.list_runs(args.limit)?,
         None => Vec::new(),
     };
     match args.format {
@@ -174,19 +157,16 @@ fn list_row(summary: &RunSummary) -> Vec<String> {
     ]
 }
 
-fn show(reader: Option<&Reader>, state_dir: &Path, args: &ShowArgs) -> CmdResult {
-    let run_id = match resolve(reader, state_dir, &args.run) {
-        Ok(id) => id,
-        Err(r) => return r,
-    };
-    let detail = match reader.map(|r| r.run(&run_id)) {
-        Some(Ok(Some(d))) => d,
-        Some(Err(e)) => return store_error(e),
-        _ => {
-            return store_error(StoreError::UnknownRun {
+fn show(reader: Option<&Reader>, state_dir: &Path, args: &ShowArgs) -> Result<Exit, CliError> {
+    let run_id = resolve(reader, state_dir, &args.run)?;
+    let detail = match reader.map(|r| r.run(&run_id)).transpose()?.flatten() {
+        Some(d) => d,
+        None => {
+            return Err(StoreError::UnknownRun {
                 spec: args.run.clone(),
                 path: state_dir.join(crate::store::DB_FILE),
-            });
+            }
+            .into());
         }
     };
     if let Some(path) = &args.junit
@@ -197,10 +177,10 @@ fn show(reader: Option<&Reader>, state_dir: &Path, args: &ShowArgs) -> CmdResult
             false,
         )
     {
-        return usage_error(
-            &format!("cannot write the JUnit report `{}`: {e}", path.display()),
-            None,
-        );
+        return Err(CliError::usage(format!(
+            "cannot write the JUnit report `{}`: {e}",
+            path.display()
+        )));
     }
     if args.markdown {
         let mut out = stdout();
@@ -307,22 +287,15 @@ fn show_text(out: &mut impl Write, d: &RunDetail) -> io::Result<()> {
     super::reports::write(out, &d.reports, &d.learnings)
 }
 
-fn events(reader: Option<&Reader>, state_dir: &Path, args: &EventsArgs) -> CmdResult {
-    let run_id = match resolve(reader, state_dir, &args.run) {
-        Ok(id) => id,
-        Err(r) => return r,
-    };
+fn events(reader: Option<&Reader>, state_dir: &Path, args: &EventsArgs) -> Result<Exit, CliError> {
+    let run_id = resolve(reader, state_dir, &args.run)?;
     // `resolve` found the run, so there is a database.
     let Some(reader) = reader else {
         return Ok(Exit::Invalid);
     };
     let phase = args.phase.as_deref();
     if let Some(p) = phase {
-        match check_phase(reader, &run_id, p) {
-            Ok(None) => {}
-            Ok(Some(message)) => return usage_error(&message, None),
-            Err(e) => return store_error(e),
-        }
+        check_phase(reader, &run_id, p)?;
     }
     let mut out = stdout();
     // As text, what agents printed: into the log as text only.
@@ -331,7 +304,8 @@ fn events(reader: Option<&Reader>, state_dir: &Path, args: &EventsArgs) -> CmdRe
         print_events(out, reader, state_dir, &run_id, phase, args)
     })?;
     if let Some(e) = failed {
-        return store_error(e);
+        let _ = out.flush();
+        return Err(e.into());
     }
     out.flush()?;
     Ok(Exit::Success)
@@ -398,22 +372,22 @@ fn print_events(
     Ok(None)
 }
 
-/// A usage message when `phase` is not in a run that has ended (a running
+/// A usage error when `phase` is not in a run that has ended (a running
 /// run may not have reached it yet).
-fn check_phase(reader: &Reader, run_id: &str, phase: &str) -> Result<Option<String>, StoreError> {
+fn check_phase(reader: &Reader, run_id: &str, phase: &str) -> Result<(), CliError> {
     // Cheap on purpose: `reader.run` would count every event of the run.
     let Some(status) = reader.run_status(run_id)? else {
-        return Ok(None);
+        return Ok(());
     };
     let names = reader.phase_names(run_id)?;
     if status == RunStatus::Running || names.iter().any(|n| n == phase) {
-        return Ok(None);
+        return Ok(());
     }
     let mut message = format!("run `{run_id}` has no phase `{phase}`");
     if !names.is_empty() {
         message.push_str(&format!(" (it has {})", names.join(", ")));
     }
-    Ok(Some(message))
+    Err(CliError::usage(message))
 }
 
 /// `12:00:01.250  audit/codex#1  3  tool_call  {"name":"Read",...}`

@@ -2,12 +2,13 @@
 
 use std::io::Write;
 
-use super::output::{CmdResult, Exit, stdout};
+use super::error::CliError;
+use super::output::{Exit, stdout};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {}
 
-pub fn run(_args: &Args) -> CmdResult {
+pub fn run(_args: &Args) -> Result<Exit, CliError> {
     let mut out = stdout();
     out.write_all(crate::pipeline::schema::pipeline_schema().as_bytes())?;
     out.flush()?;

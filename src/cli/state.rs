@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use clap::Subcommand;
 
 use super::GlobalArgs;
-use super::output::{CmdResult, Exit, Format, load_valid, usage_error, write_json};
+use super::error::CliError;
+use super::load::load_pipeline;
+use super::output::{Exit, Format, write_json};
 use crate::pipeline::graph::PhaseGraph;
 use crate::store::transfer::{self, Unrecorded};
 use crate::store::{Reader, Status, StoreError};
@@ -55,78 +57,64 @@ pub struct ImportArgs {
     pub format: Format,
 }
 
-pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> CmdResult {
-    let ctx = match super::config::context(global) {
-        Ok(c) => c,
-        Err(exit) => return Ok(exit),
-    };
-    let state_dir = ctx.state_dir();
+pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit, CliError> {
     match &args.command {
-        StateCommand::Export(a) => {
-            let run_id = match Reader::open(&state_dir)
-                .and_then(|r| r.map(|r| r.resolve_run(&a.run)).transpose())
-            {
-                Ok(Some(Some(id))) => id,
-                Ok(_) => {
-                    return store_error(StoreError::UnknownRun {
-                        spec: a.run.clone(),
-                        path: state_dir.join(crate::store::DB_FILE),
-                    });
+        StateCommand::Export(a) => export(a, &super::config::context(global)?),
+        StateCommand::Import(a) => {
+            // The pipeline is read first: a bad one imports nothing.
+            let (ctx, pipeline) = match &a.pipeline {
+                None => (super::config::context(global)?, None),
+                Some(p) => {
+                    let (ctx, mut p) = load_pipeline(global, Some(p), color)?;
+                    // As `orch run` records it.
+                    p.path = std::path::absolute(&p.path).unwrap_or(p.path);
+                    (ctx, Some(p))
                 }
-                Err(e) => return store_error(e),
             };
-            let moved = match transfer::export(&state_dir, &run_id, &a.output) {
-                Ok(m) => m,
-                Err(e) => return store_error(e),
-            };
-            match a.format {
-                Format::Json => write_json(&serde_json::json!({
-                    "run_id": run_id, "file": a.output, "moved": moved,
-                }))?,
-                Format::Text => {
-                    let _ = writeln!(
-                        std::io::stderr(),
-                        "exported run {run_id} to {}: {} phases, {} attempts, {} events, {} reports",
-                        a.output.display(),
-                        moved.phases,
-                        moved.attempts,
-                        moved.events,
-                        moved.reports
-                    );
-                }
-            }
-            Ok(Exit::Success)
+            import(a, &ctx.state_dir(), pipeline.as_ref())
         }
-        StateCommand::Import(a) => import(a, &ctx, &state_dir, color),
     }
+}
+
+fn export(a: &ExportArgs, ctx: &crate::engine::assemble::Context) -> Result<Exit, CliError> {
+    let state_dir = ctx.state_dir();
+    let run_id = Reader::open(&state_dir)?
+        .map(|r| r.resolve_run(&a.run))
+        .transpose()?
+        .flatten()
+        .ok_or_else(|| StoreError::UnknownRun {
+            spec: a.run.clone(),
+            path: state_dir.join(crate::store::DB_FILE),
+        })?;
+    let moved = transfer::export(&state_dir, &run_id, &a.output)?;
+    match a.format {
+        Format::Json => write_json(&serde_json::json!({
+            "run_id": run_id, "file": a.output, "moved": moved,
+        }))?,
+        Format::Text => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "exported run {run_id} to {}: {} phases, {} attempts, {} events, {} reports",
+                a.output.display(),
+                moved.phases,
+                moved.attempts,
+                moved.events,
+                moved.reports
+            );
+        }
+    }
+    Ok(Exit::Success)
 }
 
 fn import(
     a: &ImportArgs,
-    ctx: &crate::engine::assemble::Context,
     state_dir: &std::path::Path,
-    color: bool,
-) -> CmdResult {
-    // The pipeline is read first: a bad one imports nothing.
-    let pipeline = match &a.pipeline {
-        None => None,
-        Some(p) => match load_valid(p, &ctx.confinement, color)? {
-            Ok(l) => {
-                let mut p = l.pipeline;
-                // As `orch run` records it.
-                p.path = std::path::absolute(&p.path).unwrap_or(p.path);
-                Some(p)
-            }
-            Err(exit) => return Ok(exit),
-        },
-    };
+    pipeline: Option<&crate::pipeline::Pipeline>,
+) -> Result<Exit, CliError> {
     let mut report = Vec::new();
     let mut runs: Vec<String> = Vec::new();
     for f in &a.files {
-        let (moved, in_file) = match transfer::import(state_dir, f) {
-            Ok(m) => m,
-            Err(e) => return store_error(e),
-        };
+        let (moved, in_file) = transfer::import(state_dir, f)?;
         for r in in_file {
             if !runs.contains(&r) {
                 runs.push(r);
@@ -147,36 +135,28 @@ fn import(
         }
     }
     let mut settled = Vec::new();
-    if let Some(pipeline) = &pipeline {
+    if let Some(pipeline) = pipeline {
         let digest = crate::engine::identity::digests(pipeline).digest;
-        let reader = match Reader::open(state_dir) {
-            Ok(Some(r)) => r,
-            Ok(None) => return usage_error("nothing was imported", None),
-            Err(e) => return store_error(e),
+        let Some(reader) = Reader::open(state_dir)? else {
+            return Err(CliError::usage("nothing was imported"));
         };
         for run_id in &runs {
             match reader.run_digests(run_id) {
                 Ok(Some((d, _))) if d == digest => {}
                 _ => {
-                    return usage_error(
-                        &format!(
-                            "run `{run_id}` was not made from `{}` as it is now",
-                            pipeline.path.display()
-                        ),
-                        Some("pass the pipeline file the run was made from".into()),
-                    );
+                    return Err(CliError::usage(format!(
+                        "run `{run_id}` was not made from `{}` as it is now",
+                        pipeline.path.display()
+                    ))
+                    .with_hint("pass the pipeline file the run was made from"));
                 }
             }
-            let recorded: Vec<(String, Status)> = match reader.run(run_id) {
-                Ok(Some(d)) => d.phases.into_iter().map(|p| (p.name, p.status)).collect(),
-                Ok(None) => Vec::new(),
-                Err(e) => return store_error(e),
+            let recorded: Vec<(String, Status)> = match reader.run(run_id)? {
+                Some(d) => d.phases.into_iter().map(|p| (p.name, p.status)).collect(),
+                None => Vec::new(),
             };
             let unrecorded = unrecorded(pipeline, &recorded);
-            let status = match transfer::complete(state_dir, run_id, &unrecorded) {
-                Ok(s) => s,
-                Err(e) => return store_error(e),
-            };
+            let status = transfer::complete(state_dir, run_id, &unrecorded)?;
             settled.push(serde_json::json!({ "run_id": run_id, "status": status }));
             if a.format == Format::Text {
                 let _ = writeln!(
@@ -243,9 +223,4 @@ fn unrecorded(
         }
     }
     out
-}
-
-fn store_error(e: StoreError) -> CmdResult {
-    let _ = writeln!(std::io::stderr(), "{:?}", miette::Report::new(e));
-    Ok(Exit::Invalid)
 }

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::output::{CmdResult, Exit, Format, print_diagnostics, summary, write_json};
+use super::error::CliError;
+use super::output::{Exit, Format, print_diagnostics, summary, write_json};
 use crate::pipeline::diagnostic::DiagnosticJson;
 
 #[derive(Debug, clap::Args)]
@@ -37,11 +38,8 @@ struct FileReport {
     warnings: usize,
 }
 
-pub fn run(args: &Args, global: &super::GlobalArgs, color: bool) -> CmdResult {
-    let ctx = match super::config::context(global) {
-        Ok(c) => c,
-        Err(exit) => return Ok(exit),
-    };
+pub fn run(args: &Args, global: &super::GlobalArgs, color: bool) -> Result<Exit, CliError> {
+    let ctx = super::config::context(global)?;
     let mut report = Report {
         valid: true,
         files: Vec::new(),
@@ -50,10 +48,7 @@ pub fn run(args: &Args, global: &super::GlobalArgs, color: bool) -> CmdResult {
     };
     let mut state_dir_errors: Vec<String> = Vec::new();
     let files = if args.files.is_empty() {
-        match super::discover::pipeline_file(None)? {
-            Ok(f) => vec![f],
-            Err(exit) => return Ok(exit),
-        }
+        vec![super::discover::pipeline_file(None)?]
     } else {
         args.files.clone()
     };

@@ -8,15 +8,34 @@
 
 use std::io::Read;
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// Why the relay could not serve its attempt.
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    #[error(
+        "cannot reach orch at `{}`: {source} (the relay is started by an agent's CLI during `orch run`, for that attempt only)",
+        socket.display()
+    )]
+    Unreachable {
+        socket: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot hand the connection over to orch: {0}")]
+    Handover(std::io::Error),
+    /// orch closed the connection: this process is not the attempt's.
+    #[error(
+        "orch closed `{}` without a word: it serves only the attempt it was opened for",
+        socket.display()
+    )]
+    Refused { socket: PathBuf },
+}
 
 /// Relay standard input and output to `socket` until either side ends.
-pub fn relay(socket: &Path) -> Result<(), String> {
-    let stream = connect(socket).map_err(|e| {
-        format!(
-            "cannot reach orch at `{}`: {e} (the relay is started by an agent's CLI during `orch run`, for that attempt only)",
-            socket.display()
-        )
+pub fn relay(socket: &Path) -> Result<(), RelayError> {
+    let stream = connect(socket).map_err(|source| RelayError::Unreachable {
+        socket: socket.to_path_buf(),
+        source,
     })?;
     // Hand orch the pipes to the CLI: it reads and writes them itself,
     // and this process only waits for the session to end (orch closes the
@@ -25,7 +44,7 @@ pub fn relay(socket: &Path) -> Result<(), String> {
         match e.kind() {
             // orch closed it at once: this process is not the attempt's.
             std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => refused(socket),
-            _ => format!("cannot hand the connection over to orch: {e}"),
+            _ => RelayError::Handover(e),
         }
     })?;
     wait_for_the_end(stream, socket)
@@ -34,7 +53,7 @@ pub fn relay(socket: &Path) -> Result<(), String> {
 /// After handing the pipes over: wait until orch closes the connection.
 /// orch answers the hand-over with one byte once it took the pipes; a
 /// connection closed without it was refused.
-fn wait_for_the_end(mut stream: UnixStream, socket: &Path) -> Result<(), String> {
+fn wait_for_the_end(mut stream: UnixStream, socket: &Path) -> Result<(), RelayError> {
     let mut byte = [0u8];
     match stream.read(&mut byte) {
         Ok(1) => {}
@@ -45,11 +64,10 @@ fn wait_for_the_end(mut stream: UnixStream, socket: &Path) -> Result<(), String>
     Ok(())
 }
 
-fn refused(socket: &Path) -> String {
-    format!(
-        "orch closed `{}` without a word: it serves only the attempt it was opened for",
-        socket.display()
-    )
+fn refused(socket: &Path) -> RelayError {
+    RelayError::Refused {
+        socket: socket.to_path_buf(),
+    }
 }
 
 /// Connect to `socket`; a path too long for a socket address (107 bytes)
