@@ -225,6 +225,7 @@ type Rules = Vec<(OwnedFd, BitFlags<AccessFs>)>;
 fn kind_of(fd: &OwnedFd) -> Option<libc::mode_t> {
     // SAFETY: fstat into a zeroed stat of the right type.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is an open descriptor we own; fstat writes only `st`.
     (unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } == 0).then_some(st.st_mode & libc::S_IFMT)
 }
 

@@ -158,6 +158,7 @@ fn pidfd_open(pid: i32) -> Option<std::os::fd::OwnedFd> {
     // SAFETY: pidfd_open with integer arguments; a descriptor it returns
     // is ours to own.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, libc::PIDFD_NONBLOCK) };
+    // SAFETY: a non-negative result is a new descriptor no one else owns.
     (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
 }
 
@@ -447,6 +448,7 @@ mod tests {
             let _ = c.kill();
             let _ = c.wait();
         }
+        // SAFETY: kill with integer arguments touches no memory.
         unsafe {
             libc::kill(child, libc::SIGKILL);
         }
