@@ -18,9 +18,10 @@
 //!   program ([`kept`]: the format and its extensions, how files
 //!   compare, the author) copied from the repository's own config (read
 //!   without its includes), plus `[submodule "<name>"] ignore = dirty` for
-//!   every submodule `.gitmodules` names and `diff.ignoreSubmodules =
-//!   dirty`, so that `git status` looks into no submodule (whose own config
-//!   would run);
+//!   every submodule name git could find (the `.gitmodules` of the work
+//!   tree, the index and `HEAD`: [`submodule_names`]) and
+//!   `diff.ignoreSubmodules = dirty`, so that `git status` looks into no
+//!   submodule (whose own config would run);
 //! - `HEAD`: a copy of the repository's (a ref or a commit, nothing else);
 //! - a link to every other entry of the repository's git directory
 //!   (`objects`, `refs`, `packed-refs`, `logs`, `info`, ...), but `hooks`
@@ -196,24 +197,13 @@ fn fill(dir: &Path, r: &Repo) -> Option<()> {
     let config = crate::beneath::read(&r.common, Path::new("config"), MAX_CONFIG).ok()?;
     let kept: Vec<(String, Vec<u8>)> = entries(&config)?
         .into_iter()
+        .filter_map(|(k, v)| Some((String::from_utf8(k).ok()?, v)))
         .filter(|(k, _)| kept(k))
         .collect();
-    let modules = match crate::beneath::read(&r.top, Path::new(".gitmodules"), MAX_CONFIG) {
-        Ok(text) => entries(&text)?,
-        Err(_) => Vec::new(),
-    };
-    let mut names: Vec<&[u8]> = modules
-        .iter()
-        .filter_map(|(k, _)| {
-            let rest = k.as_bytes().strip_prefix(b"submodule.")?;
-            let dot = rest.iter().rposition(|b| *b == b'.')?;
-            Some(&rest[..dot])
-        })
-        .collect();
-    names.sort();
-    names.dedup();
     std::fs::write(dir.join("HEAD"), &head).ok()?;
-    std::fs::write(dir.join("config"), shadow_config(&kept, &names)).ok()?;
+    // Without submodules for now: the shadow is read below for the
+    // `.gitmodules` of the index and of `HEAD`.
+    std::fs::write(dir.join("config"), shadow_config(&kept, &[])).ok()?;
     let mut linked: Vec<std::ffi::OsString> = Vec::new();
     for from in [&r.git_dir, &r.common] {
         for e in std::fs::read_dir(from).ok()?.flatten() {
@@ -228,7 +218,101 @@ fn fill(dir: &Path, r: &Repo) -> Option<()> {
             linked.push(name);
         }
     }
+    let names = submodule_names(dir, r)?;
+    let names: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
+    std::fs::write(dir.join("config"), shadow_config(&kept, &names)).ok()?;
     Some(())
+}
+
+/// Every submodule name git could find for a path, so that each gets
+/// `ignore = dirty` in the shadow: a name's own `ignore` (from
+/// `.gitmodules`, `none` looks into the submodule) outranks
+/// `diff.ignoreSubmodules`, and only `submodule.<name>.ignore` in a config
+/// file or on the command line outranks it. git reads the work tree's
+/// `.gitmodules`, or when there is none the index's, or then `HEAD`'s;
+/// these are the names of all three. `None` (no repository for the CLI)
+/// when one cannot be read as git would (the work tree's is a link, not a
+/// regular file, or too large; a blob too large; a file git cannot parse),
+/// or when a name holds a control byte other than a TAB, which a config
+/// file may not carry back as it is.
+fn submodule_names(dir: &Path, r: &Repo) -> Option<Vec<Vec<u8>>> {
+    let mut texts = Vec::new();
+    match crate::beneath::read(&r.top, Path::new(".gitmodules"), MAX_CONFIG) {
+        Ok(text) => texts.push(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(_) => return None,
+    }
+    // The blobs: every stage of the index's entry, and `HEAD`'s.
+    let index = shadow_git(dir, r, &["ls-files", "--stage", "-z", "--", ".gitmodules"])?;
+    let mut blobs: Vec<Vec<u8>> = index
+        .split(|b| *b == 0)
+        .filter_map(|e| Some(e.split(|b| *b == b' ').nth(1)?.to_vec()))
+        .collect();
+    // An unborn `HEAD` has no tree (nor has it for git's fallback).
+    if let Some(tree) = shadow_git(dir, r, &["ls-tree", "-z", "HEAD", "--", ".gitmodules"]) {
+        blobs.extend(tree.split(|b| *b == 0).filter_map(|e| {
+            Some(
+                e.split(|b| *b == b' ')
+                    .nth(2)?
+                    .split(|b| *b == b'\t')
+                    .next()?
+                    .to_vec(),
+            )
+        }));
+    }
+    for oid in blobs {
+        let oid = std::str::from_utf8(&oid).ok()?;
+        if !oid.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let size = shadow_git(dir, r, &["cat-file", "-s", oid])?;
+        let size: u64 = std::str::from_utf8(&size).ok()?.trim().parse().ok()?;
+        if size > MAX_CONFIG {
+            return None;
+        }
+        texts.push(shadow_git(dir, r, &["cat-file", "blob", oid])?);
+    }
+    let mut names = Vec::new();
+    for text in &texts {
+        for (key, _) in entries(text)? {
+            let Some(rest) = key.strip_prefix(b"submodule.") else {
+                continue;
+            };
+            let Some(dot) = rest.iter().rposition(|b| *b == b'.') else {
+                continue;
+            };
+            let name = &rest[..dot];
+            if name.iter().any(|b| b.is_ascii_control() && *b != b'\t') {
+                return None;
+            }
+            names.push(name.to_vec());
+        }
+    }
+    names.sort();
+    names.dedup();
+    Some(names)
+}
+
+/// git run on the shadow (its config orch's, no other read), for the
+/// index and the objects; its output when it succeeded.
+fn shadow_git(dir: &Path, r: &Repo, args: &[&str]) -> Option<Vec<u8>> {
+    let mut cmd = Command::new("git");
+    cmd.args(args)
+        .current_dir("/")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("GIT_DIR", dir)
+        .env("GIT_INDEX_FILE", r.git_dir.join("index"))
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_PARAMETERS", PARAMETERS)
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .env("GIT_NO_LAZY_FETCH", "1")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("HOME", "/nonexistent")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null());
+    super::output(cmd)
 }
 
 /// A `HEAD` git reads as a ref (`ref: refs/...`) or a commit id.
@@ -267,7 +351,7 @@ fn shadow_config(kept: &[(String, Vec<u8>)], modules: &[&[u8]]) -> Vec<u8> {
     out.extend_from_slice(b"[diff]\n\tignoreSubmodules = dirty\n");
     for name in modules {
         out.extend_from_slice(b"[submodule ");
-        quoted(&mut out, name);
+        quoted_name(&mut out, name);
         out.extend_from_slice(b"]\n\tignore = dirty\n");
     }
     out
@@ -289,8 +373,24 @@ fn quoted(out: &mut Vec<u8>, v: &[u8]) {
     out.push(b'"');
 }
 
-/// A config file's entries: key and value.
-type Entries = Vec<(String, Vec<u8>)>;
+/// A subsection name in double quotes: git reads a backslash followed by
+/// any byte as that byte (`\t` is `t`, not a TAB), so only `"` and the
+/// backslash are escaped.
+/// The name holds no control byte but a TAB ([`submodule_names`]).
+fn quoted_name(out: &mut Vec<u8>, v: &[u8]) {
+    out.push(b'"');
+    for &b in v {
+        if matches!(b, b'"' | b'\\') {
+            out.push(b'\\');
+        }
+        out.push(b);
+    }
+    out.push(b'"');
+}
+
+/// A config file's entries: key (as bytes: a subsection name need not be
+/// UTF-8) and value.
+type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// A config file's entries as git reads it (keys lowercased but for the
 /// subsection), its includes not followed; `None` when git cannot read
@@ -342,11 +442,8 @@ fn entries(text: &[u8]) -> Option<Entries> {
         .split(|b| *b == 0)
         .filter(|e| !e.is_empty())
         .map(|e| match e.iter().position(|b| *b == b'\n') {
-            Some(i) => (
-                String::from_utf8_lossy(&e[..i]).into_owned(),
-                e[i + 1..].to_vec(),
-            ),
-            None => (String::from_utf8_lossy(e).into_owned(), b"true".to_vec()),
+            Some(i) => (e[..i].to_vec(), e[i + 1..].to_vec()),
+            None => (e.to_vec(), b"true".to_vec()),
         })
         .collect();
     let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
@@ -517,6 +614,151 @@ mod tests {
         assert!(config.contains("fsmonitor = false"), "{config}");
     }
 
+    /// A worker's submodule `sub` whose own config names a clean filter (a
+    /// tracked file changed at the same size, so `git status` in it runs
+    /// the filter), a gitlink in the index, and a `.gitmodules` entry with
+    /// `ignore = none`, set up by `gitmodules` in `top`. Returns the
+    /// marker the filter leaves.
+    fn plant_submodule(root: &Path, top: &Path, gitmodules: impl Fn(&Path)) -> PathBuf {
+        let mark = root.join("filter-ran");
+        std::fs::create_dir(top).unwrap();
+        assert!(git(top, &["init", "-q"]).status.success());
+        std::fs::write(top.join("a"), "a\n").unwrap();
+        assert!(git(top, &["add", "a"]).status.success());
+        assert!(git(top, &["commit", "-qm", "1"]).status.success());
+        let sub = top.join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        assert!(git(&sub, &["init", "-q"]).status.success());
+        std::fs::write(sub.join("f"), "hello\n").unwrap();
+        std::fs::write(sub.join(".gitattributes"), "* filter=x\n").unwrap();
+        assert!(git(&sub, &["add", "f", ".gitattributes"]).status.success());
+        assert!(git(&sub, &["commit", "-qm", "s"]).status.success());
+        let clean = format!("touch {}; cat", mark.display());
+        assert!(
+            git(&sub, &["config", "filter.x.clean", &clean])
+                .status
+                .success()
+        );
+        std::fs::write(sub.join("f"), "HELLO\n").unwrap();
+        let id = git(&sub, &["rev-parse", "HEAD"]).stdout;
+        let id = String::from_utf8(id).unwrap();
+        let info = format!("160000,{},sub", id.trim());
+        assert!(
+            git(top, &["update-index", "--add", "--cacheinfo", &info])
+                .status
+                .success()
+        );
+        gitmodules(top);
+        mark
+    }
+
+    /// `git status` in `top` under `env`; whether it succeeded.
+    fn status_in(top: &Path, env: &[(String, String)]) -> bool {
+        Command::new("git")
+            .current_dir(top)
+            .args(["status", "--short"])
+            .env_remove("GIT_DIR")
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .unwrap()
+            .status
+            .success()
+    }
+
+    /// How a case writes its `.gitmodules`.
+    type Plant = dyn Fn(&Path);
+
+    fn entry(name: &[u8]) -> Vec<u8> {
+        let mut text = b"[submodule \"".to_vec();
+        text.extend_from_slice(name);
+        text.extend_from_slice(b"\"]\n\tpath = sub\n\turl = ./sub\n\tignore = none\n");
+        text
+    }
+
+    /// Every way git finds a submodule's name that orch once missed: a
+    /// `.gitmodules` only in the index, or only in `HEAD` (git falls back
+    /// to them when the work tree has none), a name holding a TAB (once
+    /// written `a\tb`, which git reads as `atb`), a name that is not UTF-8.
+    /// Under the shadow `git status` looks into no submodule: the
+    /// submodule's filter does not run. Plain git runs it (the control).
+    #[test]
+    fn every_submodule_name_git_finds_is_looked_into_by_none() {
+        let cases: [(&str, &Plant); 4] = [
+            ("index", &|top: &Path| {
+                std::fs::write(top.join(".gitmodules"), entry(b"s")).unwrap();
+                assert!(git(top, &["add", ".gitmodules"]).status.success());
+                std::fs::remove_file(top.join(".gitmodules")).unwrap();
+            }),
+            ("head", &|top: &Path| {
+                std::fs::write(top.join(".gitmodules"), entry(b"s")).unwrap();
+                assert!(git(top, &["add", ".gitmodules"]).status.success());
+                assert!(git(top, &["commit", "-qm", "m"]).status.success());
+                let rm = git(top, &["rm", "-q", "--cached", ".gitmodules"]);
+                assert!(rm.status.success());
+                std::fs::remove_file(top.join(".gitmodules")).unwrap();
+            }),
+            ("tab", &|top: &Path| {
+                std::fs::write(top.join(".gitmodules"), entry(b"a\tb")).unwrap();
+            }),
+            ("not utf-8", &|top: &Path| {
+                std::fs::write(top.join(".gitmodules"), entry(b"a\xffb")).unwrap();
+            }),
+        ];
+        for (what, gitmodules) in cases {
+            let tmp = tempfile::tempdir().unwrap();
+            let root = std::fs::canonicalize(tmp.path()).unwrap();
+            let top = root.join("top");
+            let mark = plant_submodule(&root, &top, gitmodules);
+            let shadow = root.join("attempt/git");
+            std::fs::create_dir_all(&shadow).unwrap();
+            let g = AgentGit::plan(&top, None, shadow.clone());
+            g.make();
+            assert!(shadow.join("HEAD").exists(), "{what}: no shadow");
+            assert!(status_in(&top, &g.env()), "{what}");
+            assert!(!mark.exists(), "{what}: the submodule's filter ran");
+            // The control.
+            assert!(status_in(&top, &[]), "{what}");
+            assert!(mark.exists(), "{what}: the plant did not run");
+        }
+    }
+
+    /// A name a config file cannot carry back (a control byte), or a
+    /// `.gitmodules` orch cannot read as git does (a link): no shadow, and
+    /// git in the CLI finds no repository. Plain git runs the filter (the
+    /// control).
+    #[test]
+    fn a_gitmodules_orch_cannot_read_as_git_does_gets_no_repository() {
+        let cases: [(&str, &Plant); 3] = [
+            ("CR", &|top: &Path| {
+                std::fs::write(top.join(".gitmodules"), entry(b"a\rb")).unwrap();
+            }),
+            ("control", &|top: &Path| {
+                std::fs::write(top.join(".gitmodules"), entry(b"a\x01b")).unwrap();
+            }),
+            ("link", &|top: &Path| {
+                let real = top.join("pl.cfg");
+                std::fs::write(&real, entry(b"s")).unwrap();
+                std::os::unix::fs::symlink(&real, top.join(".gitmodules")).unwrap();
+            }),
+        ];
+        for (what, gitmodules) in cases {
+            let tmp = tempfile::tempdir().unwrap();
+            let root = std::fs::canonicalize(tmp.path()).unwrap();
+            let top = root.join("top");
+            let mark = plant_submodule(&root, &top, gitmodules);
+            let shadow = root.join("attempt/git");
+            std::fs::create_dir_all(&shadow).unwrap();
+            let g = AgentGit::plan(&top, None, shadow.clone());
+            g.make();
+            let left: Vec<_> = std::fs::read_dir(&shadow).unwrap().flatten().collect();
+            assert!(left.is_empty(), "{what}: {left:?}");
+            assert!(!status_in(&top, &g.env()), "{what}");
+            assert!(!mark.exists(), "{what}: the submodule's filter ran");
+            assert!(status_in(&top, &[]), "{what}");
+            assert!(mark.exists(), "{what}: the plant did not run");
+        }
+    }
+
     #[test]
     fn values_and_names_are_quoted() {
         let cfg = shadow_config(
@@ -532,6 +774,10 @@ mod tests {
             text.contains("[submodule \"we\\\"ird\"]\n\tignore = dirty\n"),
             "{text}"
         );
+        // A TAB stays a TAB: git reads `\t` in a subsection name as `t`.
+        let cfg = shadow_config(&[], &[b"a\tb\\c".as_slice()]);
+        let text = String::from_utf8(cfg).unwrap();
+        assert!(text.contains("[submodule \"a\tb\\\\c\"]\n"), "{text}");
         assert!(text.contains("fsmonitor = false"));
     }
 }
