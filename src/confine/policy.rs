@@ -99,7 +99,8 @@ pub struct Places {
     pub also_writable: Vec<PathBuf>,
     /// What to hide under `read-only` besides the home: folders in and
     /// above the workspace the CLI would load code from (OpenCode's
-    /// `.opencode` plugins, which it loads whatever its flags say).
+    /// `.opencode` plugins, which it loads whatever its flags say), links
+    /// included: [`Policy::hiding_holds`] refuses them.
     pub also_hidden: Vec<PathBuf>,
     /// orch's state directory (every run's logs and database, with what
     /// agents printed): hidden at every level. (Under `workspace-write`
@@ -123,6 +124,11 @@ pub struct Policy {
     /// exceptions are the same for every agent of a run).
     #[serde(skip)]
     pub own_dir: PathBuf,
+    /// The hidden folders the CLI would load code from
+    /// ([`Places::also_hidden`]), checked as the process starts
+    /// ([`Policy::hiding_holds`]).
+    #[serde(skip)]
+    pub code_hidden: Vec<PathBuf>,
 }
 
 impl Policy {
@@ -177,7 +183,64 @@ impl Policy {
             hidden,
             readable,
             own_dir: places.own_dir.clone(),
+            code_hidden: match permission {
+                Permission::ReadOnly => places.also_hidden.clone(),
+                _ => Vec::new(),
+            },
         })
+    }
+
+    /// Whether hiding [`Policy::code_hidden`] keeps what is in them from
+    /// the process: `Err` says why not, and the process must not start.
+    /// Landlock hides the files and folders beneath a hidden folder, but
+    /// not a lookup through it: a link at a hidden path, or an entry of a
+    /// hidden folder that is a link (`.opencode/plugin`,
+    /// `.opencode/opencode.json`), leads the CLI, which follows it, to a
+    /// tree that is readable (the worker's `pl/`), and what it loads from
+    /// there runs in the process. Such a path is refused, whatever the link
+    /// names (a link that names nothing yet may name something by the time
+    /// the CLI reads it). So is an entry that is a file with other names (a
+    /// hard link): Landlock's rule on a readable file is on the file itself,
+    /// whatever name it is opened by. Only the entries of a hidden folder
+    /// are looked at: one beneath them is reached by listing a hidden
+    /// folder, which is refused.
+    pub fn hiding_holds(&self) -> Result<(), String> {
+        use std::os::unix::fs::MetadataExt;
+        let why = |p: &Path, e: std::io::Error| format!("cannot check `{}`: {e}", p.display());
+        let linked = |p: &Path| {
+            format!(
+                "`{}` is a link: it leads to what orch cannot hide from a read-only agent (the CLI loads code from there); remove the link or make it a plain folder",
+                p.display()
+            )
+        };
+        for path in &self.code_hidden {
+            let meta = match std::fs::symlink_metadata(path) {
+                Ok(m) => m,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(why(path, e)),
+            };
+            if meta.file_type().is_symlink() {
+                return Err(linked(path));
+            }
+            if !meta.is_dir() {
+                // Hidden as it is; nothing is looked up through it.
+                continue;
+            }
+            for entry in std::fs::read_dir(path).map_err(|e| why(path, e))? {
+                let entry = entry.map_err(|e| why(path, e))?;
+                let meta = entry.metadata().map_err(|e| why(&entry.path(), e))?;
+                if meta.file_type().is_symlink() {
+                    return Err(linked(&entry.path()));
+                }
+                if !meta.is_dir() && meta.nlink() > 1 {
+                    return Err(format!(
+                        "`{}` has other names (a hard link): under another it may be readable, and the CLI loads code from what it reads there; make it a file of its own",
+                        entry.path().display()
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -426,6 +489,95 @@ mod tests {
             also_writable: vec!["/work/proj/.orch/state.db".into()],
             also_hidden: vec!["/work/proj/.opencode".into()],
             state_dir: Some("/work/proj/.orch".into()),
+        }
+    }
+
+    /// A worker's `.opencode` that leads out of the hidden tree (a link to
+    /// a folder of the workspace, an entry that is a link, a file with a
+    /// second name outside): the read-only process does not start, and says
+    /// which path. A plain folder (the control), or none, is hidden as it
+    /// is; under `workspace-write` nothing is hidden, so nothing is checked.
+    #[test]
+    fn a_hidden_folder_that_leads_elsewhere_refuses_the_start() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(tmp.path()).unwrap();
+        let hidden = ws.join(".opencode");
+        let policy = |level| {
+            let mut p = places();
+            p.workspace = ws.clone();
+            p.also_hidden = vec![hidden.clone()];
+            Policy::for_permission(level, &p, &[]).unwrap()
+        };
+        let read_only = policy(Permission::ReadOnly);
+        assert_eq!(read_only.hiding_holds(), Ok(()), "none there");
+        std::fs::create_dir_all(ws.join("pl/plugin")).unwrap();
+        std::fs::write(ws.join("pl/plugin/forge.js"), "x").unwrap();
+        std::fs::write(ws.join("cfg.json"), "{}").unwrap();
+        let plain = || {
+            let _ = std::fs::remove_file(&hidden);
+            let _ = std::fs::remove_dir_all(&hidden);
+            std::fs::create_dir_all(hidden.join("plugin")).unwrap();
+            std::fs::write(hidden.join("plugin/own.js"), "x").unwrap();
+            std::fs::write(hidden.join("opencode.json"), "{}").unwrap();
+        };
+        plain();
+        assert_eq!(read_only.hiding_holds(), Ok(()), "a plain folder");
+        let cases: [(&str, &dyn Fn(), PathBuf); 5] = [
+            (
+                "the folder a link",
+                &|| {
+                    std::fs::remove_dir_all(&hidden).unwrap();
+                    std::os::unix::fs::symlink("pl", &hidden).unwrap();
+                },
+                hidden.clone(),
+            ),
+            (
+                "a link naming nothing yet",
+                &|| {
+                    std::fs::remove_dir_all(&hidden).unwrap();
+                    std::os::unix::fs::symlink("nothing", &hidden).unwrap();
+                },
+                hidden.clone(),
+            ),
+            (
+                "an entry a link",
+                &|| {
+                    std::fs::remove_dir_all(hidden.join("plugin")).unwrap();
+                    std::os::unix::fs::symlink("../pl/plugin", hidden.join("plugin")).unwrap();
+                },
+                hidden.join("plugin"),
+            ),
+            (
+                "the config a link",
+                &|| {
+                    std::fs::remove_file(hidden.join("opencode.json")).unwrap();
+                    std::os::unix::fs::symlink("../cfg.json", hidden.join("opencode.json"))
+                        .unwrap();
+                },
+                hidden.join("opencode.json"),
+            ),
+            (
+                "the config a hard link",
+                &|| {
+                    std::fs::remove_file(hidden.join("opencode.json")).unwrap();
+                    std::fs::hard_link(ws.join("cfg.json"), hidden.join("opencode.json")).unwrap();
+                },
+                hidden.join("opencode.json"),
+            ),
+        ];
+        for (what, plant, named) in cases {
+            plain();
+            plant();
+            let refused = read_only.hiding_holds().expect_err(what);
+            assert!(
+                refused.contains(&format!("`{}`", named.display())),
+                "{what}: {refused}"
+            );
+            assert_eq!(
+                policy(Permission::WorkspaceWrite).hiding_holds(),
+                Ok(()),
+                "{what}"
+            );
         }
     }
 

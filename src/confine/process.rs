@@ -28,6 +28,7 @@ impl Confinement {
     /// the confinement cannot be set up, `spawn` never runs.
     #[cfg(target_os = "linux")]
     pub fn spawn_with<T: Send>(&self, spawn: impl FnOnce() -> T + Send) -> Result<T, ConfineError> {
+        self.policy.hiding_holds().map_err(ConfineError)?;
         let prepared = super::landlock::prepare(&self.policy, self.abi)
             .map_err(|e| ConfineError(e.to_string()))?;
         super::starter::run(self.policy.permission, move || {

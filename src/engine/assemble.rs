@@ -765,7 +765,8 @@ fn confinement(
         .loads_code_from()
         .iter()
         .flat_map(|name| workspace.ancestors().map(move |a| a.join(name)))
-        .filter(|p| p.exists())
+        // A link too, whatever it names: the policy refuses it.
+        .filter(|p| p.symlink_metadata().is_ok())
         .collect();
     // The CLI's own folders (those its environment names): writable; the
     // rest of its directory (orch's files for it) is not.

@@ -1409,17 +1409,41 @@ fn gemini_keeps_its_policy_when_a_phase_grants_every_tool_of_a_server() {
     );
 }
 
-/// OpenCode with a plugin planted in the workspace's `.opencode/plugin/`,
-/// which OpenCode loads whatever its flags say: `true` when the plugin's
-/// top-level code ran (it reports to the scripted server on loopback).
-fn opencode_runs_a_planted_plugin(level: Level) -> bool {
+/// Where a worker puts the plugin OpenCode would load, and how
+/// `.opencode` leads to it.
+#[derive(Clone, Copy, Debug)]
+enum PluginPlant {
+    /// A plain `.opencode/plugin/spy.js` (orch hides the folder).
+    Plain,
+    /// `pl/plugin/spy.js`, and `.opencode` a link to `pl`.
+    FolderLink,
+    /// A plain `.opencode` whose `plugin` entry is a link to `pl/plugin`.
+    EntryLink,
+    /// A plain `.opencode` whose `opencode.json` is a link to `cfg.json`,
+    /// a config naming `pl/spy.js` as a plugin.
+    ConfigLink,
+    /// The same config, `.opencode/opencode.json` a second name (a hard
+    /// link) of the workspace's `cfg.json`.
+    ConfigHardLink,
+}
+
+/// OpenCode with a plugin planted in the workspace as `plant` says, which
+/// OpenCode loads whatever its flags say: the run, and whether the
+/// plugin's top-level code ran (it reports to the scripted server on
+/// loopback).
+fn opencode_with_a_planted_plugin(level: Level, plant: PluginPlant) -> (OrchRun, bool) {
     let cli = find_cli(AgentKind::Opencode);
     let dir = scratch(&format!("orch-e2e-opencode-plugin-{}-", level.as_str()));
     let given = given_file(dir.path());
     // A few calls: OpenCode loads plugins while the session goes on.
     let reads: Vec<Value> = (0..3).map(|_| (cli.read_call)(&given)).collect();
     let server = ModelServer::start(dir.path(), &json!(reads));
-    let plugins = dir.path().join("work/.opencode/plugin");
+    let work = dir.path().join("work");
+    let plugins = match plant {
+        PluginPlant::Plain => work.join(".opencode/plugin"),
+        PluginPlant::FolderLink | PluginPlant::EntryLink => work.join("pl/plugin"),
+        PluginPlant::ConfigLink | PluginPlant::ConfigHardLink => work.join("pl"),
+    };
     std::fs::create_dir_all(&plugins).unwrap();
     write(
         &plugins,
@@ -1429,12 +1453,41 @@ fn opencode_runs_a_planted_plugin(level: Level) -> bool {
             format!("{}/fixture/log", server.url())
         ),
     );
+    let config = json!({"plugin": [format!("file://{}", plugins.join("spy.js").display())]});
+    match plant {
+        PluginPlant::Plain => {}
+        PluginPlant::FolderLink => {
+            std::os::unix::fs::symlink("pl", work.join(".opencode")).unwrap()
+        }
+        PluginPlant::EntryLink => {
+            std::fs::create_dir(work.join(".opencode")).unwrap();
+            std::os::unix::fs::symlink("../pl/plugin", work.join(".opencode/plugin")).unwrap();
+        }
+        PluginPlant::ConfigLink | PluginPlant::ConfigHardLink => {
+            std::fs::create_dir(work.join(".opencode")).unwrap();
+            write(&work, "cfg.json", &config.to_string());
+            let name = work.join(".opencode/opencode.json");
+            if matches!(plant, PluginPlant::ConfigLink) {
+                std::os::unix::fs::symlink("../cfg.json", name).unwrap();
+            } else {
+                std::fs::hard_link(work.join("cfg.json"), name).unwrap();
+            }
+        }
+    }
     let text = pipeline(&cli, level, &server, dir.path());
     let run = orch_run(&cli, dir.path(), &server, &text);
+    let loaded = run.fixture_calls().iter().any(|c| c["plugin"] == "loaded");
+    (run, loaded)
+}
+
+/// OpenCode with a plugin planted in the workspace's `.opencode/plugin/`:
+/// `true` when the plugin's top-level code ran.
+fn opencode_runs_a_planted_plugin(level: Level) -> bool {
+    let (run, loaded) = opencode_with_a_planted_plugin(level, PluginPlant::Plain);
     let ctx = run.context();
     assert_eq!(run.code, Some(0), "{ctx}");
     assert!(run.tool_results().contains(FIXTURE), "the reads ran: {ctx}");
-    run.fixture_calls().iter().any(|c| c["plugin"] == "loaded")
+    loaded
 }
 
 #[test]
@@ -1446,6 +1499,37 @@ fn a_plugin_planted_for_opencode_does_not_load_in_a_read_only_phase() {
     // and OpenCode loads the plugin (confined like the agent): the limit
     // docs/confinement.md states. This fails once OpenCode stops.
     assert!(opencode_runs_a_planted_plugin(Level::WorkspaceWrite));
+}
+
+#[test]
+fn a_link_planted_for_opencode_does_not_reach_past_the_hiding() {
+    require!(Tool::AgentClis);
+    // Landlock hides what is beneath `.opencode`, not where a link in it
+    // leads, nor a file opened by another name: OpenCode followed each of
+    // these and ran the plugin in a read-only phase (attack t4). orch now
+    // refuses to start OpenCode, naming the path.
+    for (plant, named) in [
+        (PluginPlant::FolderLink, ".opencode`"),
+        (PluginPlant::EntryLink, ".opencode/plugin`"),
+        (PluginPlant::ConfigLink, ".opencode/opencode.json`"),
+        (PluginPlant::ConfigHardLink, ".opencode/opencode.json`"),
+    ] {
+        let (run, loaded) = opencode_with_a_planted_plugin(Level::ReadOnly, plant);
+        let ctx = run.context();
+        assert!(
+            !loaded,
+            "{plant:?}: the plugin ran in a read-only OpenCode: {ctx}"
+        );
+        assert_ne!(run.code, Some(0), "{plant:?}: {ctx}");
+        assert_eq!(run.agent()["status"], "failed", "{plant:?}: {ctx}");
+        assert!(
+            run.stderr.contains("cannot confine the process") && run.stderr.contains(named),
+            "{plant:?}: {ctx}"
+        );
+    }
+    // The control: a plain folder is hidden, OpenCode runs and loads none
+    // (a_plugin_planted_for_opencode_does_not_load_in_a_read_only_phase).
+    assert!(!opencode_runs_a_planted_plugin(Level::ReadOnly));
 }
 
 #[test]
