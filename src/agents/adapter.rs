@@ -237,14 +237,32 @@ pub trait Adapter: Sync {
     }
 
     /// The granted tool through which the agent may start programs (a
-    /// shell), if any: what it starts runs in its process tree, with its
-    /// tools.
-    fn starts_programs(&self, toolset: &ToolSet) -> Option<String> {
-        toolset
+    /// shell), if any, or the code the CLI loads from the workspace
+    /// ([`Adapter::loads_code_from`]) when it is not hidden from it: above
+    /// `read-only` (the workspace is readable whole), or where the OS does
+    /// not confine it (`confined` false). What either starts runs in its
+    /// process tree, with its tools.
+    fn starts_programs(&self, toolset: &ToolSet, confined: bool) -> Option<String> {
+        let shell = toolset
             .internal
             .iter()
             .find(|t| matches!(t, InternalTool::Bash | InternalTool::BashPattern(_)))
-            .map(ToString::to_string)
+            .map(ToString::to_string);
+        let loads = self.loads_code_from();
+        let visible = toolset.permission != Permission::ReadOnly || !confined;
+        shell.or_else(|| {
+            (visible && !loads.is_empty()).then(|| {
+                format!(
+                    "the code it loads from {} in the workspace, {}",
+                    loads.join(", "),
+                    if toolset.permission != Permission::ReadOnly {
+                        format!("readable at {}", toolset.permission)
+                    } else {
+                        "not hidden without confinement".to_string()
+                    }
+                )
+            })
+        })
     }
 
     /// Whether the CLI has a tool for a canonical name.

@@ -212,7 +212,7 @@ impl CliChecks for Checks<'_> {
                 // script, a test, a hook) would run in the judge's process
                 // tree, with the judge's verdict tools.
                 if judges
-                    && let Some(tool) = adapter.starts_programs(&r.toolset)
+                    && let Some(tool) = adapter.starts_programs(&r.toolset, self.os.is_available())
                     && let Some((writer_phase, writer)) = pipeline
                         .writers_before(phase)
                         .find(|(w, a)| !(*w == phase.name && *a == agent.name))

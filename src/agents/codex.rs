@@ -121,7 +121,7 @@ impl Adapter for Codex {
         }
     }
 
-    fn starts_programs(&self, ts: &ToolSet) -> Option<String> {
+    fn starts_programs(&self, ts: &ToolSet, _confined: bool) -> Option<String> {
         // Codex reads, lists and searches through its shell.
         let Tools { shell, .. } = Tools::of(ts);
         shell.then(|| {

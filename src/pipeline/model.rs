@@ -53,7 +53,7 @@ pub struct Pipeline {
     /// Each phase's place in `phases`, by name.
     index: HashMap<String, usize>,
     /// The agents that may write the workspace (LLM agents at
-    /// `workspace-write`) as (phase, agent), in the order they run:
+    /// `workspace-write` or `full-access`) as (phase, agent), in the order they run:
     /// listed once, when first asked ([`Pipeline::writer_before`]).
     writers: std::sync::OnceLock<Vec<(String, String)>>,
 }
@@ -381,7 +381,8 @@ impl Pipeline {
     }
 
     /// An agent that may write the workspace before or while `phase` runs
-    /// (its phase and agent): an LLM agent at `workspace-write` of
+    /// (its phase and agent): an LLM agent at `workspace-write` or
+    /// `full-access` (unconfined, it writes the workspace too) of
     /// `phase` itself, or of a phase that `phase` does not come before; a
     /// judge counts as an agent of the phase it judges.
     /// What it wrote there (a build script, a test, a git hook) is what a
@@ -401,8 +402,7 @@ impl Pipeline {
         let writers = self.writers.get_or_init(|| {
             self.runs()
                 .filter(|(w, a)| {
-                    a.kind.is_llm()
-                        && self.resolve(w, a).toolset.permission == Permission::WorkspaceWrite
+                    a.kind.is_llm() && self.resolve(w, a).toolset.permission != Permission::ReadOnly
                 })
                 .map(|(w, a)| (w.name.clone(), a.name.clone()))
                 .collect()
