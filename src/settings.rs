@@ -79,43 +79,13 @@ pub struct AgentSettings {
     pub model: Option<String>,
 }
 
-/// The credential variables each CLI reads, passed through by default.
+/// The variables each CLI reads, passed through by default (its
+/// [`CliFacts::default_pass_env`]).
 pub fn default_pass_env(kind: AgentKind) -> Vec<String> {
-    let names: &[&str] = match kind {
-        AgentKind::Claude => &[
-            "ANTHROPIC_API_KEY",
-            "ANTHROPIC_AUTH_TOKEN",
-            "ANTHROPIC_BASE_URL",
-            "CLAUDE_CODE_OAUTH_TOKEN",
-        ],
-        AgentKind::Codex => &["OPENAI_API_KEY", "CODEX_API_KEY", "OPENAI_BASE_URL"],
-        AgentKind::Gemini => &[
-            "GEMINI_API_KEY",
-            "GOOGLE_API_KEY",
-            "GOOGLE_GEMINI_BASE_URL",
-            "GOOGLE_CLOUD_PROJECT",
-            "GOOGLE_CLOUD_LOCATION",
-            "GOOGLE_GENAI_USE_VERTEXAI",
-        ],
-        AgentKind::Opencode => &[
-            "ANTHROPIC_API_KEY",
-            "OPENAI_API_KEY",
-            "GEMINI_API_KEY",
-            "OPENROUTER_API_KEY",
-        ],
-        AgentKind::Copilot => &[
-            "COPILOT_GITHUB_TOKEN",
-            "GH_TOKEN",
-            "GITHUB_TOKEN",
-            "COPILOT_OFFLINE",
-            "COPILOT_PROVIDER_BASE_URL",
-            "COPILOT_PROVIDER_API_KEY",
-            "COPILOT_PROVIDER_TYPE",
-            "COPILOT_MODEL",
-        ],
-        AgentKind::Command => &[],
-    };
-    names.iter().map(|s| s.to_string()).collect()
+    kind.default_pass_env()
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
 }
 
 impl Default for Settings {

@@ -7,6 +7,11 @@ use crate::model::{AgentKind, Permission};
 /// `output` (the model and the event stream orch sets itself).
 pub type FieldName = &'static str;
 
+/// The agent CLIs orch is tested with, at their pins: the one place their
+/// versions are written (`scripts/install-agent-clis.sh` installs them,
+/// exported CI jobs install them from its lock).
+pub const CLIS_PACKAGE_JSON: &str = include_str!("../../ci/agent-clis/package.json");
+
 /// What orch knows of each CLI's command line, environment and
 /// credentials, asked of an [`AgentKind`]. These facts belong to the agent
 /// CLIs, so they live here and not in the model: bring the trait into scope
@@ -17,6 +22,17 @@ pub trait CliFacts: Copy {
 
     /// The program looked up on PATH when the agent names no `binary`.
     fn default_binary(self) -> Option<&'static str>;
+
+    /// The variables the CLI reads to reach its model (credentials, base
+    /// URLs), passed through to it unless settings say otherwise.
+    fn default_pass_env(self) -> &'static [&'static str];
+
+    /// The CLI's npm package.
+    fn npm_package(self) -> Option<&'static str>;
+
+    /// The version orch is tested with: its pin in
+    /// `ci/agent-clis/package.json`, read when orch was built.
+    fn pinned_version(self) -> Option<&'static str>;
 
     /// Whether the CLI confines writes at the operating-system level for this
     /// permission, so a write tool under it cannot escape (Codex's own
@@ -59,6 +75,61 @@ pub trait CliFacts: Copy {
 }
 
 impl CliFacts for AgentKind {
+    fn default_pass_env(self) -> &'static [&'static str] {
+        match self {
+            AgentKind::Claude => &[
+                "ANTHROPIC_API_KEY",
+                "ANTHROPIC_AUTH_TOKEN",
+                "ANTHROPIC_BASE_URL",
+                "CLAUDE_CODE_OAUTH_TOKEN",
+            ],
+            AgentKind::Codex => &["OPENAI_API_KEY", "CODEX_API_KEY", "OPENAI_BASE_URL"],
+            AgentKind::Gemini => &[
+                "GEMINI_API_KEY",
+                "GOOGLE_API_KEY",
+                "GOOGLE_GEMINI_BASE_URL",
+                "GOOGLE_CLOUD_PROJECT",
+                "GOOGLE_CLOUD_LOCATION",
+                "GOOGLE_GENAI_USE_VERTEXAI",
+            ],
+            AgentKind::Opencode => &[
+                "ANTHROPIC_API_KEY",
+                "OPENAI_API_KEY",
+                "GEMINI_API_KEY",
+                "OPENROUTER_API_KEY",
+            ],
+            AgentKind::Copilot => &[
+                "COPILOT_GITHUB_TOKEN",
+                "GH_TOKEN",
+                "GITHUB_TOKEN",
+                "COPILOT_OFFLINE",
+                "COPILOT_PROVIDER_BASE_URL",
+                "COPILOT_PROVIDER_API_KEY",
+                "COPILOT_PROVIDER_TYPE",
+                "COPILOT_MODEL",
+            ],
+            AgentKind::Command => &[],
+        }
+    }
+
+    fn npm_package(self) -> Option<&'static str> {
+        Some(match self {
+            AgentKind::Claude => "@anthropic-ai/claude-code",
+            AgentKind::Codex => "@openai/codex",
+            AgentKind::Gemini => "@google/gemini-cli",
+            AgentKind::Opencode => "opencode-ai",
+            AgentKind::Copilot => "@github/copilot",
+            AgentKind::Command => return None,
+        })
+    }
+
+    fn pinned_version(self) -> Option<&'static str> {
+        static PINS: std::sync::LazyLock<serde_json::Value> = std::sync::LazyLock::new(|| {
+            serde_json::from_str(CLIS_PACKAGE_JSON).unwrap_or_default()
+        });
+        PINS["dependencies"][self.npm_package()?].as_str()
+    }
+
     fn credentials(self) -> &'static [&'static str] {
         match self {
             AgentKind::Claude => &["ANTHROPIC_API_KEY"],
@@ -675,6 +746,24 @@ fn yargs_camel_case(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_cli_has_its_package_and_pin_and_a_command_has_none() {
+        for kind in AgentKind::ALL {
+            let facts = (kind.npm_package(), kind.pinned_version());
+            if kind.is_llm() {
+                assert!(facts.0.is_some() && facts.1.is_some(), "{kind}");
+                assert!(!kind.default_pass_env().is_empty(), "{kind}");
+            } else {
+                assert_eq!(facts, (None, None));
+            }
+        }
+        let pkg: serde_json::Value = serde_json::from_str(CLIS_PACKAGE_JSON).unwrap();
+        assert_eq!(
+            AgentKind::Claude.pinned_version(),
+            pkg["dependencies"]["@anthropic-ai/claude-code"].as_str()
+        );
+    }
 
     #[test]
     fn controlled_flags_are_found_in_every_spelling() {

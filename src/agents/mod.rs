@@ -19,4 +19,4 @@ pub mod probe;
 
 pub use adapter::{Adapter, McpServerSpec, Request, adapter};
 pub use invocation::{By, Enforced, Enforcement, Invocation};
-pub use kind::{CliFacts, FieldName};
+pub use kind::{CLIS_PACKAGE_JSON, CliFacts, FieldName};

@@ -11,22 +11,15 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::CliFacts;
 use super::adapter::adapter;
 use super::invocation::{Invocation, Stdin};
 use crate::confine::Confinement;
 use crate::model::AgentKind;
 
-/// The versions the adapters were verified against (by the end-to-end suite).
-pub const VERIFIED: &[(AgentKind, &str)] = &[
-    (AgentKind::Claude, "2.1.197"),
-    (AgentKind::Codex, "0.169.0"),
-    (AgentKind::Gemini, "0.61.0"),
-    (AgentKind::Opencode, "1.18.33"),
-    (AgentKind::Copilot, "1.0.102"),
-];
-
+/// The version orch is tested with (its pin in `ci/agent-clis/package.json`).
 pub fn verified_version(kind: AgentKind) -> Option<&'static str> {
-    VERIFIED.iter().find(|(k, _)| *k == kind).map(|(_, v)| *v)
+    kind.pinned_version()
 }
 
 /// One CLI as found on this machine.

@@ -128,27 +128,15 @@ const SETUP_MINUTES: u64 = 15;
 /// them (integrity hashes of every package): jobs install from the lock
 /// with `npm ci`, never by name alone. The lock is for Linux x64 runners:
 /// opencode-ai's packages for other platforms are left out of it.
-pub const CLIS_PACKAGE_JSON: &str = include_str!("../../ci/agent-clis/package.json");
 pub const CLIS_PACKAGE_LOCK: &str = include_str!("../../ci/agent-clis/package-lock.json");
-
-/// The npm package of an agent CLI.
-fn cli_name(kind: AgentKind) -> Option<&'static str> {
-    Some(match kind {
-        AgentKind::Claude => "@anthropic-ai/claude-code",
-        AgentKind::Codex => "@openai/codex",
-        AgentKind::Gemini => "@google/gemini-cli",
-        AgentKind::Opencode => "opencode-ai",
-        AgentKind::Copilot => "@github/copilot",
-        AgentKind::Command => return None,
-    })
-}
 
 /// An agent CLI's npm package at its pin (`name@version`).
 pub fn cli_package(kind: AgentKind) -> Option<String> {
-    let name = cli_name(kind)?;
-    let pkg: serde_json::Value = serde_json::from_str(CLIS_PACKAGE_JSON).ok()?;
-    let version = pkg["dependencies"][name].as_str()?;
-    Some(format!("{name}@{version}"))
+    Some(format!(
+        "{}@{}",
+        kind.npm_package()?,
+        kind.pinned_version()?
+    ))
 }
 
 /// The shell lines that install the pinned CLIs into `dir` from the lock
@@ -161,7 +149,7 @@ pub fn install_clis_script(dir: &str) -> String {
     };
     format!(
         "set -eu\nmkdir -p \"{dir}\"\ncat > \"{dir}/package.json\" <<'ORCH_EOF'\n{}\nORCH_EOF\ncat > \"{dir}/package-lock.json\" <<'ORCH_EOF'\n{}\nORCH_EOF\nnpm ci --prefix \"{dir}\" --no-audit --no-fund\n",
-        compact(CLIS_PACKAGE_JSON),
+        compact(crate::agents::CLIS_PACKAGE_JSON),
         compact(CLIS_PACKAGE_LOCK)
     )
 }
