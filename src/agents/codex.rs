@@ -234,6 +234,10 @@ impl Adapter for Codex {
             if let Some(tools) = &s.tools {
                 config(&format!("{key}.enabled_tools"), toml_list(tools));
             }
+            // Codex gives a server 10 s to start by default; a loaded
+            // machine takes longer to start orch's relay or a pipeline
+            // server, and the model then works without its tools.
+            config(&format!("{key}.startup_timeout_sec"), "60".into());
             // Under read-only and workspace-write an MCP call otherwise
             // "requires approval, but approval policy is never".
             config(
