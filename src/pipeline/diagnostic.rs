@@ -38,7 +38,13 @@ impl SourceFile {
         let mut line_starts = Vec::with_capacity(text.len() / 32 + 1);
         line_starts.push(0);
         line_starts.extend(memchr::memchr_iter(b'\n', text.as_bytes()).map(|i| i + 1));
-        let shown = text.chars().any(unsafe_to_show).then(|| {
+        // A byte scan first (it vectorises; decoding every char showed in
+        // profiles): every char `unsafe_to_show` names is a C0 byte, DEL, or
+        // starts with 0xC2 (C1 controls) or 0xE2 (the bidi controls).
+        let suspect = text.bytes().any(|b| {
+            (b < 0x20 && !matches!(b, b'\n' | b'\t' | b'\r')) || matches!(b, 0x7f | 0xc2 | 0xe2)
+        });
+        let shown = (suspect && text.chars().any(unsafe_to_show)).then(|| {
             text.chars()
                 .map(|c| {
                     if unsafe_to_show(c) {

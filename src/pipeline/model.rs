@@ -46,10 +46,13 @@ pub struct Pipeline {
     pub agents: Vec<Agent>,
     pub mcp_servers: Vec<McpServer>,
     pub phases: Vec<Phase>,
-    /// Each (phase, agent)'s resolved ToolSet, by names: computed once
-    /// when the pipeline is sealed, read by validation, the adapters, the
-    /// scheduler and `explain`.
-    resolved: HashMap<(String, String), Resolved>,
+    /// Each (phase, agent)'s resolved ToolSet: computed once when the
+    /// pipeline is sealed, read by validation, the adapters, the scheduler
+    /// and `explain`. By the phase's place in `phases` (as `index` finds
+    /// it by name), then the agent's name: a lookup borrows the names
+    /// rather than cloning both into a key, and sealing neither hashes nor
+    /// rehashes a table of every pair (it showed in profiles).
+    resolved: Vec<Vec<(String, Resolved)>>,
     /// Each phase's place in `phases`, by name.
     index: HashMap<String, usize>,
     /// The agents that may write the workspace (LLM agents at
@@ -339,7 +342,7 @@ impl Pipeline {
             agents,
             mcp_servers,
             phases,
-            resolved: HashMap::new(),
+            resolved: Vec::new(),
             index: HashMap::new(),
             writers: std::sync::OnceLock::new(),
         };
@@ -349,13 +352,25 @@ impl Pipeline {
             .enumerate()
             .map(|(i, ph)| (ph.name.clone(), i))
             .collect();
-        let resolved = p
-            .runs()
-            .map(|(phase, agent)| {
-                let key = (phase.name.clone(), agent.name.clone());
-                (key, resolve(Self::layers(&phase, agent), phase.mode))
-            })
+        let mut resolved: Vec<Vec<(String, Resolved)>> = p
+            .phases
+            .iter()
+            .map(|ph| Vec::with_capacity(ph.agents.len()))
             .collect();
+        for (phase, agent) in p.runs() {
+            let Some(&i) = p.index.get(phase.name.as_str()) else {
+                continue;
+            };
+            let r = resolve(Self::layers(&phase, agent), phase.mode);
+            // A later pair of the same names replaces an earlier one (a
+            // judge that is also one of its phase's agents; phases of one
+            // name, which validation reports).
+            let slot = &mut resolved[i];
+            match slot.iter_mut().find(|(a, _)| *a == agent.name) {
+                Some(e) => e.1 = r,
+                None => slot.push((agent.name.clone(), r)),
+            }
+        }
         p.resolved = resolved;
         p
     }
@@ -364,8 +379,13 @@ impl Pipeline {
     /// an agent's tools are resolved"), with each field's provenance: the one computed when
     /// the pipeline was made (a pair it does not hold is resolved now).
     pub fn resolve(&self, phase: &Phase, agent: &Agent) -> Cow<'_, Resolved> {
-        match self.resolved.get(&(phase.name.clone(), agent.name.clone())) {
-            Some(r) => Cow::Borrowed(r),
+        let sealed = self
+            .index
+            .get(phase.name.as_str())
+            .and_then(|&i| self.resolved.get(i))
+            .and_then(|v| v.iter().find(|(a, _)| *a == agent.name));
+        match sealed {
+            Some((_, r)) => Cow::Borrowed(r),
             None => Cow::Owned(resolve(Self::layers(phase, agent), phase.mode)),
         }
     }

@@ -54,7 +54,16 @@ impl TextAt {
     /// A prompt string of `source`, written at `span`.
     fn inline(source: &Arc<SourceFile>, value: &str, span: &Range<usize>) -> TextAt {
         let written = source.text.get(span.clone()).unwrap_or("");
-        let place = match written.find(value) {
+        // Usually the value follows the opening quote verbatim: check there
+        // before searching (building a searcher for every prompt showed in
+        // profiles). A value that starts with neither quote cannot match at
+        // 0, where the quote is, so a match at 1 is the first one.
+        let at_one = !value.is_empty()
+            && written.starts_with(['"', '\''])
+            && !value.starts_with(['"', '\''])
+            && written.get(1..).is_some_and(|w| w.starts_with(value));
+        let found = if at_one { Some(1) } else { written.find(value) };
+        let place = match found {
             Some(i) => Place::Offset(span.start + i),
             None => Place::Whole(span.clone()),
         };
