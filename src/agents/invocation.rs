@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::confine::{ConfineError, Confinement};
+use crate::confine::{ConfineError, Confinement, ProcessTree, Spawnable};
 
 /// Who enforces a ToolSet field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -311,11 +311,16 @@ impl Invocation {
         cmd
     }
 
-    /// Run `spawn` (which starts this invocation's process) confined as the
-    /// invocation says; when the confinement cannot be set up, nothing is
-    /// started.
-    pub fn start<T: Send>(&self, spawn: impl FnOnce() -> T + Send) -> Result<T, ConfineError> {
-        start(self.confinement.as_ref(), spawn)
+    /// Run `spawn` (which starts this invocation's process from `cmd`)
+    /// confined as the invocation says, in `tree`'s cgroup when it has
+    /// one; when either cannot be set up, nothing is started.
+    pub fn start<C: Spawnable + Send, T: Send>(
+        &self,
+        tree: Option<&ProcessTree>,
+        cmd: &mut C,
+        spawn: impl FnOnce(&mut C) -> T + Send,
+    ) -> Result<T, ConfineError> {
+        start(self.confinement.as_ref(), tree, cmd, spawn)
     }
 
     /// The environment as shown (`${NAME}` for pass-through values,
@@ -369,16 +374,16 @@ pub fn shell_quote(s: &str) -> String {
     }
 }
 
-/// Run `spawn` (which starts a process) confined by `confinement`, or as
-/// it is without one (see [`Invocation::start`]).
-pub fn start<T: Send>(
+/// Run `spawn` (which starts a process from `cmd`) confined by
+/// `confinement`, or as it is without one, in `tree`'s cgroup when it has
+/// one (see [`crate::confine::start`]).
+pub fn start<C: Spawnable + Send, T: Send>(
     confinement: Option<&Confinement>,
-    spawn: impl FnOnce() -> T + Send,
+    tree: Option<&ProcessTree>,
+    cmd: &mut C,
+    spawn: impl FnOnce(&mut C) -> T + Send,
 ) -> Result<T, ConfineError> {
-    match confinement {
-        Some(c) => c.spawn_with(spawn),
-        None => Ok(spawn()),
-    }
+    crate::confine::start(confinement, tree, cmd, spawn)
 }
 
 #[cfg(test)]

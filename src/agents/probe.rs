@@ -84,7 +84,7 @@ pub fn run_bounded_started(
     let start = Instant::now();
     let mut child = match confinement {
         Some(c) => c
-            .spawn_with(|| cmd.spawn())
+            .spawn_with(&mut cmd, |cmd| cmd.spawn())
             .map_err(|e| std::io::Error::other(e.to_string()))??,
         None => cmd.spawn()?,
     };

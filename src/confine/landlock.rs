@@ -1,13 +1,14 @@
 //! The Linux backend: a [`Policy`] as a Landlock ruleset.
 //!
-//! The ruleset is built in orch and entered by a short-lived thread of its
-//! own, which then starts the agent (see [`super::Confinement::spawn_with`]).
-//! Landlock holds per thread and is inherited by every process the thread
-//! starts, across fork and exec, and it cannot be lifted: the CLI, its
-//! shells, interpreters, sub-agents and MCP servers all stay inside. Doing
-//! it from a thread rather than in the child between fork and exec keeps
-//! the cheap `posix_spawn` start (forking orch, with its threads and memory,
-//! cost about a millisecond per agent).
+//! The ruleset is built in orch and entered by the agent's process itself,
+//! between fork and exec (see [`super::process::start`]). Landlock is
+//! inherited by every process it starts, across fork and exec, and it
+//! cannot be lifted: the CLI, its shells, interpreters, sub-agents and MCP
+//! servers all stay inside. No thread of orch's ever enters it: Landlock
+//! lets a process signal any thread of its own domain, so a thread of
+//! orch's in an agent's domain (one that entered the ruleset to start it,
+//! as orch once did) is one the agent can stop or kill, and all of orch
+//! with it.
 
 use std::collections::HashMap;
 use std::io;
@@ -63,28 +64,12 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// Confine the calling thread's file system for good
-    /// (`landlock_restrict_self`). The thread must hold the rest of the
-    /// confinement already (`no_new_privs`, the system-call filter, no
-    /// capabilities): it is one its level's starter created
-    /// ([`super::starter`]), and it checks. The rules hold for the thread
-    /// alone (its process's other threads are untouched) and for every
-    /// process it starts afterwards, which is what
-    /// [`super::Confinement::spawn_with`] uses: a thread of its own enters
-    /// the ruleset, starts the agent, and ends.
-    pub fn enter(&self) -> io::Result<()> {
-        if !super::starter::holds_the_filter() {
-            return Err(io::Error::other(
-                "the starting thread does not hold the system-call filter",
-            ));
-        }
-        // SAFETY: a plain system call with integer arguments.
-        unsafe {
-            if libc::syscall(libc::SYS_landlock_restrict_self, self.fd.as_raw_fd(), 0u32) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-        }
-        Ok(())
+    /// The ruleset's descriptor (close-on-exec), which the child enters
+    /// between fork and exec (`landlock_restrict_self`: see
+    /// [`super::process::ChildEntry`]). The rules hold for that process
+    /// and every process it starts afterwards, and cannot be lifted.
+    pub(super) fn into_fd(self) -> OwnedFd {
+        self.fd
     }
 }
 
@@ -474,7 +459,10 @@ mod tests {
             .current_dir(&s.workspace)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
-        confinement.spawn_with(|| cmd.status()).unwrap().unwrap()
+        confinement
+            .spawn_with(&mut cmd, |cmd| cmd.status())
+            .unwrap()
+            .unwrap()
     }
 
     #[test]

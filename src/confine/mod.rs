@@ -18,5 +18,8 @@ pub mod tree;
 
 pub use availability::{Availability, MIN_ABI};
 pub use policy::{Places, Policy};
-pub use process::{ConfineError, Confinement, keep_inherited_descriptors, keep_orch_private};
+pub use process::{
+    ChildEntry, ConfineError, Confinement, Spawnable, keep_inherited_descriptors,
+    keep_orch_private, start,
+};
 pub use tree::ProcessTree;

@@ -1,19 +1,21 @@
 //! The threads that start confined processes.
 //!
-//! A confined process is started by a thread of its own that entered the
-//! confinement first (see [`super::Confinement::spawn_with`]). Most of
-//! that confinement is the same for every agent of a permission level: no
-//! capabilities, `no_new_privs` and the system-call filter
-//! ([`super::syscalls`]). Entering the filter costs the kernel a
-//! compilation and a pass of the program over every system-call number
-//! (its cache of calls always allowed), about a fifth of a millisecond per
-//! agent start. So one thread per level, the level's *starter*, enters
-//! them once, and creates the thread of each start: a thread begins with
-//! its creator's filter, `no_new_privs` and capabilities (the kernel
-//! copies them at `clone`; the filter is the same program, shared), and
-//! none of them can be lifted. That thread checks it has them, enters the
-//! attempt's own Landlock ruleset, starts the agent and ends. The starter
-//! does nothing else; orch's other threads are never confined.
+//! A confined process is started by a thread that holds most of its
+//! confinement already, which the child inherits at fork (see
+//! [`super::process::start`]): no capabilities, `no_new_privs` and the
+//! system-call filter ([`super::syscalls`]), the same for every agent of a
+//! permission level. Entering the filter costs the kernel a compilation
+//! and a pass of the program over every system-call number (its cache of
+//! calls always allowed), about a fifth of a millisecond per agent start.
+//! So one thread per level, the level's *starter*, enters them once, and
+//! creates the thread of each start: a thread begins with its creator's
+//! filter, `no_new_privs` and capabilities (the kernel copies them at
+//! `clone`; the filter is the same program, shared), and none of them can
+//! be lifted. That thread checks it has them, starts the agent and ends;
+//! the agent's own process enters the attempt's Landlock ruleset, between
+//! fork and exec. No thread of orch's holds a Landlock domain (an agent
+//! may signal any thread of its own domain); the starter does nothing
+//! else, and orch's other threads are not confined at all.
 
 use std::collections::BTreeMap;
 use std::io;

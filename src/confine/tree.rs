@@ -17,7 +17,6 @@
 //! confined process can leave it (the cgroup files are not writable).
 
 use std::collections::HashSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -62,26 +61,32 @@ impl ProcessTree {
         self.cgroup.as_ref().map(|c| c.dir.as_path())
     }
 
-    /// The attempt's process started as `pid`: it joins the tree's cgroup
-    /// at once, the moment it runs. (A process it starts in the
-    /// microseconds before, which only a shell command of the pipeline's
-    /// own could, is not in the cgroup: it goes with the process group,
-    /// or with the sweep of orphans while orch runs.)
+    /// The attempt's process started as `pid`: orch keeps a pidfd of it
+    /// (to tell it from a later process of the same number). It is in the
+    /// tree's cgroup already, when the tree has one: it moved itself there
+    /// before it executed anything ([`crate::confine::start`]), so every
+    /// process it starts is in it too. (Moving a process takes the kernel
+    /// about ten milliseconds, a read-copy-update grace period; a move made
+    /// from orch once it ran let whatever it started meanwhile stay out.)
     pub fn started(&self, pid: u32) {
         let _ = self.leader_fd.set(pidfd_open(pid as i32));
         let _ = self.leader.set(pid as i32);
-        if let Some(c) = &self.cgroup {
-            c.add(pid);
-        }
     }
 
-    /// A process orch started for the attempt itself (an MCP server of the
-    /// pipeline's): it joins the tree's cgroup, so that it ends with the
-    /// attempt whatever it starts.
-    pub fn adopt(&self, pid: u32) {
-        if let Some(c) = &self.cgroup {
-            c.add(pid);
-        }
+    /// For a process about to start in the tree: a descriptor of the tree
+    /// cgroup's `cgroup.procs`, open for writing (close-on-exec), which the
+    /// child writes `0` to between fork and exec to move itself in. `None`
+    /// when the tree has no cgroup; an error when it has one that cannot be
+    /// opened (the process must not start then).
+    pub fn procs_for_child(&self) -> Option<std::io::Result<std::os::fd::OwnedFd>> {
+        let c = self.cgroup.as_ref()?;
+        Some(match &c.procs {
+            Some(f) => f.try_clone().map(Into::into),
+            None => std::fs::OpenOptions::new()
+                .write(true)
+                .open(c.dir.join("cgroup.procs"))
+                .map(Into::into),
+        })
     }
 
     /// Kill every process of the tree's cgroup and wait (at most a few
@@ -181,8 +186,8 @@ struct Cgroup {
     dir: PathBuf,
     /// Its path as `/proc/PID/cgroup` shows it (`0::<path>`).
     rel: String,
-    /// Its `cgroup.procs`, open for writing (the leader is moved in the
-    /// moment it runs).
+    /// Its `cgroup.procs`, open for writing: each process started in the
+    /// tree gets a copy, to move itself in before it executes.
     procs: Option<std::fs::File>,
 }
 
@@ -307,23 +312,6 @@ impl Cgroup {
             .get_or_insert_with(HashSet::new)
             .insert(rel.clone());
         Some(Cgroup { dir, rel, procs })
-    }
-
-    fn add(&self, pid: u32) {
-        match &self.procs {
-            Some(f) => {
-                let mut f: &std::fs::File = f;
-                let _ = write!(f, "{pid}");
-            }
-            None => {
-                if let Ok(mut f) = std::fs::OpenOptions::new()
-                    .write(true)
-                    .open(self.dir.join("cgroup.procs"))
-                {
-                    let _ = write!(f, "{pid}");
-                }
-            }
-        }
     }
 
     /// `cgroup.kill` (Linux 5.14), else each process in `cgroup.procs`

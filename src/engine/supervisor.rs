@@ -268,19 +268,25 @@ pub async fn run_attempt(
             Stdin::Null => Stdio::null(),
             Stdin::Text(_) => Stdio::piped(),
         });
-    // Confined, it is started by a thread of its own, in this runtime.
-    // The leader joins the tree's cgroup right after it starts, from the
-    // thread that started it (see `ProcessTree::started`).
+    // Confined, it is started by a thread its level's starter made, in
+    // this runtime. The process moves itself into the tree's cgroup, then
+    // enters the confinement, before it executes (see
+    // `crate::confine::start`); orch keeps a pidfd of it.
     let runtime = tokio::runtime::Handle::current();
     let mut start = {
         let confinement = inv.confinement.clone();
         let tree = std::sync::Arc::clone(&spec.tree);
         move || {
             let spawned = reaper::start_own(|| {
-                let spawned = crate::agents::invocation::start(confinement.as_ref(), || {
-                    let _in_runtime = runtime.enter();
-                    cmd.spawn()
-                });
+                let spawned = crate::agents::invocation::start(
+                    confinement.as_ref(),
+                    Some(&tree),
+                    &mut cmd,
+                    |cmd| {
+                        let _in_runtime = runtime.enter();
+                        cmd.spawn()
+                    },
+                );
                 let pid = match &spawned {
                     Ok(Ok(child)) => child.id(),
                     _ => None,
@@ -295,9 +301,10 @@ pub async fn run_attempt(
             spawned
         }
     };
-    // Entering the confinement and moving a process into a cgroup block
-    // (a move waits for the kernel's read-copy-update grace period, which
-    // is milliseconds, and holds every other cgroup change of the machine
+    // Starting a confined process and one that moves into a cgroup block
+    // (the spawn returns once the child executed, and a cgroup move waits
+    // for the kernel's read-copy-update grace period, which is
+    // milliseconds, and holds every other cgroup change of the machine
     // meanwhile): on a thread of the blocking pool, not one of the
     // runtime's few workers, which go on running the other attempts.
     let spawned = if inv.confinement.is_some() || spec.tree.has_cgroup() {

@@ -150,26 +150,18 @@ fn start(spawn: &ServerSpawn, tree: &ProcessTree) -> Option<tokio::process::Chil
     let mut cmd = tokio::process::Command::from(cmd);
     cmd.kill_on_drop(true);
     let runtime = tokio::runtime::Handle::current();
+    // It moves itself into the attempt's cgroup (and enters the
+    // confinement) before it executes: whatever it starts is in there.
     let child = crate::children::start(|| {
-        let spawned = match confinement {
-            Some(c) => c
-                .spawn_with(|| {
-                    let _in = runtime.enter();
-                    cmd.spawn()
-                })
-                .ok()
-                .and_then(Result::ok),
-            None => {
-                let _in = runtime.enter();
-                cmd.spawn().ok()
-            }
-        };
+        let spawned = crate::confine::start(confinement.as_ref(), Some(tree), &mut cmd, |cmd| {
+            let _in = runtime.enter();
+            cmd.spawn()
+        })
+        .ok()
+        .and_then(Result::ok);
         let pid = spawned.as_ref().and_then(|c| c.id());
         (spawned, pid)
     })?;
-    if let Some(pid) = child.id() {
-        tree.adopt(pid);
-    }
     Some(child)
 }
 
