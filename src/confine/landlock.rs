@@ -442,6 +442,20 @@ mod tests {
 
     /// Run `program` with `args` confined at `level`; how it ended.
     fn run(s: &Scene, level: Permission, program: &str, args: &[&str]) -> std::process::ExitStatus {
+        let confinement = confinement(s, level);
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .current_dir(&s.workspace)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        confinement
+            .spawn_with(&mut cmd, |cmd| cmd.status())
+            .unwrap()
+            .unwrap()
+    }
+
+    /// The confinement of `level` in the scene.
+    fn confinement(s: &Scene, level: Permission) -> Confinement {
         let places = Places {
             workspace: s.workspace.clone(),
             own_dir: s.own.clone(),
@@ -453,16 +467,56 @@ mod tests {
             state_dir: None,
         };
         let policy = crate::confine::Policy::for_permission(level, &places, &[]).unwrap();
-        let confinement = Confinement { policy, abi: abi() };
-        let mut cmd = Command::new(program);
-        cmd.args(args)
-            .current_dir(&s.workspace)
+        Confinement { policy, abi: abi() }
+    }
+
+    /// No thread of orch's is in an agent's Landlock domain, not even the
+    /// one that starts it, while it does: that thread can still read what
+    /// the agent cannot, and the agent cannot signal it (Landlock lets a
+    /// process signal any thread of its own domain: one of orch's there
+    /// could be stopped or killed, and all of orch with it).
+    #[test]
+    fn the_thread_that_starts_an_agent_is_not_in_its_domain() {
+        let s = scene();
+        std::fs::write(s.elsewhere.join("secret"), "x").unwrap();
+        let confinement = confinement(&s, Permission::ReadOnly);
+        // tgkill(pid, tid, 0) from the agent, to the starting thread, which
+        // waits for it meanwhile: 0 if reached, 1 if refused (EPERM).
+        let tgkill = "import ctypes,os,sys\n\
+                      libc=ctypes.CDLL(None,use_errno=True)\n\
+                      nr={'x86_64':234,'aarch64':131}[os.uname().machine]\n\
+                      r=libc.syscall(nr,int(sys.argv[1]),int(sys.argv[2]),0)\n\
+                      sys.exit(0 if r==0 else 1 if ctypes.get_errno()==1 else 2)";
+        let mut cmd = Command::new("python3");
+        cmd.current_dir(&s.workspace)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
-        confinement
-            .spawn_with(&mut cmd, |cmd| cmd.status())
-            .unwrap()
-            .unwrap()
+        let (status, read) = confinement
+            .spawn_with(&mut cmd, |cmd| {
+                // SAFETY: gettid takes no arguments.
+                let tid = unsafe { libc::gettid() };
+                let status = cmd
+                    .args(["-c", tgkill])
+                    .arg(std::process::id().to_string())
+                    .arg(tid.to_string())
+                    .status()
+                    .unwrap();
+                (status, std::fs::read(s.elsewhere.join("secret")).is_ok())
+            })
+            .unwrap();
+        assert!(read, "the starting thread entered the agent's ruleset");
+        if abi() >= 6 {
+            assert_eq!(
+                status.code(),
+                Some(1),
+                "the agent signalled the thread that started it (0), or could not try (2)"
+            );
+        }
+        // The agent itself is confined all the same.
+        assert_ne!(
+            sh(&s, Permission::ReadOnly, &format!("cat {}/secret", s.elsewhere.display())),
+            0
+        );
     }
 
     #[test]
@@ -911,8 +965,8 @@ mod tests {
             ),
             0
         );
-        // The thread that started it is gone; orch's other threads were
-        // never confined: this test's own process can still write anywhere.
+        // No thread of orch's is confined by Landlock (the agent entered its
+        // ruleset itself): this test's own process can still write anywhere.
         std::fs::write(s.elsewhere.join("from-the-test"), "x").unwrap();
         if abi() >= 6 {
             // Signals to processes outside the sandbox are refused.

@@ -245,3 +245,42 @@ pub fn keep_inherited_descriptors() {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A child whose move into its cgroup fails (here a descriptor it
+    /// cannot write) never executes its program: the spawn fails.
+    #[test]
+    fn a_child_that_cannot_join_its_cgroup_never_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let ran = dir.path().join("ran");
+        let procs: OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
+        let mut cmd = std::process::Command::new("touch");
+        cmd.arg(&ran);
+        cmd.before_exec(ChildEntry {
+            procs: Some(procs),
+            ruleset: None,
+        });
+        let e = cmd.status().unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EBADF), "{e}");
+        assert!(!ran.exists());
+    }
+
+    /// Nor does one whose ruleset cannot be entered.
+    #[test]
+    fn a_child_that_cannot_enter_its_ruleset_never_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let ran = dir.path().join("ran");
+        let not_a_ruleset: OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
+        let mut cmd = std::process::Command::new("touch");
+        cmd.arg(&ran);
+        cmd.before_exec(ChildEntry {
+            procs: None,
+            ruleset: Some(not_a_ruleset),
+        });
+        assert!(cmd.status().is_err());
+        assert!(!ran.exists());
+    }
+}

@@ -9,8 +9,7 @@
 //! cgroup (`cgroup.kill`: whatever left the group), and exits. It runs in its own
 //! process group and ignores INT, TERM and HUP, so a Ctrl-C meant for orch
 //! does not take it down first. (A parent-death signal on each agent would
-//! also work, but only for the agent's own process, and it forces
-//! fork+exec instead of posix_spawn for every agent.)
+//! also work, but only for the agent's own process.)
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, Write};

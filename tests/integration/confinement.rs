@@ -9,7 +9,7 @@ use std::process::Output;
 
 use serde_json::Value;
 
-use crate::support::{flat_stderr, json_of, orch, run_in, stderr, stdout, write};
+use crate::support::{cgroups_here, flat_stderr, json_of, orch, run_in, stderr, stdout, write};
 
 /// `orch validate FILE` with confinement on (the machine's) or off.
 fn validate(file: &Path, confined: bool) -> Output {
@@ -974,4 +974,118 @@ fn a_worker_cannot_point_orchs_git_at_the_home() {
         "{}",
         stderr(&out)
     );
+}
+
+/// The standard output of every attempt of a run under `state`.
+fn attempt_outputs(state: &Path) -> Vec<(PathBuf, String)> {
+    fn walk(dir: &Path, found: &mut Vec<(PathBuf, String)>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                walk(&path, found);
+            } else if path.file_name().is_some_and(|n| n == "attempt-1.stdout") {
+                found.push((path.clone(), std::fs::read_to_string(&path).unwrap()));
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(&state.join("runs"), &mut found);
+    found
+}
+
+/// `orch run` of `agents` command agents, each `sh -c script`, side by
+/// side in one phase (at `permission`, if any), with its state in `state`.
+fn run_agents(root: &Path, agents: usize, script: &str, permission: Option<&str>) -> Output {
+    let mut text = String::from("version = 1\nname = \"c\"\n");
+    for i in 0..agents {
+        text += &format!(
+            "[agents.a{i}]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", {}]\n",
+            serde_json::to_string(script).unwrap()
+        );
+    }
+    let names: Vec<String> = (0..agents).map(|i| format!("\"a{i}\"")).collect();
+    text += &format!(
+        "[[phases]]\nname = \"p\"\nagents = [{}]\nmode = \"fix\"\n",
+        names.join(", ")
+    );
+    if let Some(p) = permission {
+        text += &format!("[phases.tools]\npermission = \"{p}\"\n");
+    }
+    let work = root.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let file = write(root, "pipeline.toml", &text);
+    orch()
+        .current_dir(&work)
+        .env("HOME", root.join("home"))
+        .env("XDG_CACHE_HOME", root.join("cache"))
+        .args(["--state-dir", root.join("state").to_str().unwrap()])
+        .args(["run", file.to_str().unwrap(), "--max-parallel", "4"])
+        .output()
+        .unwrap()
+}
+
+/// An agent's process is in its attempt's cgroup from its first
+/// instruction, and so is the first process it forks, at once: it moved
+/// itself in before it executed. (orch once moved it from outside, some
+/// ten milliseconds after it started, the time a cgroup move takes: what
+/// it forked meanwhile stayed in orch's own cgroup, and a process
+/// detached there outlived an orch killed with SIGKILL.)
+#[test]
+fn an_agent_is_in_its_attempts_cgroup_before_it_runs() {
+    if !cgroups_here() {
+        eprintln!("no cgroups here: orch tracks attempts by their processes' parents");
+        return;
+    }
+    // The shell reads its own cgroup (`read` is built in), then forks `cat`.
+    let script = "read own < /proc/self/cgroup; echo \"shell $own\"; cat /proc/self/cgroup";
+    for permission in [Some("workspace-write"), None] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let out = run_agents(&root, 8, script, permission);
+        assert_eq!(out.status.code(), Some(0), "{permission:?}: {}", stderr(&out));
+        let outputs = attempt_outputs(&root.join("state"));
+        assert_eq!(outputs.len(), 8, "{permission:?}: {outputs:?}");
+        for (path, text) in outputs {
+            let agent = path.parent().unwrap().file_name().unwrap().to_str().unwrap();
+            let lines: Vec<&str> = text.lines().filter(|l| l.contains("0::")).collect();
+            assert_eq!(lines.len(), 2, "{permission:?} {agent}: {text}");
+            for line in lines {
+                // `0::<orch's cgroup>/orch-<pid>/p-<agent>-<n>`.
+                let at = line.rsplit('/').collect::<Vec<_>>();
+                assert!(
+                    at.len() >= 3
+                        && at[0].starts_with(&format!("p-{agent}-"))
+                        && at[1].strip_prefix("orch-").is_some_and(|p| p.parse::<u32>().is_ok()),
+                    "{permission:?} {agent}: outside its attempt's cgroup: {line}"
+                );
+            }
+        }
+    }
+}
+
+/// A confined agent cannot signal any thread of orch's (signal 0 to each
+/// of them, by `tgkill`, is refused): none is in the agent's Landlock
+/// domain, not even the one that started it.
+#[test]
+fn an_agent_cannot_signal_any_thread_of_orchs() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let (work, home, cache) = (root.join("work"), root.join("home"), root.join("cache"));
+    for d in [&work, &home, &cache] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let script = "exec python3 -c 'import ctypes,os,sys\n\
+        libc=ctypes.CDLL(None,use_errno=True)\n\
+        nr={\"x86_64\":234,\"aarch64\":131}[os.uname().machine]\n\
+        orch=int(sys.argv[1])\n\
+        seen={}\n\
+        for tid in os.listdir(\"/proc/%d/task\" % orch):\n\
+        \x20 r=libc.syscall(nr,orch,int(tid),0)\n\
+        \x20 e=\"reached\" if r==0 else os.strerror(ctypes.get_errno())\n\
+        \x20 seen[e]=seen.get(e,0)+1\n\
+        print(seen)\n\
+        sys.exit(0 if list(seen)==[os.strerror(1)] else 1)' $PPID > signals.txt";
+    let (out, _) = run_command(&work, &home, &cache, script, Some("workspace-write"));
+    let seen = std::fs::read_to_string(work.join("signals.txt")).unwrap_or_default();
+    assert_eq!(out.status.code(), Some(0), "{seen} {}", stderr(&out));
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{json_of, orch, root, run_in, stderr, stdout, write};
+use crate::support::{cgroups_here, json_of, orch, root, run_in, stderr, stdout, write};
 
 /// A scratch workspace with its own state dir (outside it, as orch
 /// requires where an agent may write the workspace).
@@ -689,38 +689,12 @@ fn dry_run_lists_the_judge_too() {
     );
 }
 
-/// Whether this machine lets a process make cgroups (v2) in its own: a
-/// folder made and removed in the test's own cgroup.
-fn cgroups_here() -> bool {
-    let Some(own) = std::fs::read_to_string("/proc/self/cgroup")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("0::").map(str::to_string))
-        })
-    else {
-        return false;
-    };
-    let Some(mount) = std::fs::read_to_string("/proc/self/mountinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.contains(" - cgroup2 "))
-                .and_then(|l| l.split(' ').nth(4).map(str::to_string))
-        })
-    else {
-        return false;
-    };
-    let probe = Path::new(&mount)
-        .join(own.trim_start_matches('/'))
-        .join(format!("orch-test-probe-{}", std::process::id()));
-    std::fs::create_dir(&probe).is_ok() && std::fs::remove_dir(&probe).is_ok()
-}
 
 /// orch killed with SIGKILL: a process its agent detached from its group
 /// and session dies too, by the attempt's cgroup, which the keeper kills.
-/// (The agent detaches it once it runs, as any agent's work does: orch
-/// moves the attempt's process into its cgroup the moment it starts.)
+/// (The agent detaches it once it runs, as any agent's work does; see
+/// `confinement::an_agent_is_in_its_attempts_cgroup_before_it_runs` for
+/// one that detaches it at once.)
 #[test]
 fn a_process_that_left_its_group_dies_with_a_killed_orch() {
     if !cgroups_here() {

@@ -302,3 +302,31 @@ pub fn path_with_clis() -> String {
         std::env::var("PATH").unwrap_or_default()
     )
 }
+
+/// Whether this machine lets a process make cgroups (v2) in its own: a
+/// folder made and removed in the test's own cgroup.
+pub fn cgroups_here() -> bool {
+    let Some(own) = std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("0::").map(str::to_string))
+        })
+    else {
+        return false;
+    };
+    let Some(mount) = std::fs::read_to_string("/proc/self/mountinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.contains(" - cgroup2 "))
+                .and_then(|l| l.split(' ').nth(4).map(str::to_string))
+        })
+    else {
+        return false;
+    };
+    let probe = Path::new(&mount)
+        .join(own.trim_start_matches('/'))
+        .join(format!("orch-test-probe-{}", std::process::id()));
+    std::fs::create_dir(&probe).is_ok() && std::fs::remove_dir(&probe).is_ok()
+}
