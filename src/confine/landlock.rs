@@ -478,7 +478,7 @@ mod tests {
     #[test]
     fn the_thread_that_starts_an_agent_is_not_in_its_domain() {
         let s = scene();
-        std::fs::write(s.elsewhere.join("secret"), "x").unwrap();
+        let key = s.home.join(".ssh/id_ed25519");
         let confinement = confinement(&s, Permission::ReadOnly);
         // tgkill(pid, tid, 0) from the agent, to the starting thread, which
         // waits for it meanwhile: 0 if reached, 1 if refused (EPERM).
@@ -501,7 +501,7 @@ mod tests {
                     .arg(tid.to_string())
                     .status()
                     .unwrap();
-                (status, std::fs::read(s.elsewhere.join("secret")).is_ok())
+                (status, std::fs::read(&key).is_ok())
             })
             .unwrap();
         assert!(read, "the starting thread entered the agent's ruleset");
@@ -514,7 +514,7 @@ mod tests {
         }
         // The agent itself is confined all the same.
         assert_ne!(
-            sh(&s, Permission::ReadOnly, &format!("cat {}/secret", s.elsewhere.display())),
+            sh(&s, Permission::ReadOnly, &format!("cat {}", key.display())),
             0
         );
     }

@@ -1037,7 +1037,7 @@ fn an_agent_is_in_its_attempts_cgroup_before_it_runs() {
         return;
     }
     // The shell reads its own cgroup (`read` is built in), then forks `cat`.
-    let script = "read own < /proc/self/cgroup; echo \"shell $own\"; cat /proc/self/cgroup";
+    let script = "while read l; do case $l in 0::*) echo \"shell $l\";; esac; done < /proc/self/cgroup; cat /proc/self/cgroup";
     for permission in [Some("workspace-write"), None] {
         let dir = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(dir.path()).unwrap();
@@ -1047,7 +1047,10 @@ fn an_agent_is_in_its_attempts_cgroup_before_it_runs() {
         assert_eq!(outputs.len(), 8, "{permission:?}: {outputs:?}");
         for (path, text) in outputs {
             let agent = path.parent().unwrap().file_name().unwrap().to_str().unwrap();
-            let lines: Vec<&str> = text.lines().filter(|l| l.contains("0::")).collect();
+            let lines: Vec<&str> = text
+                .lines()
+                .filter(|l| l.starts_with("0::") || l.starts_with("shell 0::"))
+                .collect();
             assert_eq!(lines.len(), 2, "{permission:?} {agent}: {text}");
             for line in lines {
                 // `0::<orch's cgroup>/orch-<pid>/p-<agent>-<n>`.
