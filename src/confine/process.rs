@@ -150,8 +150,7 @@ impl ChildEntry {
         #[cfg(target_os = "linux")]
         if let Some(fd) = &self.ruleset {
             // SAFETY: a plain system call with integer arguments.
-            if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), 0u32) }
-                != 0
+            if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), 0u32) } != 0
             {
                 return Err(io::Error::last_os_error());
             }

@@ -1042,11 +1042,22 @@ fn an_agent_is_in_its_attempts_cgroup_before_it_runs() {
         let dir = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(dir.path()).unwrap();
         let out = run_agents(&root, 8, script, permission);
-        assert_eq!(out.status.code(), Some(0), "{permission:?}: {}", stderr(&out));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{permission:?}: {}",
+            stderr(&out)
+        );
         let outputs = attempt_outputs(&root.join("state"));
         assert_eq!(outputs.len(), 8, "{permission:?}: {outputs:?}");
         for (path, text) in outputs {
-            let agent = path.parent().unwrap().file_name().unwrap().to_str().unwrap();
+            let agent = path
+                .parent()
+                .unwrap()
+                .file_name()
+                .unwrap()
+                .to_str()
+                .unwrap();
             let lines: Vec<&str> = text
                 .lines()
                 .filter(|l| l.starts_with("0::") || l.starts_with("shell 0::"))
@@ -1058,7 +1069,9 @@ fn an_agent_is_in_its_attempts_cgroup_before_it_runs() {
                 assert!(
                     at.len() >= 3
                         && at[0].starts_with(&format!("p-{agent}-"))
-                        && at[1].strip_prefix("orch-").is_some_and(|p| p.parse::<u32>().is_ok()),
+                        && at[1]
+                            .strip_prefix("orch-")
+                            .is_some_and(|p| p.parse::<u32>().is_ok()),
                     "{permission:?} {agent}: outside its attempt's cgroup: {line}"
                 );
             }

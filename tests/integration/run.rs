@@ -689,7 +689,6 @@ fn dry_run_lists_the_judge_too() {
     );
 }
 
-
 /// orch killed with SIGKILL: a process its agent detached from its group
 /// and session dies too, by the attempt's cgroup, which the keeper kills.
 /// (The agent detaches it once it runs, as any agent's work does; see
