@@ -1,26 +1,39 @@
 //! orch's own child processes (the keeper, an agent's leader while orch
-//! waits for it, git): registered while they are started, under the lock
-//! the orphan sweep takes, so that the sweep (which kills every other child
-//! of orch: orphans agents left) never takes one of them.
+//! waits for it, git): registered while they are started, so that the
+//! orphan sweep (which kills every other child of orch: orphans agents
+//! left) never takes one of them. Starts run side by side (a start may
+//! take milliseconds: an agent's process moves into its cgroup before it
+//! executes, and the spawn returns once it has); the sweep waits until
+//! none is under way while it picks its targets.
 
 use std::collections::HashSet;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, RwLock, RwLockWriteGuard};
 
 /// The children orch started itself.
 static OWN: Mutex<Option<HashSet<i32>>> = Mutex::new(None);
 
-/// The registry, locked (the sweep holds it while it picks its targets).
+/// Held (shared) by every start under way, and (alone) by the sweep.
+static STARTING: RwLock<()> = RwLock::new(());
+
+/// The registry, locked.
 pub fn locked() -> MutexGuard<'static, Option<HashSet<i32>>> {
     OWN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// No start under way until the guard is dropped (the sweep holds it
+/// while it picks its targets: a child started meanwhile is registered
+/// already).
+pub fn no_start() -> RwLockWriteGuard<'static, ()> {
+    STARTING.write().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Start a child of orch's own with `spawn`, which returns its pid when it
 /// started: the sweep leaves it alone until [`forget`].
 pub fn start<T>(spawn: impl FnOnce() -> (T, Option<u32>)) -> T {
-    let mut own = locked();
+    let _starting = STARTING.read().unwrap_or_else(|e| e.into_inner());
     let (started, pid) = spawn();
     if let Some(pid) = pid {
-        own.get_or_insert_with(HashSet::new).insert(pid as i32);
+        locked().get_or_insert_with(HashSet::new).insert(pid as i32);
     }
     started
 }

@@ -12,9 +12,9 @@
 //! of them left running in the background (a build daemon) is stopped when
 //! any attempt ends.
 //!
-//! orch's own children are registered while they are started (under the
-//! same lock the sweep takes, so the sweep never sees one unregistered),
-//! and left to whoever waits for them.
+//! orch's own children are registered while they are started (the sweep
+//! waits for starts under way, so it never sees one unregistered), and
+//! left to whoever waits for them.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -56,6 +56,7 @@ pub fn sweep() -> usize {
     let started = Instant::now();
     let mut killed = 0;
     while started.elapsed() < SWEEP_LIMIT {
+        let quiet = crate::children::no_start();
         let own = crate::children::locked();
         let orphans: Vec<i32> = children(me)
             .into_iter()
@@ -66,6 +67,7 @@ pub fn sweep() -> usize {
             })
             .collect();
         drop(own);
+        drop(quiet);
         if orphans.is_empty() {
             break;
         }
