@@ -79,15 +79,6 @@ pub struct AgentSettings {
     pub model: Option<String>,
 }
 
-/// The variables each CLI reads, passed through by default (its
-/// [`CliFacts::default_pass_env`]).
-pub fn default_pass_env(kind: AgentKind) -> Vec<String> {
-    kind.default_pass_env()
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
-}
-
 impl Default for Settings {
     fn default() -> Self {
         let agents = AgentKind::ALL
@@ -98,7 +89,7 @@ impl Default for Settings {
                         k,
                         AgentSettings {
                             binary: b.to_string(),
-                            pass_env: default_pass_env(k),
+                            pass_env: k.default_pass_env().iter().map(|s| s.to_string()).collect(),
                             model: None,
                         },
                     )

@@ -17,11 +17,6 @@ use super::invocation::{Invocation, Stdin};
 use crate::confine::Confinement;
 use crate::model::AgentKind;
 
-/// The version orch is tested with (its pin in `ci/agent-clis/package.json`).
-pub fn verified_version(kind: AgentKind) -> Option<&'static str> {
-    kind.pinned_version()
-}
-
 /// One CLI as found on this machine.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Installed {
@@ -145,7 +140,7 @@ pub fn parse_version(text: &str) -> Option<String> {
 /// Look a CLI up on PATH and ask its version (with an empty temporary
 /// home, so no user configuration is read).
 pub fn installed(kind: AgentKind, program: &str) -> Installed {
-    let verified_version = verified_version(kind);
+    let verified_version = kind.pinned_version();
     let mut found = Installed {
         kind,
         program: program.to_string(),

@@ -14,7 +14,7 @@ use crate::model::AgentKind;
 use crate::model::toolset::{Layer, ORCH_MCP_SERVER, Permission, Resolved, ToolSet};
 use crate::pipeline::model::McpTransport;
 use crate::pipeline::{Agent, Phase, Pipeline};
-use crate::settings::{Settings, default_pass_env};
+use crate::settings::Settings;
 
 /// Where and how invocations are built.
 #[derive(Debug, Clone)]
@@ -934,7 +934,14 @@ pub fn invocation(
         .agents
         .get(&agent.kind)
         .map(|a| a.pass_env.clone())
-        .unwrap_or_else(|| default_pass_env(agent.kind));
+        .unwrap_or_else(|| {
+            agent
+                .kind
+                .default_pass_env()
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
+        });
     let prompts = prompts(pipeline, phase, agent, ctx, slot);
     let model = model(phase, agent, &ctx.settings);
     let no_flags = Vec::new();
