@@ -270,16 +270,24 @@ fn walk_rules(
         .collect())
 }
 
+/// Which read rules [`read_rules`] keeps: by hidden trees, readable
+/// exceptions and ABI.
+type Key = (Vec<PathBuf>, Vec<PathBuf>, i32);
+static CACHE: Mutex<Option<HashMap<Key, Arc<Rules>>>> = Mutex::new(None);
+/// How many sets of read rules are kept at most.
+const KEPT_SETS: usize = 8;
+
 /// The read rules of a policy: everything but its hidden trees, plus the
 /// exceptions in them. All but the attempt's own directory are the same
 /// for every agent of a run, and costly (a walk from `/`, dozens of
 /// opens): they are opened once per orch process and kept, so a tree
 /// created after that, right under `/` or beside the home, is not readable
 /// to agents started later by the same orch. The own directory, new every
-/// time, is opened for each process.
+/// time, is opened for each process. Each set kept holds a descriptor per
+/// entry of every folder on the way to a hidden tree (`/tmp`'s entries,
+/// say): at most `KEPT_SETS` sets are kept, for the few policies a run
+/// has.
 fn read_rules(policy: &Policy, abi: ABI) -> Result<(Arc<Rules>, Rules), PrepareError> {
-    type Key = (Vec<PathBuf>, Vec<PathBuf>, i32);
-    static CACHE: Mutex<Option<HashMap<Key, Arc<Rules>>>> = Mutex::new(None);
     let read = AccessFs::from_read(abi);
     let (own, shared): (Vec<PathBuf>, Vec<PathBuf>) = policy
         .readable
@@ -301,6 +309,10 @@ fn read_rules(policy: &Policy, abi: ABI) -> Result<(Arc<Rules>, Rules), PrepareE
                 };
                 rules.extend(exception_rules(&key.1, &policy.hidden, read, abi)?);
                 let rules = Arc::new(rules);
+                if cache.len() >= KEPT_SETS {
+                    // Sets in use stay open until their rulesets are built.
+                    cache.clear();
+                }
                 cache.insert(key, Arc::clone(&rules));
                 rules
             }
@@ -819,6 +831,23 @@ mod tests {
         assert!(
             !new.exists() || std::fs::metadata(&new).unwrap().permissions().mode() & 0o6000 == 0
         );
+    }
+
+    /// The read rules kept for later starts stay a few sets, however many
+    /// policies a process prepares (each set holds a descriptor per entry
+    /// on the way to its hidden trees).
+    #[test]
+    fn a_few_sets_of_read_rules_are_kept() {
+        let scenes: Vec<Scene> = (0..KEPT_SETS + 4).map(|_| scene()).collect();
+        for s in &scenes {
+            prepare(&confinement(s, Permission::ReadOnly).policy, abi()).unwrap();
+            let kept = CACHE
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+                .map_or(0, HashMap::len);
+            assert!(kept <= KEPT_SETS, "{kept} sets kept");
+        }
     }
 
     #[test]
