@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::confine::{ConfineError, Confinement, ProcessTree, Spawnable};
+use crate::confine::{Child, ConfineError, Confinement, Launch, ProcessTree};
 
 /// Who enforces a ToolSet field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -311,18 +311,6 @@ impl Invocation {
         cmd
     }
 
-    /// Run `spawn` (which starts this invocation's process from `cmd`)
-    /// confined as the invocation says, in `tree`'s cgroup when it has
-    /// one; when either cannot be set up, nothing is started.
-    pub fn start<C: Spawnable + Send, T: Send>(
-        &self,
-        tree: Option<&ProcessTree>,
-        cmd: &mut C,
-        spawn: impl FnOnce(&mut C) -> T + Send,
-    ) -> Result<T, ConfineError> {
-        start(self.confinement.as_ref(), tree, cmd, spawn)
-    }
-
     /// The environment as shown (`${NAME}` for pass-through values,
     /// `<redacted>` for secrets), sorted by name.
     pub fn shown_env(&self) -> Vec<(String, String)> {
@@ -374,16 +362,15 @@ pub fn shell_quote(s: &str) -> String {
     }
 }
 
-/// Run `spawn` (which starts a process from `cmd`) confined by
-/// `confinement`, or as it is without one, in `tree`'s cgroup when it has
-/// one (see [`crate::confine::start`]).
-pub fn start<C: Spawnable + Send, T: Send>(
+/// Start the process `launch` describes, confined by `confinement`, or as
+/// it is without one, in `tree`'s cgroup when it has one (see
+/// [`crate::confine::start`]).
+pub fn start(
     confinement: Option<&Confinement>,
     tree: Option<&ProcessTree>,
-    cmd: &mut C,
-    spawn: impl FnOnce(&mut C) -> T + Send,
-) -> Result<T, ConfineError> {
-    crate::confine::start(confinement, tree, cmd, spawn)
+    launch: &Launch,
+) -> Result<std::io::Result<Child>, ConfineError> {
+    crate::confine::start(confinement, tree, launch)
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 pub mod availability;
 #[cfg(target_os = "linux")]
 pub mod landlock;
+mod launch;
 pub mod policy;
 mod process;
 #[cfg(target_os = "linux")]
@@ -17,6 +18,7 @@ mod syscalls;
 pub mod tree;
 
 pub use availability::{Availability, MIN_ABI};
+pub use launch::{Child, Io, Launch};
 pub use policy::{Places, Policy};
 pub use process::{
     ChildEntry, ConfineError, Confinement, Spawnable, keep_inherited_descriptors,

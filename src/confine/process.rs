@@ -1,12 +1,13 @@
 //! Confining one process (and everything it starts) before it executes:
-//! the child itself enters its attempt's cgroup and Landlock ruleset
-//! between fork and exec.
+//! born in its attempt's cgroup, it enters the attempt's Landlock ruleset
+//! before it executes.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use serde::Serialize;
 
+use super::launch::{Child, Launch};
 use super::policy::Policy;
 
 /// How one process tree is confined: the policy, and the Landlock ABI the
@@ -25,146 +26,127 @@ pub struct ConfineError(pub String);
 
 impl Confinement {
     /// Start a process with `spawn`, given `cmd`: the process enters the
-    /// confinement between fork and exec (see [`start`]), so it, and
-    /// everything it starts, are confined; no thread of orch's ever is.
-    /// When the confinement cannot be set up, `spawn` never runs.
+    /// Landlock ruleset between fork and exec (see [`ChildEntry`]), so it,
+    /// and everything it starts, are confined; no thread of orch's ever
+    /// is. When the confinement cannot be set up, `spawn` never runs. (A
+    /// process of an attempt, which has a process tree, starts with
+    /// [`start`].)
     pub fn spawn_with<C: Spawnable + Send, T: Send>(
         &self,
         cmd: &mut C,
         spawn: impl FnOnce(&mut C) -> T + Send,
     ) -> Result<T, ConfineError> {
-        start(Some(self), None, cmd, spawn)
+        let ruleset = self.ruleset()?;
+        cmd.before_exec(ChildEntry { ruleset });
+        self.on_starter(move || spawn(cmd))
+    }
+
+    /// The attempt's Landlock ruleset, once the policy's hidden paths are
+    /// known to hold what they hide.
+    #[cfg(target_os = "linux")]
+    fn ruleset(&self) -> Result<OwnedFd, ConfineError> {
+        self.policy.hiding_holds().map_err(ConfineError)?;
+        Ok(super::landlock::prepare(&self.policy, self.abi)
+            .map_err(|e| ConfineError(e.to_string()))?
+            .into_fd())
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn ruleset(&self) -> Result<OwnedFd, ConfineError> {
+        Err(ConfineError("confinement needs Linux (Landlock)".into()))
+    }
+
+    /// Run `work` on a thread its level's starter made (the system-call
+    /// filter, `no_new_privs` and no capabilities held: see
+    /// [`super::starter`]), which the processes it starts inherit.
+    #[cfg(target_os = "linux")]
+    fn on_starter<T: Send>(&self, work: impl FnOnce() -> T + Send) -> Result<T, ConfineError> {
+        super::starter::run(self.policy.permission, move || {
+            if !super::starter::holds_the_filter() {
+                return Err(ConfineError(
+                    "the starting thread does not hold the system-call filter".into(),
+                ));
+            }
+            Ok(work())
+        })
+        .map_err(ConfineError)?
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn on_starter<T: Send>(&self, _work: impl FnOnce() -> T + Send) -> Result<T, ConfineError> {
+        Err(ConfineError("confinement needs Linux (Landlock)".into()))
     }
 }
 
-/// Start a process with `spawn`, given `cmd`, confined by `confinement`
-/// when there is one and in `tree`'s cgroup when it has one; when either
-/// cannot be set up, `spawn` never runs.
+/// Start the process `launch` describes, confined by `confinement` when
+/// there is one and in `tree`'s cgroup when it has one; when either cannot
+/// be set up, nothing starts.
 ///
-/// The child does both itself, between fork and exec
-/// ([`ChildEntry::enter`]): it moves into the cgroup (writing `0` to the
-/// cgroup's `cgroup.procs`, opened here), then enters the attempt's
-/// Landlock ruleset (built here), then executes the program. So it runs
-/// no instruction of the agent's outside its cgroup or its ruleset, and
-/// whatever it starts is in both. Should either fail, the child never
-/// executes it and `spawn` returns the error. Confined, `spawn` runs on a
-/// thread its level's starter created, with the system-call filter,
+/// The process is born in the cgroup (see [`super::launch`]), enters the
+/// attempt's Landlock ruleset (built here), then executes the program: it
+/// runs no instruction of the agent's outside its cgroup or its ruleset,
+/// and whatever it starts is in both. Confined, it is started by a thread
+/// its level's starter created, with the system-call filter,
 /// `no_new_privs` and no capabilities already held (see
-/// [`super::starter`]), which the child inherits at fork: that thread
-/// never enters the ruleset (a thread of orch's inside an agent's Landlock
-/// domain could be signalled by the agent, and all of orch stopped or
-/// killed with it).
-pub fn start<C: Spawnable + Send, T: Send>(
+/// [`super::starter`]), which the child inherits: that thread never enters
+/// the ruleset (a thread of orch's inside an agent's Landlock domain could
+/// be signalled by the agent, and all of orch stopped or killed with it).
+pub fn start(
     confinement: Option<&Confinement>,
     tree: Option<&super::ProcessTree>,
-    cmd: &mut C,
-    spawn: impl FnOnce(&mut C) -> T + Send,
-) -> Result<T, ConfineError> {
-    let procs = match tree.and_then(super::ProcessTree::procs_for_child) {
+    launch: &Launch,
+) -> Result<io::Result<Child>, ConfineError> {
+    let cgroup = match tree.and_then(super::ProcessTree::cgroup_for_child) {
         Some(Ok(fd)) => Some(fd),
         Some(Err(e)) => {
             return Err(ConfineError(format!(
-                "cannot open the attempt's cgroup for the process to join: {e}"
+                "cannot open the attempt's cgroup for the process to start in: {e}"
             )));
         }
         None => None,
     };
     let Some(confinement) = confinement else {
-        if procs.is_some() {
-            cmd.before_exec(ChildEntry {
-                procs,
-                ruleset: None,
-            });
-        }
-        return Ok(spawn(cmd));
+        return Ok(launch.spawn(cgroup.as_ref(), None));
     };
-    confined(confinement, procs, cmd, spawn)
+    let ruleset = confinement.ruleset()?;
+    confinement.on_starter(move || launch.spawn(cgroup.as_ref(), Some(&ruleset)))
 }
 
-#[cfg(target_os = "linux")]
-fn confined<C: Spawnable + Send, T: Send>(
-    confinement: &Confinement,
-    procs: Option<OwnedFd>,
-    cmd: &mut C,
-    spawn: impl FnOnce(&mut C) -> T + Send,
-) -> Result<T, ConfineError> {
-    confinement.policy.hiding_holds().map_err(ConfineError)?;
-    let ruleset = super::landlock::prepare(&confinement.policy, confinement.abi)
-        .map_err(|e| ConfineError(e.to_string()))?
-        .into_fd();
-    cmd.before_exec(ChildEntry {
-        procs,
-        ruleset: Some(ruleset),
-    });
-    super::starter::run(confinement.policy.permission, move || {
-        if !super::starter::holds_the_filter() {
-            return Err(ConfineError(
-                "the starting thread does not hold the system-call filter".into(),
-            ));
-        }
-        Ok(spawn(cmd))
-    })
-    .map_err(ConfineError)?
-}
-
-#[cfg(not(target_os = "linux"))]
-fn confined<C: Spawnable + Send, T: Send>(
-    _confinement: &Confinement,
-    _procs: Option<OwnedFd>,
-    _cmd: &mut C,
-    _spawn: impl FnOnce(&mut C) -> T + Send,
-) -> Result<T, ConfineError> {
-    Err(ConfineError("confinement needs Linux (Landlock)".into()))
-}
-
-/// What a child does between fork and exec to join its attempt: move into
-/// the attempt's cgroup, then enter its Landlock ruleset. Both descriptors
-/// were opened by orch before the fork (close-on-exec: the program never
-/// holds them).
+/// What a child of a [`Confinement::spawn_with`] does between fork and
+/// exec: enter the Landlock ruleset, opened by orch before the fork
+/// (close-on-exec: the program never holds it).
 #[derive(Debug)]
 pub struct ChildEntry {
-    /// The attempt cgroup's `cgroup.procs`, open for writing.
-    procs: Option<OwnedFd>,
-    /// The attempt's Landlock ruleset.
-    ruleset: Option<OwnedFd>,
+    ruleset: OwnedFd,
 }
 
 impl ChildEntry {
     /// Run in the child, after fork and before exec: async-signal-safe
-    /// (two raw system calls on descriptors already open; nothing
-    /// allocates or takes a lock, the errors included). The child holds
-    /// the system-call filter already, which allows both calls. An error
-    /// stops the child before it executes anything (the spawn fails).
+    /// (one raw system call on a descriptor already open; nothing
+    /// allocates or takes a lock, the error included). The child holds
+    /// the system-call filter already, which allows it. An error stops
+    /// the child before it executes anything (the spawn fails).
     fn enter(&self) -> io::Result<()> {
-        if let Some(fd) = &self.procs {
-            // SAFETY: write(2) of a 1-byte static buffer to a descriptor
-            // this value owns. "0" moves the calling process.
-            let n = unsafe { libc::write(fd.as_raw_fd(), b"0".as_ptr().cast(), 1) };
-            if n < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            if n != 1 {
-                return Err(io::Error::from_raw_os_error(libc::EIO));
-            }
-        }
         #[cfg(target_os = "linux")]
-        if let Some(fd) = &self.ruleset {
-            // SAFETY: a plain system call with integer arguments.
-            if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), 0u32) } != 0
-            {
-                return Err(io::Error::last_os_error());
-            }
+        // SAFETY: a plain system call with integer arguments.
+        if unsafe {
+            libc::syscall(
+                libc::SYS_landlock_restrict_self,
+                self.ruleset.as_raw_fd(),
+                0u32,
+            )
+        } != 0
+        {
+            return Err(io::Error::last_os_error());
         }
         #[cfg(not(target_os = "linux"))]
-        if self.ruleset.is_some() {
-            return Err(io::Error::from_raw_os_error(libc::ENOSYS));
-        }
+        return Err(io::Error::from_raw_os_error(libc::ENOSYS));
+        #[cfg(target_os = "linux")]
         Ok(())
     }
 }
 
-/// A command that can be told what its child does before exec: std's or
-/// tokio's.
+/// A command that can be told what its child does before exec.
 pub trait Spawnable {
     /// Have the child run `entry` ([`ChildEntry::enter`]) between fork and
     /// exec, after everything else the command sets up there.
@@ -174,15 +156,6 @@ pub trait Spawnable {
 impl Spawnable for std::process::Command {
     fn before_exec(&mut self, entry: ChildEntry) {
         use std::os::unix::process::CommandExt;
-        // SAFETY: `ChildEntry::enter` is async-signal-safe (see there).
-        unsafe {
-            self.pre_exec(move || entry.enter());
-        }
-    }
-}
-
-impl Spawnable for tokio::process::Command {
-    fn before_exec(&mut self, entry: ChildEntry) {
         // SAFETY: `ChildEntry::enter` is async-signal-safe (see there).
         unsafe {
             self.pre_exec(move || entry.enter());
@@ -249,25 +222,8 @@ pub fn keep_inherited_descriptors() {
 mod tests {
     use super::*;
 
-    /// A child whose move into its cgroup fails (here a descriptor it
-    /// cannot write) never executes its program: the spawn fails.
-    #[test]
-    fn a_child_that_cannot_join_its_cgroup_never_runs() {
-        let dir = tempfile::tempdir().unwrap();
-        let ran = dir.path().join("ran");
-        let procs: OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
-        let mut cmd = std::process::Command::new("touch");
-        cmd.arg(&ran);
-        cmd.before_exec(ChildEntry {
-            procs: Some(procs),
-            ruleset: None,
-        });
-        let e = cmd.status().unwrap_err();
-        assert_eq!(e.raw_os_error(), Some(libc::EBADF), "{e}");
-        assert!(!ran.exists());
-    }
-
-    /// Nor does one whose ruleset cannot be entered.
+    /// A child whose ruleset cannot be entered never executes its
+    /// program: the spawn fails.
     #[test]
     fn a_child_that_cannot_enter_its_ruleset_never_runs() {
         let dir = tempfile::tempdir().unwrap();
@@ -276,8 +232,7 @@ mod tests {
         let mut cmd = std::process::Command::new("touch");
         cmd.arg(&ran);
         cmd.before_exec(ChildEntry {
-            procs: None,
-            ruleset: Some(not_a_ruleset),
+            ruleset: not_a_ruleset,
         });
         assert!(cmd.status().is_err());
         assert!(!ran.exists());

@@ -63,29 +63,24 @@ impl ProcessTree {
 
     /// The attempt's process started as `pid`: orch keeps a pidfd of it
     /// (to tell it from a later process of the same number). It is in the
-    /// tree's cgroup already, when the tree has one: it moved itself there
-    /// before it executed anything ([`crate::confine::start`]), so every
-    /// process it starts is in it too. (Moving a process takes the kernel
-    /// about ten milliseconds, a read-copy-update grace period; a move made
-    /// from orch once it ran let whatever it started meanwhile stay out.)
+    /// tree's cgroup already, when the tree has one: it was born there
+    /// ([`crate::confine::start`]), so every process it starts is in it
+    /// too.
     pub fn started(&self, pid: u32) {
         let _ = self.leader_fd.set(pidfd_open(pid as i32));
         let _ = self.leader.set(pid as i32);
     }
 
     /// For a process about to start in the tree: a descriptor of the tree
-    /// cgroup's `cgroup.procs`, open for writing (close-on-exec), which the
-    /// child writes `0` to between fork and exec to move itself in. `None`
-    /// when the tree has no cgroup; an error when it has one that cannot be
-    /// opened (the process must not start then).
-    pub fn procs_for_child(&self) -> Option<std::io::Result<std::os::fd::OwnedFd>> {
+    /// cgroup's folder (close-on-exec), for the process to be born in it
+    /// ([`super::launch`]). `None` when the tree has no cgroup; an error
+    /// when it has one that cannot be opened (the process must not start
+    /// then).
+    pub fn cgroup_for_child(&self) -> Option<std::io::Result<std::os::fd::OwnedFd>> {
         let c = self.cgroup.as_ref()?;
-        Some(match &c.procs {
+        Some(match &c.folder {
             Some(f) => f.try_clone().map(Into::into),
-            None => std::fs::OpenOptions::new()
-                .write(true)
-                .open(c.dir.join("cgroup.procs"))
-                .map(Into::into),
+            None => open_folder(&c.dir).map(Into::into),
         })
     }
 
@@ -186,9 +181,9 @@ struct Cgroup {
     dir: PathBuf,
     /// Its path as `/proc/PID/cgroup` shows it (`0::<path>`).
     rel: String,
-    /// Its `cgroup.procs`, open for writing: each process started in the
-    /// tree gets a copy, to move itself in before it executes.
-    procs: Option<std::fs::File>,
+    /// Its folder, open: each process started in the tree is born in the
+    /// cgroup it names.
+    folder: Option<std::fs::File>,
 }
 
 /// The live attempts' cgroups (as `/proc/PID/cgroup` shows them): the
@@ -210,6 +205,13 @@ pub fn in_live_attempt(pid: i32) -> bool {
 /// are made (`orch-<pid>/...` below it); `None` where there is no cgroup
 /// v2 hierarchy, `ORCH_CGROUPS=off` says not to use one (to run the
 /// fallback), or orch may not make cgroups there.
+/// The folder that holds this orch's attempt cgroups (`orch-<pid>`, made
+/// now if it was not yet), where orch can make cgroups: `cgroup.kill` on
+/// it kills every process of every attempt, one still starting included.
+pub fn attempts_folder() -> Option<&'static Path> {
+    base().map(|(dir, _)| dir.as_path())
+}
+
 fn base() -> Option<&'static (PathBuf, String)> {
     static BASE: OnceLock<Option<(PathBuf, String)>> = OnceLock::new();
     BASE.get_or_init(|| {
@@ -254,7 +256,7 @@ fn remove_stale(parent: &Path) {
                 let c = Cgroup {
                     dir: a.path(),
                     rel: String::new(),
-                    procs: None,
+                    folder: None,
                 };
                 c.kill();
                 let _ = std::fs::remove_dir(&c.dir);
@@ -273,7 +275,7 @@ pub fn remove_base() {
                 let c = Cgroup {
                     dir: e.path(),
                     rel: String::new(),
-                    procs: None,
+                    folder: None,
                 };
                 c.kill();
                 c.remove();
@@ -303,15 +305,12 @@ impl Cgroup {
         let dir = base.join(&leaf);
         std::fs::create_dir(&dir).ok()?;
         let rel = format!("{base_rel}/{leaf}");
-        let procs = std::fs::OpenOptions::new()
-            .write(true)
-            .open(dir.join("cgroup.procs"))
-            .ok();
+        let folder = open_folder(&dir).ok();
         LIVE.lock()
             .unwrap_or_else(|e| e.into_inner())
             .get_or_insert_with(HashSet::new)
             .insert(rel.clone());
-        Some(Cgroup { dir, rel, procs })
+        Some(Cgroup { dir, rel, folder })
     }
 
     /// `cgroup.kill` (Linux 5.14), else each process in `cgroup.procs`
@@ -381,6 +380,15 @@ pub fn cgroups_here() -> bool {
 pub fn parent(pid: i32) -> Option<i32> {
     let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
     parent_of(&stat)
+}
+
+/// A cgroup's folder, open for naming it (`O_PATH`).
+fn open_folder(dir: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+        .open(dir)
 }
 
 /// The parent pid in a `/proc/PID/stat` line.

@@ -3,10 +3,12 @@
 //! gives orch no chance to stop anything itself.
 //!
 //! orch writes `+PGID` after starting an agent and `-PGID` once the agent's
-//! group is gone (and `+cPATH` / `-cPATH` for the attempt's cgroup, where
-//! it has one); when the pipe closes (orch exited, however), the keeper
-//! sends KILL to every group still registered, kills every registered
-//! cgroup (`cgroup.kill`: whatever left the group), and exits. It runs in its own
+//! group is gone, and, once, `+cPATH` for the folder of all its attempts'
+//! cgroups, where it can make them; when the pipe closes (orch exited,
+//! however), the keeper sends KILL to every group still registered, kills
+//! every registered cgroup (`cgroup.kill`: everything in it and beneath,
+//! whatever left its group, and an agent whose start orch had not
+//! finished), and exits. It runs in its own
 //! process group and ignores INT, TERM and HUP, so a Ctrl-C meant for orch
 //! does not take it down first. (A parent-death signal on each agent would
 //! also work, but only for the agent's own process.)
@@ -42,10 +44,17 @@ impl Keeper {
             (child, pid)
         })?;
         let pipe = child.stdin.take().expect("piped stdin");
-        Ok(Keeper {
+        let keeper = Keeper {
             pipe: Mutex::new(Some(pipe)),
             child: Mutex::new(child),
-        })
+        };
+        // Every attempt's cgroup, before any starts: an agent orch started
+        // goes with orch, even one whose start orch had not finished
+        // (a cgroup is killed with everything beneath it).
+        if let Some(dir) = crate::confine::tree::attempts_folder() {
+            keeper.watch_cgroup(dir);
+        }
+        Ok(keeper)
     }
 
     fn say(&self, line: String) {
@@ -65,17 +74,11 @@ impl Keeper {
         self.say(format!("-{pgid}\n"));
     }
 
-    /// An attempt's cgroup (its folder) to kill if orch dies.
+    /// A cgroup (its folder) to kill, with everything beneath it, if orch
+    /// dies.
     pub fn watch_cgroup(&self, dir: &Path) {
         if let Some(d) = dir.to_str().filter(|d| !d.contains('\n')) {
             self.say(format!("+c{d}\n"));
-        }
-    }
-
-    /// The cgroup is gone; forget it.
-    pub fn release_cgroup(&self, dir: &Path) {
-        if let Some(d) = dir.to_str().filter(|d| !d.contains('\n')) {
-            self.say(format!("-c{d}\n"));
         }
     }
 }
@@ -138,7 +141,7 @@ pub fn serve() {
     for pgid in groups {
         let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
     }
-    // Only an attempt cgroup orch made (`.../orch-<pid>/<attempt>`).
+    // Only cgroups orch made (`.../orch-<pid>`, and beneath).
     for dir in cgroups.iter().filter(|d| d.contains("/orch-")) {
         let _ = std::fs::write(Path::new(dir).join("cgroup.kill"), "1");
     }

@@ -11,18 +11,18 @@
 //! holds the pipes open cannot keep the attempt waiting.
 
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncWriteExt, BufReader};
-use tokio::process::Command;
+use tokio::net::unix::pipe::Receiver;
 use tokio::sync::{mpsc, watch};
 
 use crate::agents::invocation::{Invocation, Stdin};
 use crate::agents::{adapter, probe};
 use crate::clock::now_ms;
+use crate::confine::{Io, Launch};
 use crate::events::{Event, rate_limit};
 use crate::model::AgentKind;
 use crate::store::{AttemptKey, Outcome, Record};
@@ -260,62 +260,48 @@ pub async fn run_attempt(
     }
     let _ = std::fs::create_dir_all(&spec.log_dir);
 
-    let mut cmd = Command::from(inv.command(&inv.program, &inv.args, |n| std::env::var(n).ok()));
-    cmd.kill_on_drop(true)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdin(match inv.stdin {
-            Stdin::Null => Stdio::null(),
-            Stdin::Text(_) => Stdio::piped(),
-        });
-    // Confined, it is started by a thread its level's starter made, in
-    // this runtime. The process moves itself into the tree's cgroup, then
-    // enters the confinement, before it executes (see
-    // `crate::confine::start`); orch keeps a pidfd of it.
-    let runtime = tokio::runtime::Handle::current();
-    let mut start = {
+    let launch = Launch::from_command(
+        &inv.command(&inv.program, &inv.args, |n| std::env::var(n).ok()),
+        inv.inherit_env,
+    )
+    .stdin(match inv.stdin {
+        Stdin::Null => Io::Null,
+        Stdin::Text(_) => Io::Pipe,
+    })
+    .stdout(Io::Pipe)
+    .stderr(Io::Pipe)
+    .own_group();
+    // Confined, it is started by a thread its level's starter made. The
+    // process is born in the tree's cgroup and enters the confinement
+    // before it executes (see `crate::confine::start`); orch keeps a pidfd
+    // of it.
+    let start = {
         let confinement = inv.confinement.clone();
         let tree = std::sync::Arc::clone(&spec.tree);
         move || {
             let spawned = reaper::start_own(|| {
-                let spawned = crate::agents::invocation::start(
-                    confinement.as_ref(),
-                    Some(&tree),
-                    &mut cmd,
-                    |cmd| {
-                        let _in_runtime = runtime.enter();
-                        cmd.spawn()
-                    },
-                );
+                let spawned =
+                    crate::agents::invocation::start(confinement.as_ref(), Some(&tree), &launch);
                 let pid = match &spawned {
-                    Ok(Ok(child)) => child.id(),
+                    Ok(Ok(child)) => Some(child.id()),
                     _ => None,
                 };
                 (spawned, pid)
             });
-            if let Ok(Ok(child)) = &spawned
-                && let Some(pid) = child.id()
-            {
-                tree.started(pid);
+            if let Ok(Ok(child)) = &spawned {
+                tree.started(child.id());
             }
             spawned
         }
     };
-    // Starting a confined process and one that moves into a cgroup block
-    // (the spawn returns once the child executed, and a cgroup move waits
-    // for the kernel's read-copy-update grace period, which is
-    // milliseconds, and holds every other cgroup change of the machine
-    // meanwhile): on a thread of the blocking pool, not one of the
-    // runtime's few workers, which go on running the other attempts.
-    let spawned = if inv.confinement.is_some() || spec.tree.has_cgroup() {
-        match tokio::task::spawn_blocking(start).await {
-            Ok(spawned) => spawned,
-            Err(e) => Err(crate::confine::ConfineError(format!(
-                "the starting thread failed: {e}"
-            ))),
-        }
-    } else {
-        start()
+    // The spawn returns once the child executed (or could not): on a
+    // thread of the blocking pool, not one of the runtime's few workers,
+    // which go on running the other attempts.
+    let spawned = match tokio::task::spawn_blocking(start).await {
+        Ok(spawned) => spawned,
+        Err(e) => Err(crate::confine::ConfineError(format!(
+            "the starting thread failed: {e}"
+        ))),
     };
     let spawned = match spawned {
         Ok(s) => s,
@@ -343,15 +329,18 @@ pub async fn run_attempt(
             return finish(result);
         }
     };
-    let leader = child.id();
+    let leader = Some(child.id());
     let pgid = leader.map(|p| Pid::from_raw(p as i32));
     if let (Some(k), Some(pg)) = (&spec.keeper, pgid) {
         k.watch(pg.as_raw());
     }
-    if let (Some(k), Some(dir)) = (&spec.keeper, spec.tree.cgroup_dir()) {
-        k.watch_cgroup(dir);
-    }
-    if let (Stdin::Text(text), Some(mut pipe)) = (&inv.stdin, child.stdin.take()) {
+    if let (Stdin::Text(text), Some(Ok(mut pipe))) = (
+        &inv.stdin,
+        child
+            .stdin
+            .take()
+            .map(tokio::net::unix::pipe::Sender::from_owned_fd),
+    ) {
         let text = text.clone();
         tokio::spawn(async move {
             let _ = pipe.write_all(text.as_bytes()).await;
@@ -359,12 +348,21 @@ pub async fn run_attempt(
         });
     }
     let (tx, mut rx) = mpsc::channel::<Line>(1024);
-    let out = tokio::spawn(read_lines(
-        child.stdout.take().expect("piped"),
-        tx.clone(),
-        true,
-    ));
-    let err = tokio::spawn(read_lines(child.stderr.take().expect("piped"), tx, false));
+    let (out, err) = match (
+        child.stdout.take().map(Receiver::from_owned_fd),
+        child.stderr.take().map(Receiver::from_owned_fd),
+    ) {
+        (Some(Ok(out)), Some(Ok(err))) => (out, err),
+        _ => {
+            drop(child);
+            probe::remove_files(inv);
+            result.reason = Some(format!("cannot read the output of `{}`", inv.program));
+            result.permanent = true;
+            return finish(result);
+        }
+    };
+    let out = tokio::spawn(read_lines(out, tx.clone(), true));
+    let err = tokio::spawn(read_lines(err, tx, false));
 
     let adapter = adapter(spec.kind);
     // Buffered, and flushed whenever no further line is waiting (see the
@@ -617,9 +615,6 @@ pub async fn run_attempt(
     // Everything in the attempt's cgroup, however deep or re-parented,
     // then what escaped it (or all orphans, without a cgroup).
     end_tree(&spec.tree).await;
-    if let (Some(k), Some(dir)) = (&spec.keeper, spec.tree.cgroup_dir()) {
-        k.release_cgroup(dir);
-    }
     let _ = out.await;
     let _ = err.await;
     probe::remove_files(inv);

@@ -7,16 +7,16 @@
 //! lists only the granted ones. The server ends with the connection.
 
 use std::collections::HashSet;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::unix::pipe::{Receiver, Sender};
 use tokio::sync::mpsc;
 
 use super::host::{ServerSpawn, ServerTransport};
 use super::wire::MAX_MESSAGE;
-use crate::confine::ProcessTree;
+use crate::confine::{Child, Io, Launch, ProcessTree};
 
 /// Serve a client (what it sends, where to answer) with a new process of
 /// `spawn`, in `tree`.
@@ -42,7 +42,10 @@ pub async fn serve<R, W>(
         return;
     };
     let pid = child.id();
-    let (Some(mut to_server), Some(from_server)) = (child.stdin.take(), child.stdout.take()) else {
+    let (Some(Ok(mut to_server)), Some(Ok(from_server))) = (
+        child.stdin.take().map(Sender::from_owned_fd),
+        child.stdout.take().map(Receiver::from_owned_fd),
+    ) else {
         return;
     };
     let scope = spawn.tools.clone();
@@ -98,11 +101,9 @@ pub async fn serve<R, W>(
         }
     }
     drop(to_server);
-    let _ = child.start_kill();
+    child.kill();
     let _ = child.wait().await;
-    if let Some(pid) = pid {
-        crate::children::forget(pid);
-    }
+    crate::children::forget(pid);
     answers.abort();
     drop(tx);
     let _ = writer.await;
@@ -110,9 +111,8 @@ pub async fn serve<R, W>(
 
 /// Start the server, confined as the attempt is, as one of orch's own
 /// children (the orphan sweep leaves it alone) in the attempt's tree.
-fn start(spawn: &ServerSpawn, tree: &ProcessTree) -> Option<tokio::process::Child> {
+fn start(spawn: &ServerSpawn, tree: &ProcessTree) -> Option<Child> {
     use std::os::unix::fs::DirBuilderExt;
-    use std::os::unix::process::CommandExt;
     let ServerTransport::Stdio {
         argv,
         env,
@@ -142,27 +142,21 @@ fn start(spawn: &ServerSpawn, tree: &ProcessTree) -> Option<tokio::process::Chil
     cmd.args(args)
         .current_dir(own)
         .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .process_group(0)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut cmd = tokio::process::Command::from(cmd);
-    cmd.kill_on_drop(true);
-    let runtime = tokio::runtime::Handle::current();
-    // It moves itself into the attempt's cgroup (and enters the
-    // confinement) before it executes: whatever it starts is in there.
-    let child = crate::children::start(|| {
-        let spawned = crate::confine::start(confinement.as_ref(), Some(tree), &mut cmd, |cmd| {
-            let _in = runtime.enter();
-            cmd.spawn()
-        })
-        .ok()
-        .and_then(Result::ok);
-        let pid = spawned.as_ref().and_then(|c| c.id());
+        .envs(env.iter().map(|(k, v)| (k, v)));
+    let launch = Launch::from_command(&cmd, false)
+        .stdin(Io::Pipe)
+        .stdout(Io::Pipe)
+        .stderr(Io::Null)
+        .own_group();
+    // It is born in the attempt's cgroup (and enters the confinement)
+    // before it executes: whatever it starts is in there.
+    crate::children::start(|| {
+        let spawned = crate::confine::start(confinement.as_ref(), Some(tree), &launch)
+            .ok()
+            .and_then(Result::ok);
+        let pid = spawned.as_ref().map(Child::id);
         (spawned, pid)
-    })?;
-    Some(child)
+    })
 }
 
 /// Whether a request may go to the server; if not, the answer to send

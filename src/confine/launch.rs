@@ -1,0 +1,1040 @@
+//! Starting one process of an attempt: born in the attempt's cgroup
+//! (`clone3` with `CLONE_INTO_CGROUP`), it enters the attempt's Landlock
+//! ruleset and executes its program.
+//!
+//! Born in the cgroup, the process never runs outside it, and nothing has
+//! to move it: moving a process between cgroups takes the kernel's
+//! cgroup-wide lock for writing, which waits for a read-copy-update grace
+//! period (milliseconds, on every start). `clone3` places the child
+//! without that lock. Kernels without it (before Linux 5.7) get the move:
+//! the child writes itself into the cgroup before it executes.
+//!
+//! Between its birth and `execve` the child is a copy of orch with one
+//! thread: it only makes system calls on what was prepared before (no
+//! allocation, no lock; async-signal-safe), and tells orch why it could
+//! not execute through a close-on-exec pipe.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::ExitStatusExt;
+#[cfg(test)]
+use std::path::Path;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+
+/// What becomes of one of the process's standard streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Io {
+    /// `/dev/null`.
+    Null,
+    /// A pipe to orch: [`Child::stdin`], [`Child::stdout`], [`Child::stderr`].
+    Pipe,
+    /// orch's own.
+    Inherit,
+}
+
+/// A process to start: its program, arguments, folder, whole
+/// environment, standard streams and process group.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    program: OsString,
+    args: Vec<OsString>,
+    cwd: Option<PathBuf>,
+    env: Vec<(OsString, OsString)>,
+    stdio: [Io; 3],
+    own_group: bool,
+}
+
+impl Launch {
+    /// What `cmd` says (program, arguments, folder, the variables it
+    /// sets or removes) over the environment it starts from: orch's own
+    /// when `inherit_env`, none otherwise (a command built with
+    /// `env_clear`). Standard streams are orch's until set.
+    pub fn from_command(cmd: &std::process::Command, inherit_env: bool) -> Launch {
+        let mut env: Vec<(OsString, OsString)> = if inherit_env {
+            std::env::vars_os().collect()
+        } else {
+            Vec::new()
+        };
+        for (name, value) in cmd.get_envs() {
+            env.retain(|(n, _)| n != name);
+            if let Some(v) = value {
+                env.push((name.to_owned(), v.to_owned()));
+            }
+        }
+        Launch {
+            program: cmd.get_program().to_owned(),
+            args: cmd.get_args().map(OsStr::to_owned).collect(),
+            cwd: cmd.get_current_dir().map(PathBuf::from),
+            env,
+            stdio: [Io::Inherit; 3],
+            own_group: false,
+        }
+    }
+
+    pub fn stdin(mut self, io: Io) -> Launch {
+        self.stdio[0] = io;
+        self
+    }
+
+    pub fn stdout(mut self, io: Io) -> Launch {
+        self.stdio[1] = io;
+        self
+    }
+
+    pub fn stderr(mut self, io: Io) -> Launch {
+        self.stdio[2] = io;
+        self
+    }
+
+    /// The process leads a process group of its own.
+    pub fn own_group(mut self) -> Launch {
+        self.own_group = true;
+        self
+    }
+
+    /// The program's name.
+    pub fn program(&self) -> &OsStr {
+        &self.program
+    }
+
+    /// Start the process: born in the cgroup `cgroup` (a descriptor of its
+    /// folder) when given, in the Landlock ruleset `ruleset` when given.
+    /// Returns once the program is executing, or with why it is not (then
+    /// nothing of it runs any more).
+    pub(super) fn spawn(
+        &self,
+        cgroup: Option<&OwnedFd>,
+        ruleset: Option<&OwnedFd>,
+    ) -> io::Result<Child> {
+        let (report_read, report_write) = pipe()?;
+        let mut parent_ends: [Option<OwnedFd>; 3] = [None, None, None];
+        let mut child_ends: [Option<OwnedFd>; 3] = [None, None, None];
+        for (i, io) in self.stdio.iter().enumerate() {
+            match io {
+                Io::Inherit => {}
+                Io::Null => {
+                    let null = std::fs::OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .open("/dev/null")?;
+                    child_ends[i] = Some(above_stdio(null.into())?);
+                }
+                Io::Pipe => {
+                    let (read, write) = pipe()?;
+                    let (mine, theirs) = if i == 0 { (write, read) } else { (read, write) };
+                    parent_ends[i] = Some(mine);
+                    child_ends[i] = Some(theirs);
+                }
+            }
+        }
+        let argv = cstrings(
+            std::iter::once(self.program.as_os_str())
+                .chain(self.args.iter().map(OsString::as_os_str)),
+        )?;
+        let entries: Vec<OsString> = self
+            .env
+            .iter()
+            .map(|(n, v)| {
+                let mut entry = n.clone();
+                entry.push("=");
+                entry.push(v);
+                entry
+            })
+            .collect();
+        let envp = cstrings(entries.iter().map(OsString::as_os_str))?;
+        let candidates = cstrings(self.candidates().iter().map(OsString::as_os_str))?;
+        let cwd = match &self.cwd {
+            Some(d) => Some(cstring(d.as_os_str())?),
+            None => None,
+        };
+        let argv_ptrs = pointers(&argv);
+        let envp_ptrs = pointers(&envp);
+        let child = ChildSide {
+            candidates: &candidates,
+            argv: &argv_ptrs,
+            envp: &envp_ptrs,
+            cwd: cwd.as_ref(),
+            stdio: [
+                child_ends[0].as_ref().map(AsRawFd::as_raw_fd),
+                child_ends[1].as_ref().map(AsRawFd::as_raw_fd),
+                child_ends[2].as_ref().map(AsRawFd::as_raw_fd),
+            ],
+            own_group: self.own_group,
+            ruleset: ruleset.map(AsRawFd::as_raw_fd),
+            procs: None,
+            report: report_write.as_raw_fd(),
+        };
+        let (pid, pidfd) = match clone_into(cgroup, &child) {
+            Ok((pid, pidfd)) => (pid, Some(pidfd)),
+            Err(e) if cgroup.is_some() && unsupported(&e) => {
+                // Before Linux 5.7: fork, and the child moves itself.
+                let procs = cgroup.map(open_procs).transpose()?;
+                let child = ChildSide {
+                    procs: procs.as_ref().map(AsRawFd::as_raw_fd),
+                    ..child
+                };
+                // SAFETY: the child runs `ChildSide::run` only, which is
+                // async-signal-safe and never returns.
+                match unsafe { libc::fork() } {
+                    -1 => return Err(io::Error::last_os_error()),
+                    0 => child.run(),
+                    pid => (pid, pidfd_open(pid)),
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        drop(report_write);
+        drop(child_ends);
+        let mut child = Child {
+            pid,
+            pidfd: pidfd.map(Pidfd::Plain),
+            status: None,
+            stdin: parent_ends[0].take(),
+            stdout: parent_ends[1].take(),
+            stderr: parent_ends[2].take(),
+        };
+        match read_report(&report_read) {
+            Ok(None) => Ok(child),
+            Ok(Some(e)) | Err(e) => {
+                child.kill();
+                let _ = child.wait_blocking();
+                Err(e)
+            }
+        }
+    }
+
+    /// The paths `execve` tries, in order, as `execvp` would: the
+    /// program itself when it names a path, else the program in each
+    /// folder of the process's `PATH` (orch's when the process has none).
+    fn candidates(&self) -> Vec<OsString> {
+        if self.program.as_bytes().contains(&b'/') {
+            return vec![self.program.clone()];
+        }
+        let path = self
+            .env
+            .iter()
+            .find(|(n, _)| n == "PATH")
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var_os("PATH"))
+            .unwrap_or_else(|| "/bin:/usr/bin".into());
+        path.as_bytes()
+            .split(|b| *b == b':')
+            .map(|dir| {
+                let dir = if dir.is_empty() { b".".as_slice() } else { dir };
+                let mut full = OsStr::from_bytes(dir).to_owned();
+                full.push("/");
+                full.push(&self.program);
+                full
+            })
+            .collect()
+    }
+}
+
+/// A process orch started ([`Launch`]): not waited for until
+/// [`Child::wait`] or [`Child::try_wait`] says it ended; killed (and
+/// reaped) when dropped before.
+#[derive(Debug)]
+pub struct Child {
+    pid: i32,
+    pidfd: Option<Pidfd>,
+    status: Option<ExitStatus>,
+    pub stdin: Option<OwnedFd>,
+    pub stdout: Option<OwnedFd>,
+    pub stderr: Option<OwnedFd>,
+}
+
+#[derive(Debug)]
+enum Pidfd {
+    Plain(OwnedFd),
+    Registered(tokio::io::unix::AsyncFd<OwnedFd>),
+}
+
+impl Child {
+    pub fn id(&self) -> u32 {
+        self.pid as u32
+    }
+
+    /// Its exit status, if it has ended (it is reaped then).
+    pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        if self.status.is_none() {
+            self.status = reap(self.pid, false)?;
+        }
+        Ok(self.status)
+    }
+
+    /// Wait until it ends (blocking the thread).
+    pub fn wait_blocking(&mut self) -> io::Result<ExitStatus> {
+        if let Some(s) = self.status {
+            return Ok(s);
+        }
+        let status = reap(self.pid, true)?.ok_or_else(|| io::Error::other("not reaped"))?;
+        self.status = Some(status);
+        Ok(status)
+    }
+
+    /// Wait until it ends, on tokio's runtime (the pidfd becomes readable
+    /// when the process exits; without one, a look every 10 ms).
+    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
+        loop {
+            if let Some(s) = self.try_wait()? {
+                return Ok(s);
+            }
+            if matches!(self.pidfd, Some(Pidfd::Plain(_)))
+                && let Some(Pidfd::Plain(fd)) = self.pidfd.take()
+            {
+                // SAFETY: an `OwnedFd` stays open, and names the same
+                // pidfd, for as long as the `AsyncFd` holds it.
+                let registered = unsafe {
+                    tokio::io::unix::AsyncFd::register_with_interest(
+                        fd,
+                        tokio::io::Interest::READABLE,
+                    )
+                }
+                .map_err(io::Error::from)?;
+                self.pidfd = Some(Pidfd::Registered(registered));
+            }
+            match &self.pidfd {
+                Some(Pidfd::Registered(fd)) => {
+                    let mut ready = fd.readable().await?;
+                    if let Some(s) = reap(self.pid, false)? {
+                        self.status = Some(s);
+                        return Ok(s);
+                    }
+                    ready.clear_ready();
+                }
+                _ => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+            }
+        }
+    }
+
+    /// Send it SIGKILL, unless it was reaped already.
+    pub fn kill(&mut self) {
+        if self.status.is_none() {
+            // SAFETY: signalling orch's own child, not reaped yet (its
+            // number cannot name another process).
+            unsafe {
+                libc::kill(self.pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        if self.status.is_some() {
+            return;
+        }
+        self.kill();
+        let pid = self.pid;
+        if let Ok(None) = reap(pid, false) {
+            // Not gone yet (a kill takes a moment): reaped aside.
+            let _ = std::thread::Builder::new()
+                .name("orch-reap".into())
+                .spawn(move || {
+                    let _ = reap(pid, true);
+                    crate::children::forget(pid as u32);
+                });
+            return;
+        }
+        crate::children::forget(pid as u32);
+    }
+}
+
+/// Reap child `pid` if it ended (`block`: once it ends).
+fn reap(pid: i32, block: bool) -> io::Result<Option<ExitStatus>> {
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid on orch's own child, with a valid out pointer.
+        let r = unsafe { libc::waitpid(pid, &mut status, if block { 0 } else { libc::WNOHANG }) };
+        match r {
+            0 => return Ok(None),
+            -1 => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+            _ => return Ok(Some(ExitStatus::from_raw(status))),
+        }
+    }
+}
+
+/// What the child does, from its birth to `execve`: every value is
+/// prepared, every descriptor open.
+#[derive(Clone, Copy)]
+struct ChildSide<'a> {
+    candidates: &'a [CString],
+    argv: &'a [*const libc::c_char],
+    envp: &'a [*const libc::c_char],
+    cwd: Option<&'a CString>,
+    stdio: [Option<RawFd>; 3],
+    own_group: bool,
+    ruleset: Option<RawFd>,
+    /// `cgroup.procs` of the cgroup to move into (kernels without
+    /// `CLONE_INTO_CGROUP`).
+    procs: Option<RawFd>,
+    report: RawFd,
+}
+
+/// Where the child was when it stopped short of executing.
+#[derive(Clone, Copy)]
+#[repr(u32)]
+enum Stage {
+    Signals = 1,
+    Cgroup,
+    Stdio,
+    Group,
+    Folder,
+    Ruleset,
+    Exec,
+}
+
+impl Stage {
+    fn from_u32(n: u32) -> Option<Stage> {
+        Some(match n {
+            1 => Stage::Signals,
+            2 => Stage::Cgroup,
+            3 => Stage::Stdio,
+            4 => Stage::Group,
+            5 => Stage::Folder,
+            6 => Stage::Ruleset,
+            7 => Stage::Exec,
+            _ => return None,
+        })
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Stage::Signals => "cannot reset the signal mask",
+            Stage::Cgroup => "cannot join the attempt's cgroup",
+            Stage::Stdio => "cannot set up the standard streams",
+            Stage::Group => "cannot make a process group",
+            Stage::Folder => "cannot enter the working folder",
+            Stage::Ruleset => "cannot enter the confinement",
+            Stage::Exec => "cannot execute",
+        }
+    }
+}
+
+impl ChildSide<'_> {
+    /// In the child: set up, then execute; on failure, say where and why
+    /// on the report pipe and exit 127.
+    fn run(self) -> ! {
+        // SAFETY: system calls on descriptors and values prepared before
+        // the child was born; nothing allocates, locks, or touches another
+        // thread's state.
+        unsafe {
+            // Every handler of orch's back to the default (the child may
+            // share orch's memory: see `clone3`), then no signal blocked.
+            // An ignored signal stays ignored, as with `Command`, but
+            // SIGPIPE: Rust ignores it in orch; programs expect the
+            // default.
+            let mut action: libc::sigaction = std::mem::zeroed();
+            for signal in 1..libc::SIGRTMAX() {
+                if libc::sigaction(signal, std::ptr::null(), &mut action) == 0
+                    && (action.sa_sigaction != libc::SIG_IGN || signal == libc::SIGPIPE)
+                    && action.sa_sigaction != libc::SIG_DFL
+                {
+                    action.sa_sigaction = libc::SIG_DFL;
+                    action.sa_flags = 0;
+                    libc::sigaction(signal, &action, std::ptr::null_mut());
+                }
+            }
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            if libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) != 0 {
+                self.fail(Stage::Signals);
+            }
+            if let Some(fd) = self.procs {
+                // "0" moves the calling process.
+                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    self.fail(Stage::Cgroup);
+                }
+            }
+            for (target, fd) in self.stdio.iter().enumerate() {
+                // Every prepared descriptor is above 2 (`above_stdio`,
+                // `pipe`), so none is overwritten before it is copied.
+                if let Some(fd) = fd
+                    && libc::dup2(*fd, target as RawFd) < 0
+                {
+                    self.fail(Stage::Stdio);
+                }
+            }
+            if self.own_group && libc::setpgid(0, 0) != 0 {
+                self.fail(Stage::Group);
+            }
+            if let Some(cwd) = self.cwd
+                && libc::chdir(cwd.as_ptr()) != 0
+            {
+                self.fail(Stage::Folder);
+            }
+            if let Some(fd) = self.ruleset
+                && libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0
+            {
+                self.fail(Stage::Ruleset);
+            }
+            // As `execvp`: a path that is not there (or not a folder) is
+            // passed over, one that refuses execution remembered.
+            let mut refused = false;
+            for candidate in self.candidates {
+                libc::execve(candidate.as_ptr(), self.argv.as_ptr(), self.envp.as_ptr());
+                match *libc::__errno_location() {
+                    libc::EACCES => refused = true,
+                    libc::ENOENT
+                    | libc::ENOTDIR
+                    | libc::ESTALE
+                    | libc::ENODEV
+                    | libc::ETIMEDOUT => {}
+                    _ => self.fail(Stage::Exec),
+                }
+            }
+            *libc::__errno_location() = if refused { libc::EACCES } else { libc::ENOENT };
+            self.fail(Stage::Exec)
+        }
+    }
+
+    /// In the child: report `stage` and errno, then exit.
+    fn fail(&self, stage: Stage) -> ! {
+        // SAFETY: reading errno, a write of a stack buffer to a
+        // descriptor this side holds, and `_exit`.
+        unsafe {
+            let errno = *libc::__errno_location();
+            let mut report = [0u8; 8];
+            report[..4].copy_from_slice(&(stage as u32).to_ne_bytes());
+            report[4..].copy_from_slice(&errno.to_ne_bytes());
+            libc::write(self.report, report.as_ptr().cast(), report.len());
+            libc::_exit(127)
+        }
+    }
+}
+
+/// The report the child wrote, if any: `None` once it executed (the pipe
+/// closed on exec, empty).
+fn read_report(report: &OwnedFd) -> io::Result<Option<io::Error>> {
+    let mut buf = [0u8; 8];
+    let mut got = 0;
+    while got < buf.len() {
+        // SAFETY: a read into the rest of a stack buffer.
+        let n = unsafe {
+            libc::read(
+                report.as_raw_fd(),
+                buf[got..].as_mut_ptr().cast(),
+                buf.len() - got,
+            )
+        };
+        match n {
+            0 => break,
+            n if n > 0 => got += n as usize,
+            _ => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    if got == 0 {
+        return Ok(None);
+    }
+    let stage = u32::from_ne_bytes(buf[..4].try_into().unwrap_or_default());
+    let errno = i32::from_ne_bytes(buf[4..].try_into().unwrap_or_default());
+    let os = io::Error::from_raw_os_error(errno);
+    Ok(Some(match Stage::from_u32(stage) {
+        // As `std::process::Command` reports it (a missing program is
+        // `NotFound`).
+        Some(Stage::Exec) | None if got == buf.len() => os,
+        Some(stage) if got == buf.len() => {
+            io::Error::new(os.kind(), format!("{}: {os}", stage.what()))
+        }
+        _ => io::Error::other("the process ended before it executed its program"),
+    }))
+}
+
+/// The `clone_args` of `clone3(2)` (Linux 5.7: with `cgroup`).
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+const CLONE_PIDFD: u64 = 0x1000;
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// Start the child (`child.run()`), born in `cgroup`: in the parent, its
+/// pid and a pidfd of it.
+///
+/// On x86_64 and aarch64 the child shares orch's memory and runs on a
+/// stack of its own while the calling thread waits (`CLONE_VM |
+/// CLONE_VFORK`, as `posix_spawn` does), until it executes or exits: no
+/// copy of orch's page tables, which a fork of a busy multi-threaded
+/// process pays with every other thread's page faults held meanwhile.
+/// Elsewhere it is a copy, as after `fork`.
+fn clone_into(cgroup: Option<&OwnedFd>, child: &ChildSide) -> io::Result<(i32, OwnedFd)> {
+    let mut pidfd: RawFd = -1;
+    let mut args = CloneArgs {
+        flags: CLONE_PIDFD,
+        pidfd: (&mut pidfd as *mut RawFd) as u64,
+        exit_signal: libc::SIGCHLD as u64,
+        ..CloneArgs::default()
+    };
+    if let Some(dir) = cgroup {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = dir.as_raw_fd() as u64;
+    }
+    let r = clone3(&mut args, child);
+    match r {
+        -1 => Err(io::Error::last_os_error()),
+        pid => {
+            // SAFETY: the kernel filled in a new descriptor, ours alone.
+            Ok((pid as i32, unsafe { OwnedFd::from_raw_fd(pidfd) }))
+        }
+    }
+}
+
+/// The size of the child's own stack (with a guard page below it).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+const CHILD_STACK: usize = 64 * 1024;
+
+/// `clone3` with `args` plus `CLONE_VM | CLONE_VFORK` and a stack of the
+/// child's own, on which the child runs `child.run()`; in the parent,
+/// what the call returned (`-1`: see errno).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn clone3(args: &mut CloneArgs, child: &ChildSide) -> i64 {
+    const CLONE_VM: u64 = libc::CLONE_VM as u64;
+    const CLONE_VFORK: u64 = libc::CLONE_VFORK as u64;
+    let page = 4096;
+    // SAFETY: a private anonymous mapping, ours alone, unmapped below.
+    let stack = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            CHILD_STACK + page,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+            -1,
+            0,
+        )
+    };
+    if stack == libc::MAP_FAILED {
+        return -1;
+    }
+    // SAFETY: the lowest page of the mapping above becomes its guard.
+    unsafe { libc::mprotect(stack, page, libc::PROT_NONE) };
+    args.flags |= CLONE_VM | CLONE_VFORK;
+    args.stack = stack as u64 + page as u64;
+    args.stack_size = CHILD_STACK as u64;
+    // The child must take no signal before it has put every handler back
+    // to the default (`ChildSide::run`): a handler of orch's would run on
+    // the child's stack in orch's memory. It starts with this thread's
+    // mask: all blocked.
+    // SAFETY: a sigset is plain data; all zeros is a valid (empty) one.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+    }
+    let entry: extern "C" fn(*const ChildSide) -> ! = child_entry;
+    let r = raw_clone3(args, child, entry);
+    // Save errno before anything else can change it.
+    let errno = io::Error::last_os_error().raw_os_error().unwrap_or(0);
+    // SAFETY: restoring the mask saved above; unmapping the child's stack,
+    // which it no longer uses (the kernel let this thread go on once the
+    // child executed or exited).
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        libc::munmap(stack, CHILD_STACK + page);
+        if r == -1 {
+            *libc::__errno_location() = errno;
+        }
+    }
+    r
+}
+
+#[cfg(target_arch = "x86_64")]
+fn raw_clone3(
+    args: &CloneArgs,
+    child: &ChildSide,
+    entry: extern "C" fn(*const ChildSide) -> !,
+) -> i64 {
+    let ret: i64;
+    // SAFETY: the system call returns twice. In the parent (a pid, or a
+    // negative errno) it is an ordinary call: `syscall` clobbers rcx and
+    // r11 only. The child starts on its own stack (16-byte aligned, as the
+    // call needs) with every other register as the parent had it, and
+    // calls `entry(child)`, which never returns; `args` and `child` live
+    // in the parent's frame, which waits (CLONE_VFORK) until the child
+    // executed or exited.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            "mov rdi, r12",
+            "call r13",
+            "ud2",
+            "2:",
+            inlateout("rax") libc::SYS_clone3 => ret,
+            in("rdi") args as *const CloneArgs,
+            in("rsi") std::mem::size_of::<CloneArgs>(),
+            in("r12") child as *const ChildSide,
+            in("r13") entry,
+            lateout("rcx") _,
+            lateout("r11") _,
+        );
+    }
+    if ret < 0 {
+        // SAFETY: setting this thread's errno.
+        unsafe { *libc::__errno_location() = -ret as i32 };
+        return -1;
+    }
+    ret
+}
+
+#[cfg(target_arch = "aarch64")]
+fn raw_clone3(
+    args: &CloneArgs,
+    child: &ChildSide,
+    entry: extern "C" fn(*const ChildSide) -> !,
+) -> i64 {
+    let ret: i64;
+    // SAFETY: as on x86_64: `svc` keeps every register but x0; the child
+    // starts on its own stack (16-byte aligned) and calls `entry(child)`.
+    unsafe {
+        std::arch::asm!(
+            "svc #0",
+            "cbnz x0, 2f",
+            "mov x0, x9",
+            "blr x10",
+            "brk #1",
+            "2:",
+            in("x8") libc::SYS_clone3,
+            inlateout("x0") args as *const CloneArgs => ret,
+            in("x1") std::mem::size_of::<CloneArgs>(),
+            in("x9") child as *const ChildSide,
+            in("x10") entry,
+            lateout("x30") _,
+        );
+    }
+    if ret < 0 {
+        // SAFETY: setting this thread's errno.
+        unsafe { *libc::__errno_location() = -ret as i32 };
+        return -1;
+    }
+    ret
+}
+
+/// Where the child begins, on its own stack.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+extern "C" fn child_entry(child: *const ChildSide) -> ! {
+    // SAFETY: the pointer the parent passed, to a value in its frame that
+    // outlives the child's use of it (the parent waits).
+    unsafe { (*child).run() }
+}
+
+/// Elsewhere: `clone3` as a fork; the child runs `child.run()`.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn clone3(args: &mut CloneArgs, child: &ChildSide) -> i64 {
+    // SAFETY: clone3 without CLONE_VM or a stack: the child continues on a
+    // copy of this thread's stack, as after fork, and runs only
+    // async-signal-safe code (`ChildSide::run`) before it executes or
+    // exits. `args` outlives the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            args as *const CloneArgs,
+            std::mem::size_of::<CloneArgs>(),
+        )
+    };
+    if r == 0 {
+        child.run()
+    }
+    r
+}
+
+/// Whether `clone3` with a cgroup is missing from this kernel.
+fn unsupported(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOSYS) | Some(libc::E2BIG) | Some(libc::EINVAL)
+    )
+}
+
+fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+    // SAFETY: a plain system call with integer arguments.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: a new descriptor, ours alone.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `cgroup.procs` in the cgroup folder `dir`, open for writing.
+fn open_procs(dir: &OwnedFd) -> io::Result<OwnedFd> {
+    let name = c"cgroup.procs";
+    // SAFETY: openat on a descriptor we hold and a C string.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor, ours alone.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A pipe, both ends close-on-exec and above the standard streams.
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: pipe2 fills in two descriptors, ours alone.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    Ok((above_stdio(read)?, above_stdio(write)?))
+}
+
+/// `fd`, or a copy of it numbered above 2 when orch's own standard streams
+/// were closed and it took one of their numbers.
+fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    // SAFETY: fcntl duplicating a descriptor we hold.
+    let copy = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if copy < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor, ours alone.
+    Ok(unsafe { OwnedFd::from_raw_fd(copy) })
+}
+
+fn cstring(s: &OsStr) -> io::Result<CString> {
+    CString::new(s.as_bytes()).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} holds a NUL byte", s.to_string_lossy()),
+        )
+    })
+}
+
+fn cstrings<'a>(items: impl Iterator<Item = &'a OsStr>) -> io::Result<Vec<CString>> {
+    items.map(cstring).collect()
+}
+
+/// `items` as a null-terminated array of pointers (valid while `items` is).
+fn pointers(items: &[CString]) -> Vec<*const libc::c_char> {
+    items
+        .iter()
+        .map(|c| c.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    fn read_all(fd: Option<OwnedFd>) -> String {
+        let mut s = String::new();
+        std::fs::File::from(fd.unwrap())
+            .read_to_string(&mut s)
+            .unwrap();
+        s
+    }
+
+    fn sh(script: &str) -> std::process::Command {
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args(["-c", script])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin");
+        cmd
+    }
+
+    /// The program gets exactly its environment, folder and streams.
+    #[test]
+    fn a_process_gets_its_environment_folder_and_streams() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = sh(r#"echo "$FOO|$HOME|$(pwd)"; echo oops >&2; cat; exit 3"#);
+        cmd.env("FOO", "bar").current_dir(dir.path());
+        let launch = Launch::from_command(&cmd, false)
+            .stdin(Io::Pipe)
+            .stdout(Io::Pipe)
+            .stderr(Io::Pipe);
+        let mut child = launch.spawn(None, None).unwrap();
+        let mut stdin = std::fs::File::from(child.stdin.take().unwrap());
+        stdin.write_all(b"in\n").unwrap();
+        drop(stdin);
+        let out = read_all(child.stdout.take());
+        let err = read_all(child.stderr.take());
+        let real = dir.path().canonicalize().unwrap();
+        assert_eq!(out, format!("bar||{}\nin\n", real.display()));
+        assert_eq!(err, "oops\n");
+        assert_eq!(child.wait_blocking().unwrap().code(), Some(3));
+    }
+
+    /// Only the standard streams reach the program (and `ls`'s own).
+    /// (What orch inherited is kept from it at orch's start, as here: the
+    /// test harness holds cargo's jobserver pipes.)
+    #[test]
+    fn nothing_but_the_streams_is_inherited() {
+        super::super::keep_inherited_descriptors();
+        let mut ls = std::process::Command::new("/bin/ls");
+        ls.arg("/proc/self/fd").env_clear();
+        let launch = Launch::from_command(&ls, false)
+            .stdin(Io::Null)
+            .stdout(Io::Pipe)
+            .stderr(Io::Null);
+        let mut child = launch.spawn(None, None).unwrap();
+        let out = read_all(child.stdout.take());
+        child.wait_blocking().unwrap();
+        let fds: Vec<&str> = out.split_whitespace().collect();
+        assert_eq!(fds, ["0", "1", "2", "3"], "{out}");
+    }
+
+    /// The program is looked up on the process's own `PATH`, as
+    /// `execvp` does; one that is missing or not executable says so.
+    #[test]
+    fn the_program_is_found_on_the_processes_path() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let tool = dir.path().join("orch-test-tool");
+        std::fs::write(&tool, "#!/bin/sh\necho found\n").unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let plain = dir.path().join("orch-not-executable");
+        std::fs::write(&plain, "echo no\n").unwrap();
+        let path = format!("/nowhere:{}:/usr/bin:/bin", dir.path().display());
+        let mut cmd = std::process::Command::new("orch-test-tool");
+        cmd.env_clear().env("PATH", &path);
+        let mut child = Launch::from_command(&cmd, false)
+            .stdout(Io::Pipe)
+            .spawn(None, None)
+            .unwrap();
+        assert_eq!(read_all(child.stdout.take()), "found\n");
+        assert!(child.wait_blocking().unwrap().success());
+
+        let mut cmd = std::process::Command::new("orch-no-such-tool");
+        cmd.env_clear().env("PATH", &path);
+        let e = Launch::from_command(&cmd, false)
+            .spawn(None, None)
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
+
+        let mut cmd = std::process::Command::new("orch-not-executable");
+        cmd.env_clear().env("PATH", &path);
+        let e = Launch::from_command(&cmd, false)
+            .spawn(None, None)
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+    }
+
+    /// A process that cannot be set up never executes its program, and
+    /// the error says which step failed.
+    #[test]
+    fn a_process_that_cannot_be_set_up_never_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let ran = dir.path().join("ran");
+        let touch = || {
+            let mut cmd = std::process::Command::new("touch");
+            cmd.arg(&ran);
+            cmd
+        };
+        // Not a Landlock ruleset.
+        let not_a_ruleset: OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
+        let e = Launch::from_command(&touch(), true)
+            .spawn(None, Some(&not_a_ruleset))
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("cannot enter the confinement"),
+            "{e}"
+        );
+        // Not a cgroup.
+        let not_a_cgroup: OwnedFd = std::fs::File::open(dir.path()).unwrap().into();
+        assert!(
+            Launch::from_command(&touch(), true)
+                .spawn(Some(&not_a_cgroup), None)
+                .is_err()
+        );
+        // A folder that is not there.
+        let mut cmd = touch();
+        cmd.current_dir(dir.path().join("missing"));
+        let e = Launch::from_command(&cmd, true)
+            .spawn(None, None)
+            .unwrap_err();
+        assert!(e.to_string().contains("working folder"), "{e}");
+        assert!(!ran.exists());
+    }
+
+    /// Waiting on tokio's runtime sees the end, a signal's included; a
+    /// child dropped before its end is killed.
+    #[tokio::test]
+    async fn waiting_and_dropping() {
+        let mut child = Launch::from_command(&sh("kill -9 $$"), false)
+            .spawn(None, None)
+            .unwrap();
+        let status = child.wait().await.unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(9)
+        );
+
+        let child = Launch::from_command(&sh("exec sleep 30"), false)
+            .spawn(None, None)
+            .unwrap();
+        let pid = child.id() as i32;
+        drop(child);
+        let gone = (0..500).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            // SAFETY: kill with signal 0 only asks whether `pid` exists.
+            let r = unsafe { libc::kill(pid, 0) };
+            r != 0
+        });
+        assert!(gone, "the dropped child still runs");
+    }
+
+    /// Born in the cgroup: the process and the first process it starts
+    /// are in it from their first instruction (where orch can make one).
+    #[test]
+    fn a_process_is_born_in_its_cgroup() {
+        let tree = super::super::ProcessTree::tracked("launch-test");
+        let Some(dir) = tree.cgroup_dir().map(Path::to_path_buf) else {
+            eprintln!("skipped: no cgroup v2 folder orch can make here");
+            return;
+        };
+        let folder = tree.cgroup_for_child().unwrap().unwrap();
+        let launch = Launch::from_command(&sh("cat /proc/self/cgroup; cat /proc/$$/cgroup"), false)
+            .stdout(Io::Pipe);
+        let mut child = launch.spawn(Some(&folder), None).unwrap();
+        let out = read_all(child.stdout.take());
+        child.wait_blocking().unwrap();
+        let lines: Vec<&str> = out.lines().filter(|l| l.starts_with("0::")).collect();
+        assert_eq!(lines.len(), 2, "{out}");
+        for line in lines {
+            let rel = line.strip_prefix("0::").unwrap();
+            assert!(
+                dir.ends_with(rel.trim_start_matches('/')),
+                "{line} not in {}",
+                dir.display()
+            );
+        }
+        tree.kill_all();
+    }
+}
