@@ -11,6 +11,7 @@
 //! adapters, confined, recording into the store.
 pub mod agents;
 pub mod beneath;
+pub mod blocking;
 pub mod catalog;
 pub mod children;
 pub mod cli;

@@ -54,7 +54,11 @@ impl Attempts for Live {
             feedback,
             judging: judging.is_some(),
         };
-        let inv = assemble::invocation(&self.pipeline, phase, agent, &self.ctx, &slot);
+        // Assembling reads the file system and asks git and PATH: blocking
+        // work, off the runtime's workers.
+        let inv = crate::blocking::in_place(|| {
+            assemble::invocation(&self.pipeline, phase, agent, &self.ctx, &slot)
+        });
         let tree = {
             let name = format!("{}-{}", phase.name, agent.name);
             if crate::confine::tree::cgroups_used() {
@@ -79,13 +83,16 @@ impl Attempts for Live {
             .collect();
         if agent.kind.is_llm() {
             let resolved = self.pipeline.resolve(phase, agent);
-            for (socket, spawn) in assemble::server_spawns(
-                &self.pipeline,
-                &resolved.toolset,
-                &self.ctx,
-                &inv,
-                dir.path(),
-            ) {
+            let spawns = crate::blocking::in_place(|| {
+                assemble::server_spawns(
+                    &self.pipeline,
+                    &resolved.toolset,
+                    &self.ctx,
+                    &inv,
+                    dir.path(),
+                )
+            });
+            for (socket, spawn) in spawns {
                 endpoints.push(Arc::new(self.host.server_endpoint(
                     spawn,
                     socket,

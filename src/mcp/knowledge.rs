@@ -369,7 +369,7 @@ impl OrchServer {
         &self,
         Parameters(_a): Parameters<NoArguments>,
     ) -> Result<CallToolResult, ErrorData> {
-        reply((|| {
+        reply(crate::blocking::in_place(|| {
             let phase = &self.state.caller.phase;
             let record = self
                 .state
@@ -404,7 +404,7 @@ impl OrchServer {
                 "attempts": record.attempts, "findings": of(ReportKind::Finding),
                 "comments": of(ReportKind::Comment), "learnings": learnings}),
             )
-        })())
+        }))
     }
 
     #[tool(
@@ -414,7 +414,7 @@ impl OrchServer {
         &self,
         Parameters(a): Parameters<QueryRunEvents>,
     ) -> Result<CallToolResult, ErrorData> {
-        reply((|| {
+        reply(crate::blocking::in_place(|| {
             let limit = a.limit.unwrap_or(100);
             check::range("limit", limit, 1, MAX_EVENTS)?;
             let offset = a.offset.unwrap_or(0);
@@ -438,7 +438,7 @@ impl OrchServer {
                 })
                 .map_err(store_err)?;
             Ok(json!({"events": events, "next_offset": offset + events.len() as i64}))
-        })())
+        }))
     }
 }
 

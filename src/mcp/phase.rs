@@ -155,7 +155,7 @@ impl OrchServer {
         &self,
         Parameters(a): Parameters<CompletePhase>,
     ) -> Result<CallToolResult, ErrorData> {
-        reply((|| {
+        reply(crate::blocking::in_place(|| {
             check::text("summary", &a.summary, 1, MAX_TEXT)?;
             check::list(
                 "open_questions",
@@ -216,7 +216,7 @@ impl OrchServer {
                 Some(why) => Err(why),
                 None => Ok(json!({"claim_id": id, "artifact_path": rel, "artifact_hash": hash})),
             }
-        })())
+        }))
     }
 
     #[tool(

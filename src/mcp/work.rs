@@ -187,7 +187,7 @@ impl OrchServer {
         &self,
         Parameters(a): Parameters<StartTask>,
     ) -> Result<CallToolResult, ErrorData> {
-        reply((|| {
+        reply(crate::blocking::in_place(|| {
             check::text("name", &a.name, 1, MAX_SHORT)?;
             check::text("goal", &a.goal, 1, MAX_TEXT)?;
             check::list("areas", a.areas.as_deref().unwrap_or(&[]), MAX_SHORT)?;
@@ -210,7 +210,7 @@ impl OrchServer {
                 });
             }
             Ok(out)
-        })())
+        }))
     }
 
     #[tool(
@@ -220,7 +220,7 @@ impl OrchServer {
         &self,
         Parameters(a): Parameters<CompleteTask>,
     ) -> Result<CallToolResult, ErrorData> {
-        reply((|| {
+        reply(crate::blocking::in_place(|| {
             let started = task(&self.state, a.task_id)?;
             let o = &a.outcome;
             check::text("outcome.summary", &o.summary, 1, MAX_TEXT)?;
@@ -278,7 +278,7 @@ impl OrchServer {
                 json!({"task_id": a.task_id, "duration_ms": duration_ms, "files_changed": data["files_changed"],
                       "note": data.get("files_changed_note")}),
             )
-        })())
+        }))
     }
 
     #[tool(

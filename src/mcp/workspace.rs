@@ -329,7 +329,7 @@ impl OrchServer {
         &self,
         Parameters(a): Parameters<VerifyWorkspace>,
     ) -> Result<CallToolResult, ErrorData> {
-        reply(self.verify(a))
+        reply(crate::blocking::in_place(|| self.verify(a)))
     }
 
     #[tool(
