@@ -6,7 +6,7 @@
 //! tool error (the server never sees it), and the answer to `tools/list`
 //! lists only the granted ones. The server ends with the connection.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
@@ -29,7 +29,8 @@ pub async fn serve<R, W>(
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let Some(mut child) = start(&spawn, &tree) else {
+    // Starting it waits until it executes: off the runtime's workers.
+    let Some(mut child) = crate::blocking::in_place(|| start(&spawn, &tree)) else {
         let _ = to_client
             .write_all(
                 error_line(
@@ -50,7 +51,7 @@ pub async fn serve<R, W>(
     };
     let scope = spawn.tools.clone();
     // Ids of `tools/list` requests whose answers are narrowed.
-    let listing: Arc<Mutex<HashSet<String>>> = Default::default();
+    let awaited: Arc<Awaited> = Default::default();
     let (tx, mut rx) = mpsc::channel::<String>(64);
     let writer = tokio::spawn(async move {
         while let Some(line) = rx.recv().await {
@@ -62,7 +63,7 @@ pub async fn serve<R, W>(
     // The server's answers, narrowed where they list tools.
     let answers = {
         let tx = tx.clone();
-        let listing = Arc::clone(&listing);
+        let awaited = Arc::clone(&awaited);
         let scope = scope.clone();
         tokio::spawn(async move {
             let mut reader = BufReader::new(from_server);
@@ -73,7 +74,7 @@ pub async fn serve<R, W>(
                 if n == 0 {
                     break;
                 }
-                let line = narrow_answer(&buf, scope.as_deref(), &listing);
+                let line = narrow_answer(&buf, scope.as_deref(), &awaited);
                 if tx.send(line).await.is_err() {
                     break;
                 }
@@ -86,7 +87,7 @@ pub async fn serve<R, W>(
         if n == 0 {
             break;
         }
-        match check_request(&buf, scope.as_deref(), &listing, &spawn.name) {
+        match check_request(&buf, scope.as_deref(), &awaited, &spawn.name) {
             Ok(mut line) => {
                 line.push(b'\n');
                 if to_server.write_all(&line).await.is_err() {
@@ -159,12 +160,39 @@ fn start(spawn: &ServerSpawn, tree: &ProcessTree) -> Option<Child> {
     })
 }
 
+/// The requests whose answers orch narrows, by id: what each asked.
+pub(super) type Awaited = Mutex<HashMap<String, Asked>>;
+
+/// A request whose answer orch narrows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Asked {
+    /// `initialize`: the server's capabilities, tools only.
+    Initialize,
+    /// `tools/list`: the granted tools only.
+    Tools,
+}
+
+/// The methods a client may send a server whose tools the grant limits:
+/// the protocol's own and the tools'. Resources, prompts and completions
+/// (`resources/read`, `prompts/get`, ...) reach past a grant of tools (a
+/// server that serves repository contents as resources would give them
+/// whatever tool is granted): only a grant of the whole server reaches
+/// them.
+const LIMITED_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "logging/setLevel",
+];
+
 /// Whether a request may go to the server; if not, the answer to send
-/// back instead. `tools/list` requests are noted, to narrow their answers.
+/// back instead. `initialize` and `tools/list` requests are noted, to
+/// narrow their answers.
 pub(super) fn check_request(
     line: &[u8],
     scope: Option<&[String]>,
-    listing: &Mutex<HashSet<String>>,
+    awaited: &Awaited,
     server: &str,
 ) -> Result<Vec<u8>, String> {
     let Some(scope) = scope else {
@@ -194,17 +222,30 @@ pub(super) fn check_request(
     };
     let id = v.get("id").cloned();
     let checked = || serde_json::to_vec(&v).map_err(|e| refuse(-32603, &e.to_string()));
-    match v.get("method").and_then(Value::as_str) {
-        Some("tools/list") => {
-            if let Some(id) = &id {
-                listing
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(id.to_string());
-            }
+    let note = |asked: Asked| {
+        if let Some(id) = &id {
+            awaited
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(id.to_string(), asked);
+        }
+    };
+    let method = match v.get("method") {
+        // An answer to the server's own request (sampling, roots).
+        None => return checked(),
+        Some(Value::String(m)) => m.as_str(),
+        Some(_) => return Err(refuse(-32600, "`method` is not a string")),
+    };
+    match method {
+        "initialize" => {
+            note(Asked::Initialize);
             checked()
         }
-        Some("tools/call") => {
+        "tools/list" => {
+            note(Asked::Tools);
+            checked()
+        }
+        "tools/call" => {
             let name = v["params"]["name"].as_str().unwrap_or("");
             if scope.iter().any(|t| t == name) {
                 return checked();
@@ -222,17 +263,28 @@ pub(super) fn check_request(
                 None => String::new(),
             })
         }
-        _ => checked(),
+        m if LIMITED_METHODS.contains(&m) || m.starts_with("notifications/") => checked(),
+        m => {
+            let why = format!(
+                "method `{m}` of MCP server `{server}` is not granted here: the grant covers its tools {} only. The pipeline grants all of the server with `mcp__{server}__*`",
+                scope.join(", ")
+            );
+            Err(match id {
+                Some(id) => {
+                    json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": why}})
+                        .to_string()
+                        + "\n"
+                }
+                None => String::new(),
+            })
+        }
     }
 }
 
 /// The server's answer as the client gets it: a `tools/list` answer with
-/// only the granted tools.
-pub(super) fn narrow_answer(
-    line: &[u8],
-    scope: Option<&[String]>,
-    listing: &Mutex<HashSet<String>>,
-) -> String {
+/// only the granted tools, an `initialize` answer with no capability but
+/// tools (and the protocol's own: logging), when the grant is limited.
+pub(super) fn narrow_answer(line: &[u8], scope: Option<&[String]>, awaited: &Awaited) -> String {
     let raw = || String::from_utf8_lossy(line).into_owned() + "\n";
     let Some(scope) = scope else {
         return raw();
@@ -243,19 +295,26 @@ pub(super) fn narrow_answer(
     let Some(id) = v.get("id").map(Value::to_string) else {
         return raw();
     };
-    if !listing
+    let asked = awaited
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .remove(&id)
-    {
-        return raw();
-    }
-    if let Some(tools) = v["result"]["tools"].as_array_mut() {
-        tools.retain(|t| {
-            t["name"]
-                .as_str()
-                .is_some_and(|n| scope.iter().any(|s| s == n))
-        });
+        .remove(&id);
+    match asked {
+        None => return raw(),
+        Some(Asked::Tools) => {
+            if let Some(tools) = v["result"]["tools"].as_array_mut() {
+                tools.retain(|t| {
+                    t["name"]
+                        .as_str()
+                        .is_some_and(|n| scope.iter().any(|s| s == n))
+                });
+            }
+        }
+        Some(Asked::Initialize) => {
+            if let Some(caps) = v["result"]["capabilities"].as_object_mut() {
+                caps.retain(|k, _| k == "tools" || k == "logging");
+            }
+        }
     }
     v.to_string() + "\n"
 }
@@ -272,7 +331,7 @@ mod tests {
     #[test]
     fn calls_outside_the_grant_are_answered_by_orch_and_lists_narrowed() {
         let scope = vec!["echo".to_string()];
-        let listing = Mutex::new(HashSet::new());
+        let listing = Awaited::default();
         let call = |name: &str| {
             format!(
                 r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"{name}","arguments":{{}}}}}}"#
@@ -336,6 +395,66 @@ mod tests {
         assert_eq!(
             narrow_answer(other, Some(&scope), &listing),
             format!("{}\n", String::from_utf8_lossy(other))
+        );
+    }
+
+    /// A grant of some tools reaches no resource, prompt or completion of
+    /// the server, and its `initialize` answer offers none; the protocol's
+    /// own messages and answers to the server's requests pass.
+    #[test]
+    fn a_grant_of_tools_reaches_nothing_else() {
+        let scope = vec!["echo".to_string()];
+        let awaited = Awaited::default();
+        for method in [
+            "resources/read",
+            "resources/list",
+            "prompts/get",
+            "completion/complete",
+            "x/y",
+        ] {
+            let line = format!(
+                r#"{{"jsonrpc":"2.0","id":3,"method":"{method}","params":{{"uri":"file:///etc/passwd"}}}}"#
+            );
+            let answer = check_request(line.as_bytes(), Some(&scope), &awaited, "fx").unwrap_err();
+            let v: Value = serde_json::from_str(&answer).unwrap();
+            assert_eq!(v["id"], 3, "{method}");
+            assert_eq!(v["error"]["code"], -32601, "{method}");
+            assert!(
+                v["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("mcp__fx__*")
+            );
+            // All granted: it passes.
+            assert!(check_request(line.as_bytes(), None, &awaited, "fx").is_ok());
+        }
+        // A notification outside the grant is dropped, unanswered.
+        let note = br#"{"jsonrpc":"2.0","method":"resources/subscribe","params":{}}"#;
+        assert_eq!(
+            check_request(note, Some(&scope), &awaited, "fx").unwrap_err(),
+            ""
+        );
+        // A method that is not a string is refused.
+        let odd = br#"{"jsonrpc":"2.0","id":4,"method":["resources/read"]}"#;
+        assert!(check_request(odd, Some(&scope), &awaited, "fx").is_err());
+        for passes in [
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":"s1","result":{"roots":[]}}"#,
+        ] {
+            assert!(
+                check_request(passes.as_bytes(), Some(&scope), &awaited, "fx").is_ok(),
+                "{passes}"
+            );
+        }
+        let init = br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}"#;
+        assert!(check_request(init, Some(&scope), &awaited, "fx").is_ok());
+        let answer = br#"{"jsonrpc":"2.0","id":0,"result":{"capabilities":{"tools":{},"resources":{"subscribe":true},"prompts":{},"completions":{},"logging":{}}}}"#;
+        let got: Value =
+            serde_json::from_str(&narrow_answer(answer, Some(&scope), &awaited)).unwrap();
+        assert_eq!(
+            got["result"]["capabilities"],
+            json!({"tools": {}, "logging": {}})
         );
     }
 }

@@ -7,9 +7,8 @@
 //! The server's own requests to the client (a stream the client would open
 //! with GET) are not carried.
 
-use std::collections::HashSet;
 use std::io::{BufRead, BufReader as StdBufReader, Read};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -17,7 +16,7 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 use super::host::{ServerSpawn, ServerTransport};
-use super::proxy::{check_request, narrow_answer};
+use super::proxy::{Awaited, check_request, narrow_answer};
 use super::wire::MAX_MESSAGE;
 
 /// How long one exchange with the server may take.
@@ -33,7 +32,7 @@ where
         return;
     };
     let scope = spawn.tools.clone();
-    let listing: Arc<Mutex<HashSet<String>>> = Default::default();
+    let awaited: Arc<Awaited> = Default::default();
     // Messages to post, in order, on a thread of their own (the HTTP
     // client blocks); what comes back, to the client.
     let (post_tx, post_rx) = std::sync::mpsc::channel::<Vec<u8>>();
@@ -50,10 +49,10 @@ where
     }
     let writer = {
         let scope = scope.clone();
-        let listing = Arc::clone(&listing);
+        let awaited = Arc::clone(&awaited);
         tokio::spawn(async move {
             while let Some(line) = back_rx.recv().await {
-                let line = narrow_answer(line.trim_end().as_bytes(), scope.as_deref(), &listing);
+                let line = narrow_answer(line.trim_end().as_bytes(), scope.as_deref(), &awaited);
                 if to_client.write_all(line.as_bytes()).await.is_err() {
                     break;
                 }
@@ -67,7 +66,7 @@ where
         if n == 0 {
             break;
         }
-        match check_request(&buf, scope.as_deref(), &listing, &spawn.name) {
+        match check_request(&buf, scope.as_deref(), &awaited, &spawn.name) {
             Ok(line) => {
                 if post_tx.send(line).is_err() {
                     break;
