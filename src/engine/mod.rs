@@ -14,6 +14,7 @@ pub mod retry;
 pub mod scheduler;
 pub mod supervisor;
 pub mod tally;
+pub mod terminate;
 
 pub use events::{Events, Listener, RecordSink, RunEvent};
 pub use supervisor::Cancel;

@@ -13,7 +13,6 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncWriteExt, BufReader};
 use tokio::net::unix::pipe::Receiver;
@@ -30,6 +29,7 @@ use crate::store::{AttemptKey, Outcome, Record};
 use super::events::{Events, RunEvent};
 use super::reaper;
 use super::tally::{Ending, Tally, classify};
+use super::terminate::Termination;
 
 /// Longest line kept from an agent's output; the rest of a longer line is
 /// dropped (and the line marked), so one runaway line cannot eat memory.
@@ -404,10 +404,9 @@ pub async fn run_attempt(
     let start = Instant::now();
     let mut last_output = Instant::now();
     let mut stop: Option<(Outcome, String)> = None;
-    let mut stop_at: Option<Instant> = None;
     let mut tally = Tally::default();
     let mut refusals = OsRefusals::default();
-    let mut killed = false;
+    let mut ending = Termination::new(pgid, spec.grace);
     let mut weakened: Option<String> = None;
     // The last thing the process said on stderr: a failure's reason names
     // it, so "exited with status 41" comes with the CLI's own why.
@@ -458,11 +457,8 @@ pub async fn run_attempt(
                     format!("turn limit {max} reached (enforced by orch)"),
                 ));
             }
-            if stop.is_some()
-                && let Some(pg) = pgid
-            {
-                let _ = killpg(pg, Signal::SIGTERM);
-                stop_at = Some(Instant::now());
+            if stop.is_some() {
+                ending.ask(Instant::now());
             }
         }
         // When the agent's own process has exited (by itself, or killed
@@ -475,9 +471,7 @@ pub async fn run_attempt(
             next_reap_check = Instant::now() + REAP_CHECK;
             if matches!(child.try_wait(), Ok(Some(_))) {
                 leader_gone = Some(Instant::now());
-                if let Some(pg) = pgid {
-                    let _ = killpg(pg, Signal::SIGKILL);
-                }
+                ending.kill();
                 if let Some(pid) = leader {
                     reaper::forget(pid);
                 }
@@ -495,13 +489,7 @@ pub async fn run_attempt(
             err.abort();
             pipes_dropped = true;
         }
-        if !killed
-            && let (Some(at), Some(pg)) = (stop_at, pgid)
-            && (at.elapsed() > spec.grace || *cancel.borrow() == Cancel::Immediate)
-        {
-            let _ = killpg(pg, Signal::SIGKILL);
-            killed = true;
-        }
+        ending.escalate(Instant::now(), *cancel.borrow() == Cancel::Immediate);
 
         tokio::select! {
             // Lines first: the checks above run on every turn, so a busy
@@ -567,11 +555,8 @@ pub async fn run_attempt(
                             // The CLI runs with weaker rules than asked: stop
                             // it now, before the model acts under them.
                             weakened = Some(format!("{why}: {}", text.trim()));
-                            if stop.is_none()
-                                && let Some(pg) = pgid
-                            {
-                                let _ = killpg(pg, Signal::SIGTERM);
-                                stop_at = Some(Instant::now());
+                            if stop.is_none() {
+                                ending.ask(Instant::now());
                             }
                         }
                         if let Some(limit) = rate_limit::read(&text) {
@@ -603,11 +588,9 @@ pub async fn run_attempt(
     };
     // The leader is gone; take the rest of its group with it, and every
     // process that left the group.
-    if let Some(pg) = pgid {
-        let _ = killpg(pg, Signal::SIGKILL);
-        if let Some(k) = &spec.keeper {
-            k.release(pg.as_raw());
-        }
+    ending.kill();
+    if let (Some(pg), Some(k)) = (pgid, &spec.keeper) {
+        k.release(pg.as_raw());
     }
     if let Some(pid) = leader {
         reaper::forget(pid);
