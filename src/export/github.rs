@@ -31,21 +31,12 @@ const DOWNLOAD: (&str, &str, &str) = (
 const PINS: &[(&str, &str, &str)] = &[CHECKOUT, UPLOAD, DOWNLOAD];
 
 /// What starts the workflow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum Trigger {
     WorkflowDispatch,
     PullRequest,
     Push,
-}
-
-impl Trigger {
-    fn key(self) -> &'static str {
-        match self {
-            Trigger::WorkflowDispatch => "workflow_dispatch",
-            Trigger::PullRequest => "pull_request",
-            Trigger::Push => "push",
-        }
-    }
 }
 
 fn uses(pin: (&str, &str, &str)) -> Value {
@@ -54,7 +45,7 @@ fn uses(pin: (&str, &str, &str)) -> Value {
 
 /// The workflow as YAML.
 pub fn render(opts: &Options, jobs: &[Job], name: &str, on: &[Trigger]) -> String {
-    let triggers = map(on.iter().map(|t| (t.key(), empty())));
+    let triggers = map(on.iter().map(|&t| (t.into(), empty())));
     let all = map(jobs
         .iter()
         .map(|job| (job.id.as_str(), phase_job(opts, job)))

@@ -14,8 +14,21 @@ use crate::model::Location;
 use crate::model::toolset::{Layer, Layers, Mode, Permission, Resolved, ToolSetLayer, resolve};
 
 /// What to do with a ToolSet field a CLI cannot enforce.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::EnumString,
+    strum::VariantNames,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum Enforcement {
     #[default]
     Strict,
@@ -23,14 +36,10 @@ pub enum Enforcement {
 }
 
 impl Enforcement {
-    pub const NAMES: &'static [&'static str] = &["strict", "best-effort"];
+    pub const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
 
     pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "strict" => Some(Enforcement::Strict),
-            "best-effort" => Some(Enforcement::BestEffort),
-            _ => None,
-        }
+        s.parse().ok()
     }
 }
 
@@ -194,8 +203,11 @@ impl Contract {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, strum::EnumString, strum::VariantNames,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Validation {
     /// The artifact exists and has every required section.
     Structural,
@@ -206,15 +218,10 @@ pub enum Validation {
 }
 
 impl Validation {
-    pub const NAMES: &'static [&'static str] = &["structural", "judge", "trust"];
+    pub const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
 
     pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "structural" => Some(Validation::Structural),
-            "judge" => Some(Validation::Judge),
-            "trust" => Some(Validation::Trust),
-            _ => None,
-        }
+        s.parse().ok()
     }
 }
 
