@@ -68,6 +68,8 @@ pub struct Pipeline {
     /// `workspace-write` or `full-access`) as (phase, agent), in the order they run:
     /// listed once, when first asked ([`Pipeline::writer_before`]).
     writers: std::sync::OnceLock<Vec<(String, String)>>,
+    /// The `depends_on` edges, built when first walked.
+    dependencies: std::sync::OnceLock<super::graph::Dependencies>,
 }
 
 /// What a pipeline is besides its agents, servers and phases.
@@ -352,6 +354,7 @@ impl Pipeline {
             resolved: Vec::new(),
             index: HashMap::new(),
             writers: std::sync::OnceLock::new(),
+            dependencies: std::sync::OnceLock::new(),
         };
         p.index = p
             .phases
@@ -447,19 +450,18 @@ impl Pipeline {
     /// Whether `phase` depends on `before`, directly or not: it can only
     /// start once `before` has ended.
     fn comes_after(&self, phase: &Phase, before: &str) -> bool {
-        let mut seen = std::collections::HashSet::new();
-        let mut todo: Vec<&str> = phase.depends_on.iter().map(String::as_str).collect();
-        while let Some(name) = todo.pop() {
-            if name == before {
-                return true;
-            }
-            if seen.insert(name)
-                && let Some(p) = self.phase(name)
-            {
-                todo.extend(p.depends_on.iter().map(String::as_str));
-            }
-        }
-        false
+        let (Some(&i), Some(&b)) = (self.index.get(&phase.name), self.index.get(before)) else {
+            return false;
+        };
+        self.ancestors(i).binary_search(&b).is_ok()
+    }
+
+    /// Every phase `phases[i]` depends on, directly or not, in declaration
+    /// order, on the file's `depends_on` (cycles and all).
+    pub fn ancestors(&self, i: usize) -> Vec<usize> {
+        self.dependencies
+            .get_or_init(|| super::graph::Dependencies::of(self))
+            .ancestors(i)
     }
 
     /// Every (phase, agent) pair that runs: the phases' agents in
