@@ -82,7 +82,8 @@ pub struct AgentSettings {
 impl Default for Settings {
     fn default() -> Self {
         let agents = AgentKind::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .filter_map(|k| {
                 k.default_binary().map(|b| {
                     (

@@ -233,7 +233,7 @@ pub fn markdown() -> String {
         reason: "not available here".into(),
     };
     let reach = Reach::default();
-    for kind in AgentKind::ALL.into_iter().filter(|k| k.is_llm()) {
+    for kind in AgentKind::ALL.iter().copied().filter(|k| k.is_llm()) {
         for (level, shell) in &rows {
             let ts = sample(*level, shell.clone());
             let on = enforcement(kind, &ts, &reach, &confined);
@@ -346,7 +346,7 @@ pub fn markdown() -> String {
         InternalTool::TodoWrite,
         InternalTool::NotebookEdit,
     ];
-    for kind in AgentKind::ALL.into_iter().filter(|k| k.is_llm()) {
+    for kind in AgentKind::ALL.iter().copied().filter(|k| k.is_llm()) {
         let missing: Vec<String> = all
             .iter()
             .filter(|t| !adapter(kind).supports(t))
@@ -386,7 +386,7 @@ mod tests {
     fn the_os_holds_permission_wherever_it_confines() {
         let os = Availability::Available { abi: 7 };
         let pattern = InternalTool::BashPattern("python3 *".into());
-        for kind in AgentKind::ALL.into_iter().filter(|k| k.is_llm()) {
+        for kind in AgentKind::ALL.iter().copied().filter(|k| k.is_llm()) {
             for (level, tools) in [
                 (
                     Permission::ReadOnly,
@@ -433,7 +433,7 @@ mod tests {
                 vec![InternalTool::Read, InternalTool::BashPattern(p.into())],
             )
         };
-        for kind in AgentKind::ALL.into_iter().filter(|k| k.is_llm()) {
+        for kind in AgentKind::ALL.iter().copied().filter(|k| k.is_llm()) {
             let inner = enforcement(kind, &with("git * --oneline"), &Reach::default(), &os);
             let trailing = enforcement(kind, &with("git log *"), &Reach::default(), &os);
             let exact = enforcement(kind, &with("git status"), &Reach::default(), &os);
@@ -512,7 +512,7 @@ mod tests {
             permission_set: false,
             after_writer: None,
         };
-        for kind in AgentKind::ALL.into_iter().filter(|k| k.is_llm()) {
+        for kind in AgentKind::ALL.iter().copied().filter(|k| k.is_llm()) {
             let e = enforcement(
                 kind,
                 &ts(Permission::ReadOnly, vec![InternalTool::Read]),

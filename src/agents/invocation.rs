@@ -4,7 +4,6 @@
 //! `explain`, `doctor --probe` and `run` all print or execute the same
 //! value, so what a user previews is what runs.
 
-use std::fmt;
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -12,8 +11,9 @@ use serde::Serialize;
 use crate::confine::{Child, ConfineError, Confinement, Launch, ProcessTree};
 
 /// Who enforces a ToolSet field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::Display)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum By {
     /// The agent CLI itself (it hides or refuses what is not allowed).
     Cli,
@@ -25,17 +25,6 @@ pub enum By {
     Os,
     /// Nobody: the CLI cannot do what the field asks.
     None,
-}
-
-impl fmt::Display for By {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            By::Cli => "cli",
-            By::Orch => "orch",
-            By::Os => "os",
-            By::None => "none",
-        })
-    }
 }
 
 /// How one field is enforced, with a one-line reason.

@@ -63,7 +63,8 @@ pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit, CliErr
 
 fn installed(args: &Args, ctx: &assemble::Context) -> Result<Exit, CliError> {
     let rows: Vec<Installed> = AgentKind::ALL
-        .into_iter()
+        .iter()
+        .copied()
         .filter(|k| k.is_llm())
         .map(|k| probe::installed(k, &assemble::kind_program(k, &ctx.settings)))
         .collect();

@@ -138,7 +138,11 @@ fn chosen(
     asked: &[String],
     settings: &crate::settings::Settings,
 ) -> Result<(Vec<AgentKind>, bool), CliError> {
-    let llm: Vec<AgentKind> = AgentKind::ALL.into_iter().filter(|k| k.is_llm()).collect();
+    let llm: Vec<AgentKind> = AgentKind::ALL
+        .iter()
+        .copied()
+        .filter(|k| k.is_llm())
+        .collect();
     let names = || {
         llm.iter()
             .map(|k| k.as_str())

@@ -180,37 +180,3 @@ pub enum Format {
     Text,
     Json,
 }
-
-/// A Unix-millisecond time as an RFC 3339 date and time (UTC).
-pub fn date_time(ms: u64) -> String {
-    i64::try_from(ms)
-        .ok()
-        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
-        .map_or_else(|| format!("{ms} ms after 1970"), |t| format!("{t:.0}"))
-}
-
-/// `HH:MM:SS.mmm` (UTC) of a Unix-milliseconds time.
-pub fn clock(ms: u64) -> String {
-    let t = (ms / 1000) % 86_400;
-    format!(
-        "{:02}:{:02}:{:02}.{:03}",
-        t / 3600,
-        (t / 60) % 60,
-        t % 60,
-        ms % 1000
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn times_as_shown() {
-        assert_eq!(clock(1_795_318_687_500), "03:38:07.500");
-        assert_eq!(date_time(1_795_318_687_500), "2026-11-22T03:38:07Z");
-        // Beyond what a date can show: still a line, never a panic.
-        assert_eq!(date_time(u64::MAX), format!("{} ms after 1970", u64::MAX));
-        assert!(!date_time(400_000_000_000_000).is_empty());
-    }
-}

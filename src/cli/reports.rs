@@ -7,6 +7,7 @@ use std::io::{self, Write};
 
 use serde_json::Value;
 
+use crate::clock::duration;
 use crate::report::text;
 use crate::store::{LearningRow, ReportKind, ReportRow};
 
@@ -92,9 +93,9 @@ fn task(started: &ReportRow, all: &[ReportRow]) -> String {
         None => text.push_str(" (not completed)"),
         Some(c) => {
             let c = &c.data;
-            let secs = c["duration_ms"].as_u64().unwrap_or(0) as f64 / 1000.0;
+            let took = duration(c["duration_ms"].as_u64().unwrap_or(0));
             text.push_str(&format!(
-                "; {} in {secs:.1}s: {}",
+                "; {} in {took}: {}",
                 s(c, "status"),
                 s(&c["outcome"], "summary")
             ));
@@ -190,12 +191,12 @@ fn line(r: &ReportRow) -> String {
             )
         }
         ReportKind::TestHealth => format!(
-            "{}: {} passed, {} failed, {} skipped in {:.1}s",
+            "{}: {} passed, {} failed, {} skipped in {}",
             s(d, "framework"),
             d["passed"],
             d["failed"],
             d["skipped"],
-            d["duration_ms"].as_f64().unwrap_or(0.0) / 1000.0
+            duration(d["duration_ms"].as_f64().unwrap_or(0.0) as u64)
         ),
         ReportKind::TaskStarted | ReportKind::TaskCompleted => d.to_string(),
     }

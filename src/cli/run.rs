@@ -10,8 +10,8 @@ use super::GlobalArgs;
 use super::error::CliError;
 use super::load::{load_pipeline, phase_graph};
 use super::output::{Exit, Format, select_phases, stdout, write_json};
-use super::view::{View, progress_view, secs};
-use crate::clock::now_ms;
+use super::view::{View, progress_view};
+use crate::clock::{duration, now_ms};
 use crate::engine::assemble;
 use crate::engine::lifecycle;
 use crate::pipeline::graph::PhaseGraph;
@@ -292,7 +292,7 @@ fn summary(status: RunStatus, d: &RunDetail, millis: u64) -> std::io::Result<()>
     )?;
     for p in &d.phases {
         let took = match (p.started_ms, p.ended_ms) {
-            (Some(a), Some(b)) => secs(b.saturating_sub(a)),
+            (Some(a), Some(b)) => duration(b.saturating_sub(a)),
             _ => "-".into(),
         };
         let agents: Vec<String> = p
@@ -321,7 +321,7 @@ fn summary(status: RunStatus, d: &RunDetail, millis: u64) -> std::io::Result<()>
         text::line(&d.run.run_id),
         status.as_str(),
         d.phases.len(),
-        secs(millis)
+        duration(millis)
     )?;
     let mut out = stdout();
     writeln!(out, "{}", text::line(&d.run.run_id))?;

@@ -8,15 +8,10 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::output::{clock, date_time};
-use crate::clock::now_ms;
+use crate::clock::{date_time, duration, now_ms, time_of_day};
 use crate::engine::{Listener, RunEvent};
 use crate::report::{github, text};
 use crate::store::{Outcome, Record};
-
-pub(super) fn secs(ms: u64) -> String {
-    format!("{:.2}s", ms as f64 / 1000.0)
-}
 
 /// The phase an event is about and the line printed for it (`None`:
 /// nothing to print). Reasons, verdicts and warnings quote agents, so the
@@ -43,7 +38,7 @@ fn progress_line(p: &RunEvent) -> Option<(&str, String)> {
                 _ => format!(
                     "phase {phase}: {} in {}",
                     outcome.as_str(),
-                    secs(ended_ms.saturating_sub(started_ms.unwrap_or(*ended_ms)))
+                    duration(ended_ms.saturating_sub(started_ms.unwrap_or(*ended_ms)))
                 ),
             },
         ),
@@ -67,7 +62,7 @@ fn progress_line(p: &RunEvent) -> Option<(&str, String)> {
             ended_ms,
             ..
         }) => {
-            let took = secs(ended_ms.saturating_sub(*started_ms));
+            let took = duration(ended_ms.saturating_sub(*started_ms));
             let line = match reason {
                 Some(r) if *outcome != Outcome::Succeeded => {
                     format!("  {phase}/{agent}: attempt {attempt} {outcome} after {took}: {r}")
@@ -109,7 +104,7 @@ fn progress_line(p: &RunEvent) -> Option<(&str, String)> {
                 ),
                 Some(Some(lifts)) => format!(
                     "  {phase}/{agent}: rate limited until {}; retrying in {shown}",
-                    clock(*lifts)
+                    time_of_day(*lifts)
                 ),
                 Some(None) => format!("  {phase}/{agent}: rate limited; retrying in {shown}"),
                 None => format!("  {phase}/{agent}: retrying in {shown}"),
@@ -143,7 +138,7 @@ pub(super) fn progress_view(view: View) -> (Arc<dyn Listener>, Option<indicatif:
             let Some((phase, line)) = progress_line(p) else {
                 return;
             };
-            let line = format!("[{}] {line}", clock(now_ms()));
+            let line = format!("[{}] {line}", time_of_day(now_ms()));
             let mut held = held.lock().unwrap_or_else(|e| e.into_inner());
             let mut err = std::io::stderr().lock();
             match p {
@@ -168,7 +163,7 @@ pub(super) fn progress_view(view: View) -> (Arc<dyn Listener>, Option<indicatif:
     if view == View::Plain {
         let f: Arc<dyn Listener> = Arc::new(|p: &RunEvent| {
             if let Some((_, line)) = progress_line(p) {
-                let _ = writeln!(std::io::stderr(), "[{}] {line}", clock(now_ms()));
+                let _ = writeln!(std::io::stderr(), "[{}] {line}", time_of_day(now_ms()));
             }
         });
         return (f, None);

@@ -171,10 +171,7 @@ impl Spawnable for std::process::Command {
 /// does not confine.
 pub fn keep_orch_private() {
     #[cfg(target_os = "linux")]
-    // SAFETY: a plain prctl with integer arguments.
-    unsafe {
-        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-    }
+    let _ = nix::sys::prctl::set_dumpable(false);
 }
 
 /// Keep the descriptors orch inherited (beyond standard input, output and

@@ -118,10 +118,7 @@ fn serve(incoming: Receiver<Job>) {
 /// this thread and every thread and process it starts afterwards.
 fn enter(program: &seccompiler::BpfProgram) -> io::Result<()> {
     super::landlock::drop_capabilities()?;
-    // SAFETY: a plain system call with integer arguments.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    nix::sys::prctl::set_no_new_privs()?;
     // This thread only (not all of orch's).
     seccompiler::apply_filter(program).map_err(io::Error::other)
 }
@@ -130,9 +127,8 @@ fn enter(program: &seccompiler::BpfProgram) -> io::Result<()> {
 /// each starting thread before it starts anything): `no_new_privs` and a
 /// system-call filter.
 pub fn holds_the_filter() -> bool {
-    // SAFETY: prctl queries with integer arguments.
-    unsafe {
-        libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1
-            && libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) == 2
-    }
+    nix::sys::prctl::get_no_new_privs() == Ok(true)
+        // SAFETY: a prctl query with integer arguments (nix has no
+        // wrapper for PR_GET_SECCOMP).
+        && unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) } == 2
 }

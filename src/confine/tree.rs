@@ -247,8 +247,8 @@ fn remove_stale(parent: &Path) {
         else {
             continue;
         };
-        // SAFETY: signal 0 only asks whether the process exists.
-        if pid <= 0 || unsafe { libc::kill(pid, 0) } == 0 {
+        // Signal 0 only asks whether the process exists.
+        if pid <= 0 || nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok() {
             continue;
         }
         if let Ok(attempts) = std::fs::read_dir(e.path()) {
@@ -328,10 +328,10 @@ impl Cgroup {
                     .split_whitespace()
                     .filter_map(|p| p.parse::<i32>().ok())
                 {
-                    // SAFETY: kill with integer arguments.
-                    unsafe {
-                        libc::kill(pid, libc::SIGKILL);
-                    }
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
                 }
             }
             std::thread::sleep(Duration::from_millis(2));
@@ -444,10 +444,10 @@ mod tests {
             let _ = c.kill();
             let _ = c.wait();
         }
-        // SAFETY: kill with integer arguments touches no memory.
-        unsafe {
-            libc::kill(child, libc::SIGKILL);
-        }
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child),
+            nix::sys::signal::Signal::SIGKILL,
+        );
         // The leader is reaped: its number may be another process's now,
         // and nothing is held by it.
         assert!(!tree.holds(leader.id() as i32));

@@ -36,8 +36,7 @@ const SWEEP_LIMIT: Duration = Duration::from_secs(30);
 pub fn adopt_orphans() -> bool {
     #[cfg(target_os = "linux")]
     {
-        // SAFETY: a plain prctl with integer arguments.
-        let ok = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } == 0;
+        let ok = nix::sys::prctl::set_child_subreaper(true).is_ok();
         ADOPTING.store(ok, Ordering::SeqCst);
         ok
     }
@@ -72,12 +71,11 @@ pub fn sweep() -> usize {
             break;
         }
         for pid in orphans {
-            // SAFETY: signalling and waiting for a child of this process
-            // (it cannot be reused before it is waited for, here).
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-                libc::waitpid(pid, std::ptr::null_mut(), 0);
-            }
+            // A child of this process: its number cannot be reused before
+            // it is waited for, here.
+            let pid = nix::unistd::Pid::from_raw(pid);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            let _ = nix::sys::wait::waitpid(pid, None);
             killed += 1;
         }
     }

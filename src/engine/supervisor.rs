@@ -752,8 +752,12 @@ mod tests {
             .trim()
             .parse()
             .unwrap();
-        // SAFETY: the test's own leftover, which orch could not reach.
-        let alive = unsafe { libc::kill(held, libc::SIGKILL) } == 0;
+        // The test's own leftover, which orch could not reach.
+        let alive = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(held),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .is_ok();
         let r = r.expect("the attempt ended");
         assert!(alive, "the holder was out of reach, as the test means");
         assert_eq!(r.outcome, Outcome::Succeeded, "{:?}", r.reason);

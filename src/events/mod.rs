@@ -8,8 +8,9 @@ use serde::Serialize;
 pub mod rate_limit;
 
 /// One thing that happened in an agent attempt.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, strum::IntoStaticStr)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Event {
     /// The CLI started a session; `tools` are the tool names it reports
     /// offering the model (when it says).
@@ -88,17 +89,7 @@ impl Event {
 
     /// The event's kind as stored (`session_start`, `tool_call`, ...).
     pub fn kind(&self) -> &'static str {
-        match self {
-            Event::SessionStart { .. } => "session_start",
-            Event::AssistantText { .. } => "assistant_text",
-            Event::ToolCall { .. } => "tool_call",
-            Event::ToolResult { .. } => "tool_result",
-            Event::PermissionDenied { .. } => "permission_denied",
-            Event::Usage { .. } => "usage",
-            Event::TurnEnd => "turn_end",
-            Event::Result { .. } => "result",
-            Event::Error { .. } => "error",
-        }
+        self.into()
     }
 }
 

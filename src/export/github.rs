@@ -7,9 +7,9 @@
 //! credentials; no `${{ }}` inside a script (values reach scripts through
 //! `env`); each secret only in the step of the jobs whose agents read it.
 
-use serde_yaml_ng::{Mapping, Value};
-
-use super::steps::{header, map, restore_script, s, save_script};
+use super::steps::{
+    Value, boolean, empty, header, map, number, restore_script, s, save_script, seq, to_yaml,
+};
 use super::{ARTIFACT_PREFIX, Job, Options, SUMMARY_JOB};
 
 /// Pinned actions: (name, full commit SHA, version).
@@ -31,21 +31,12 @@ const DOWNLOAD: (&str, &str, &str) = (
 const PINS: &[(&str, &str, &str)] = &[CHECKOUT, UPLOAD, DOWNLOAD];
 
 /// What starts the workflow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum Trigger {
     WorkflowDispatch,
     PullRequest,
     Push,
-}
-
-impl Trigger {
-    fn key(self) -> &'static str {
-        match self {
-            Trigger::WorkflowDispatch => "workflow_dispatch",
-            Trigger::PullRequest => "pull_request",
-            Trigger::Push => "push",
-        }
-    }
 }
 
 fn uses(pin: (&str, &str, &str)) -> Value {
@@ -54,26 +45,22 @@ fn uses(pin: (&str, &str, &str)) -> Value {
 
 /// The workflow as YAML.
 pub fn render(opts: &Options, jobs: &[Job], name: &str, on: &[Trigger]) -> String {
-    let mut triggers = Mapping::new();
-    for t in on {
-        triggers.insert(s(t.key()), Value::Mapping(Mapping::new()));
-    }
-    let mut all = Mapping::new();
-    for job in jobs {
-        all.insert(s(&job.id), phase_job(opts, job));
-    }
-    all.insert(s(SUMMARY_JOB), summary_job(opts, jobs));
+    let triggers = map(on.iter().map(|&t| (t.into(), empty())));
+    let all = map(jobs
+        .iter()
+        .map(|job| (job.id.as_str(), phase_job(opts, job)))
+        .chain([(SUMMARY_JOB, summary_job(opts, jobs))]));
     let workflow = map(vec![
         ("name", s(&format!("orch {name}"))),
-        ("on", Value::Mapping(triggers)),
-        ("permissions", Value::Mapping(Mapping::new())),
+        ("on", triggers),
+        ("permissions", empty()),
         (
             // One run of the workflow per ref at a time; none is cancelled
             // (an agent stopped halfway leaves half its work).
             "concurrency",
             map(vec![
                 ("group", s("orch-${{ github.workflow }}-${{ github.ref }}")),
-                ("cancel-in-progress", Value::Bool(false)),
+                ("cancel-in-progress", boolean(false)),
             ]),
         ),
         (
@@ -84,9 +71,9 @@ pub fn render(opts: &Options, jobs: &[Job], name: &str, on: &[Trigger]) -> Strin
                 ("ORCH_PIPELINE", s(&opts.file)),
             ]),
         ),
-        ("jobs", Value::Mapping(all)),
+        ("jobs", all),
     ]);
-    let yaml = serde_yaml_ng::to_string(&workflow).unwrap_or_default();
+    let yaml = to_yaml(&workflow);
     // Each pinned action gets its version beside it.
     let body: String = yaml
         .lines()
@@ -115,10 +102,7 @@ fn checkout() -> Value {
     map(vec![
         ("name", s("Check out")),
         ("uses", uses(CHECKOUT)),
-        (
-            "with",
-            map(vec![("persist-credentials", Value::Bool(false))]),
-        ),
+        ("with", map(vec![("persist-credentials", boolean(false))])),
     ])
 }
 
@@ -202,26 +186,23 @@ fn phase_job(opts: &Options, job: &Job) -> Value {
     ]));
     let mut entries = vec![("name", s(&job.phase))];
     if !job.needs.is_empty() {
-        entries.push((
-            "needs",
-            Value::Sequence(job.needs.iter().map(|n| s(n)).collect()),
-        ));
+        entries.push(("needs", seq(job.needs.iter().map(|n| s(n)))));
     }
     entries.push(("runs-on", s("ubuntu-latest")));
     entries.push(("permissions", map(vec![("contents", s("read"))])));
     if let Some(t) = job.timeout_minutes {
-        entries.push(("timeout-minutes", Value::Number(t.into())));
+        entries.push(("timeout-minutes", number(t)));
     }
     if job.optional {
         // Its failure lets the jobs after it run, as in `orch run`; the
         // real outcome is its `outcome` output.
-        entries.push(("continue-on-error", Value::Bool(true)));
+        entries.push(("continue-on-error", boolean(true)));
     }
     entries.push((
         "outputs",
         map(vec![("outcome", s("${{ steps.run.outputs.outcome }}"))]),
     ));
-    entries.push(("steps", Value::Sequence(steps)));
+    entries.push(("steps", seq(steps)));
     map(entries)
 }
 
@@ -280,22 +261,16 @@ fn summary_job(opts: &Options, jobs: &[Job]) -> Value {
     checks.push_str("exit \"$failed\"\n");
     steps.push(map(vec![
         ("name", s("Fail if a required phase did not succeed")),
-        (
-            "env",
-            Value::Mapping(env.iter().map(|(k, v)| (s(k), s(v))).collect()),
-        ),
+        ("env", map(env.iter().map(|(k, v)| (k.as_str(), s(v))))),
         ("run", s(&checks)),
     ]));
     map(vec![
         ("name", s("summary")),
-        (
-            "needs",
-            Value::Sequence(jobs.iter().map(|j| s(&j.id)).collect()),
-        ),
+        ("needs", seq(jobs.iter().map(|j| s(&j.id)))),
         ("if", s("always()")),
         ("runs-on", s("ubuntu-latest")),
         ("permissions", map(vec![("contents", s("read"))])),
-        ("timeout-minutes", Value::Number(30.into())),
-        ("steps", Value::Sequence(steps)),
+        ("timeout-minutes", number(30)),
+        ("steps", seq(steps)),
     ])
 }

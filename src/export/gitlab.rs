@@ -5,9 +5,7 @@
 //! restored from upstream beside its own: every ancestor's work reaches
 //! every descendant through direct `needs` alone.
 
-use serde_yaml_ng::{Mapping, Value};
-
-use super::steps::{header, map, restore_script, s, save_script};
+use super::steps::{Value, boolean, header, map, restore_script, s, save_script, seq, to_yaml};
 use super::{Job, Options, SUMMARY_JOB};
 
 /// Where a job keeps its own files: outside the project (GitLab keeps
@@ -25,7 +23,7 @@ const TAKE_INBOX: &str = "rm -rf \"$RUNNER_TEMP/inbox\"\nif [ -d \"$CI_PROJECT_D
 const PUT_BACK: &str = "rm -rf \"$CI_PROJECT_DIR/.orch-ci\"\nmkdir -p \"$CI_PROJECT_DIR/.orch-ci/out\"\nif [ -d \"$RUNNER_TEMP/inbox\" ]; then cp -R \"$RUNNER_TEMP/inbox/.\" \"$CI_PROJECT_DIR/.orch-ci/out/\"; fi\n";
 
 fn lines(script: &str) -> Value {
-    Value::Sequence(vec![s(script)])
+    seq(vec![s(script)])
 }
 
 /// The setup every job runs: orch, and Node.js for agent CLIs.
@@ -49,19 +47,17 @@ fn before(opts: &Options, clis: &[String]) -> Value {
 }
 
 pub fn render(opts: &Options, jobs: &[Job], name: &str) -> String {
-    let mut root = Mapping::new();
-    root.insert(
-        s("workflow"),
-        map(vec![("name", s(&format!("orch {name}")))]),
-    );
-    root.insert(
-        s("variables"),
-        map(vec![
-            ("ORCH_RUN_ID", s("gl-$CI_PIPELINE_ID")),
-            ("ORCH_PIPELINE", s(&opts.file)),
-        ]),
-    );
-    root.insert(s("default"), map(vec![("image", s("rust:1-bookworm"))]));
+    let mut root = vec![
+        ("workflow", map(vec![("name", s(&format!("orch {name}")))])),
+        (
+            "variables",
+            map(vec![
+                ("ORCH_RUN_ID", s("gl-$CI_PIPELINE_ID")),
+                ("ORCH_PIPELINE", s(&opts.file)),
+            ]),
+        ),
+        ("default", map(vec![("image", s("rust:1-bookworm"))])),
+    ];
     for job in jobs {
         // What the job makes lands in .orch-ci inside the project: GitLab
         // only keeps artifacts from there.
@@ -74,15 +70,12 @@ pub fn render(opts: &Options, jobs: &[Job], name: &str) -> String {
             "orch --state-dir \"$RUNNER_TEMP/orch-state\" run \"$ORCH_PIPELINE\" --phase \"$ORCH_PHASE\" --run-id \"$ORCH_RUN_ID\" --junit \"$RUNNER_TEMP/junit.xml\"\n",
         );
         let mut entries = vec![("stage", s("test"))];
-        entries.push((
-            "needs",
-            Value::Sequence(job.needs.iter().map(|n| s(n)).collect()),
-        ));
+        entries.push(("needs", seq(job.needs.iter().map(|n| s(n)))));
         if let Some(t) = job.timeout_minutes {
             entries.push(("timeout", s(&format!("{t} minutes"))));
         }
         if job.optional {
-            entries.push(("allow_failure", Value::Bool(true)));
+            entries.push(("allow_failure", boolean(true)));
         }
         entries.push(("variables", map(vec![("ORCH_PHASE", s(&job.phase))])));
         entries.push(("before_script", before(opts, &job.clis)));
@@ -99,24 +92,22 @@ pub fn render(opts: &Options, jobs: &[Job], name: &str) -> String {
             map(vec![
                 ("when", s("always")),
                 ("expire_in", s("1 week")),
-                ("paths", Value::Sequence(vec![s(".orch-ci/out/")])),
+                ("paths", seq(vec![s(".orch-ci/out/")])),
                 ("reports", map(vec![("junit", s(".orch-ci/junit.xml"))])),
             ]),
         ));
-        root.insert(s(&job.id), map(entries));
+        root.push((&job.id, map(entries)));
     }
     let summary_script = "set -eu\norch --state-dir \"$RUNNER_TEMP/orch-state\" state import --pipeline \"$ORCH_PIPELINE\" \"$CI_PROJECT_DIR\"/.orch-ci/out/*/state.db\norch --state-dir \"$RUNNER_TEMP/orch-state\" runs show \"$ORCH_RUN_ID\" --junit \"$CI_PROJECT_DIR/.orch-ci/summary-junit.xml\" --markdown\norch --state-dir \"$RUNNER_TEMP/orch-state\" state export --run \"$ORCH_RUN_ID\" -o \"$CI_PROJECT_DIR/.orch-ci/state.db\"\norch --state-dir \"$RUNNER_TEMP/orch-state\" runs show \"$ORCH_RUN_ID\" --exit-status > /dev/null\n";
-    root.insert(
-        s(SUMMARY_JOB),
+    root.push((
+        SUMMARY_JOB,
         map(vec![
             ("stage", s("test")),
             (
                 "needs",
-                Value::Sequence(
-                    jobs.iter()
-                        .map(|j| map(vec![("job", s(&j.id)), ("artifacts", Value::Bool(true))]))
-                        .collect(),
-                ),
+                seq(jobs
+                    .iter()
+                    .map(|j| map(vec![("job", s(&j.id)), ("artifacts", boolean(true))]))),
             ),
             ("when", s("always")),
             ("timeout", s("30 minutes")),
@@ -126,7 +117,7 @@ pub fn render(opts: &Options, jobs: &[Job], name: &str) -> String {
                 "artifacts",
                 map(vec![
                     ("when", s("always")),
-                    ("paths", Value::Sequence(vec![s(".orch-ci/state.db")])),
+                    ("paths", seq(vec![s(".orch-ci/state.db")])),
                     (
                         "reports",
                         map(vec![("junit", s(".orch-ci/summary-junit.xml"))]),
@@ -134,8 +125,8 @@ pub fn render(opts: &Options, jobs: &[Job], name: &str) -> String {
                 ]),
             ),
         ]),
-    );
-    let yaml = serde_yaml_ng::to_string(&Value::Mapping(root)).unwrap_or_default();
+    ));
+    let yaml = to_yaml(&map(root));
     format!(
         "{}\n{yaml}",
         header(

@@ -251,7 +251,7 @@ pub fn jobs(pipeline: &Pipeline, graph: &PhaseGraph) -> Vec<Job> {
     let mut jobs = Vec::new();
     for &i in &order {
         let phase = &pipeline.phases[i];
-        let ancestors: BTreeSet<usize> = ancestors(graph, i);
+        let ancestors: BTreeSet<usize> = graph.ancestors(i).into_iter().collect();
         let upstream = order
             .iter()
             .filter(|j| ancestors.contains(j))
@@ -360,17 +360,6 @@ fn template_names(v: &str) -> Vec<String> {
     crate::agents::env::referenced(&crate::agents::invocation::EnvValue::Template(
         v.to_string(),
     ))
-}
-
-fn ancestors(graph: &PhaseGraph, i: usize) -> BTreeSet<usize> {
-    let mut seen = BTreeSet::new();
-    let mut todo = graph.dependencies(i);
-    while let Some(d) = todo.pop() {
-        if seen.insert(d) {
-            todo.extend(graph.dependencies(d));
-        }
-    }
-    seen
 }
 
 /// The most a phase can take: every attempt of every agent at its timeout

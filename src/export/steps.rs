@@ -2,20 +2,100 @@
 //! header comment, and the shell scripts that restore upstream work before
 //! a phase and save the phase's own after it.
 
-use serde_yaml_ng::{Mapping, Value};
+use saphyr::{Mapping, Scalar, ScalarStyle, Yaml, YamlEmitter};
 
 use super::{Job, Options};
 
+/// A node of an exported file, written with saphyr's emitter (the same
+/// YAML stack that reads profiles' front matter).
+pub(super) type Value = Yaml<'static>;
+
+/// A string, read back as that string by YAML 1.2 readers (GitHub's,
+/// actionlint's) and YAML 1.1 ones (GitLab's Psych) alike. saphyr quotes
+/// what YAML 1.2 would read otherwise and writes multi-line text as
+/// literal blocks; two cases are taken from it here:
+///
+/// - a character a YAML 1.1 reader refuses or reads as a line break (a
+///   control character but `\n` and `\t`, NEL, the line and paragraph
+///   separators, a BOM), which saphyr would leave in a plain scalar or a
+///   literal block: the string is written double-quoted with `\u`
+///   escapes;
+/// - a plain word YAML 1.1 resolves to something else (`y`, `n`, `1_000`,
+///   `2024-01-31`, `0b1`), which saphyr leaves plain: single-quoted.
 pub(super) fn s(v: &str) -> Value {
-    Value::String(v.to_string())
+    if v.chars().any(yaml11_unsafe) {
+        let mut escaped = String::with_capacity(v.len());
+        for c in v.chars() {
+            match c {
+                '"' => escaped.push_str("\\\""),
+                '\\' => escaped.push_str("\\\\"),
+                '\n' => escaped.push_str("\\n"),
+                c if yaml11_unsafe(c) => escaped.push_str(&format!("\\u{:04x}", u32::from(c))),
+                c => escaped.push(c),
+            }
+        }
+        Yaml::Representation(escaped.into(), ScalarStyle::DoubleQuoted, None)
+    } else if yaml11_non_string(v) {
+        // Such a word holds no quote to double.
+        Yaml::Representation(v.to_string().into(), ScalarStyle::SingleQuoted, None)
+    } else {
+        Yaml::Value(Scalar::String(v.to_string().into()))
+    }
 }
 
-pub(super) fn map(entries: Vec<(&str, Value)>) -> Value {
-    let mut m = Mapping::new();
-    for (k, v) in entries {
-        m.insert(s(k), v);
+/// A character a YAML 1.1 reader refuses or takes as a line break.
+fn yaml11_unsafe(c: char) -> bool {
+    (c.is_control() && !matches!(c, '\n' | '\t'))
+        || matches!(
+            c,
+            '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}'
+        )
+}
+
+/// A word a YAML 1.1 reader may resolve to a boolean, a number or a date
+/// (saphyr quotes YAML 1.2's, and the 1.1 booleans but `y` and `n`): any
+/// word of digits, letters, `_`, `.`, `:`, `+` and `-` that starts with a
+/// digit or a sign is quoted, which is more than needed and never wrong.
+fn yaml11_non_string(v: &str) -> bool {
+    matches!(v, "y" | "Y" | "n" | "N")
+        || (v.starts_with(|c: char| c.is_ascii_digit() || c == '+' || c == '-')
+            && v.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '+' | '-')))
+}
+
+pub(super) fn map<'a>(entries: impl IntoIterator<Item = (&'a str, Value)>) -> Value {
+    Yaml::Mapping(entries.into_iter().map(|(k, v)| (s(k), v)).collect())
+}
+
+pub(super) fn seq(items: impl IntoIterator<Item = Value>) -> Value {
+    Yaml::Sequence(items.into_iter().collect())
+}
+
+pub(super) fn boolean(b: bool) -> Value {
+    Yaml::Value(Scalar::Boolean(b))
+}
+
+pub(super) fn number(n: u64) -> Value {
+    Yaml::Value(Scalar::Integer(i64::try_from(n).unwrap_or(i64::MAX)))
+}
+
+pub(super) fn empty() -> Value {
+    Yaml::Mapping(Mapping::new())
+}
+
+/// The document as YAML text, multi-line strings as literal blocks, with
+/// no `---` before it and a line break after it.
+pub(super) fn to_yaml(doc: &Value) -> String {
+    let mut out = String::new();
+    let mut emitter = YamlEmitter::new(&mut out);
+    emitter.multiline(true);
+    // Writing to a String cannot fail.
+    emitter.dump(doc).expect("a String takes any YAML");
+    let mut yaml = out.strip_prefix("---\n").map(str::to_string).unwrap_or(out);
+    if !yaml.ends_with('\n') {
+        yaml.push('\n');
     }
-    Value::Mapping(m)
+    yaml
 }
 
 /// A word for a POSIX shell, in single quotes.
@@ -283,4 +363,155 @@ pub(super) fn header(opts: &Options, jobs: &[Job], check: &str, secret_hint: &st
         }
     }
     h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use saphyr::LoadableYamlNode;
+
+    /// `value` under `key` in a mapping, written and read back by saphyr.
+    fn round_trip(key: &str, value: &str) -> (String, String) {
+        let text = to_yaml(&map(vec![(key, s(value)), ("after", s("x"))]));
+        let docs = Yaml::load_from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        let (k, v) = docs[0].as_mapping().unwrap().iter().next().unwrap();
+        assert_eq!(docs[0]["after"].as_str(), Some("x"), "{text}");
+        (
+            k.as_str().unwrap_or_else(|| panic!("{text}")).to_string(),
+            v.as_str().unwrap_or_else(|| panic!("{text}")).to_string(),
+        )
+    }
+
+    #[test]
+    fn hostile_strings_read_back_as_written() {
+        for v in [
+            "${{ secrets.X }}",
+            "a-${{ github.run_id }}",
+            "key: value",
+            "a:b",
+            "#comment",
+            "a # comment",
+            "*alias",
+            "&anchor",
+            "!tag",
+            "- item",
+            "? key",
+            "|",
+            ">",
+            "%directive",
+            "@at",
+            "`tick`",
+            "{a: b}",
+            "[a, b]",
+            "'single'",
+            "\"double\"",
+            "back\\slash",
+            " lead",
+            "trail ",
+            "",
+            "~",
+            "null",
+            "true",
+            "on",
+            "no",
+            "y",
+            "N",
+            "1",
+            "08",
+            "0x1f",
+            "0o17",
+            "0b101",
+            "1e3",
+            "1_000",
+            "1:20",
+            "2014-12-31",
+            "+1",
+            ".inf",
+            ".nan",
+            "---",
+            "...",
+            "line\nbreak",
+            "line\nbreak\n",
+            "two\n\n",
+            "\n lead",
+            "  indented\nscript\n",
+            "a\n---\nb\n",
+            "a\n...\nb",
+            "tab\there",
+            "cr\rhere",
+            "nel\u{85}here",
+            "ls\u{2028}here",
+            "ps\u{2029}here",
+            "bom\u{feff}here",
+            "c1\u{80}here",
+            "esc\u{1b}[31m",
+            "nul\0here",
+            "script\nwith nel\u{85}\n",
+            "é ünïcode ✓",
+        ] {
+            assert_eq!(round_trip("k", v), ("k".into(), v.into()), "{v:?}");
+            assert_eq!(round_trip(v, "v"), (v.into(), "v".into()), "{v:?}");
+        }
+    }
+
+    #[test]
+    fn nothing_a_yaml_1_1_reader_would_take_otherwise_is_left_plain() {
+        for v in [
+            "y",
+            "Y",
+            "n",
+            "N",
+            "yes",
+            "No",
+            "on",
+            "OFF",
+            "1_000",
+            "0b101",
+            "2014-12-31",
+            "1:20",
+            "08",
+            "+1",
+            "~",
+            "null",
+            "",
+        ] {
+            let text = to_yaml(&map(vec![("k", s(v))]));
+            assert!(
+                text.starts_with("k: '") || text.starts_with("k: \""),
+                "{v:?}: {text}"
+            );
+        }
+        for v in [
+            "nel\u{85}",
+            "ls\u{2028}",
+            "ps\u{2029}",
+            "c1\u{80}",
+            "a\nnel\u{85}\n",
+        ] {
+            let text = to_yaml(&map(vec![("k", s(v))]));
+            assert!(text.is_ascii(), "{v:?}: {text}");
+        }
+        // What is plain stays readable.
+        assert_eq!(
+            to_yaml(&map(vec![("k", s("ubuntu-latest"))])),
+            "k: ubuntu-latest\n"
+        );
+        assert_eq!(
+            to_yaml(&map(vec![("k", s("set -eu\necho hi\n"))])),
+            "k: |\n  set -eu\n  echo hi\n"
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn any_string_reads_back_as_written(k in "(?s).*", v in "(?s).*") {
+            prop_assert_eq!(round_trip(&k, &v), (k.clone(), v.clone()));
+        }
+
+        #[test]
+        fn any_script_reads_back_as_written(v in "[ -~\t\n]*") {
+            prop_assert_eq!(round_trip("run", &v), ("run".into(), v.clone()));
+        }
+    }
 }

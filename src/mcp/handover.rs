@@ -99,12 +99,8 @@ pub fn recv(fd: RawFd) -> io::Result<Option<(u8, Vec<OwnedFd>)>> {
 
 /// Make `fd` non-blocking, for the runtime.
 pub fn nonblocking(fd: &OwnedFd) -> io::Result<()> {
-    // SAFETY: fcntl on a descriptor this process owns.
-    unsafe {
-        let fl = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
-        if fl < 0 || libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    let flags = OFlag::from_bits_retain(fcntl(fd, FcntlArg::F_GETFL)?);
+    fcntl(fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
     Ok(())
 }

@@ -349,7 +349,7 @@ async fn take_over(stream: UnixStream) -> io::Result<Conn> {
 async fn admit(stream: &UnixStream, shared: &Shared) -> Option<Option<PathBuf>> {
     let peer = Peer::of(stream).ok()?;
     // SAFETY: geteuid has no arguments.
-    if peer.uid != unsafe { libc::geteuid() } {
+    if peer.uid != nix::unistd::geteuid().as_raw() {
         return None;
     }
     let waited = tokio::time::Instant::now();

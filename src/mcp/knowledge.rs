@@ -45,8 +45,9 @@ pub struct AddFinding {
     pub files: Option<Vec<String>>,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum LearningType {
     Convention,
     Gotcha,
@@ -55,11 +56,7 @@ pub enum LearningType {
 
 impl LearningType {
     fn as_str(self) -> &'static str {
-        match self {
-            LearningType::Convention => "convention",
-            LearningType::Gotcha => "gotcha",
-            LearningType::Pattern => "pattern",
-        }
+        self.into()
     }
 }
 
@@ -117,8 +114,9 @@ pub struct TestHealth {
     pub duration_ms: i64,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum MemoryScope {
     Project,
     Global,
@@ -342,10 +340,7 @@ impl OrchServer {
                     "`content` has {n} characters, more than the {MAX_MEMORY} a memory file may have"
                 ));
             }
-            let scope = match a.scope {
-                MemoryScope::Project => "project",
-                MemoryScope::Global => "global",
-            };
+            let scope: &str = a.scope.into();
             // Beneath the state directory, no link followed (a `memory`
             // link in a state directory that holds one must not take the
             // write elsewhere); atomic: a reader sees the old file or the

@@ -85,8 +85,8 @@ impl Peer {
                 let n = unsafe { libc::poll(&mut p, 1, 0) };
                 n == 0
             }
-            // SAFETY: signal 0 only checks the process exists.
-            None => (unsafe { libc::kill(self.pid, 0) }) == 0,
+            // Signal 0 only checks the process exists.
+            None => nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid), None).is_ok(),
         }
     }
 }
@@ -120,7 +120,7 @@ mod tests {
         let peer = Peer::of(&conn).unwrap();
         assert_eq!(peer.pid, child.id() as i32);
         // SAFETY: geteuid has no arguments.
-        assert_eq!(peer.uid, unsafe { libc::geteuid() });
+        assert_eq!(peer.uid, nix::unistd::geteuid().as_raw());
         assert!(peer.alive());
         child.kill().unwrap();
         child.wait().unwrap();

@@ -2,15 +2,30 @@
 //! orch knows of each CLI (its flags, environment, credentials) lives with
 //! its adapter in `agents`.
 
-use std::fmt;
-
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use strum::{VariantArray, VariantNames};
 
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+    strum::VariantNames,
 )]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum AgentKind {
     Claude,
     Codex,
@@ -21,32 +36,18 @@ pub enum AgentKind {
 }
 
 impl AgentKind {
-    pub const ALL: [AgentKind; 6] = [
-        AgentKind::Claude,
-        AgentKind::Codex,
-        AgentKind::Gemini,
-        AgentKind::Opencode,
-        AgentKind::Copilot,
-        AgentKind::Command,
-    ];
+    /// Every kind, in declaration order.
+    pub const ALL: &'static [Self] = <Self as VariantArray>::VARIANTS;
 
-    pub const NAMES: &'static [&'static str] = &[
-        "claude", "codex", "gemini", "opencode", "copilot", "command",
-    ];
+    /// Their names, as a pipeline file spells them.
+    pub const NAMES: &'static [&'static str] = <Self as VariantNames>::VARIANTS;
 
     pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.as_str() == s)
+        s.parse().ok()
     }
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            AgentKind::Claude => "claude",
-            AgentKind::Codex => "codex",
-            AgentKind::Gemini => "gemini",
-            AgentKind::Opencode => "opencode",
-            AgentKind::Copilot => "copilot",
-            AgentKind::Command => "command",
-        }
+        self.into()
     }
 
     /// A kind usable by name in `agents = [...]` without an `[agents.X]` table.
@@ -57,11 +58,5 @@ impl AgentKind {
     /// Whether this kind is an LLM agent (it needs a prompt and gets tools).
     pub fn is_llm(self) -> bool {
         self != AgentKind::Command
-    }
-}
-
-impl fmt::Display for AgentKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }

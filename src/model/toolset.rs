@@ -10,14 +10,30 @@ use std::fmt;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use strum::VariantNames;
 
 use super::source::Location;
 
 /// A phase's mode.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantNames,
 )]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum Mode {
     Plan,
     Fix,
@@ -26,39 +42,37 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub const NAMES: &'static [&'static str] = &["plan", "fix", "audit", "review"];
+    pub const NAMES: &'static [&'static str] = <Self as VariantNames>::VARIANTS;
 
     pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "plan" => Mode::Plan,
-            "fix" => Mode::Fix,
-            "audit" => Mode::Audit,
-            "review" => Mode::Review,
-            _ => return None,
-        })
+        s.parse().ok()
     }
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Plan => "plan",
-            Mode::Fix => "fix",
-            Mode::Audit => "audit",
-            Mode::Review => "review",
-        }
-    }
-}
-
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 
 /// How far an agent may reach outside reading.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantNames,
 )]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum Permission {
     ReadOnly,
     WorkspaceWrite,
@@ -66,29 +80,14 @@ pub enum Permission {
 }
 
 impl Permission {
-    pub const NAMES: &'static [&'static str] = &["read-only", "workspace-write", "full-access"];
+    pub const NAMES: &'static [&'static str] = <Self as VariantNames>::VARIANTS;
 
     pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "read-only" => Permission::ReadOnly,
-            "workspace-write" => Permission::WorkspaceWrite,
-            "full-access" => Permission::FullAccess,
-            _ => return None,
-        })
+        s.parse().ok()
     }
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Permission::ReadOnly => "read-only",
-            Permission::WorkspaceWrite => "workspace-write",
-            Permission::FullAccess => "full-access",
-        }
-    }
-}
-
-impl fmt::Display for Permission {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 
@@ -332,8 +331,9 @@ impl ToolSetLayer {
 }
 
 /// The resolution layers, highest priority first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr, strum::Display)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Layer {
     AgentTools,
     Tools,
@@ -344,19 +344,7 @@ pub enum Layer {
 
 impl Layer {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Layer::AgentTools => "agent_tools",
-            Layer::Tools => "tools",
-            Layer::Profile => "profile",
-            Layer::Mode => "mode",
-            Layer::Default => "default",
-        }
-    }
-}
-
-impl fmt::Display for Layer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 
@@ -455,6 +443,57 @@ pub fn resolve(layers: Layers<'_>, mode: Mode) -> Resolved {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The names pipeline files, `orch explain` and JSON output use, the
+    /// same for strum (parse, display) and serde.
+    #[test]
+    fn every_name_is_spelt_one_way() {
+        use crate::model::AgentKind;
+        assert_eq!(Mode::NAMES, ["plan", "fix", "audit", "review"]);
+        assert_eq!(
+            Permission::NAMES,
+            ["read-only", "workspace-write", "full-access"]
+        );
+        assert_eq!(
+            AgentKind::NAMES,
+            [
+                "claude", "codex", "gemini", "opencode", "copilot", "command"
+            ]
+        );
+        for (i, k) in AgentKind::ALL.iter().enumerate() {
+            assert_eq!(k.as_str(), AgentKind::NAMES[i]);
+            assert_eq!(k.to_string(), k.as_str());
+            assert_eq!(AgentKind::parse(k.as_str()), Some(*k));
+            assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
+        }
+        for m in [Mode::Plan, Mode::Fix, Mode::Audit, Mode::Review] {
+            assert_eq!(Mode::parse(m.as_str()), Some(m));
+            assert_eq!(m.to_string(), m.as_str());
+            assert_eq!(serde_json::to_value(m).unwrap(), m.as_str());
+        }
+        for p in [
+            Permission::ReadOnly,
+            Permission::WorkspaceWrite,
+            Permission::FullAccess,
+        ] {
+            assert_eq!(Permission::parse(p.as_str()), Some(p));
+            assert_eq!(p.to_string(), p.as_str());
+            assert_eq!(serde_json::to_value(p).unwrap(), p.as_str());
+        }
+        for l in [
+            Layer::AgentTools,
+            Layer::Tools,
+            Layer::Profile,
+            Layer::Mode,
+            Layer::Default,
+        ] {
+            assert_eq!(serde_json::to_value(l).unwrap(), l.as_str());
+            assert_eq!(l.to_string(), l.as_str());
+        }
+        assert_eq!(Layer::AgentTools.as_str(), "agent_tools");
+        assert_eq!(Mode::parse("Plan"), None, "names are case-sensitive");
+        assert_eq!(AgentKind::parse("Claude"), None);
+    }
 
     fn at(line: usize) -> Location {
         Location {

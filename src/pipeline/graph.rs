@@ -9,6 +9,7 @@ use std::collections::{HashMap, VecDeque};
 use petgraph::Direction;
 use petgraph::algo::kosaraju_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::visit::{Bfs, IntoNeighbors, Reversed, VisitMap, Visitable};
 
 use super::Pipeline;
 
@@ -24,10 +25,16 @@ pub struct PhaseGraph {
 /// A cycle as phase indices, first phase repeated at the end.
 pub type Cycle = Vec<usize>;
 
-impl PhaseGraph {
-    /// Build the graph; on cycles, every cycle (one per strongly connected
-    /// component) as a path.
-    pub fn build(pipeline: &Pipeline) -> Result<Self, Vec<Cycle>> {
+/// The phases' dependency edges as the file declares them, cycles and
+/// all (an unknown name or a phase naming itself is no edge): what every
+/// walk along `depends_on` reads, on a pipeline that may not be valid yet.
+/// Node `i` is `pipeline.phases[i]`; edges go from a dependency to its
+/// dependent.
+#[derive(Debug, Clone)]
+pub struct Dependencies(DiGraph<(), ()>);
+
+impl Dependencies {
+    pub fn of(pipeline: &Pipeline) -> Self {
         let n = pipeline.phases.len();
         let index: HashMap<&str, usize> = pipeline
             .phases
@@ -48,7 +55,21 @@ impl PhaseGraph {
                 }
             }
         }
-        Self::from_graph(graph)
+        Dependencies(graph)
+    }
+
+    /// Every phase `phase` depends on, directly or not, in declaration
+    /// order (`phase` itself only when it is on a cycle).
+    pub fn ancestors(&self, phase: usize) -> Vec<usize> {
+        ancestors(&self.0, phase)
+    }
+}
+
+impl PhaseGraph {
+    /// Build the graph; on cycles, every cycle (one per strongly connected
+    /// component) as a path.
+    pub fn build(pipeline: &Pipeline) -> Result<Self, Vec<Cycle>> {
+        Self::from_graph(Dependencies::of(pipeline).0)
     }
 
     fn from_graph(graph: DiGraph<(), ()>) -> Result<Self, Vec<Cycle>> {
@@ -126,31 +147,52 @@ impl PhaseGraph {
 
     /// `roots` and everything downstream of them, in declaration order.
     pub fn downstream(&self, roots: &[usize]) -> Vec<usize> {
-        self.reach(roots, Direction::Outgoing)
+        reach(&self.graph, roots)
     }
 
     /// `roots` and everything they depend on, in declaration order.
     pub fn upstream(&self, roots: &[usize]) -> Vec<usize> {
-        self.reach(roots, Direction::Incoming)
+        reach(Reversed(&self.graph), roots)
     }
 
-    /// Breadth-first walk from `roots` along edges in one direction.
-    fn reach(&self, roots: &[usize], direction: Direction) -> Vec<usize> {
-        let mut seen = vec![false; self.len()];
-        let mut queue: VecDeque<usize> = roots.iter().copied().collect();
-        for &r in roots {
-            seen[r] = true;
-        }
-        while let Some(v) = queue.pop_front() {
-            for w in self.graph.neighbors_directed(NodeIndex::new(v), direction) {
-                if !seen[w.index()] {
-                    seen[w.index()] = true;
-                    queue.push_back(w.index());
-                }
-            }
-        }
-        (0..self.len()).filter(|&i| seen[i]).collect()
+    /// Every phase `phase` depends on, directly or not, in declaration
+    /// order.
+    pub fn ancestors(&self, phase: usize) -> Vec<usize> {
+        ancestors(&self.graph, phase)
     }
+}
+
+/// The one walk up the phase graph: what `phase` depends on, directly or
+/// not, in declaration order.
+fn ancestors(graph: &DiGraph<(), ()>, phase: usize) -> Vec<usize> {
+    let direct: Vec<usize> = graph
+        .neighbors_directed(NodeIndex::new(phase), Direction::Incoming)
+        .map(|n| n.index())
+        .collect();
+    reach(Reversed(graph), &direct)
+}
+
+/// `roots` and every phase reached from them along `graph`'s edges
+/// (petgraph's breadth-first walk), in declaration order.
+fn reach<G>(graph: G, roots: &[usize]) -> Vec<usize>
+where
+    G: IntoNeighbors<NodeId = NodeIndex> + Visitable,
+    G::Map: VisitMap<NodeIndex>,
+{
+    let mut bfs = Bfs {
+        stack: Default::default(),
+        discovered: graph.visit_map(),
+    };
+    for &r in roots {
+        if bfs.discovered.visit(NodeIndex::new(r)) {
+            bfs.stack.push_back(NodeIndex::new(r));
+        }
+    }
+    let mut seen: Vec<usize> = std::iter::from_fn(|| bfs.next(graph))
+        .map(|n| n.index())
+        .collect();
+    seen.sort_unstable();
+    seen
 }
 
 /// Kahn's algorithm, taking ready nodes in declaration order. `None` when
@@ -246,6 +288,19 @@ mod tests {
             g.add_edge(NodeIndex::new(dep), NodeIndex::new(phase), ());
         }
         PhaseGraph::from_graph(g)
+    }
+
+    #[test]
+    fn ancestors_are_everything_upstream_in_declaration_order() {
+        // 0 <- 1 <- 3, 0 <- 2 <- 3, 4 alone.
+        let g = graph(5, &[(1, 0), (2, 0), (3, 1), (3, 2)]).unwrap();
+        assert_eq!(g.ancestors(3), [0, 1, 2]);
+        assert_eq!(g.ancestors(1), [0]);
+        assert!(g.ancestors(0).is_empty());
+        assert!(g.ancestors(4).is_empty());
+        assert_eq!(g.upstream(&[3, 4]), [0, 1, 2, 3, 4]);
+        assert_eq!(g.downstream(&[1]), [1, 3]);
+        assert!(g.upstream(&[]).is_empty());
     }
 
     #[test]

@@ -14,8 +14,21 @@ use crate::model::Location;
 use crate::model::toolset::{Layer, Layers, Mode, Permission, Resolved, ToolSetLayer, resolve};
 
 /// What to do with a ToolSet field a CLI cannot enforce.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::EnumString,
+    strum::VariantNames,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum Enforcement {
     #[default]
     Strict,
@@ -23,14 +36,10 @@ pub enum Enforcement {
 }
 
 impl Enforcement {
-    pub const NAMES: &'static [&'static str] = &["strict", "best-effort"];
+    pub const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
 
     pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "strict" => Some(Enforcement::Strict),
-            "best-effort" => Some(Enforcement::BestEffort),
-            _ => None,
-        }
+        s.parse().ok()
     }
 }
 
@@ -59,6 +68,8 @@ pub struct Pipeline {
     /// `workspace-write` or `full-access`) as (phase, agent), in the order they run:
     /// listed once, when first asked ([`Pipeline::writer_before`]).
     writers: std::sync::OnceLock<Vec<(String, String)>>,
+    /// The `depends_on` edges, built when first walked.
+    dependencies: std::sync::OnceLock<super::graph::Dependencies>,
 }
 
 /// What a pipeline is besides its agents, servers and phases.
@@ -194,8 +205,11 @@ impl Contract {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, strum::EnumString, strum::VariantNames,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Validation {
     /// The artifact exists and has every required section.
     Structural,
@@ -206,15 +220,10 @@ pub enum Validation {
 }
 
 impl Validation {
-    pub const NAMES: &'static [&'static str] = &["structural", "judge", "trust"];
+    pub const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
 
     pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "structural" => Some(Validation::Structural),
-            "judge" => Some(Validation::Judge),
-            "trust" => Some(Validation::Trust),
-            _ => None,
-        }
+        s.parse().ok()
     }
 }
 
@@ -345,6 +354,7 @@ impl Pipeline {
             resolved: Vec::new(),
             index: HashMap::new(),
             writers: std::sync::OnceLock::new(),
+            dependencies: std::sync::OnceLock::new(),
         };
         p.index = p
             .phases
@@ -440,19 +450,18 @@ impl Pipeline {
     /// Whether `phase` depends on `before`, directly or not: it can only
     /// start once `before` has ended.
     fn comes_after(&self, phase: &Phase, before: &str) -> bool {
-        let mut seen = std::collections::HashSet::new();
-        let mut todo: Vec<&str> = phase.depends_on.iter().map(String::as_str).collect();
-        while let Some(name) = todo.pop() {
-            if name == before {
-                return true;
-            }
-            if seen.insert(name)
-                && let Some(p) = self.phase(name)
-            {
-                todo.extend(p.depends_on.iter().map(String::as_str));
-            }
-        }
-        false
+        let (Some(&i), Some(&b)) = (self.index.get(&phase.name), self.index.get(before)) else {
+            return false;
+        };
+        self.ancestors(i).binary_search(&b).is_ok()
+    }
+
+    /// Every phase `phases[i]` depends on, directly or not, in declaration
+    /// order, on the file's `depends_on` (cycles and all).
+    pub fn ancestors(&self, i: usize) -> Vec<usize> {
+        self.dependencies
+            .get_or_init(|| super::graph::Dependencies::of(self))
+            .ancestors(i)
     }
 
     /// Every (phase, agent) pair that runs: the phases' agents in

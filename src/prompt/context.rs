@@ -115,19 +115,19 @@ pub fn gather(s: &Sources<'_>) -> Context {
 /// The artifacts (declared, and the contract's) of every phase `phase`
 /// depends on, directly or not, that exist in the workspace.
 fn upstream_artifacts(s: &Sources<'_>) -> Vec<(String, String)> {
-    let mut order: Vec<&Phase> = Vec::new();
-    let mut todo: Vec<&str> = s.phase.depends_on.iter().map(String::as_str).collect();
-    while let Some(name) = todo.pop() {
-        if order.iter().any(|p| p.name == name) {
-            continue;
-        }
-        if let Some(p) = s.pipeline.phase(name) {
-            order.push(p);
-            todo.extend(p.depends_on.iter().map(String::as_str));
-        }
-    }
-    // In the pipeline's order.
-    order.sort_by_key(|p| s.pipeline.phases.iter().position(|x| x.name == p.name));
+    let Some(i) = s
+        .pipeline
+        .phases
+        .iter()
+        .position(|p| p.name == s.phase.name)
+    else {
+        return Vec::new();
+    };
+    let order = s
+        .pipeline
+        .ancestors(i)
+        .into_iter()
+        .map(|a| &s.pipeline.phases[a]);
     let mut out = Vec::new();
     let root = crate::beneath::Root::open(s.workdir).ok();
     for p in order {

@@ -61,7 +61,7 @@ fn mark(s: Status) -> &'static str {
 
 fn duration(a: Option<u64>, b: Option<u64>) -> String {
     match (a, b) {
-        (Some(a), Some(b)) => format!("{:.1}s", b.saturating_sub(a) as f64 / 1000.0),
+        (Some(a), Some(b)) => crate::clock::duration(b.saturating_sub(a)),
         _ => "–".into(),
     }
 }

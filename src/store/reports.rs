@@ -22,7 +22,18 @@ use super::schema::{self, DB_FILE};
 use super::status::status_text;
 
 /// What a report row is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "snake_case")]
 pub enum ReportKind {
     TaskStarted,
     TaskCompleted,
@@ -37,19 +48,7 @@ pub enum ReportKind {
     TestHealth,
 }
 
-status_text!(ReportKind, "report kind", {
-    TaskStarted => "task_started",
-    TaskCompleted => "task_completed",
-    Decision => "decision",
-    Blocker => "blocker",
-    Milestone => "milestone",
-    Claim => "claim",
-    Verdict => "verdict",
-    Finding => "finding",
-    Comment => "comment",
-    Followup => "followup",
-    TestHealth => "test_health",
-});
+status_text!(ReportKind, "report kind");
 
 /// The attempt a server writes for: every row it appends carries it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -12,34 +12,30 @@ pub struct UnknownStatus {
     pub text: String,
 }
 
-/// Spelling, parsing, display, serde and SQLite conversions for a status
-/// enum, all from one table.
+/// Parsing, serde and SQLite conversions for a status enum, from the
+/// spelling its strum derives give each variant (`snake_case`).
 macro_rules! status_text {
-    ($ty:ident, $what:literal, { $($variant:ident => $text:literal),+ $(,)? }) => {
+    ($ty:ident, $what:literal) => {
         impl $ty {
             /// Every status, in declaration order.
-            pub const ALL: &'static [$ty] = &[$($ty::$variant),+];
+            pub const ALL: &'static [$ty] = <$ty as strum::VariantArray>::VARIANTS;
 
             pub fn as_str(self) -> &'static str {
-                match self {
-                    $($ty::$variant => $text),+
-                }
+                self.into()
             }
         }
 
         impl std::str::FromStr for $ty {
             type Err = $crate::store::UnknownStatus;
             fn from_str(s: &str) -> Result<Self, $crate::store::UnknownStatus> {
-                match s {
-                    $($text => Ok($ty::$variant),)+
-                    _ => Err($crate::store::UnknownStatus { what: $what, text: s.to_string() }),
-                }
-            }
-        }
-
-        impl std::fmt::Display for $ty {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
+                Self::ALL
+                    .iter()
+                    .copied()
+                    .find(|v| v.as_str() == s)
+                    .ok_or_else(|| $crate::store::UnknownStatus {
+                        what: $what,
+                        text: s.to_string(),
+                    })
             }
         }
 
@@ -56,11 +52,15 @@ macro_rules! status_text {
         }
 
         impl rusqlite::types::FromSql for $ty {
-            fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+            fn column_result(
+                value: rusqlite::types::ValueRef<'_>,
+            ) -> rusqlite::types::FromSqlResult<Self> {
                 value
                     .as_str()?
                     .parse()
-                    .map_err(|e: $crate::store::UnknownStatus| rusqlite::types::FromSqlError::Other(Box::new(e)))
+                    .map_err(|e: $crate::store::UnknownStatus| {
+                        rusqlite::types::FromSqlError::Other(Box::new(e))
+                    })
             }
         }
     };
@@ -69,7 +69,18 @@ macro_rules! status_text {
 pub(super) use status_text;
 
 /// How a phase or agent attempt ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "snake_case")]
 pub enum Outcome {
     Succeeded,
     Failed,
@@ -78,17 +89,22 @@ pub enum Outcome {
     Cancelled,
 }
 
-status_text!(Outcome, "outcome", {
-    Succeeded => "succeeded",
-    Failed => "failed",
-    Skipped => "skipped",
-    TimedOut => "timed_out",
-    Cancelled => "cancelled",
-});
+status_text!(Outcome, "outcome");
 
 /// Where a phase or an attempt is: still running, or ended with an
 /// [`Outcome`]. Stored as `running` or the outcome's text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "snake_case")]
 pub enum Status {
     Running,
     Succeeded,
@@ -98,14 +114,7 @@ pub enum Status {
     Cancelled,
 }
 
-status_text!(Status, "phase or attempt status", {
-    Running => "running",
-    Succeeded => "succeeded",
-    Failed => "failed",
-    Skipped => "skipped",
-    TimedOut => "timed_out",
-    Cancelled => "cancelled",
-});
+status_text!(Status, "phase or attempt status");
 
 impl Status {
     /// How it ended, or `None` while it runs.
@@ -136,7 +145,18 @@ impl From<Outcome> for Status {
 /// A run's status: `running` until it ends; `interrupted` when its orch
 /// process died without finishing it (found later, see
 /// `Reader::mark_interrupted`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "snake_case")]
 pub enum RunStatus {
     Running,
     Succeeded,
@@ -144,12 +164,7 @@ pub enum RunStatus {
     Interrupted,
 }
 
-status_text!(RunStatus, "run status", {
-    Running => "running",
-    Succeeded => "succeeded",
-    Failed => "failed",
-    Interrupted => "interrupted",
-});
+status_text!(RunStatus, "run status");
 
 #[cfg(test)]
 mod tests {
@@ -170,6 +185,35 @@ mod tests {
             assert_eq!(serde_json::to_value(r).unwrap(), r.as_str());
         }
         assert_eq!(Status::Running.outcome(), None);
+    }
+
+    /// The texts in the database: strum spells them from the variants'
+    /// names, so renaming a variant must not change one.
+    #[test]
+    fn the_stored_spellings_stay() {
+        let texts = |all: Vec<&'static str>| all.join(" ");
+        assert_eq!(
+            texts(Outcome::ALL.iter().map(|s| s.as_str()).collect()),
+            "succeeded failed skipped timed_out cancelled"
+        );
+        assert_eq!(
+            texts(Status::ALL.iter().map(|s| s.as_str()).collect()),
+            "running succeeded failed skipped timed_out cancelled"
+        );
+        assert_eq!(
+            texts(RunStatus::ALL.iter().map(|s| s.as_str()).collect()),
+            "running succeeded failed interrupted"
+        );
+        assert_eq!(
+            texts(
+                crate::store::ReportKind::ALL
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect()
+            ),
+            "task_started task_completed decision blocker milestone claim verdict finding comment followup test_health"
+        );
+        assert_eq!(Status::TimedOut.to_string(), "timed_out");
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use proptest::prelude::*;
+use saphyr::{LoadableYamlNode, YamlOwned};
 use serde_json::Value;
 
 use super::support::*;
@@ -32,6 +33,15 @@ const SOURCE: [&str; 4] = [
     "--orch-rev",
     "0123456789abcdef0123456789abcdef01234567",
 ];
+
+/// An exported file read back with saphyr (orch's one YAML stack).
+fn yaml(text: &str) -> YamlOwned {
+    YamlOwned::load_from_str(text)
+        .unwrap()
+        .into_iter()
+        .next()
+        .unwrap()
+}
 
 fn export(target: &str, file: &str) -> String {
     let o = run(&[&["export", target, file][..], &SOURCE].concat());
@@ -106,6 +116,181 @@ fn exported_workflows_validate_and_pass_zizmor() {
     );
 }
 
+/// Phase names a YAML 1.1 reader (GitLab's) would take for a boolean, a
+/// number or a date, and artifact paths with YAML's indicators, quotes, a
+/// line break and characters YAML 1.1 reads as line breaks: saphyr reads
+/// every one back as written, ruamel in YAML 1.1 mode reads the same
+/// document, and the files validate.
+#[test]
+fn hostile_names_and_paths_read_back_as_written() {
+    let names = [
+        "on",
+        "no",
+        "y",
+        "true",
+        "null",
+        "1_000",
+        "2014-12-31",
+        "0x1f",
+        "08",
+        "1e3",
+        "123",
+    ];
+    let paths = [
+        "a: b",
+        "#x",
+        "x #y",
+        "*star",
+        "&amp",
+        "- dash",
+        "? q",
+        "!tag",
+        "%pct",
+        "@at",
+        "`tick`",
+        "{flow}",
+        "[seq]",
+        "'single'",
+        "\"double\"",
+        "back\\slash",
+        " lead",
+        "trail ",
+        "---",
+        "line\nbreak",
+        "nel\u{85}x",
+        "ls\u{2028}x",
+        "ps\u{2029}x",
+        "bom\u{feff}x",
+        "c1\u{80}x",
+        "é ünïcode",
+    ];
+    let toml_str = |s: &str| serde_json::to_string(s).unwrap();
+    let mut t = String::from(
+        "version = 1\nname = \"hostile\"\n[agents.a]\nkind = \"command\"\ncommand = [\"true\"]\n",
+    );
+    for (i, n) in names.iter().enumerate() {
+        t.push_str(&format!("[[phases]]\nname = \"{n}\"\nagents = [\"a\"]\n"));
+        if i == 0 {
+            let list: Vec<String> = paths.iter().map(|p| toml_str(p)).collect();
+            t.push_str(&format!("artifacts = [{}]\n", list.join(", ")));
+        } else {
+            t.push_str(&format!("depends_on = [\"{}\"]\n", names[i - 1]));
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "p.toml", &t);
+    let mut files = Vec::new();
+    for target in ["github-actions", "gitlab-ci"] {
+        let o = run_in(
+            dir.path(),
+            &[&["export", target, "p.toml"][..], &SOURCE].concat(),
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        let text = stdout(&o);
+        let wf = yaml(&text);
+        let jobs = if target == "github-actions" {
+            wf["jobs"].clone()
+        } else {
+            wf.clone()
+        };
+        let mut phases: Vec<String> = Vec::new();
+        let mut scripts = String::new();
+        for (_, job) in jobs.as_mapping().unwrap() {
+            let mut strings = Vec::new();
+            collect_strings(job, &mut strings);
+            phases.extend(
+                job.as_mapping_get("variables")
+                    .and_then(|v| v.as_mapping_get("ORCH_PHASE"))
+                    .into_iter()
+                    .chain(job.as_mapping_get("steps").into_iter().flat_map(|s| {
+                        s.as_sequence()
+                            .unwrap()
+                            .iter()
+                            .filter_map(|s| s.as_mapping_get("env")?.as_mapping_get("ORCH_PHASE"))
+                    }))
+                    .map(|v| v.as_str().expect("a phase name is a string").to_string()),
+            );
+            scripts.push_str(&strings.join("\n"));
+        }
+        phases.sort();
+        let mut want: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        want.sort();
+        assert_eq!(phases, want, "{target}: {text}");
+        for p in paths {
+            // As the save script quotes it for the shell (`*` left to match).
+            let quoted = p
+                .split('*')
+                .map(|w| format!("'{}'", w.replace('\'', "'\\''")))
+                .collect::<Vec<_>>()
+                .join("*");
+            assert!(scripts.contains(&quoted), "{target}: {p:?} in {scripts}");
+        }
+        let path = dir.path().join(format!("{target}.yml"));
+        std::fs::write(&path, &text).unwrap();
+        files.push((target, path, wf));
+    }
+
+    let validators = require!(Tool::CiValidators).join("venv/bin");
+    for (target, path, wf) in &files {
+        // YAML 1.1, as GitLab's Psych reads: the same document, every
+        // scalar orch wrote as a string still one.
+        let o = Command::new(validators.join("python"))
+            .args([
+                "-c",
+                "import sys, json\nfrom ruamel.yaml import YAML\ny = YAML(typ='safe', pure=True)\ny.version = (1, 1)\nprint(json.dumps(y.load(open(sys.argv[1], encoding='utf-8'))))",
+            ])
+            .arg(path)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{target}: {}", stderr(&o));
+        let read: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!(read, to_json(wf), "{target}");
+        let schema = match *target {
+            "github-actions" => "vendor.github-workflows",
+            _ => "vendor.gitlab-ci",
+        };
+        let o = Command::new(validators.join("check-jsonschema"))
+            .args(["--builtin-schema", schema])
+            .arg(path)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{schema}: {}{}", stdout(&o), stderr(&o));
+    }
+}
+
+/// Every string of a YAML node, in order.
+fn collect_strings(node: &YamlOwned, out: &mut Vec<String>) {
+    if let Some(s) = node.as_str() {
+        out.push(s.to_string());
+    } else if let Some(seq) = node.as_sequence() {
+        seq.iter().for_each(|n| collect_strings(n, out));
+    } else if let Some(map) = node.as_mapping() {
+        map.values().for_each(|n| collect_strings(n, out));
+    }
+}
+
+/// A YAML node as JSON (strings, booleans, integers, lists, mappings with
+/// string keys: what an export holds).
+fn to_json(node: &YamlOwned) -> Value {
+    if let Some(s) = node.as_str() {
+        Value::String(s.to_string())
+    } else if let Some(b) = node.as_bool() {
+        Value::Bool(b)
+    } else if let Some(i) = node.as_integer() {
+        Value::from(i)
+    } else if let Some(seq) = node.as_sequence() {
+        Value::Array(seq.iter().map(to_json).collect())
+    } else if let Some(map) = node.as_mapping() {
+        Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.as_str().unwrap().to_string(), to_json(v)))
+                .collect(),
+        )
+    } else {
+        panic!("not in an export: {node:?}")
+    }
+}
+
 #[test]
 fn export_check_compares_with_the_checked_in_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -149,14 +334,14 @@ fn golden_exports_of_the_demo() {
 #[test]
 fn secrets_go_only_to_the_jobs_whose_agents_read_them() {
     let y = export("github-actions", "pipelines/research-audit.toml");
-    let wf: serde_yaml_ng::Value = serde_yaml_ng::from_str(&y).unwrap();
+    let wf = yaml(&y);
     for (id, job) in wf["jobs"].as_mapping().unwrap() {
-        let text = serde_yaml_ng::to_string(job).unwrap();
+        let text = format!("{job:?}");
         let id = id.as_str().unwrap();
         for step in job["steps"].as_sequence().unwrap() {
-            if step.get("id").and_then(|v| v.as_str()) != Some("run") {
+            if step.as_mapping_get("id").and_then(|v| v.as_str()) != Some("run") {
                 assert!(
-                    !serde_yaml_ng::to_string(step).unwrap().contains("secrets."),
+                    !format!("{step:?}").contains("secrets."),
                     "{id}: a secret outside the run step"
                 );
             }
@@ -205,11 +390,11 @@ proptest! {
         for target in ["github-actions", "gitlab-ci"] {
             let o = orch().current_dir(dir.path()).args(["export", target, "p.toml"]).args(SOURCE).output().unwrap();
             prop_assert!(o.status.success(), "{}", stderr(&o));
-            let wf: serde_yaml_ng::Value = serde_yaml_ng::from_str(&stdout(&o)).unwrap();
+            let wf = yaml(&stdout(&o));
             let jobs = if target == "github-actions" { wf["jobs"].clone() } else { wf.clone() };
             for (i, d) in deps.iter().enumerate() {
                 let job = &jobs[format!("p{i}").as_str()];
-                let mut needs: Vec<String> = job["needs"].as_sequence().map(|s| s.iter().map(|v| v.as_str().unwrap().to_string()).collect()).unwrap_or_default();
+                let mut needs: Vec<String> = job.as_mapping_get("needs").and_then(|n| n.as_sequence()).map(|s| s.iter().map(|v| v.as_str().unwrap().to_string()).collect()).unwrap_or_default();
                 needs.sort();
                 let mut want: Vec<String> = d.iter().map(|j| format!("p{j}")).collect();
                 want.sort();
@@ -694,7 +879,7 @@ fn a_binary_orch_is_installed_only_with_its_checksum() {
             &sum,
         ]);
         assert!(y.status.success(), "{}", stderr(&y));
-        let wf: serde_yaml_ng::Value = serde_yaml_ng::from_str(&stdout(&y)).unwrap();
+        let wf = yaml(&stdout(&y));
         let (_, job) = wf["jobs"].as_mapping().unwrap().iter().next().unwrap();
         let step = job["steps"]
             .as_sequence()
@@ -748,7 +933,7 @@ fn the_summary_reads_each_phases_outcome_apart() {
         &[&["export", "github-actions", "p.toml"][..], &SOURCE].concat(),
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    let wf: serde_yaml_ng::Value = serde_yaml_ng::from_str(&stdout(&o)).unwrap();
+    let wf = yaml(&stdout(&o));
     let steps = wf["jobs"]["orch-summary"]["steps"].as_sequence().unwrap();
     let check = steps.last().unwrap();
     let env = check["env"].as_mapping().unwrap();
@@ -816,8 +1001,7 @@ fn step_bash(dir: &Path, script: &str, env: &[(&str, PathBuf)]) -> std::process:
 /// the new steps make the same patch and the same tree as the old.
 #[test]
 fn the_exported_git_steps_start_no_planted_program() {
-    let wf: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(&export("github-actions", "pipelines/demo.toml")).unwrap();
+    let wf = yaml(&export("github-actions", "pipelines/demo.toml"));
     let step = |job: &str, name: &str| -> String {
         wf["jobs"][job]["steps"]
             .as_sequence()
@@ -1059,7 +1243,7 @@ fn the_save_step_follows_no_link_an_agent_planted() {
         &[&["export", "github-actions", "p.toml"][..], &SOURCE].concat(),
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    let wf: serde_yaml_ng::Value = serde_yaml_ng::from_str(&stdout(&o)).unwrap();
+    let wf = yaml(&stdout(&o));
     let save = wf["jobs"]["build"]["steps"]
         .as_sequence()
         .unwrap()
@@ -1182,8 +1366,7 @@ fn the_save_step_follows_no_link_an_agent_planted() {
 /// writes none of it. An honest archive is restored as before.
 #[test]
 fn the_restore_step_writes_nothing_through_a_link() {
-    let wf: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(&export("github-actions", "pipelines/demo.toml")).unwrap();
+    let wf = yaml(&export("github-actions", "pipelines/demo.toml"));
     let restore = wf["jobs"]["count"]["steps"]
         .as_sequence()
         .unwrap()
@@ -1420,12 +1603,12 @@ agents = ["a"]
         assert!(o.status.success(), "{}", stderr(&o));
         let y = stdout(&o);
         if target == "github-actions" {
-            let wf: serde_yaml_ng::Value = serde_yaml_ng::from_str(&y).unwrap();
+            let wf = yaml(&y);
             let step = wf["jobs"]["p"]["steps"]
                 .as_sequence()
                 .unwrap()
                 .iter()
-                .find(|s| s["id"].as_str() == Some("run"))
+                .find(|s| s.as_mapping_get("id").and_then(|v| v.as_str()) == Some("run"))
                 .unwrap();
             let mut keys: Vec<&str> = step["env"]
                 .as_mapping()
@@ -1501,13 +1684,13 @@ fn no_phase_name_takes_another_name_in_the_export() {
     }
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "p.toml", &t);
-    let export_of = |target: &str| -> serde_yaml_ng::Value {
+    let export_of = |target: &str| -> YamlOwned {
         let o = run_in(
             dir.path(),
             &[&["export", target, "p.toml"][..], &SOURCE].concat(),
         );
         assert!(o.status.success(), "{}", stderr(&o));
-        serde_yaml_ng::from_str(&stdout(&o)).unwrap()
+        yaml(&stdout(&o))
     };
 
     let wf = export_of("github-actions");
@@ -1528,11 +1711,11 @@ fn no_phase_name_takes_another_name_in_the_export() {
         ids.len(),
         "job ids differing only in case: {ids:?}"
     );
-    let steps = |job: &serde_yaml_ng::Value| -> Vec<serde_yaml_ng::Value> {
-        job["steps"].as_sequence().unwrap().clone()
-    };
-    let uses = |s: &serde_yaml_ng::Value, what: &str| {
-        s["uses"].as_str().is_some_and(|u| u.starts_with(what))
+    let steps = |job: &YamlOwned| -> Vec<YamlOwned> { job["steps"].as_sequence().unwrap().clone() };
+    let uses = |s: &YamlOwned, what: &str| {
+        s.as_mapping_get("uses")
+            .and_then(|u| u.as_str())
+            .is_some_and(|u| u.starts_with(what))
     };
     let mut uploads: Vec<String> = Vec::new();
     let mut fetched: Vec<String> = Vec::new();
@@ -1543,7 +1726,7 @@ fn no_phase_name_takes_another_name_in_the_export() {
                 uploads.push(s["with"]["name"].as_str().unwrap().to_string());
             }
             if uses(&s, "actions/download-artifact") {
-                match s["with"]["name"].as_str() {
+                match s["with"].as_mapping_get("name").and_then(|n| n.as_str()) {
                     Some(n) => fetched.push(n.to_string()),
                     None => {
                         assert_eq!(id.as_str(), Some("orch-summary"));
@@ -1580,7 +1763,11 @@ fn no_phase_name_takes_another_name_in_the_export() {
     assert_eq!(gl["workflow"]["name"].as_str(), Some("orch names"));
     let mut phases: Vec<&str> = root
         .values()
-        .filter_map(|j| j.get("variables")?.get("ORCH_PHASE")?.as_str())
+        .filter_map(|j| {
+            j.as_mapping_get("variables")?
+                .as_mapping_get("ORCH_PHASE")?
+                .as_str()
+        })
         .collect();
     phases.sort();
     let mut want = names.to_vec();
@@ -1602,7 +1789,9 @@ fn no_phase_name_takes_another_name_in_the_export() {
         "spec",
     ] {
         assert!(
-            gl[reserved].get("script").is_none(),
+            gl.as_mapping_get(reserved)
+                .and_then(|j| j.as_mapping_get("script"))
+                .is_none(),
             "{reserved} is a job: {gl:?}"
         );
     }
@@ -1687,8 +1876,7 @@ fn a_pipeline_path_that_would_break_the_header_is_refused() {
 /// in `.orch-ci` (a forged upstream state, a link to elsewhere).
 #[test]
 fn a_gitlab_job_keeps_upstream_work_out_of_its_agents_reach() {
-    let wf: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(&export("gitlab-ci", "pipelines/demo.toml")).unwrap();
+    let wf = yaml(&export("gitlab-ci", "pipelines/demo.toml"));
     let part = |key: &str| wf["count"][key][0].as_str().unwrap().to_string();
     let (before, script, after) = (part("before_script"), part("script"), part("after_script"));
     let tmp = tempfile::tempdir().unwrap();

@@ -133,7 +133,7 @@ fn list_shows_every_run_newest_first() {
         "\
 RUN                   PIPELINE  STATUS       STARTED               DURATION  PHASES  OK  FAILED
 20250102T100000-ef99  demo      interrupted  2025-01-02T10:00:00Z  4.0s      1       0   0
-20250102T090000-ef01  demo      failed       2025-01-02T09:00:00Z  2m05s     3       1   1
+20250102T090000-ef01  demo      failed       2025-01-02T09:00:00Z  2m5s      3       1   1
 20250101T120000-abcd  demo      succeeded    2025-01-01T12:00:00Z  3.3s      1       1   0
 "
     );
@@ -187,7 +187,7 @@ run        20250102T090000-ef01
 pipeline   demo (pipelines/demo.toml)
 status     failed
 started    2025-01-02T09:00:00Z
-duration   2m05s
+duration   2m5s
 selection  all
 digest     {}
 pid        {}
@@ -195,7 +195,7 @@ pid        {}
 PHASE   STATUS     AGENT  ATTEMPT  OUTCOME    EXIT  DURATION  TURNS  TOKENS    COST     EVENTS  REASON
 build   succeeded  shell  1        succeeded  0     500ms     2      1200/300  $0.0125  1
 test    timed_out  unit   1        failed     1     200ms     2      1200/300  $0.0125  1       exit status 1
-test    timed_out  unit   2        timed_out  -1    2m05s     2      1200/300  $0.0125  1       timed out after 2m
+test    timed_out  unit   2        timed_out  -1    2m5s      2      1200/300  $0.0125  1       timed out after 2m
 deploy  skipped    -      -        -          -     -         -      -         -        -
 ",
             digest_of(FAILED_RUN),
