@@ -6,8 +6,10 @@
 //! to move it: moving a process between cgroups takes the kernel's
 //! cgroup-wide lock for writing, which waits for a read-copy-update grace
 //! period (milliseconds, on every start). `clone3` places the child
-//! without that lock. Kernels without it (before Linux 5.7) get the move:
-//! the child writes itself into the cgroup before it executes.
+//! without that lock. Where `clone3` cannot (before Linux 5.7, or no
+//! `clone3` at all: before 5.3, or a filter around orch that refuses it)
+//! the child is forked and writes itself into the cgroup before it
+//! executes.
 //!
 //! Between its birth and `execve` the child is a copy of orch with one
 //! thread: it only makes system calls on what was prepared before (no
@@ -152,9 +154,16 @@ impl Launch {
         };
         let argv_ptrs = pointers(&argv);
         let envp_ptrs = pointers(&envp);
+        // For a file without `#!` that `execve` refuses (ENOEXEC): as
+        // `execvp`, `/bin/sh` runs it, `["/bin/sh", <the file>, args...]`;
+        // the child fills in the file.
+        let mut shell_argv: Vec<*const libc::c_char> = std::iter::once(c"/bin/sh".as_ptr())
+            .chain(argv_ptrs.iter().copied())
+            .collect();
         let child = ChildSide {
             candidates: &candidates,
             argv: &argv_ptrs,
+            shell_argv: shell_argv.as_mut_ptr(),
             envp: &envp_ptrs,
             cwd: cwd.as_ref(),
             stdio: [
@@ -169,8 +178,10 @@ impl Launch {
         };
         let (pid, pidfd) = match clone_into(cgroup, &child) {
             Ok((pid, pidfd)) => (pid, Some(pidfd)),
-            Err(e) if cgroup.is_some() && unsupported(&e) => {
-                // Before Linux 5.7: fork, and the child moves itself.
+            Err(e) if unsupported(&e) => {
+                // No `clone3` (before Linux 5.3, or refused by a filter
+                // around orch), or none with a cgroup (before 5.7): fork,
+                // and the child moves itself into the cgroup, if any.
                 let procs = cgroup.map(open_procs).transpose()?;
                 let child = ChildSide {
                     procs: procs.as_ref().map(AsRawFd::as_raw_fd),
@@ -184,9 +195,16 @@ impl Launch {
                     pid => (pid, pidfd_open(pid)),
                 }
             }
+            // Not as a missing program: the cgroup may be gone, say.
+            Err(e) if cgroup.is_some() => {
+                return Err(io::Error::other(format!(
+                    "cannot start the process in the attempt's cgroup: {e}"
+                )));
+            }
             Err(e) => return Err(e),
         };
         drop(report_write);
+        drop(shell_argv);
         drop(child_ends);
         let mut child = Child {
             pid,
@@ -209,6 +227,10 @@ impl Launch {
     /// The paths `execve` tries, in order, as `execvp` would: the
     /// program itself when it names a path, else the program in each
     /// folder of the process's `PATH` (orch's when the process has none).
+    /// Unlike `execvp`, a relative folder of `PATH` (`.`, or an empty
+    /// entry) is passed over: it would be looked up in the process's
+    /// working folder, the workspace, where an earlier agent could have
+    /// put a program of the same name.
     fn candidates(&self) -> Vec<OsString> {
         if self.program.as_bytes().contains(&b'/') {
             return vec![self.program.clone()];
@@ -222,8 +244,8 @@ impl Launch {
             .unwrap_or_else(|| "/bin:/usr/bin".into());
         path.as_bytes()
             .split(|b| *b == b':')
+            .filter(|dir| dir.starts_with(b"/"))
             .map(|dir| {
-                let dir = if dir.is_empty() { b".".as_slice() } else { dir };
                 let mut full = OsStr::from_bytes(dir).to_owned();
                 full.push("/");
                 full.push(&self.program);
@@ -368,6 +390,9 @@ fn reap(pid: i32, block: bool) -> io::Result<Option<ExitStatus>> {
 struct ChildSide<'a> {
     candidates: &'a [CString],
     argv: &'a [*const libc::c_char],
+    /// `["/bin/sh", <slot>, args...]`, null-terminated: for a candidate
+    /// `execve` refuses with ENOEXEC, the child puts it in the slot.
+    shell_argv: *mut *const libc::c_char,
     envp: &'a [*const libc::c_char],
     cwd: Option<&'a CString>,
     stdio: [Option<RawFd>; 3],
@@ -482,6 +507,11 @@ impl ChildSide<'_> {
             for candidate in self.candidates {
                 libc::execve(candidate.as_ptr(), self.argv.as_ptr(), self.envp.as_ptr());
                 match *libc::__errno_location() {
+                    libc::ENOEXEC => {
+                        *self.shell_argv.add(1) = candidate.as_ptr();
+                        libc::execve(c"/bin/sh".as_ptr(), self.shell_argv, self.envp.as_ptr());
+                        self.fail(Stage::Exec);
+                    }
                     libc::EACCES => refused = true,
                     libc::ENOENT
                     | libc::ENOTDIR
@@ -931,6 +961,30 @@ mod tests {
         assert_eq!(read_all(child.stdout.take()), "found\n");
         assert!(child.wait_blocking().unwrap().success());
 
+        // A file without `#!` runs with `/bin/sh`, as `execvp` runs it.
+        let script = dir.path().join("orch-no-shebang");
+        std::fs::write(&script, "echo \"plain $1\"\n").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut cmd = std::process::Command::new("orch-no-shebang");
+        cmd.arg("script").env_clear().env("PATH", &path);
+        let mut child = Launch::from_command(&cmd, false)
+            .stdout(Io::Pipe)
+            .spawn(None, None)
+            .unwrap();
+        assert_eq!(read_all(child.stdout.take()), "plain script\n");
+        assert!(child.wait_blocking().unwrap().success());
+
+        // A relative folder of PATH (`.`, or empty) would be the working
+        // folder, which agents write: passed over.
+        let mut cmd = std::process::Command::new("orch-test-tool");
+        cmd.env_clear()
+            .env("PATH", ".::/usr/bin:/bin")
+            .current_dir(dir.path());
+        let e = Launch::from_command(&cmd, false)
+            .spawn(None, None)
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
+
         let mut cmd = std::process::Command::new("orch-no-such-tool");
         cmd.env_clear().env("PATH", &path);
         let e = Launch::from_command(&cmd, false)
@@ -966,13 +1020,14 @@ mod tests {
             e.to_string().contains("cannot enter the confinement"),
             "{e}"
         );
-        // Not a cgroup.
+        // Not a cgroup (or one removed meanwhile): said so, not as a
+        // program that is missing.
         let not_a_cgroup: OwnedFd = std::fs::File::open(dir.path()).unwrap().into();
-        assert!(
-            Launch::from_command(&touch(), true)
-                .spawn(Some(&not_a_cgroup), None)
-                .is_err()
-        );
+        let e = Launch::from_command(&touch(), true)
+            .spawn(Some(&not_a_cgroup), None)
+            .unwrap_err();
+        assert!(e.to_string().contains("in the attempt's cgroup"), "{e}");
+        assert_ne!(e.kind(), io::ErrorKind::NotFound);
         // A folder that is not there.
         let mut cmd = touch();
         cmd.current_dir(dir.path().join("missing"));
