@@ -50,6 +50,23 @@ use std::process::{Command, Stdio};
 
 /// The commit checked out in `workspace`, or `None` outside a git
 /// repository (or one with no commit yet).
+/// The `git` orch runs: found once on orch's `PATH`, absolute folders
+/// only. A relative folder (`.`, an empty entry) would be looked up in the
+/// folder git runs in, the workspace, where an agent could have put a
+/// program of that name, and orch runs git unconfined.
+pub fn program() -> &'static Path {
+    static GIT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    GIT.get_or_init(|| {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let absolute: Vec<PathBuf> = std::env::split_paths(&path)
+            .filter(|d| d.is_absolute())
+            .collect();
+        let absolute = std::env::join_paths(absolute).unwrap_or_default();
+        which::which_in("git", Some(absolute), "/")
+            .unwrap_or_else(|_| PathBuf::from("/usr/bin/git"))
+    })
+}
+
 pub fn head(workspace: &Path) -> Option<String> {
     Git::new(workspace).commit("HEAD")
 }
@@ -521,7 +538,7 @@ impl<'a> Git<'a> {
     }
 
     fn command(&self) -> Command {
-        let mut cmd = Command::new("git");
+        let mut cmd = Command::new(program());
         for (k, _) in std::env::vars_os() {
             if k.as_encoded_bytes().starts_with(b"GIT_")
                 && !KEEP_ENV.iter().any(|keep| k == OsStr::new(keep))

@@ -296,7 +296,7 @@ fn submodule_names(dir: &Path, r: &Repo) -> Option<Vec<Vec<u8>>> {
 /// git run on the shadow (its config orch's, no other read), for the
 /// index and the objects; its output when it succeeded.
 fn shadow_git(dir: &Path, r: &Repo, args: &[&str]) -> Option<Vec<u8>> {
-    let mut cmd = Command::new("git");
+    let mut cmd = Command::new(super::program());
     cmd.args(args)
         .current_dir("/")
         .env_clear()
@@ -405,7 +405,7 @@ fn entries(text: &[u8]) -> Option<Entries> {
     {
         return Some(e.clone());
     }
-    let mut cmd = Command::new("git");
+    let mut cmd = Command::new(super::program());
     cmd.args(["config", "--no-includes", "--file", "-", "--list", "-z"])
         .current_dir("/")
         .env_clear()
@@ -469,7 +469,7 @@ mod tests {
     }
 
     fn git(dir: &Path, args: &[&str]) -> std::process::Output {
-        Command::new("git")
+        Command::new(crate::git::program())
             .current_dir(dir)
             .args([
                 "-c",
@@ -540,7 +540,7 @@ mod tests {
         let g = AgentGit::plan(&top, None, shadow.clone());
         g.make();
         let status = |env: &[(String, String)]| {
-            let out = Command::new("git")
+            let out = Command::new(crate::git::program())
                 .current_dir(&top)
                 .args(["status", "--short"])
                 .envs(env.iter().map(|(k, v)| (k, v)))
@@ -654,7 +654,7 @@ mod tests {
 
     /// `git status` in `top` under `env`; whether it succeeded.
     fn status_in(top: &Path, env: &[(String, String)]) -> bool {
-        Command::new("git")
+        Command::new(crate::git::program())
             .current_dir(top)
             .args(["status", "--short"])
             .env_remove("GIT_DIR")

@@ -664,3 +664,12 @@ fn the_repositorys_config_names_no_file_outside_for_orch() {
     let new = f.answers(&f.ws);
     assert_eq!(listed(&new), Some(false), "{new:?}");
 }
+
+/// orch's git is an absolute path, found in absolute folders of PATH only
+/// (a relative folder would be the workspace, where git runs).
+#[test]
+fn orchs_git_is_found_by_an_absolute_path() {
+    let git = crate::git::program();
+    assert!(git.is_absolute(), "{}", git.display());
+    assert!(git.ends_with("git"));
+}
