@@ -1,10 +1,9 @@
 //! orch's own child processes (the keeper, an agent's leader while orch
 //! waits for it, git): registered while they are started, so that the
 //! orphan sweep (which kills every other child of orch: orphans agents
-//! left) never takes one of them. Starts run side by side (a start may
-//! take milliseconds: an agent's process moves into its cgroup before it
-//! executes, and the spawn returns once it has); the sweep waits until
-//! none is under way while it picks its targets.
+//! left) never takes one of them. Starts run side by side (a start
+//! returns once the child executed); the sweep waits until none is under
+//! way while it picks its targets.
 
 use std::collections::HashSet;
 use std::sync::{Mutex, MutexGuard, RwLock, RwLockWriteGuard};
@@ -36,6 +35,19 @@ pub fn start<T>(spawn: impl FnOnce() -> (T, Option<u32>)) -> T {
         locked().get_or_insert_with(HashSet::new).insert(pid as i32);
     }
     started
+}
+
+/// Reap orch's child `pid` with `reap` (a wait that does not block; true
+/// when it reaped it), holding the registry meanwhile, and forget it once
+/// reaped: its number is free from then on, and a new child of orch's
+/// that gets it registers after this, never to be forgotten in its place.
+pub fn reaping(pid: u32, reap: impl FnOnce() -> bool) {
+    let mut own = locked();
+    if reap()
+        && let Some(own) = own.as_mut()
+    {
+        own.remove(&(pid as i32));
+    }
 }
 
 /// orch's child `pid` has been waited for: a process that later gets its

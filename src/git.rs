@@ -48,8 +48,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// The commit checked out in `workspace`, or `None` outside a git
-/// repository (or one with no commit yet).
 /// The `git` orch runs: found once on orch's `PATH`, absolute folders
 /// only. A relative folder (`.`, an empty entry) would be looked up in the
 /// folder git runs in, the workspace, where an agent could have put a
@@ -57,16 +55,26 @@ use std::process::{Command, Stdio};
 pub fn program() -> &'static Path {
     static GIT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     GIT.get_or_init(|| {
-        let path = std::env::var_os("PATH").unwrap_or_default();
-        let absolute: Vec<PathBuf> = std::env::split_paths(&path)
-            .filter(|d| d.is_absolute())
-            .collect();
-        let absolute = std::env::join_paths(absolute).unwrap_or_default();
-        which::which_in("git", Some(absolute), "/")
+        which::which_in("git", Some(absolute_path()), "/")
             .unwrap_or_else(|_| PathBuf::from("/usr/bin/git"))
     })
 }
 
+/// `PATH`'s absolute folders only, for orch's git and what it starts (an
+/// ssh, a credential helper, `git-*`): see [`program`].
+pub fn absolute_path() -> &'static OsStr {
+    static PATH: std::sync::OnceLock<OsString> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let absolute: Vec<PathBuf> = std::env::split_paths(&path)
+            .filter(|d| d.is_absolute())
+            .collect();
+        std::env::join_paths(absolute).unwrap_or_default()
+    })
+}
+
+/// The commit checked out in `workspace`, or `None` outside a git
+/// repository (or one with no commit yet).
 pub fn head(workspace: &Path) -> Option<String> {
     Git::new(workspace).commit("HEAD")
 }
@@ -548,6 +556,7 @@ impl<'a> Git<'a> {
         }
         cmd.args(SWITCHES)
             .current_dir(self.workspace)
+            .env("PATH", absolute_path())
             .env("GIT_OPTIONAL_LOCKS", "0")
             .env("GIT_NO_LAZY_FETCH", "1")
             .env("GIT_TERMINAL_PROMPT", "0")

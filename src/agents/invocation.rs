@@ -279,7 +279,7 @@ impl Invocation {
     /// A process for `program` with `args`, run where the invocation runs
     /// (its working directory, its own process group) with exactly the
     /// invocation's environment, values looked up through `lookup`. Start it
-    /// with [`Invocation::start`], which confines it.
+    /// with [`crate::confine::start`], which confines it.
     pub fn command(
         &self,
         program: impl AsRef<std::ffi::OsStr>,

@@ -53,7 +53,10 @@ impl Launch {
     /// What `cmd` says (program, arguments, folder, the variables it
     /// sets or removes) over the environment it starts from: orch's own
     /// when `inherit_env`, none otherwise (a command built with
-    /// `env_clear`). Standard streams are orch's until set.
+    /// `env_clear`). Only those are read: a `Command`'s `env_clear`,
+    /// process group, streams and `pre_exec` are not visible through it,
+    /// so say them here (`inherit_env`, [`Launch::own_group`], ...).
+    /// Standard streams are orch's until set.
     pub fn from_command(cmd: &std::process::Command, inherit_env: bool) -> Launch {
         let mut env: Vec<(OsString, OsString)> = if inherit_env {
             std::env::vars_os().collect()
@@ -176,6 +179,11 @@ impl Launch {
             procs: None,
             report: report_write.as_raw_fd(),
         };
+        // The child must take no signal before it has put every handler
+        // back to the default (`ChildSide::run`): a handler of orch's would
+        // run in the child, in orch's memory when the child shares it. It
+        // starts with this thread's mask: all blocked, until here.
+        let blocked = SignalsBlocked::new();
         let (pid, pidfd) = match clone_into(cgroup, &child) {
             Ok((pid, pidfd)) => (pid, Some(pidfd)),
             Err(e) if unsupported(&e) => {
@@ -203,6 +211,7 @@ impl Launch {
             }
             Err(e) => return Err(e),
         };
+        drop(blocked);
         drop(report_write);
         drop(shell_argv);
         drop(child_ends);
@@ -357,31 +366,57 @@ impl Drop for Child {
                 .name("orch-reap".into())
                 .spawn(move || {
                     let _ = reap(pid, true);
-                    crate::children::forget(pid as u32);
                 });
-            return;
         }
-        crate::children::forget(pid as u32);
     }
 }
 
-/// Reap child `pid` if it ended (`block`: once it ends).
+/// Reap child `pid` if it ended (`block`: once it ends); orch's registry
+/// of its own children forgets it as it is reaped (see
+/// [`crate::children::reaping`]).
 fn reap(pid: i32, block: bool) -> io::Result<Option<ExitStatus>> {
-    let mut status = 0;
-    loop {
-        // SAFETY: waitpid on orch's own child, with a valid out pointer.
-        let r = unsafe { libc::waitpid(pid, &mut status, if block { 0 } else { libc::WNOHANG }) };
-        match r {
-            0 => return Ok(None),
-            -1 => {
-                let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
+    if block {
+        // Until it has ended, without reaping it yet.
+        loop {
+            // SAFETY: a siginfo is plain data; waitid fills it in.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            // SAFETY: waitid on orch's own child, with a valid out pointer.
+            let r = unsafe {
+                libc::waitid(
+                    libc::P_PID,
+                    pid as libc::id_t,
+                    &mut info,
+                    libc::WEXITED | libc::WNOWAIT,
+                )
+            };
+            if r == 0 {
+                break;
             }
-            _ => return Ok(Some(ExitStatus::from_raw(status))),
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
         }
     }
+    let mut result = Ok(None);
+    crate::children::reaping(pid as u32, || {
+        let mut status = 0;
+        result = loop {
+            // SAFETY: waitpid on orch's own child, with a valid out pointer.
+            match unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } {
+                0 => break Ok(None),
+                -1 => {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        break Err(e);
+                    }
+                }
+                _ => break Ok(Some(ExitStatus::from_raw(status))),
+            }
+        };
+        matches!(result, Ok(Some(_)))
+    });
+    result
 }
 
 /// What the child does, from its birth to `execve`: every value is
@@ -404,6 +439,47 @@ struct ChildSide<'a> {
     report: RawFd,
 }
 
+/// Every signal blocked on the calling thread, until dropped. By the
+/// system call itself: glibc's `pthread_sigmask` leaves its own two
+/// signals (32, 33) open.
+struct SignalsBlocked {
+    old: u64,
+}
+
+impl SignalsBlocked {
+    fn new() -> SignalsBlocked {
+        let all: u64 = !0;
+        let mut old: u64 = 0;
+        // SAFETY: rt_sigprocmask with the kernel's 8-byte sigset, both
+        // pointers to values on this stack.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigprocmask,
+                libc::SIG_SETMASK,
+                &all as *const u64,
+                &mut old as *mut u64,
+                8usize,
+            );
+        }
+        SignalsBlocked { old }
+    }
+}
+
+impl Drop for SignalsBlocked {
+    fn drop(&mut self) {
+        // SAFETY: as in `new`, restoring the mask saved there.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigprocmask,
+                libc::SIG_SETMASK,
+                &self.old as *const u64,
+                std::ptr::null_mut::<u64>(),
+                8usize,
+            );
+        }
+    }
+}
+
 /// Where the child was when it stopped short of executing.
 #[derive(Clone, Copy)]
 #[repr(u32)]
@@ -415,6 +491,7 @@ enum Stage {
     Folder,
     Ruleset,
     Exec,
+    Shell,
 }
 
 impl Stage {
@@ -427,6 +504,7 @@ impl Stage {
             5 => Stage::Folder,
             6 => Stage::Ruleset,
             7 => Stage::Exec,
+            8 => Stage::Shell,
             _ => return None,
         })
     }
@@ -440,6 +518,7 @@ impl Stage {
             Stage::Folder => "cannot enter the working folder",
             Stage::Ruleset => "cannot enter the confinement",
             Stage::Exec => "cannot execute",
+            Stage::Shell => "cannot run it with /bin/sh (it has no `#!` line)",
         }
     }
 }
@@ -447,6 +526,13 @@ impl Stage {
 impl ChildSide<'_> {
     /// In the child: set up, then execute; on failure, say where and why
     /// on the report pipe and exit 127.
+    ///
+    /// This code runs in a process that shares orch's memory (or a copy
+    /// of it taken while other threads held locks), on a 64 KiB stack:
+    /// it must stay raw system calls on prepared values. No allocation,
+    /// no `format!`, no `io::Error` beyond errno, no lock, nothing that
+    /// unwinds: any of them is memory corruption here, not a compile
+    /// error.
     fn run(self) -> ! {
         // SAFETY: system calls on descriptors and values prepared before
         // the child was born; nothing allocates, locks, or touches another
@@ -458,7 +544,7 @@ impl ChildSide<'_> {
             // SIGPIPE: Rust ignores it in orch; programs expect the
             // default.
             let mut action: libc::sigaction = std::mem::zeroed();
-            for signal in 1..libc::SIGRTMAX() {
+            for signal in 1..=libc::SIGRTMAX() {
                 if libc::sigaction(signal, std::ptr::null(), &mut action) == 0
                     && (action.sa_sigaction != libc::SIG_IGN || signal == libc::SIGPIPE)
                     && action.sa_sigaction != libc::SIG_DFL
@@ -510,7 +596,7 @@ impl ChildSide<'_> {
                     libc::ENOEXEC => {
                         *self.shell_argv.add(1) = candidate.as_ptr();
                         libc::execve(c"/bin/sh".as_ptr(), self.shell_argv, self.envp.as_ptr());
-                        self.fail(Stage::Exec);
+                        self.fail(Stage::Shell);
                     }
                     libc::EACCES => refused = true,
                     libc::ENOENT
@@ -665,28 +751,13 @@ fn clone3(args: &mut CloneArgs, child: &ChildSide) -> i64 {
     args.flags |= CLONE_VM | CLONE_VFORK;
     args.stack = stack as u64 + page as u64;
     args.stack_size = CHILD_STACK as u64;
-    // The child must take no signal before it has put every handler back
-    // to the default (`ChildSide::run`): a handler of orch's would run on
-    // the child's stack in orch's memory. It starts with this thread's
-    // mask: all blocked.
-    // SAFETY: a sigset is plain data; all zeros is a valid (empty) one.
-    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    unsafe {
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-    }
     let entry: extern "C" fn(*const ChildSide) -> ! = child_entry;
     let r = raw_clone3(args, child, entry);
     // Save errno before anything else can change it.
     let errno = io::Error::last_os_error().raw_os_error().unwrap_or(0);
-    // SAFETY: restoring the mask saved above; unmapping the child's stack,
-    // which it no longer uses (the kernel let this thread go on once the
-    // child executed or exited).
+    // SAFETY: unmapping the child's stack, which it no longer uses (the
+    // kernel let this thread go on once the child executed or exited).
     unsafe {
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
         libc::munmap(stack, CHILD_STACK + page);
         if r == -1 {
             *libc::__errno_location() = errno;
@@ -796,11 +867,14 @@ fn clone3(args: &mut CloneArgs, child: &ChildSide) -> i64 {
     r
 }
 
-/// Whether `clone3` with a cgroup is missing from this kernel.
+/// Whether `clone3` (with a cgroup) is missing from this kernel, or
+/// refused by a filter around orch (some answer EPERM): then orch forks.
+/// (A real permission problem with the cgroup comes back from the
+/// child's own move.)
 fn unsupported(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
-        Some(libc::ENOSYS) | Some(libc::E2BIG) | Some(libc::EINVAL)
+        Some(libc::ENOSYS) | Some(libc::E2BIG) | Some(libc::EINVAL) | Some(libc::EPERM)
     )
 }
 

@@ -201,10 +201,6 @@ pub fn in_live_attempt(pid: i32) -> bool {
         .is_some_and(|live| live.contains(&at))
 }
 
-/// orch's own cgroup folder and its path, once: where attempts' cgroups
-/// are made (`orch-<pid>/...` below it); `None` where there is no cgroup
-/// v2 hierarchy, `ORCH_CGROUPS=off` says not to use one (to run the
-/// fallback), or orch may not make cgroups there.
 /// The folder that holds this orch's attempt cgroups (`orch-<pid>`, made
 /// now if it was not yet), where orch can make cgroups: `cgroup.kill` on
 /// it kills every process of every attempt, one still starting included.
@@ -212,6 +208,10 @@ pub fn attempts_folder() -> Option<&'static Path> {
     base().map(|(dir, _)| dir.as_path())
 }
 
+/// orch's own cgroup folder and its path, once: where attempts' cgroups
+/// are made (`orch-<pid>/...` below it); `None` where there is no cgroup
+/// v2 hierarchy, `ORCH_CGROUPS=off` says not to use one (to run the
+/// fallback), or orch may not make cgroups there.
 fn base() -> Option<&'static (PathBuf, String)> {
     static BASE: OnceLock<Option<(PathBuf, String)>> = OnceLock::new();
     BASE.get_or_init(|| {

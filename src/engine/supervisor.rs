@@ -329,6 +329,21 @@ pub async fn run_attempt(
             return finish(result);
         }
     };
+    let (out, err) = match (
+        child.stdout.take().map(Receiver::from_owned_fd),
+        child.stderr.take().map(Receiver::from_owned_fd),
+    ) {
+        (Some(Ok(out)), Some(Ok(err))) => (out, err),
+        _ => {
+            drop(child);
+            probe::remove_files(inv);
+            result.reason = Some(format!("cannot read the output of `{}`", inv.program));
+            result.permanent = true;
+            return finish(result);
+        }
+    };
+    // orch's own child, reaped (and forgotten by the registry of orch's
+    // children) by `child`.
     let leader = Some(child.id());
     let pgid = leader.map(|p| Pid::from_raw(p as i32));
     if let (Some(k), Some(pg)) = (&spec.keeper, pgid) {
@@ -348,19 +363,6 @@ pub async fn run_attempt(
         });
     }
     let (tx, mut rx) = mpsc::channel::<Line>(1024);
-    let (out, err) = match (
-        child.stdout.take().map(Receiver::from_owned_fd),
-        child.stderr.take().map(Receiver::from_owned_fd),
-    ) {
-        (Some(Ok(out)), Some(Ok(err))) => (out, err),
-        _ => {
-            drop(child);
-            probe::remove_files(inv);
-            result.reason = Some(format!("cannot read the output of `{}`", inv.program));
-            result.permanent = true;
-            return finish(result);
-        }
-    };
     let out = tokio::spawn(read_lines(out, tx.clone(), true));
     let err = tokio::spawn(read_lines(err, tx, false));
 
@@ -472,9 +474,6 @@ pub async fn run_attempt(
             if matches!(child.try_wait(), Ok(Some(_))) {
                 leader_gone = Some(Instant::now());
                 ending.kill();
-                if let Some(pid) = leader {
-                    reaper::forget(pid);
-                }
                 end_tree(&spec.tree).await;
             }
         }
@@ -591,9 +590,6 @@ pub async fn run_attempt(
     ending.kill();
     if let (Some(pg), Some(k)) = (pgid, &spec.keeper) {
         k.release(pg.as_raw());
-    }
-    if let Some(pid) = leader {
-        reaper::forget(pid);
     }
     // Everything in the attempt's cgroup, however deep or re-parented,
     // then what escaped it (or all orphans, without a cgroup).

@@ -184,6 +184,12 @@ const LIMITED_METHODS: &[&str] = &[
     "tools/list",
     "tools/call",
     "logging/setLevel",
+    // A tool call the server runs as a task (its own connection's, made
+    // by a call orch let through): its status, result and cancel.
+    "tasks/get",
+    "tasks/result",
+    "tasks/list",
+    "tasks/cancel",
 ];
 
 /// Whether a request may go to the server; if not, the answer to send
@@ -221,6 +227,18 @@ pub(super) fn check_request(
         }
     };
     let id = v.get("id").cloned();
+    // The answer is matched to its request by the id as orch writes it:
+    // an id the server could write otherwise (`1.0` answered as `1`, an
+    // integer beyond 64 bits as a float) would slip an answer past the
+    // narrowing.
+    if let Some(id) = &id
+        && !(id.is_string() || id.is_i64() || id.is_u64() || id.is_null())
+    {
+        return Err(refuse(
+            -32600,
+            "an `id` must be a string or an integer of at most 64 bits",
+        ));
+    }
     let checked = || serde_json::to_vec(&v).map_err(|e| refuse(-32603, &e.to_string()));
     let note = |asked: Asked| {
         if let Some(id) = &id {
@@ -292,6 +310,11 @@ pub(super) fn narrow_answer(line: &[u8], scope: Option<&[String]>, awaited: &Awa
     let Ok(mut v) = serde_json::from_slice::<Value>(line) else {
         return raw();
     };
+    // A request of the server's own (sampling, roots) is not an answer,
+    // whatever its id.
+    if v.get("method").is_some() {
+        return raw();
+    }
     let Some(id) = v.get("id").map(Value::to_string) else {
         return raw();
     };
@@ -447,6 +470,28 @@ mod tests {
                 "{passes}"
             );
         }
+        // An id a server could write back otherwise is refused.
+        for odd in [
+            r#"1.0"#,
+            r#"1e0"#,
+            r#"123456789012345678901234567890"#,
+            r#"{"a":1}"#,
+        ] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{odd},"method":"tools/list"}}"#);
+            let answer = check_request(line.as_bytes(), Some(&scope), &awaited, "fx").unwrap_err();
+            assert!(answer.contains("-32600"), "{odd}: {answer}");
+        }
+        // A request of the server's with a noted id takes nothing away
+        // from the narrowing of the answer.
+        let list = br#"{"jsonrpc":"2.0","id":8,"method":"tools/list"}"#;
+        assert!(check_request(list, Some(&scope), &awaited, "fx").is_ok());
+        let request = br#"{"jsonrpc":"2.0","id":8,"method":"sampling/createMessage","params":{}}"#;
+        narrow_answer(request, Some(&scope), &awaited);
+        let answer =
+            br#"{"jsonrpc":"2.0","id":8,"result":{"tools":[{"name":"echo"},{"name":"write"}]}}"#;
+        let got: Value =
+            serde_json::from_str(&narrow_answer(answer, Some(&scope), &awaited)).unwrap();
+        assert_eq!(got["result"]["tools"], json!([{"name": "echo"}]));
         let init = br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}"#;
         assert!(check_request(init, Some(&scope), &awaited, "fx").is_ok());
         let answer = br#"{"jsonrpc":"2.0","id":0,"result":{"capabilities":{"tools":{},"resources":{"subscribe":true},"prompts":{},"completions":{},"logging":{}}}}"#;
