@@ -710,14 +710,9 @@ fn clone_into(cgroup: Option<&OwnedFd>, child: &ChildSide) -> io::Result<(i32, O
         args.flags |= CLONE_INTO_CGROUP;
         args.cgroup = dir.as_raw_fd() as u64;
     }
-    let r = clone3(&mut args, child);
-    match r {
-        -1 => Err(io::Error::last_os_error()),
-        pid => {
-            // SAFETY: the kernel filled in a new descriptor, ours alone.
-            Ok((pid as i32, unsafe { OwnedFd::from_raw_fd(pidfd) }))
-        }
-    }
+    let pid = clone3(&mut args, child)?;
+    // SAFETY: the kernel filled in a new descriptor, ours alone.
+    Ok((pid as i32, unsafe { OwnedFd::from_raw_fd(pidfd) }))
 }
 
 /// The size of the child's own stack (with a guard page below it).
@@ -726,9 +721,9 @@ const CHILD_STACK: usize = 64 * 1024;
 
 /// `clone3` with `args` plus `CLONE_VM | CLONE_VFORK` and a stack of the
 /// child's own, on which the child runs `child.run()`; in the parent,
-/// what the call returned (`-1`: see errno).
+/// the child's pid.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-fn clone3(args: &mut CloneArgs, child: &ChildSide) -> i64 {
+fn clone3(args: &mut CloneArgs, child: &ChildSide) -> io::Result<i64> {
     const CLONE_VM: u64 = libc::CLONE_VM as u64;
     const CLONE_VFORK: u64 = libc::CLONE_VFORK as u64;
     let page = 4096;
@@ -744,7 +739,7 @@ fn clone3(args: &mut CloneArgs, child: &ChildSide) -> i64 {
         )
     };
     if stack == libc::MAP_FAILED {
-        return -1;
+        return Err(io::Error::last_os_error());
     }
     // SAFETY: the lowest page of the mapping above becomes its guard.
     unsafe { libc::mprotect(stack, page, libc::PROT_NONE) };
@@ -753,20 +748,17 @@ fn clone3(args: &mut CloneArgs, child: &ChildSide) -> i64 {
     args.stack_size = CHILD_STACK as u64;
     let entry: extern "C" fn(*const ChildSide) -> ! = child_entry;
     let r = raw_clone3(args, child, entry);
-    // Save errno before anything else can change it.
-    let errno = io::Error::last_os_error().raw_os_error().unwrap_or(0);
     // SAFETY: unmapping the child's stack, which it no longer uses (the
     // kernel let this thread go on once the child executed or exited).
-    unsafe {
-        libc::munmap(stack, CHILD_STACK + page);
-        if r == -1 {
-            *libc::__errno_location() = errno;
-        }
+    unsafe { libc::munmap(stack, CHILD_STACK + page) };
+    if r < 0 {
+        return Err(io::Error::from_raw_os_error(-r as i32));
     }
-    r
+    Ok(r)
 }
 
 #[cfg(target_arch = "x86_64")]
+/// The system call itself: the child's pid, or a negative errno.
 fn raw_clone3(
     args: &CloneArgs,
     child: &ChildSide,
@@ -798,11 +790,6 @@ fn raw_clone3(
             lateout("r11") _,
         );
     }
-    if ret < 0 {
-        // SAFETY: setting this thread's errno.
-        unsafe { *libc::__errno_location() = -ret as i32 };
-        return -1;
-    }
     ret
 }
 
@@ -831,11 +818,6 @@ fn raw_clone3(
             lateout("x30") _,
         );
     }
-    if ret < 0 {
-        // SAFETY: setting this thread's errno.
-        unsafe { *libc::__errno_location() = -ret as i32 };
-        return -1;
-    }
     ret
 }
 
@@ -849,7 +831,7 @@ extern "C" fn child_entry(child: *const ChildSide) -> ! {
 
 /// Elsewhere: `clone3` as a fork; the child runs `child.run()`.
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-fn clone3(args: &mut CloneArgs, child: &ChildSide) -> i64 {
+fn clone3(args: &mut CloneArgs, child: &ChildSide) -> io::Result<i64> {
     // SAFETY: clone3 without CLONE_VM or a stack: the child continues on a
     // copy of this thread's stack, as after fork, and runs only
     // async-signal-safe code (`ChildSide::run`) before it executes or
@@ -861,10 +843,11 @@ fn clone3(args: &mut CloneArgs, child: &ChildSide) -> i64 {
             std::mem::size_of::<CloneArgs>(),
         )
     };
-    if r == 0 {
-        child.run()
+    match r {
+        -1 => Err(io::Error::last_os_error()),
+        0 => child.run(),
+        pid => Ok(pid),
     }
-    r
 }
 
 /// Whether `clone3` (with a cgroup) is missing from this kernel, or

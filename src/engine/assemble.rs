@@ -997,6 +997,18 @@ mod tests {
     use super::*;
     use crate::agents::invocation::EnvVar;
 
+    /// `text` loaded as pipeline file `name`, checked for a machine that
+    /// confines as `os` says.
+    fn load(name: &str, text: impl Into<String>, os: &Availability) -> crate::pipeline::Loaded {
+        crate::pipeline::load_str(
+            name,
+            text.into(),
+            Path::new("."),
+            &crate::agents::checks::Checks::new(os),
+        )
+        .unwrap()
+    }
+
     #[test]
     fn the_last_value_of_a_name_is_the_one_kept() {
         let mut env = vec![
@@ -1012,13 +1024,7 @@ mod tests {
     fn no_agent_may_read_or_write_the_state_directory() {
         let text = "version = 1\nname = \"d\"\n[agents.lint]\nkind = \"command\"\ncommand = [\"true\"]\n[[phases]]\nname = \"a\"\nagents = [\"claude\", \"lint\"]\nmode = \"audit\"\nprompt = \"x\"\n[phases.tools]\npermission = \"read-only\"\n[[phases]]\nname = \"b\"\nagents = [\"claude\"]\nmode = \"audit\"\nprompt = \"x\"\n[phases.tools]\nmcp = []\n".to_string();
         let os = Availability::Available { abi: 7 };
-        let loaded = crate::pipeline::load_str(
-            "d.toml",
-            text,
-            Path::new("."),
-            &crate::agents::checks::Checks::new(&os),
-        )
-        .unwrap();
+        let loaded = load("d.toml", text, &os);
         let p = &loaded.pipeline;
         let ctx = Context {
             confinement: os,
@@ -1045,13 +1051,7 @@ mod tests {
         let os = Availability::Unavailable {
             reason: "test".into(),
         };
-        let loaded = crate::pipeline::load_str(
-            "d.toml",
-            text,
-            Path::new("."),
-            &crate::agents::checks::Checks::new(&os),
-        )
-        .unwrap();
+        let loaded = load("d.toml", text, &os);
         let p = &loaded.pipeline;
         let ctx = Context::new(Settings::default(), PathBuf::from("/w"));
         let slot = Slot {
@@ -1096,13 +1096,7 @@ mod tests {
         assert_eq!(marker("b"), (false, None), "no orch server, no marker");
         // A plain command speaks no MCP: its attempt gets no marker.
         let text = "version = 1\nname = \"c\"\n[agents.t]\nkind = \"command\"\ncommand = [\"true\"]\n[[phases]]\nname = \"a\"\nagents = [\"t\"]\n".to_string();
-        let loaded = crate::pipeline::load_str(
-            "c.toml",
-            text,
-            Path::new("."),
-            &crate::agents::checks::Checks::new(&os),
-        )
-        .unwrap();
+        let loaded = load("c.toml", text, &os);
         let p = &loaded.pipeline;
         let inv = invocation(p, &p.phases[0], p.agent("t").unwrap(), &ctx, &slot);
         assert!(inv.files.is_empty(), "{:?}", inv.files);
@@ -1115,13 +1109,7 @@ mod tests {
             .map(|a| format!("[[phases]]\nname = \"p-{a}\"\nagents = [\"{a}\"]\nprompt = \"x\"\n[phases.tools]\nmcp = [\"mcp__orch__*\"]\n"))
             .fold("version = 1\nname = \"e\"\n".to_string(), |a, p| a + &p);
         let os = Availability::Available { abi: 7 };
-        let loaded = crate::pipeline::load_str(
-            "e.toml",
-            text,
-            Path::new("."),
-            &crate::agents::checks::Checks::new(&os),
-        )
-        .unwrap();
+        let loaded = load("e.toml", text, &os);
         let p = &loaded.pipeline;
         let ctx = Context::new(Settings::default(), PathBuf::from("/w"));
         for (phase, agent) in p.invocations() {
@@ -1148,13 +1136,7 @@ mod tests {
                 |a, p| a + &p,
             );
         let os = Availability::Available { abi: 7 };
-        let loaded = crate::pipeline::load_str(
-            "e.toml",
-            text,
-            Path::new("."),
-            &crate::agents::checks::Checks::new(&os),
-        )
-        .unwrap();
+        let loaded = load("e.toml", text, &os);
         let p = &loaded.pipeline;
         let ctx = Context::new(Settings::default(), PathBuf::from("/w"));
         for (phase, agent) in p.invocations() {
@@ -1180,13 +1162,7 @@ mod tests {
             assert_eq!(spawns[0].0, own.join("orch/mcp-s.sock"));
         }
         let plain = "version = 1\nname = \"e\"\n[mcp_servers.s]\ncommand = [\"s-mcp\", \"--region\", \"eu\"]\n[[phases]]\nname = \"p\"\nagents = [\"opencode\"]\nprompt = \"x\"\n[phases.tools]\nmcp = [\"mcp__s__*\"]\n";
-        let loaded = crate::pipeline::load_str(
-            "e.toml",
-            plain.into(),
-            Path::new("."),
-            &crate::agents::checks::Checks::new(&os),
-        )
-        .unwrap();
+        let loaded = load("e.toml", plain, &os);
         let p = &loaded.pipeline;
         let (phase, agent) = p.invocations().next().unwrap();
         let inv = invocation(p, phase, agent, &ctx, &Slot::preview(Path::new("/own")));

@@ -705,14 +705,7 @@ mod tests {
             }),
         ];
         for (what, gitmodules) in cases {
-            let tmp = tempfile::tempdir().unwrap();
-            let root = std::fs::canonicalize(tmp.path()).unwrap();
-            let top = root.join("top");
-            let mark = plant_submodule(&root, &top, gitmodules);
-            let shadow = root.join("attempt/git");
-            std::fs::create_dir_all(&shadow).unwrap();
-            let g = AgentGit::plan(&top, None, shadow.clone());
-            g.make();
+            let (_tmp, top, mark, shadow, g) = planted(gitmodules);
             assert!(shadow.join("HEAD").exists(), "{what}: no shadow");
             assert!(status_in(&top, &g.env()), "{what}");
             assert!(!mark.exists(), "{what}: the submodule's filter ran");
@@ -720,6 +713,21 @@ mod tests {
             assert!(status_in(&top, &[]), "{what}");
             assert!(mark.exists(), "{what}: the plant did not run");
         }
+    }
+
+    /// A repository with a submodule planted as `gitmodules` says, and an
+    /// agent's git shadow made for it: (its folder, the repository, the
+    /// mark the filter leaves, the shadow, the plan).
+    fn planted(gitmodules: &Plant) -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf, AgentGit) {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        let top = root.join("top");
+        let mark = plant_submodule(&root, &top, gitmodules);
+        let shadow = root.join("attempt/git");
+        std::fs::create_dir_all(&shadow).unwrap();
+        let g = AgentGit::plan(&top, None, shadow.clone());
+        g.make();
+        (tmp, top, mark, shadow, g)
     }
 
     /// A name a config file cannot carry back (a control byte), or a
@@ -742,14 +750,7 @@ mod tests {
             }),
         ];
         for (what, gitmodules) in cases {
-            let tmp = tempfile::tempdir().unwrap();
-            let root = std::fs::canonicalize(tmp.path()).unwrap();
-            let top = root.join("top");
-            let mark = plant_submodule(&root, &top, gitmodules);
-            let shadow = root.join("attempt/git");
-            std::fs::create_dir_all(&shadow).unwrap();
-            let g = AgentGit::plan(&top, None, shadow.clone());
-            g.make();
+            let (_tmp, top, mark, shadow, g) = planted(gitmodules);
             let left: Vec<_> = std::fs::read_dir(&shadow).unwrap().flatten().collect();
             assert!(left.is_empty(), "{what}: {left:?}");
             assert!(!status_in(&top, &g.env()), "{what}");
