@@ -6,6 +6,7 @@
 //! way while it picks its targets.
 
 use std::collections::HashSet;
+use std::process::ExitStatus;
 use std::sync::{Mutex, MutexGuard, RwLock, RwLockWriteGuard};
 
 /// The children orch started itself.
@@ -50,8 +51,51 @@ pub fn reaping(pid: u32, reap: impl FnOnce() -> bool) {
     }
 }
 
+/// Block until orch's child `pid` has ended, without reaping it (that is
+/// for [`reaping`]).
+pub fn until_ended(pid: u32) -> std::io::Result<()> {
+    loop {
+        // SAFETY: a siginfo is plain data; waitid fills it in.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid on orch's own child, with a valid out pointer.
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// `child.try_wait()`, forgetting it as it is reaped (see [`reaping`]).
+pub fn try_wait(child: &mut std::process::Child) -> std::io::Result<Option<ExitStatus>> {
+    let mut result = Ok(None);
+    reaping(child.id(), || {
+        result = child.try_wait();
+        matches!(result, Ok(Some(_)))
+    });
+    result
+}
+
+/// `child.wait()`, forgetting it as it is reaped (see [`reaping`]).
+pub fn wait(child: &mut std::process::Child) -> std::io::Result<ExitStatus> {
+    until_ended(child.id())?;
+    try_wait(child)?.ok_or_else(|| std::io::Error::other("the child ended but was not reaped"))
+}
+
 /// orch's child `pid` has been waited for: a process that later gets its
-/// number is not orch's.
+/// number is not orch's. (A child still to be reaped is reaped with
+/// [`reaping`], [`try_wait`] or [`wait`] instead: a number forgotten after
+/// the reap may already be a new child's.)
 pub fn forget(pid: u32) {
     if let Some(own) = locked().as_mut() {
         own.remove(&(pid as i32));

@@ -729,7 +729,6 @@ fn output(mut cmd: Command) -> Option<Vec<u8>> {
         (child, pid)
     })
     .ok()?;
-    let pid = child.id();
     let mut stdout = child.stdout.take()?;
     let reader = std::thread::spawn(move || {
         let mut buf = Vec::new();
@@ -738,18 +737,18 @@ fn output(mut cmd: Command) -> Option<Vec<u8>> {
     });
     let started = std::time::Instant::now();
     let status = loop {
-        match child.try_wait() {
+        // Reaped and forgotten by orch's registry at once.
+        match crate::children::try_wait(&mut child) {
             Ok(Some(status)) => break Some(status),
             Ok(None) if started.elapsed() > GIT_LIMIT => {
                 let _ = child.kill();
-                let _ = child.wait();
+                let _ = crate::children::wait(&mut child);
                 break None;
             }
             Ok(None) => std::thread::sleep(std::time::Duration::from_millis(1)),
             Err(_) => break None,
         }
     };
-    crate::children::forget(pid);
     let out = reader.join().ok()?;
     status?.success().then_some(out)
 }

@@ -376,27 +376,7 @@ impl Drop for Child {
 /// [`crate::children::reaping`]).
 fn reap(pid: i32, block: bool) -> io::Result<Option<ExitStatus>> {
     if block {
-        // Until it has ended, without reaping it yet.
-        loop {
-            // SAFETY: a siginfo is plain data; waitid fills it in.
-            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-            // SAFETY: waitid on orch's own child, with a valid out pointer.
-            let r = unsafe {
-                libc::waitid(
-                    libc::P_PID,
-                    pid as libc::id_t,
-                    &mut info,
-                    libc::WEXITED | libc::WNOWAIT,
-                )
-            };
-            if r == 0 {
-                break;
-            }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
-        }
+        crate::children::until_ended(pid as u32)?;
     }
     let mut result = Ok(None);
     crate::children::reaping(pid as u32, || {

@@ -93,8 +93,7 @@ impl Drop for Keeper {
                 .take(),
         );
         let child = self.child.get_mut().unwrap_or_else(|e| e.into_inner());
-        let _ = child.wait();
-        super::reaper::forget(child.id());
+        let _ = crate::children::wait(child);
     }
 }
 

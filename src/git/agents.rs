@@ -423,22 +423,24 @@ fn entries(text: &[u8]) -> Option<Entries> {
         (child, pid)
     })
     .ok()?;
-    let pid = child.id();
     let mut stdin = child.stdin.take()?;
     let input = text.to_vec();
     // git reads all of its input before it answers.
     let writer = std::thread::spawn(move || {
         let _ = stdin.write_all(&input);
     });
-    let out = child.wait_with_output();
-    crate::children::forget(pid);
+    let mut stdout = Vec::new();
+    let read = child.stdout.take().map(|mut o| {
+        use std::io::Read;
+        o.read_to_end(&mut stdout)
+    });
+    // Reaped and forgotten by orch's registry at once.
+    let status = crate::children::wait(&mut child);
     let _ = writer.join();
-    let out = out.ok()?;
-    if !out.status.success() {
+    if !matches!(read, Some(Ok(_))) || !status.ok()?.success() {
         return None;
     }
-    let parsed: Entries = out
-        .stdout
+    let parsed: Entries = stdout
         .split(|b| *b == 0)
         .filter(|e| !e.is_empty())
         .map(|e| match e.iter().position(|b| *b == b'\n') {
