@@ -42,7 +42,6 @@ pub async fn serve<R, W>(
             .await;
         return;
     };
-    let pid = child.id();
     let (Some(Ok(mut to_server)), Some(Ok(from_server))) = (
         child.stdin.take().map(Sender::from_owned_fd),
         child.stdout.take().map(Receiver::from_owned_fd),
@@ -103,8 +102,8 @@ pub async fn serve<R, W>(
     }
     drop(to_server);
     child.kill();
+    // Reaped and forgotten by orch's registry at once.
     let _ = child.wait().await;
-    crate::children::forget(pid);
     answers.abort();
     drop(tx);
     let _ = writer.await;
@@ -160,8 +159,25 @@ fn start(spawn: &ServerSpawn, tree: &ProcessTree) -> Option<Child> {
     })
 }
 
-/// The requests whose answers orch narrows, by id: what each asked.
-pub(super) type Awaited = Mutex<HashMap<String, Asked>>;
+/// The client's requests a server whose tools the grant limits has not
+/// answered yet (see [`Pending`]).
+pub(super) type Awaited = Mutex<Pending>;
+
+/// The requests sent on to a server whose tools the grant limits, by the
+/// id orch gave each: the server sees orch's ids (1, 2, ...) only, and an
+/// answer goes back under the client's id once orch has narrowed it. An
+/// answer to no request of the client's is not passed on: nothing the
+/// server writes as an id (a float for an integer, the same id twice)
+/// can slip an answer past the narrowing.
+#[derive(Debug, Default)]
+pub(super) struct Pending {
+    next: u64,
+    /// orch's id: the client's, and what the request asked.
+    by_id: HashMap<u64, (Value, Option<Asked>)>,
+}
+
+/// At most this many requests wait for their answers at once.
+const MAX_PENDING: usize = 4096;
 
 /// A request whose answer orch narrows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -227,27 +243,28 @@ pub(super) fn check_request(
         }
     };
     let id = v.get("id").cloned();
-    // The answer is matched to its request by the id as orch writes it:
-    // an id the server could write otherwise (`1.0` answered as `1`, an
-    // integer beyond 64 bits as a float) would slip an answer past the
-    // narrowing.
-    if let Some(id) = &id
-        && !(id.is_string() || id.is_i64() || id.is_u64() || id.is_null())
-    {
-        return Err(refuse(
-            -32600,
-            "an `id` must be a string or an integer of at most 64 bits",
-        ));
-    }
-    let checked = || serde_json::to_vec(&v).map_err(|e| refuse(-32603, &e.to_string()));
-    let note = |asked: Asked| {
-        if let Some(id) = &id {
-            awaited
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(id.to_string(), asked);
+    // A request gets orch's own id on its way to the server (what it asked
+    // noted, to narrow the answer); an answer to the server's own request
+    // (sampling, roots) keeps the server's id.
+    let forward = |mut v: Value, asked: Option<Asked>| {
+        if let Some(id) = &id
+            && v.get("method").is_some()
+        {
+            let mut pending = awaited.lock().unwrap_or_else(|e| e.into_inner());
+            if pending.by_id.len() >= MAX_PENDING {
+                return Err(refuse(
+                    -32600,
+                    "too many requests wait for the server's answers",
+                ));
+            }
+            pending.next += 1;
+            let ours = pending.next;
+            pending.by_id.insert(ours, (id.clone(), asked));
+            v["id"] = json!(ours);
         }
+        serde_json::to_vec(&v).map_err(|e| refuse(-32603, &e.to_string()))
     };
+    let checked = || forward(v.clone(), None);
     let method = match v.get("method") {
         // An answer to the server's own request (sampling, roots).
         None => return checked(),
@@ -255,14 +272,8 @@ pub(super) fn check_request(
         Some(_) => return Err(refuse(-32600, "`method` is not a string")),
     };
     match method {
-        "initialize" => {
-            note(Asked::Initialize);
-            checked()
-        }
-        "tools/list" => {
-            note(Asked::Tools);
-            checked()
-        }
+        "initialize" => forward(v.clone(), Some(Asked::Initialize)),
+        "tools/list" => forward(v.clone(), Some(Asked::Tools)),
         "tools/call" => {
             let name = v["params"]["name"].as_str().unwrap_or("");
             if scope.iter().any(|t| t == name) {
@@ -299,31 +310,38 @@ pub(super) fn check_request(
     }
 }
 
-/// The server's answer as the client gets it: a `tools/list` answer with
-/// only the granted tools, an `initialize` answer with no capability but
-/// tools (and the protocol's own: logging), when the grant is limited.
+/// The server's answer as the client gets it, when the grant limits its
+/// tools: under the client's id (see [`Pending`]), a `tools/list` answer
+/// with only the granted tools, an `initialize` answer with no capability
+/// but tools (and the protocol's own: logging). A line orch cannot read,
+/// or an answer to no request of the client's, is not passed on (an empty
+/// string).
 pub(super) fn narrow_answer(line: &[u8], scope: Option<&[String]>, awaited: &Awaited) -> String {
-    let raw = || String::from_utf8_lossy(line).into_owned() + "\n";
     let Some(scope) = scope else {
-        return raw();
+        return String::from_utf8_lossy(line).into_owned() + "\n";
     };
     let Ok(mut v) = serde_json::from_slice::<Value>(line) else {
-        return raw();
+        return String::new();
     };
-    // A request of the server's own (sampling, roots) is not an answer,
-    // whatever its id.
+    // A request or notification of the server's own (sampling, roots,
+    // progress) is not an answer, whatever its id.
     if v.get("method").is_some() {
-        return raw();
+        return v.to_string() + "\n";
     }
-    let Some(id) = v.get("id").map(Value::to_string) else {
-        return raw();
+    let Some(ours) = v.get("id").and_then(Value::as_u64) else {
+        return String::new();
     };
-    let asked = awaited
+    let Some((theirs, asked)) = awaited
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .remove(&id);
+        .by_id
+        .remove(&ours)
+    else {
+        return String::new();
+    };
+    v["id"] = theirs;
     match asked {
-        None => return raw(),
+        None => {}
         Some(Asked::Tools) => {
             if let Some(tools) = v["result"]["tools"].as_array_mut() {
                 tools.retain(|t| {
@@ -405,20 +423,39 @@ mod tests {
         );
         // All granted: nothing is checked.
         assert!(check_request(call("write").as_bytes(), None, &listing, "fx").is_ok());
-        // A list request is noted, and its answer narrowed.
+        // A list request goes on under orch's id; its answer comes back
+        // under the client's, narrowed.
         let list = br#"{"jsonrpc":"2.0","id":"l1","method":"tools/list"}"#;
-        assert!(check_request(list, Some(&scope), &listing, "fx").is_ok());
-        let answer =
-            br#"{"jsonrpc":"2.0","id":"l1","result":{"tools":[{"name":"echo"},{"name":"write"}]}}"#;
+        let ours = sent_id(&check_request(list, Some(&scope), &listing, "fx").unwrap());
+        let answer = tools_answer(ours);
         let got: Value =
-            serde_json::from_str(&narrow_answer(answer, Some(&scope), &listing)).unwrap();
+            serde_json::from_str(&narrow_answer(answer.as_bytes(), Some(&scope), &listing))
+                .unwrap();
+        assert_eq!(got["id"], "l1");
         assert_eq!(got["result"]["tools"], json!([{"name": "echo"}]));
-        // Another answer passes as it is.
+        // The same answer again, or one to no request, is not passed on.
+        assert_eq!(narrow_answer(answer.as_bytes(), Some(&scope), &listing), "");
         let other = br#"{"jsonrpc":"2.0","id":9,"result":{"x":1}}"#;
+        assert_eq!(narrow_answer(other, Some(&scope), &listing), "");
+        // All granted: answers pass as they are.
         assert_eq!(
-            narrow_answer(other, Some(&scope), &listing),
+            narrow_answer(other, None, &listing),
             format!("{}\n", String::from_utf8_lossy(other))
         );
+    }
+
+    /// The id orch gave a request it passed on.
+    fn sent_id(forwarded: &[u8]) -> u64 {
+        serde_json::from_slice::<Value>(forwarded).unwrap()["id"]
+            .as_u64()
+            .unwrap()
+    }
+
+    /// A server's `tools/list` answer, with `echo` and `write`.
+    fn tools_answer(id: impl std::fmt::Display) -> String {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":{{"tools":[{{"name":"echo"}},{{"name":"write"}}]}}}}"#
+        )
     }
 
     /// A grant of some tools reaches no resource, prompt or completion of
@@ -470,33 +507,62 @@ mod tests {
                 "{passes}"
             );
         }
-        // An id a server could write back otherwise is refused.
-        for odd in [
-            r#"1.0"#,
-            r#"1e0"#,
-            r#"123456789012345678901234567890"#,
-            r#"{"a":1}"#,
+        // Whatever the client's ids (a float, beyond 64 bits, the same id
+        // twice), the server sees orch's, and each answer comes back
+        // narrowed under the client's own; what the server writes as an id
+        // (a float for an integer, a guess) reaches the client not at all.
+        let mut sent = Vec::new();
+        for theirs in [
+            "1.0",
+            "1e0",
+            "123456789012345678901234567890",
+            "5",
+            "5",
+            r#""5""#,
         ] {
-            let line = format!(r#"{{"jsonrpc":"2.0","id":{odd},"method":"tools/list"}}"#);
-            let answer = check_request(line.as_bytes(), Some(&scope), &awaited, "fx").unwrap_err();
-            assert!(answer.contains("-32600"), "{odd}: {answer}");
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{theirs},"method":"tools/list"}}"#);
+            let ours =
+                sent_id(&check_request(line.as_bytes(), Some(&scope), &awaited, "fx").unwrap());
+            sent.push((theirs, ours));
         }
-        // A request of the server's with a noted id takes nothing away
-        // from the narrowing of the answer.
-        let list = br#"{"jsonrpc":"2.0","id":8,"method":"tools/list"}"#;
-        assert!(check_request(list, Some(&scope), &awaited, "fx").is_ok());
-        let request = br#"{"jsonrpc":"2.0","id":8,"method":"sampling/createMessage","params":{}}"#;
-        narrow_answer(request, Some(&scope), &awaited);
-        let answer =
-            br#"{"jsonrpc":"2.0","id":8,"result":{"tools":[{"name":"echo"},{"name":"write"}]}}"#;
-        let got: Value =
-            serde_json::from_str(&narrow_answer(answer, Some(&scope), &awaited)).unwrap();
-        assert_eq!(got["result"]["tools"], json!([{"name": "echo"}]));
+        let mut ids: Vec<u64> = sent.iter().map(|s| s.1).collect();
+        ids.dedup();
+        assert_eq!(ids.len(), sent.len(), "orch's ids are all different");
+        let float = format!("{}.0", sent[0].1);
+        assert_eq!(
+            narrow_answer(tools_answer(float).as_bytes(), Some(&scope), &awaited),
+            ""
+        );
+        // A request of the server's with one of orch's ids takes nothing
+        // away from the narrowing of the answer.
+        let request = format!(
+            r#"{{"jsonrpc":"2.0","id":{},"method":"sampling/createMessage","params":{{}}}}"#,
+            sent[3].1
+        );
+        assert!(!narrow_answer(request.as_bytes(), Some(&scope), &awaited).is_empty());
+        for (theirs, ours) in &sent {
+            let got: Value = serde_json::from_str(&narrow_answer(
+                tools_answer(ours).as_bytes(),
+                Some(&scope),
+                &awaited,
+            ))
+            .unwrap();
+            assert_eq!(got["id"], serde_json::from_str::<Value>(theirs).unwrap());
+            assert_eq!(
+                got["result"]["tools"],
+                json!([{"name": "echo"}]),
+                "{theirs}"
+            );
+        }
         let init = br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}"#;
-        assert!(check_request(init, Some(&scope), &awaited, "fx").is_ok());
-        let answer = br#"{"jsonrpc":"2.0","id":0,"result":{"capabilities":{"tools":{},"resources":{"subscribe":true},"prompts":{},"completions":{},"logging":{}}}}"#;
+        let ours = sent_id(&check_request(init, Some(&scope), &awaited, "fx").unwrap());
+        let answer = format!(
+            r#"{{"jsonrpc":"2.0","id":{ours},"result":{{"capabilities":{{"tools":{{}},"resources":{{"subscribe":true}},"prompts":{{}},"completions":{{}},"logging":{{}}}}}}}}"#
+        );
         let got: Value =
-            serde_json::from_str(&narrow_answer(answer, Some(&scope), &awaited)).unwrap();
+            serde_json::from_str(&narrow_answer(answer.as_bytes(), Some(&scope), &awaited))
+                .unwrap();
+        assert_eq!(got["id"], 0);
         assert_eq!(
             got["result"]["capabilities"],
             json!({"tools": {}, "logging": {}})
