@@ -96,9 +96,10 @@ fn safe_url(url: &str, schemes: &[&str]) -> bool {
 }
 
 /// The pipeline's path as the exported file names it (its header
-/// comment, `ORCH_PIPELINE`), or why it cannot be: not UTF-8, or a control
+/// comment, `ORCH_PIPELINE`), or why it cannot be: not UTF-8, a control
 /// character or line separator in it, which would end the header's
-/// comment line and start YAML of its own.
+/// comment line and start YAML of its own, or `${{`, which GitHub would
+/// evaluate in `ORCH_PIPELINE`'s value.
 fn pipeline_path(file: &std::path::Path) -> Result<&str, String> {
     let Some(text) = file.to_str() else {
         return Err(format!("`{}` is not UTF-8", file.display()));
@@ -110,6 +111,11 @@ fn pipeline_path(file: &std::path::Path) -> Result<&str, String> {
         return Err(format!(
             "`{}` has a control character or line break in its name",
             text.escape_debug()
+        ));
+    }
+    if text.contains("${{") {
+        return Err(format!(
+            "`{text}` has `${{{{` in its name, which GitHub would evaluate as an expression"
         ));
     }
     Ok(text)

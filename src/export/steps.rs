@@ -98,9 +98,12 @@ pub(super) fn to_yaml(doc: &Value) -> String {
     yaml
 }
 
-/// A word for a POSIX shell, in single quotes.
+/// A word for a POSIX shell, in single quotes, with no `${{` in the text:
+/// GitHub evaluates `${{ ... }}` anywhere in a `run:` script before the
+/// shell sees it, quotes or not (an artifact path `${{ secrets.X }}`
+/// would have become the secret). `$''{{` reads as `${{` to the shell.
 pub(super) fn sh(word: &str) -> String {
-    format!("'{}'", word.replace('\'', "'\\''"))
+    format!("'{}'", word.replace('\'', "'\\''").replace("${{", "$''{{"))
 }
 
 /// A path pattern for the shell: quoted, `*` left to match.
@@ -381,6 +384,28 @@ mod tests {
             k.as_str().unwrap_or_else(|| panic!("{text}")).to_string(),
             v.as_str().unwrap_or_else(|| panic!("{text}")).to_string(),
         )
+    }
+
+    #[test]
+    fn a_shell_word_reads_back_as_written_and_holds_no_github_expression() {
+        for word in [
+            "${{ secrets.X }}",
+            "a${{b}}${{",
+            "$${{{",
+            "'${{'",
+            "${{'}}",
+            "plain",
+            "",
+        ] {
+            for quoted in [sh(word), sh_pattern(word)] {
+                assert!(!quoted.contains("${{"), "{quoted}");
+                let out = std::process::Command::new("sh")
+                    .args(["-c", &format!("printf %s {quoted}")])
+                    .output()
+                    .unwrap();
+                assert_eq!(String::from_utf8_lossy(&out.stdout), word, "{quoted}");
+            }
+        }
     }
 
     #[test]

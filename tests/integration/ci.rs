@@ -1870,6 +1870,61 @@ fn a_pipeline_path_that_would_break_the_header_is_refused() {
     assert!(o.status.success(), "{cmd}: {}", stderr(&o));
 }
 
+/// GitHub evaluates `${{ ... }}` anywhere in a workflow's `run:` scripts
+/// and `env:` values, quotes or not. A pipeline path with one is refused;
+/// an artifact path with one reaches the job's save script as text the
+/// shell reads back as written, never as an expression (it would have
+/// been replaced by the secret it names).
+#[test]
+fn no_path_of_the_pipeline_becomes_a_github_expression() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = "a${{ secrets.GITHUB_TOKEN }}.toml";
+    write(dir.path(), name, &dag_pipeline(&[vec![]]));
+    let o = run_in(
+        dir.path(),
+        &[&["export", "github-actions", name][..], &SOURCE].concat(),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(
+        flat_stderr(&o).contains("which GitHub would evaluate as an expression"),
+        "{}",
+        stderr(&o)
+    );
+
+    let artifact = "out/${{ secrets.GITHUB_TOKEN }}.md";
+    let body = format!(
+        "version = 1\nname = \"x\"\n[agents.a]\nkind = \"command\"\ncommand = [\"true\"]\n[[phases]]\nname = \"p\"\nagents = [\"a\"]\nartifacts = [\"{artifact}\"]\n"
+    );
+    write(dir.path(), "p.toml", &body);
+    let o = run_in(
+        dir.path(),
+        &[&["export", "github-actions", "p.toml"][..], &SOURCE].concat(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(!text.contains("${{ secrets.GITHUB_TOKEN"), "{text}");
+    let wf = yaml(&text);
+    let save = wf["jobs"]["p"]["steps"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"].as_str() == Some("Save state and files"))
+        .and_then(|s| s["run"].as_str())
+        .unwrap()
+        .to_string();
+    let word = save
+        .lines()
+        .find_map(|l| l.strip_prefix("for f in "))
+        .and_then(|l| l.strip_suffix("; do"))
+        .unwrap()
+        .to_string();
+    let o = Command::new("sh")
+        .args(["-c", &format!("printf %s {word}")])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), artifact, "{word}");
+}
+
 /// A GitLab job's agents may write the project, where GitLab keeps
 /// artifacts: the upstream work a job restores is moved out of the project
 /// before its agents run, and passed on as it arrived, whatever they wrote
