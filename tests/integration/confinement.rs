@@ -9,7 +9,9 @@ use std::process::Output;
 
 use serde_json::Value;
 
-use crate::support::{cgroups_here, flat_stderr, json_of, orch, run_in, stderr, stdout, write};
+use crate::support::{
+    cgroups_here, flat_stderr, json_of, orch, run_in, skipped, stderr, stdout, write,
+};
 
 /// `orch validate FILE` with confinement on (the machine's) or off.
 fn validate(file: &Path, confined: bool) -> Output {
@@ -1033,7 +1035,7 @@ fn run_agents(root: &Path, agents: usize, script: &str, permission: Option<&str>
 #[test]
 fn an_agent_is_in_its_attempts_cgroup_before_it_runs() {
     if !cgroups_here() {
-        eprintln!("no cgroups here: orch tracks attempts by their processes' parents");
+        skipped("no cgroups here: orch tracks attempts by their processes' parents");
         return;
     }
     // The shell reads its own cgroup (`read` is built in), then forks `cat`.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{cgroups_here, json_of, orch, root, run_in, stderr, stdout, write};
+use crate::support::{cgroups_here, json_of, orch, root, run_in, skipped, stderr, stdout, write};
 
 /// A scratch workspace with its own state dir (outside it, as orch
 /// requires where an agent may write the workspace).
@@ -697,7 +697,7 @@ fn dry_run_lists_the_judge_too() {
 #[test]
 fn a_process_that_left_its_group_dies_with_a_killed_orch() {
     if !cgroups_here() {
-        eprintln!("no cgroups here: orch falls back to process groups, which this process left");
+        skipped("no cgroups here: orch falls back to process groups, which this process left");
         return;
     }
     let s = Space::new();

@@ -256,6 +256,14 @@ pub fn installed(tool: Tool) -> Option<PathBuf> {
     if std::env::var_os(REQUIRE_ALL).is_some_and(|v| !v.is_empty() && v != "0") {
         panic!("{why} ({REQUIRE_ALL} is set: nothing may be skipped)");
     }
+    skipped(&why);
+    None
+}
+
+/// Says `skipped: <test>: <why>` on stderr, past the harness's capture,
+/// for a test that returns early because the machine lacks a feature
+/// (cgroups a process may make, say) rather than a tool.
+pub fn skipped(why: &str) {
     // The harness runs each test on a thread named after it.
     let thread = std::thread::current();
     let test = thread.name().unwrap_or("a test");
@@ -263,7 +271,6 @@ pub fn installed(tool: Tool) -> Option<PathBuf> {
     // harness and shown only for a failing test.
     use std::io::Write as _;
     let _ = writeln!(std::io::stderr().lock(), "skipped: {test}: {why}");
-    None
 }
 
 /// The first line of a test that needs a [`Tool`]: evaluates to the
