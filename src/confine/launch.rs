@@ -306,12 +306,38 @@ impl Child {
         Ok(status)
     }
 
-    /// Wait until it ends, on tokio's runtime (the pidfd becomes readable
-    /// when the process exits; without one, a look every 10 ms).
-    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
+    /// Whether it has ended, without reaping it: until it is reaped its
+    /// number, and its process group's, name no other process.
+    pub fn has_ended(&self) -> io::Result<bool> {
+        if self.status.is_some() {
+            return Ok(true);
+        }
+        // SAFETY: a siginfo is plain data; waitid fills it in.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid on orch's own child, with a valid out pointer;
+        // WNOWAIT leaves it to be reaped.
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                self.pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT | libc::WNOHANG,
+            )
+        };
+        if r == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: waitid filled `info` in (si_pid stays 0 while it runs).
+        Ok(unsafe { info.si_pid() } != 0)
+    }
+
+    /// Wait until it ends, on tokio's runtime, without reaping it (the
+    /// pidfd becomes readable when the process exits; without one, a look
+    /// every 10 ms).
+    pub async fn ended(&mut self) -> io::Result<()> {
         loop {
-            if let Some(s) = self.try_wait()? {
-                return Ok(s);
+            if self.has_ended()? {
+                return Ok(());
             }
             if matches!(self.pidfd, Some(Pidfd::Plain(_)))
                 && let Some(Pidfd::Plain(fd)) = self.pidfd.take()
@@ -330,15 +356,21 @@ impl Child {
             match &self.pidfd {
                 Some(Pidfd::Registered(fd)) => {
                     let mut ready = fd.readable().await?;
-                    if let Some(s) = reap(self.pid, false)? {
-                        self.status = Some(s);
-                        return Ok(s);
+                    if self.has_ended()? {
+                        return Ok(());
                     }
                     ready.clear_ready();
                 }
                 _ => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
             }
         }
+    }
+
+    /// Wait until it ends, on tokio's runtime, and reap it.
+    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
+        self.ended().await?;
+        self.try_wait()?
+            .ok_or_else(|| io::Error::other("it ended but was not reaped"))
     }
 
     /// Send it SIGKILL, unless it was reaped already.

@@ -471,9 +471,12 @@ pub async fn run_attempt(
         // they held open.
         if leader_gone.is_none() && Instant::now() >= next_reap_check {
             next_reap_check = Instant::now() + REAP_CHECK;
-            if matches!(child.try_wait(), Ok(Some(_))) {
+            if matches!(child.has_ended(), Ok(true)) {
                 leader_gone = Some(Instant::now());
+                // Before the reap: until then the group's number is the
+                // leader's and names no other process.
                 ending.kill();
+                let _ = child.try_wait();
                 end_tree(&spec.tree).await;
             }
         }
@@ -578,16 +581,21 @@ pub async fn run_attempt(
                     flush_logs(&mut raw_out, &mut raw_err);
                 }
             }
-            status = child.wait(), if !streams_open => break status,
+            ended = child.ended(), if !streams_open => {
+                // The group goes before the leader is reaped (see above).
+                ending.kill();
+                break ended.and_then(|()| {
+                    child.try_wait()?.ok_or_else(|| std::io::Error::other("it ended but was not reaped"))
+                });
+            }
             _ = cancel.changed() => {}
             _ = &mut ticker => {
                 ticker.as_mut().reset(tokio::time::Instant::now() + tick);
             }
         }
     };
-    // The leader is gone; take the rest of its group with it, and every
-    // process that left the group.
-    ending.kill();
+    // The leader is gone; the rest of its group went with it (just before
+    // the reap), now every process that left the group.
     if let (Some(pg), Some(k)) = (pgid, &spec.keeper) {
         k.release(pg.as_raw());
     }

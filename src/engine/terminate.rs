@@ -81,10 +81,12 @@ impl<S: GroupSignal> Termination<S> {
         }
     }
 
-    /// KILL what is left of the group now (its leader is gone: the rest
-    /// goes with it, even what ignores TERM).
-    pub fn kill(&self) {
-        if let Some(g) = self.group {
+    /// KILL what is left of the group now, once: its leader has ended and
+    /// is about to be reaped (the rest goes with it, even what ignores
+    /// TERM). Nothing is sent after: once the leader is reaped, the
+    /// group's number may be a new process's.
+    pub fn kill(&mut self) {
+        if let Some(g) = self.group.take() {
             self.send.signal(g, Signal::SIGKILL);
         }
     }
@@ -133,6 +135,18 @@ mod tests {
         assert_eq!(*sent.0.borrow(), [Signal::SIGTERM, Signal::SIGKILL]);
         t.kill();
         assert_eq!(sent.0.borrow().len(), 3);
+    }
+
+    #[test]
+    fn nothing_is_sent_once_the_leader_is_gone() {
+        let sent = Sent::default();
+        let t0 = Instant::now();
+        let mut t = Termination::with(Some(Pid::from_raw(42)), GRACE, &sent);
+        t.kill();
+        t.kill();
+        t.ask(t0);
+        t.escalate(t0 + GRACE * 2, true);
+        assert_eq!(*sent.0.borrow(), [Signal::SIGKILL]);
     }
 
     #[test]
