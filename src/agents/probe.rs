@@ -6,15 +6,15 @@
 //! children when it passes.
 
 use std::io::{Read, Write};
-use std::os::unix::process::CommandExt;
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::CliFacts;
 use super::adapter::adapter;
 use super::invocation::{Invocation, Stdin};
-use crate::confine::Confinement;
+use crate::confine::{Confinement, Io, Launch};
 use crate::model::AgentKind;
 
 /// One CLI as found on this machine.
@@ -39,81 +39,78 @@ pub struct Bounded {
     pub elapsed: Duration,
 }
 
-/// Run a command in its own process group with a deadline; on the deadline
-/// the whole group is killed.
+/// Run a process in its own process group with a deadline; on the
+/// deadline the whole group is killed.
 pub fn run_bounded(
-    cmd: Command,
+    launch: Launch,
     stdin: Option<&str>,
     timeout: Duration,
 ) -> std::io::Result<Bounded> {
-    run_bounded_in(cmd, stdin, timeout, None)
+    run_bounded_in(launch, stdin, timeout, None)
 }
 
 /// [`run_bounded`], the process confined as `confinement` says.
 pub fn run_bounded_in(
-    cmd: Command,
+    launch: Launch,
     stdin: Option<&str>,
     timeout: Duration,
     confinement: Option<&Confinement>,
 ) -> std::io::Result<Bounded> {
-    run_bounded_started(cmd, stdin, timeout, confinement, |_| {})
+    run_bounded_started(launch, stdin, timeout, confinement, |_| {})
 }
 
 /// [`run_bounded_in`], telling `started` the process's id once it runs
-/// (a process tree, for orch's endpoints to know it).
+/// (a process tree, for orch's endpoints to know it). The process starts
+/// as an attempt's does ([`crate::confine::start`]), without a cgroup.
 pub fn run_bounded_started(
-    mut cmd: Command,
+    launch: Launch,
     stdin: Option<&str>,
     timeout: Duration,
     confinement: Option<&Confinement>,
     started: impl FnOnce(u32),
 ) -> std::io::Result<Bounded> {
-    cmd.process_group(0)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    let launch = launch
+        .stdin(if stdin.is_some() { Io::Pipe } else { Io::Null })
+        .stdout(Io::Pipe)
+        .stderr(Io::Pipe)
+        .own_group();
     let start = Instant::now();
-    let mut child = match confinement {
-        Some(c) => c
-            .spawn_with(&mut cmd, |cmd| cmd.spawn())
-            .map_err(|e| std::io::Error::other(e.to_string()))??,
-        None => cmd.spawn()?,
-    };
+    let mut child = crate::confine::start(confinement, None, &launch)
+        .map_err(|e| std::io::Error::other(e.to_string()))??;
     started(child.id());
     let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
-    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+    if let (Some(text), Some(pipe)) = (stdin, child.stdin.take()) {
         let text = text.to_string();
         std::thread::spawn(move || {
-            let _ = pipe.write_all(text.as_bytes());
+            let _ = std::fs::File::from(pipe).write_all(text.as_bytes());
         });
     }
-    let reader = |mut pipe: Box<dyn Read + Send>| {
+    let reader = |pipe: Option<OwnedFd>| {
         std::thread::spawn(move || {
             let mut buf = Vec::new();
-            let _ = pipe.by_ref().take(4 << 20).read_to_end(&mut buf);
+            if let Some(pipe) = pipe {
+                let _ = std::fs::File::from(pipe)
+                    .take(4 << 20)
+                    .read_to_end(&mut buf);
+            }
             String::from_utf8_lossy(&buf).into_owned()
         })
     };
-    let out = reader(Box::new(child.stdout.take().expect("piped stdout")));
-    let err = reader(Box::new(child.stderr.take().expect("piped stderr")));
+    let out = reader(child.stdout.take());
+    let err = reader(child.stderr.take());
     let mut timed_out = false;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
+    while !child.has_ended()? {
         if start.elapsed() > timeout {
             timed_out = true;
-            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
-            break child.wait()?;
+            break;
         }
         std::thread::sleep(Duration::from_millis(5));
-    };
-    // Children that outlived the leader go with the group.
+    }
+    // The group goes (children that outlived the leader, or all of it at
+    // the deadline) before the leader is reaped: until then the group's
+    // number names no other process.
     let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+    let status = child.wait_blocking()?;
     Ok(Bounded {
         code: status.code(),
         stdout: out.join().unwrap_or_default(),
@@ -171,7 +168,11 @@ pub fn installed(kind: AgentKind, program: &str) -> Installed {
             std::env::var_os("COPILOT_CACHE_HOME").unwrap_or_else(|| home.clone().into()),
         )
         .env("NO_COLOR", "1");
-    match run_bounded(cmd, None, Duration::from_secs(60)) {
+    match run_bounded(
+        Launch::from_command(&cmd, false),
+        None,
+        Duration::from_secs(60),
+    ) {
         Ok(b) if b.code == Some(0) => {
             found.version = parse_version(&b.stdout).or_else(|| parse_version(&b.stderr));
             found.verified =
@@ -238,7 +239,7 @@ pub fn probe(kind: AgentKind, inv: &Invocation) -> ProbeResult {
         Stdin::Text(t) => Some(t.as_str()),
     };
     let result = run_bounded_in(
-        cmd,
+        Launch::from_command(&cmd, inv.inherit_env),
         stdin,
         Duration::from_secs(60),
         inv.confinement.as_ref(),
@@ -450,7 +451,12 @@ mod tests {
     fn deadline_kills_the_group() {
         let mut cmd = Command::new("sh");
         cmd.args(["-c", "sleep 30 & sleep 30"]);
-        let b = run_bounded(cmd, None, Duration::from_millis(200)).unwrap();
+        let b = run_bounded(
+            Launch::from_command(&cmd, true),
+            None,
+            Duration::from_millis(200),
+        )
+        .unwrap();
         assert!(b.timed_out);
         assert!(b.elapsed < Duration::from_secs(5));
     }

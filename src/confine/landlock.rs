@@ -1,7 +1,7 @@
 //! The Linux backend: a [`Policy`] as a Landlock ruleset.
 //!
 //! The ruleset is built in orch and entered by the agent's process itself,
-//! between fork and exec (see [`super::process::start`]). Landlock is
+//! between clone and exec (see [`super::process::start`]). Landlock is
 //! inherited by every process it starts, across fork and exec, and it
 //! cannot be lifted: the CLI, its shells, interpreters, sub-agents and MCP
 //! servers all stay inside. No thread of orch's ever enters it: Landlock
@@ -65,8 +65,8 @@ pub struct Prepared {
 
 impl Prepared {
     /// The ruleset's descriptor (close-on-exec), which the child enters
-    /// between fork and exec (`landlock_restrict_self`: see
-    /// [`super::process::ChildEntry`]). The rules hold for that process
+    /// between clone and exec (`landlock_restrict_self`: see
+    /// [`super::launch`]). The rules hold for that process
     /// and every process it starts afterwards, and cannot be lifted.
     pub(super) fn into_fd(self) -> OwnedFd {
         self.fd
@@ -375,7 +375,7 @@ pub fn prepare(policy: &Policy, abi: u32) -> Result<Prepared, PrepareError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::confine::{Availability, Confinement, Places};
+    use crate::confine::{Availability, Confinement, Io, Launch, Places, start};
     use crate::model::ConfinementMode;
     use crate::model::Permission;
     use std::process::Command;
@@ -454,16 +454,9 @@ mod tests {
 
     /// Run `program` with `args` confined at `level`; how it ended.
     fn run(s: &Scene, level: Permission, program: &str, args: &[&str]) -> std::process::ExitStatus {
-        let confinement = confinement(s, level);
         let mut cmd = Command::new(program);
-        cmd.args(args)
-            .current_dir(&s.workspace)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
-        confinement
-            .spawn_with(&mut cmd, |cmd| cmd.status())
-            .unwrap()
-            .unwrap()
+        cmd.args(args).current_dir(&s.workspace);
+        run_launch(s, level, &cmd)
     }
 
     /// The confinement of `level` in the scene.
@@ -483,52 +476,60 @@ mod tests {
     }
 
     /// No thread of orch's is in an agent's Landlock domain, not even the
-    /// one that starts it, while it does: that thread can still read what
-    /// the agent cannot, and the agent cannot signal it (Landlock lets a
-    /// process signal any thread of its own domain: one of orch's there
-    /// could be stopped or killed, and all of orch with it).
+    /// one that starts it: such a thread could still read what the agent
+    /// cannot, and the agent could signal it (Landlock lets a process
+    /// signal any thread of its own domain: one of orch's there could be
+    /// stopped or killed, and all of orch with it).
     #[test]
-    fn the_thread_that_starts_an_agent_is_not_in_its_domain() {
+    fn no_thread_of_orch_is_in_an_agents_domain() {
         let s = scene();
         let key = s.home.join(".ssh/id_ed25519");
-        let confinement = confinement(&s, Permission::ReadOnly);
-        // tgkill(pid, tid, 0) from the agent, to the starting thread, which
-        // waits for it meanwhile: 0 if reached, 1 if refused (EPERM).
+        // tgkill(pid, tid, 0) from the agent to every thread of this
+        // process, the one that starts it included (it waits for the
+        // start meanwhile): exit 1 when any was reached, 2 when none could
+        // be tried; refused (EPERM) or gone (ESRCH) is what it should be.
         let tgkill = "import ctypes,os,sys\n\
                       libc=ctypes.CDLL(None,use_errno=True)\n\
                       nr={'x86_64':234,'aarch64':131}[os.uname().machine]\n\
-                      r=libc.syscall(nr,int(sys.argv[1]),int(sys.argv[2]),0)\n\
-                      sys.exit(0 if r==0 else 1 if ctypes.get_errno()==1 else 2)";
+                      pid=int(sys.argv[1])\n\
+                      tids=[int(t) for t in os.listdir('/proc/%d/task'%pid)]\n\
+                      reached=[t for t in tids if libc.syscall(nr,pid,t,0)==0]\n\
+                      sys.exit(2 if not tids else 1 if reached else 0)";
         let mut cmd = Command::new("python3");
         cmd.current_dir(&s.workspace)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
-        let (status, read) = confinement
-            .spawn_with(&mut cmd, |cmd| {
-                // SAFETY: gettid takes no arguments.
-                let tid = unsafe { libc::gettid() };
-                let status = cmd
-                    .args(["-c", tgkill])
-                    .arg(std::process::id().to_string())
-                    .arg(tid.to_string())
-                    .status()
-                    .unwrap();
-                (status, std::fs::read(&key).is_ok())
-            })
-            .unwrap();
-        assert!(read, "the starting thread entered the agent's ruleset");
+            .args(["-c", tgkill])
+            .arg(std::process::id().to_string());
+        let status = run_launch(&s, Permission::ReadOnly, &cmd);
         if abi() >= 6 {
             assert_eq!(
                 status.code(),
-                Some(1),
-                "the agent signalled the thread that started it (0), or could not try (2)"
+                Some(0),
+                "the agent signalled a thread of orch's (1), or could not try (2)"
             );
         }
+        // The level's starter, which made the thread that started it, is
+        // in no domain: a thread it makes now reads what the agent cannot.
+        let read =
+            crate::confine::starter::run(Permission::ReadOnly, || std::fs::read(&key).is_ok())
+                .unwrap();
+        assert!(read, "the starter entered the agent's ruleset");
         // The agent itself is confined all the same.
         assert_ne!(
             sh(&s, Permission::ReadOnly, &format!("cat {}", key.display())),
             0
         );
+    }
+
+    /// Start `cmd` confined at `level` in the scene; how it ended.
+    fn run_launch(s: &Scene, level: Permission, cmd: &Command) -> std::process::ExitStatus {
+        let launch = Launch::from_command(cmd, true)
+            .stdout(Io::Null)
+            .stderr(Io::Null);
+        start(Some(&confinement(s, level)), None, &launch)
+            .unwrap()
+            .unwrap()
+            .wait_blocking()
+            .unwrap()
     }
 
     #[test]

@@ -21,7 +21,6 @@ pub use availability::{Availability, MIN_ABI};
 pub use launch::{Child, Io, Launch};
 pub use policy::{Places, Policy};
 pub use process::{
-    ChildEntry, ConfineError, Confinement, Spawnable, keep_inherited_descriptors,
-    keep_orch_private, start,
+    ConfineError, Confinement, keep_inherited_descriptors, keep_orch_private, start,
 };
 pub use tree::ProcessTree;

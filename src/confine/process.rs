@@ -3,7 +3,7 @@
 //! before it executes.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
 use serde::Serialize;
 
@@ -25,22 +25,6 @@ pub struct Confinement {
 pub struct ConfineError(pub String);
 
 impl Confinement {
-    /// Start a process with `spawn`, given `cmd`: the process enters the
-    /// Landlock ruleset between fork and exec (see [`ChildEntry`]), so it,
-    /// and everything it starts, are confined; no thread of orch's ever
-    /// is. When the confinement cannot be set up, `spawn` never runs. (A
-    /// process of an attempt, which has a process tree, starts with
-    /// [`start`].)
-    pub fn spawn_with<C: Spawnable + Send, T: Send>(
-        &self,
-        cmd: &mut C,
-        spawn: impl FnOnce(&mut C) -> T + Send,
-    ) -> Result<T, ConfineError> {
-        let ruleset = self.ruleset()?;
-        cmd.before_exec(ChildEntry { ruleset });
-        self.on_starter(move || spawn(cmd))
-    }
-
     /// The attempt's Landlock ruleset, once the policy's hidden paths are
     /// known to hold what they hide.
     #[cfg(target_os = "linux")]
@@ -112,57 +96,6 @@ pub fn start(
     confinement.on_starter(move || launch.spawn(cgroup.as_ref(), Some(&ruleset)))
 }
 
-/// What a child of a [`Confinement::spawn_with`] does between fork and
-/// exec: enter the Landlock ruleset, opened by orch before the fork
-/// (close-on-exec: the program never holds it).
-#[derive(Debug)]
-pub struct ChildEntry {
-    ruleset: OwnedFd,
-}
-
-impl ChildEntry {
-    /// Run in the child, after fork and before exec: async-signal-safe
-    /// (one raw system call on a descriptor already open; nothing
-    /// allocates or takes a lock, the error included). The child holds
-    /// the system-call filter already, which allows it. An error stops
-    /// the child before it executes anything (the spawn fails).
-    fn enter(&self) -> io::Result<()> {
-        #[cfg(target_os = "linux")]
-        // SAFETY: a plain system call with integer arguments.
-        if unsafe {
-            libc::syscall(
-                libc::SYS_landlock_restrict_self,
-                self.ruleset.as_raw_fd(),
-                0u32,
-            )
-        } != 0
-        {
-            return Err(io::Error::last_os_error());
-        }
-        #[cfg(not(target_os = "linux"))]
-        return Err(io::Error::from_raw_os_error(libc::ENOSYS));
-        #[cfg(target_os = "linux")]
-        Ok(())
-    }
-}
-
-/// A command that can be told what its child does before exec.
-pub trait Spawnable {
-    /// Have the child run `entry` ([`ChildEntry::enter`]) between fork and
-    /// exec, after everything else the command sets up there.
-    fn before_exec(&mut self, entry: ChildEntry);
-}
-
-impl Spawnable for std::process::Command {
-    fn before_exec(&mut self, entry: ChildEntry) {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: `ChildEntry::enter` is async-signal-safe (see there).
-        unsafe {
-            self.pre_exec(move || entry.enter());
-        }
-    }
-}
-
 /// Keep orch's own memory to itself: no core dump of it (the API keys in
 /// its environment would be in one, written wherever it runs), and its
 /// `/proc` entries not readable by other processes of the user. Confined
@@ -212,26 +145,5 @@ pub fn keep_inherited_descriptors() {
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A child whose ruleset cannot be entered never executes its
-    /// program: the spawn fails.
-    #[test]
-    fn a_child_that_cannot_enter_its_ruleset_never_runs() {
-        let dir = tempfile::tempdir().unwrap();
-        let ran = dir.path().join("ran");
-        let not_a_ruleset: OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
-        let mut cmd = std::process::Command::new("touch");
-        cmd.arg(&ran);
-        cmd.before_exec(ChildEntry {
-            ruleset: not_a_ruleset,
-        });
-        assert!(cmd.status().is_err());
-        assert!(!ran.exists());
     }
 }

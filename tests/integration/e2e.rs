@@ -20,6 +20,7 @@ use std::time::Duration;
 use orch::agents::adapter;
 use orch::agents::invocation::Stdin;
 use orch::agents::probe::{self, run_bounded, run_bounded_started};
+use orch::confine::Launch;
 use orch::engine::assemble::{self, Context};
 use orch::model::AgentKind;
 use serde_json::{Value, json};
@@ -568,7 +569,7 @@ fn run_cell(cli: &Cli, level: Level, dir: &Path, script: Value) -> Run {
         e.open().unwrap();
     }
     let out = run_bounded_started(
-        cmd,
+        Launch::from_command(&cmd, inv.inherit_env),
         stdin,
         Duration::from_secs(120),
         inv.confinement.as_ref(),
@@ -1001,7 +1002,12 @@ impl OrchRun {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_orch"));
         cmd.args(["--state-dir", self.state_dir.to_str().unwrap()])
             .args(["runs", "events", "latest", "--format", "json"]);
-        let out = run_bounded(cmd, None, Duration::from_secs(30)).unwrap();
+        let out = run_bounded(
+            Launch::from_command(&cmd, true),
+            None,
+            Duration::from_secs(30),
+        )
+        .unwrap();
         assert_eq!(out.code, Some(0), "orch runs events: {}", out.stderr);
         serde_json::from_str(&out.stdout)
             .unwrap_or_else(|e| panic!("orch runs events is not JSON ({e}): {}", out.stdout))
@@ -1084,7 +1090,12 @@ fn orch_run_with(
             "1",
         ]);
     // The pipeline's phase timeout (2m) stops the agent first.
-    let out = run_bounded(cmd, None, Duration::from_secs(180)).unwrap();
+    let out = run_bounded(
+        Launch::from_command(&cmd, false),
+        None,
+        Duration::from_secs(180),
+    )
+    .unwrap();
     assert!(
         !out.timed_out,
         "{}: orch run timed out:\n{}",

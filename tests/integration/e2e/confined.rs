@@ -21,6 +21,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use orch::agents::probe::run_bounded;
+use orch::confine::Launch;
 use orch::model::AgentKind;
 use serde_json::{Value, json};
 
@@ -105,7 +106,12 @@ fn without_confinement(dir: &Path, pipeline: &str, refused: bool) -> Result<(), 
     cmd.env("ORCH_CONFINEMENT", "off")
         .env("COLUMNS", "400")
         .args(["validate", "--format", "json", file.to_str().unwrap()]);
-    let out = run_bounded(cmd, None, Duration::from_secs(30)).unwrap();
+    let out = run_bounded(
+        Launch::from_command(&cmd, true),
+        None,
+        Duration::from_secs(30),
+    )
+    .unwrap();
     let report: Value = serde_json::from_str(&out.stdout).unwrap_or(Value::Null);
     let says = report["diagnostics"]
         .as_array()

@@ -9,6 +9,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use orch::agents::probe::run_bounded;
+use orch::confine::Launch;
 use orch::model::AgentKind;
 use serde_json::{Value, json};
 
@@ -105,7 +106,12 @@ fn reports_through(kind: AgentKind) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_orch"));
     cmd.args(["--state-dir", run.state_dir.to_str().unwrap()])
         .args(["runs", "show", "latest", "--format", "json"]);
-    let out = run_bounded(cmd, None, Duration::from_secs(30)).unwrap();
+    let out = run_bounded(
+        Launch::from_command(&cmd, true),
+        None,
+        Duration::from_secs(30),
+    )
+    .unwrap();
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let shown: Value = serde_json::from_str(&out.stdout).unwrap();
     let reports = shown["reports"].as_array().cloned().unwrap_or_default();
