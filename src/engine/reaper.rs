@@ -51,6 +51,12 @@ pub fn sweep() -> usize {
     if !ADOPTING.load(Ordering::SeqCst) {
         return 0;
     }
+    // One sweep at a time, from its listing through its last reap: two
+    // side by side list the same orphans, and the one that kills second
+    // would signal (and reap) whatever took the number the first freed
+    // (a new child of orch's own, even).
+    static SWEEPING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _alone = SWEEPING.lock().unwrap_or_else(|e| e.into_inner());
     let me = std::process::id() as i32;
     let started = Instant::now();
     let mut killed = 0;

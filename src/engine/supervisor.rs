@@ -216,6 +216,16 @@ fn flush_logs(
     }
 }
 
+/// Kill what is left of the agent's process group, its leader ended and
+/// not reaped yet (the group's number names no other process until then),
+/// and tell the keeper the group is gone: once, whichever way the end was
+/// seen first.
+fn end_group(ending: &mut Termination, keeper: Option<&std::sync::Arc<super::keeper::Keeper>>) {
+    if let (Some(pg), Some(k)) = (ending.kill(), keeper) {
+        k.release(pg.as_raw());
+    }
+}
+
 /// Kill every process of the attempt's tree: its cgroup (`cgroup.kill`,
 /// waiting until it is empty), then the orphans orch adopted. Both block
 /// (a few seconds at most), so on a thread of the blocking pool.
@@ -475,7 +485,7 @@ pub async fn run_attempt(
                 leader_gone = Some(Instant::now());
                 // Before the reap: until then the group's number is the
                 // leader's and names no other process.
-                ending.kill();
+                end_group(&mut ending, spec.keeper.as_ref());
                 let _ = child.try_wait();
                 end_tree(&spec.tree).await;
             }
@@ -583,7 +593,7 @@ pub async fn run_attempt(
             }
             ended = child.ended(), if !streams_open => {
                 // The group goes before the leader is reaped (see above).
-                ending.kill();
+                end_group(&mut ending, spec.keeper.as_ref());
                 break ended.and_then(|()| {
                     child.try_wait()?.ok_or_else(|| std::io::Error::other("it ended but was not reaped"))
                 });
@@ -596,9 +606,6 @@ pub async fn run_attempt(
     };
     // The leader is gone; the rest of its group went with it (just before
     // the reap), now every process that left the group.
-    if let (Some(pg), Some(k)) = (pgid, &spec.keeper) {
-        k.release(pg.as_raw());
-    }
     // Everything in the attempt's cgroup, however deep or re-parented,
     // then what escaped it (or all orphans, without a cgroup).
     end_tree(&spec.tree).await;

@@ -85,10 +85,11 @@ impl<S: GroupSignal> Termination<S> {
     /// is about to be reaped (the rest goes with it, even what ignores
     /// TERM). Nothing is sent after: once the leader is reaped, the
     /// group's number may be a new process's.
-    pub fn kill(&mut self) {
-        if let Some(g) = self.group.take() {
-            self.send.signal(g, Signal::SIGKILL);
-        }
+    /// The group it killed (none when it was killed already).
+    pub fn kill(&mut self) -> Option<Pid> {
+        let g = self.group.take()?;
+        self.send.signal(g, Signal::SIGKILL);
+        Some(g)
     }
 }
 
@@ -142,8 +143,8 @@ mod tests {
         let sent = Sent::default();
         let t0 = Instant::now();
         let mut t = Termination::with(Some(Pid::from_raw(42)), GRACE, &sent);
-        t.kill();
-        t.kill();
+        assert_eq!(t.kill(), Some(Pid::from_raw(42)));
+        assert_eq!(t.kill(), None);
         t.ask(t0);
         t.escalate(t0 + GRACE * 2, true);
         assert_eq!(*sent.0.borrow(), [Signal::SIGKILL]);
