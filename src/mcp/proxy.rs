@@ -59,11 +59,15 @@ pub async fn serve<R, W>(
             }
         }
     });
-    // The server's answers, narrowed where they list tools.
+    // The server's answers, narrowed where they list tools. When its
+    // output ends (it exited), every request still waiting gets an error
+    // and the client's side closes: a client is never left waiting.
+    let (gone, mut server_gone) = tokio::sync::oneshot::channel::<()>();
     let answers = {
         let tx = tx.clone();
         let awaited = Arc::clone(&awaited);
         let scope = scope.clone();
+        let name = spawn.name.clone();
         tokio::spawn(async move {
             let mut reader = BufReader::new(from_server);
             let mut buf = Vec::new();
@@ -78,13 +82,26 @@ pub async fn serve<R, W>(
                     break;
                 }
             }
+            let waiting = awaited.lock().unwrap_or_else(|e| e.into_inner()).drain();
+            for id in waiting {
+                let why = format!("MCP server `{name}` ended before it answered");
+                if tx.send(error_line(id, &why)).await.is_err() {
+                    break;
+                }
+            }
+            let _ = gone.send(());
         })
     };
     let mut reader = BufReader::with_capacity(64 * 1024, from_client);
     let mut buf = Vec::new();
-    while let Ok((n, _)) = crate::lines::read_capped(&mut reader, &mut buf, MAX_MESSAGE).await {
-        if n == 0 {
-            break;
+    loop {
+        let read = tokio::select! {
+            read = crate::lines::read_capped(&mut reader, &mut buf, MAX_MESSAGE) => read,
+            _ = &mut server_gone => break,
+        };
+        match read {
+            Ok((0, _)) | Err(_) => break,
+            Ok(_) => {}
         }
         match check_request(&buf, scope.as_deref(), &awaited, &spawn.name) {
             Ok(mut line) => {
@@ -176,8 +193,43 @@ pub(super) struct Pending {
     by_id: HashMap<u64, (Value, Option<Asked>)>,
 }
 
+impl Pending {
+    /// The client's ids of every request still waiting, forgotten.
+    pub(super) fn drain(&mut self) -> Vec<Value> {
+        let mut waiting: Vec<(u64, Value)> = self
+            .by_id
+            .drain()
+            .map(|(ours, (theirs, _))| (ours, theirs))
+            .collect();
+        waiting.sort_by_key(|(ours, _)| *ours);
+        waiting.into_iter().map(|(_, theirs)| theirs).collect()
+    }
+
+    /// orch's ids of the requests the client sent under `theirs`,
+    /// forgotten (their answers, if any come, are not passed on).
+    fn cancel(&mut self, theirs: &Value) -> Vec<u64> {
+        let mut ours: Vec<u64> = self
+            .by_id
+            .iter()
+            .filter(|(_, (t, _))| t == theirs)
+            .map(|(o, _)| *o)
+            .collect();
+        ours.sort_unstable();
+        for o in &ours {
+            self.by_id.remove(o);
+        }
+        ours
+    }
+}
+
 /// At most this many requests wait for their answers at once.
 const MAX_PENDING: usize = 4096;
+
+/// The longest string a request to a server whose tools the grant limits
+/// may have as its id: orch keeps each id until the answer, and a
+/// megabyte id (or an object) held 4,096 times over would be orch's
+/// memory an agent fills.
+const MAX_ID_BYTES: usize = 256;
 
 /// A request whose answer orch narrows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -208,8 +260,8 @@ const LIMITED_METHODS: &[&str] = &[
     "tasks/cancel",
 ];
 
-/// Whether a request may go to the server; if not, the answer to send
-/// back instead. `initialize` and `tools/list` requests are noted, to
+/// Whether a request may go to the server (the message or messages to
+/// send, one a line); if not, the answer to send back instead (empty: none). `initialize` and `tools/list` requests are noted, to
 /// narrow their answers.
 pub(super) fn check_request(
     line: &[u8],
@@ -243,6 +295,16 @@ pub(super) fn check_request(
         }
     };
     let id = v.get("id").cloned();
+    if v.get("method").is_some()
+        && let Some(id) = &id
+        && !matches!(id, Value::Number(_))
+        && !matches!(id, Value::String(s) if s.len() <= MAX_ID_BYTES)
+    {
+        return Err(refuse(
+            -32600,
+            &format!("a request's id must be a number or a string of at most {MAX_ID_BYTES} bytes"),
+        ));
+    }
     // A request gets orch's own id on its way to the server (what it asked
     // noted, to narrow the answer); an answer to the server's own request
     // (sampling, roots) keeps the server's id.
@@ -252,8 +314,8 @@ pub(super) fn check_request(
         {
             let mut pending = awaited.lock().unwrap_or_else(|e| e.into_inner());
             if pending.by_id.len() >= MAX_PENDING {
-                return Err(refuse(
-                    -32600,
+                return Err(error_line(
+                    id.clone(),
                     "too many requests wait for the server's answers",
                 ));
             }
@@ -292,6 +354,29 @@ pub(super) fn check_request(
                 None => String::new(),
             })
         }
+        // The client names its request by its own id; the server knows it
+        // by orch's. A cancel of no request waiting is not passed on.
+        "notifications/cancelled" => {
+            let theirs = &v["params"]["requestId"];
+            let ours = awaited
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .cancel(theirs);
+            let mut lines = Vec::new();
+            for o in ours {
+                let mut c = v.clone();
+                c["params"]["requestId"] = json!(o);
+                if !lines.is_empty() {
+                    lines.push(b'\n');
+                }
+                lines.extend(serde_json::to_vec(&c).map_err(|e| refuse(-32603, &e.to_string()))?);
+            }
+            if lines.is_empty() {
+                Err(String::new())
+            } else {
+                Ok(lines)
+            }
+        }
         m if LIMITED_METHODS.contains(&m) || m.starts_with("notifications/") => checked(),
         m => {
             let why = format!(
@@ -324,8 +409,12 @@ pub(super) fn narrow_answer(line: &[u8], scope: Option<&[String]>, awaited: &Awa
         return String::new();
     };
     // A request or notification of the server's own (sampling, roots,
-    // progress) is not an answer, whatever its id.
+    // progress) is not an answer, whatever its id; a message that is both
+    // (a `method` and a `result` or `error`) is neither, and not passed on.
     if v.get("method").is_some() {
+        if v.get("result").is_some() || v.get("error").is_some() {
+            return String::new();
+        }
         return v.to_string() + "\n";
     }
     let Some(ours) = v.get("id").and_then(Value::as_u64) else {
@@ -442,6 +531,101 @@ mod tests {
             narrow_answer(other, None, &listing),
             format!("{}\n", String::from_utf8_lossy(other))
         );
+    }
+
+    /// Round y: a cancel reaches the server under orch's id for the
+    /// request (none for a request not waiting); an id orch would have to
+    /// hold that is not a number or a short string is refused; a request
+    /// refused for too many waiting gets the client's id; a server message
+    /// that is a request and an answer at once is not passed on; what
+    /// still waits when the server ends is answered with an error.
+    #[test]
+    fn cancels_ids_and_the_end_of_a_server() {
+        let scope = vec!["echo".to_string()];
+        let awaited = Awaited::default();
+        let call = |id: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo"}}}}"#
+            )
+        };
+        let cancel = |id: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{id},"reason":"x"}}}}"#
+            )
+        };
+        let first =
+            sent_id(&check_request(call("3").as_bytes(), Some(&scope), &awaited, "fx").unwrap());
+        let second =
+            sent_id(&check_request(call("2").as_bytes(), Some(&scope), &awaited, "fx").unwrap());
+        assert_ne!(first, 3, "the server sees orch's ids");
+        let sent = check_request(cancel("2").as_bytes(), Some(&scope), &awaited, "fx").unwrap();
+        let v: Value = serde_json::from_slice(&sent).unwrap();
+        assert_eq!(v["params"]["requestId"], second);
+        assert_eq!(v["params"]["reason"], "x");
+        // Cancelled: forgotten, and a second cancel goes nowhere.
+        assert_eq!(
+            check_request(cancel("2").as_bytes(), Some(&scope), &awaited, "fx").unwrap_err(),
+            ""
+        );
+        assert_eq!(
+            check_request(cancel("99").as_bytes(), Some(&scope), &awaited, "fx").unwrap_err(),
+            ""
+        );
+        // Two requests under one id: both are cancelled, one line each.
+        let a =
+            sent_id(&check_request(call("8").as_bytes(), Some(&scope), &awaited, "fx").unwrap());
+        let b =
+            sent_id(&check_request(call("8").as_bytes(), Some(&scope), &awaited, "fx").unwrap());
+        let sent = check_request(cancel("8").as_bytes(), Some(&scope), &awaited, "fx").unwrap();
+        let ids: Vec<Value> = sent
+            .split(|c| *c == b'\n')
+            .map(|l| serde_json::from_slice::<Value>(l).unwrap()["params"]["requestId"].clone())
+            .collect();
+        assert_eq!(ids, [json!(a), json!(b)]);
+
+        // Ids orch would hold: numbers and strings up to 256 bytes.
+        let long = format!("\"{}\"", "x".repeat(MAX_ID_BYTES + 1));
+        for bad in [long.as_str(), "{}", "[1]", "null", "true"] {
+            let answer =
+                check_request(call(bad).as_bytes(), Some(&scope), &awaited, "fx").unwrap_err();
+            let v: Value = serde_json::from_str(&answer).unwrap();
+            assert_eq!(v["error"]["code"], -32600, "{bad}");
+        }
+        let fits = format!("\"{}\"", "x".repeat(MAX_ID_BYTES));
+        assert!(check_request(call(&fits).as_bytes(), Some(&scope), &awaited, "fx").is_ok());
+
+        // Full: refused under the client's id.
+        let full = Awaited::default();
+        for i in 0..MAX_PENDING {
+            check_request(call(&i.to_string()).as_bytes(), Some(&scope), &full, "fx").unwrap();
+        }
+        let answer =
+            check_request(call("\"last\"").as_bytes(), Some(&scope), &full, "fx").unwrap_err();
+        assert_eq!(
+            serde_json::from_str::<Value>(&answer).unwrap()["id"],
+            "last"
+        );
+
+        // A request and an answer at once, under a waiting id: dropped,
+        // and the real answer still comes back narrowed.
+        let list = br#"{"jsonrpc":"2.0","id":"l","method":"tools/list"}"#;
+        let ours = sent_id(&check_request(list, Some(&scope), &awaited, "fx").unwrap());
+        let both = format!(
+            r#"{{"jsonrpc":"2.0","id":{ours},"method":"x","result":{{"tools":[{{"name":"write"}}]}}}}"#
+        );
+        assert_eq!(narrow_answer(both.as_bytes(), Some(&scope), &awaited), "");
+        let got: Value = serde_json::from_str(&narrow_answer(
+            tools_answer(ours).as_bytes(),
+            Some(&scope),
+            &awaited,
+        ))
+        .unwrap();
+        assert_eq!(got["result"]["tools"], json!([{"name": "echo"}]));
+
+        // The server ended: what still waits, in the order sent.
+        let left = awaited.lock().unwrap().drain();
+        assert_eq!(left, [json!(3), json!(fits.trim_matches('"'))]);
+        assert!(awaited.lock().unwrap().drain().is_empty());
     }
 
     /// The id orch gave a request it passed on.

@@ -67,8 +67,13 @@ where
             break;
         }
         match check_request(&buf, scope.as_deref(), &awaited, &spawn.name) {
-            Ok(line) => {
-                if post_tx.send(line).is_err() {
+            // One message a post (a cancel of a request the client sent
+            // twice under one id comes as one line for each).
+            Ok(lines) => {
+                if lines
+                    .split(|b| *b == b'\n')
+                    .any(|m| post_tx.send(m.to_vec()).is_err())
+                {
                     break;
                 }
             }

@@ -563,6 +563,53 @@ fn every_broken_message_gets_an_error_and_the_endpoint_goes_on() {
     );
 }
 
+/// A pipeline server that ends with a request in flight (it crashed, or
+/// was killed) leaves no client waiting: under a grant of some of its
+/// tools, orch answers what waits with an error, and either way the
+/// client's side closes. (Round y: the client waited until its own
+/// timeout, a minute for a CLI's tool call.)
+#[test]
+fn a_server_that_ends_mid_request_leaves_no_client_waiting() {
+    let server = format!(
+        "[mcp_servers.dies]\ncommand = [\"python3\", \"{}\"]\n",
+        root().join("tests/mcp/dies_server.py").display()
+    );
+    for grant in [r#"["mcp__dies__echo"]"#, r#"["mcp__dies__*"]"#] {
+        let client = json!({
+            "argv": ["python3", root().join("tests/mcp/raw_client.py"), "lines.txt", "--", "{server}"],
+            "out": "client-out.json",
+            "server": "dies",
+        });
+        let t = through(client, grant, &["claude"], &server, |ws| {
+            std::fs::write(
+                ws.join("lines.txt"),
+                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{}}}\n@end",
+            )
+            .unwrap();
+        });
+        let got = t.client("client-out.json");
+        assert_eq!(
+            got["answers"]["init"]["result"]["serverInfo"]["name"], "dies",
+            "{grant}: {got}"
+        );
+        assert_eq!(
+            got["closed_first"], true,
+            "{grant}: the client's side stays open: {got}"
+        );
+        if grant.contains("echo") {
+            let a = &got["answers"]["1"];
+            assert_eq!(a["error"]["code"], -32603, "{grant}: {got}");
+            assert!(
+                a["error"]["message"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("ended before it answered"),
+                "{a}"
+            );
+        }
+    }
+}
+
 /// A relay started by hand (outside the attempt's process tree) gets
 /// nothing from the attempt's endpoint, whatever it sends; the attempt's
 /// own relay, started by its CLI, is served (the control).

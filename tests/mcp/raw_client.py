@@ -8,8 +8,11 @@ LINES_FILE holds one message per line, sent as bytes after the handshake
 (initialize, initialized); a line `@big N` is a message of N bytes. It
 prints one JSON document: {"answers": {id: answer}, "unanswered": [...],
 "exited": whether the server ended by itself once its input closed,
+"closed_first": whether its output ended before that,
 "stderr": ...}, waiting at most 60 s for the answers to every line that
-has an id, and for as many answers with a null id as `@null N` says.
+has an id, and for as many answers with a null id as `@null N` says (a
+line `@end`: and until the server's output ends); it stops waiting when
+the server's output ends.
 """
 
 import json
@@ -29,6 +32,9 @@ nulls = []
 lock = threading.Lock()
 
 
+ended = []  # set once the server's output ends
+
+
 def read():
     for line in proc.stdout:
         try:
@@ -40,6 +46,7 @@ def read():
                 nulls.append(v)
             else:
                 answers[str(v["id"])] = v
+    ended.append(True)
 
 
 threading.Thread(target=read, daemon=True).start()
@@ -56,6 +63,7 @@ send(json.dumps({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params
 send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
 want = {"init"}
 want_nulls = 0
+want_end = False
 for line in lines:
     if not line.strip():
         continue
@@ -68,6 +76,9 @@ for line in lines:
     if line.startswith(b"@null "):
         want_nulls = int(line.split()[1])
         continue
+    if line.strip() == b"@end":
+        want_end = True
+        continue
     send(line)
     try:
         v = json.loads(line)
@@ -78,9 +89,12 @@ for line in lines:
 end = time.time() + 60
 while time.time() < end:
     with lock:
-        if want <= set(answers) and len(nulls) >= want_nulls:
-            break
+        done = want <= set(answers) and len(nulls) >= want_nulls
+    if ended or (done and not want_end):
+        break
     time.sleep(0.02)
+# Whether the server's side ended before the client closed its own.
+closed_first = bool(ended)
 proc.stdin.close()
 # The relay ends by itself once its input does (orch closes its side).
 try:
@@ -91,5 +105,6 @@ except subprocess.TimeoutExpired:
     exited = False
 with lock:
     print(json.dumps({"answers": answers, "nulls": nulls, "exited": exited,
+                      "closed_first": closed_first,
                       "unanswered": sorted(want - set(answers)),
                       "stderr": proc.stderr.read().decode(errors="replace")}))

@@ -10,7 +10,8 @@ its session as Claude Code does (a stream-json result event).
 
 `client.json` may instead hold {"argv": [...], "out": NAME} to write the
 output to NAME; "{attempt}" there writes it to `out-<phase>-<agent>.json`
-(several stand-ins in one workspace).
+(several stand-ins in one workspace); with "server": NAME the client talks
+to the pipeline's MCP server NAME instead of orch's.
 """
 
 import json
@@ -24,14 +25,15 @@ config_path = argv[argv.index("--mcp-config") + 1]
 config = json.load(open(config_path))
 # The attempt's own folder, `<phase>-<agent>-<16 hex>`, holds orch's files.
 attempt = os.path.basename(os.path.dirname(os.path.dirname(config_path))).rsplit("-", 1)[0]
-server = config["mcpServers"]["orch"]
-command = [server["command"], *server.get("args", [])]
-
 spec = json.load(open("client.json"))
 name = None
+server_name = "orch"
 if isinstance(spec, dict):
     name = spec["out"].replace("{attempt}", f"out-{attempt}.json")
+    server_name = spec.get("server", "orch")
     spec = spec["argv"]
+server = config["mcpServers"][server_name]
+command = [server["command"], *server.get("args", [])]
 client = []
 for a in spec:
     if a == "{server}":

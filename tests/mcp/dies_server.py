@@ -1,0 +1,20 @@
+#!/usr/bin/env python3
+"""An MCP server (stdio) that answers `initialize` and lists one tool, then
+ends without a word on the first other request: a server that crashed, or
+was killed, with a request in flight."""
+
+import json
+import sys
+
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    if m.get("method") == "initialize":
+        result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "dies", "version": "1"}}
+    elif m.get("method") == "tools/list":
+        result = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
+    else:
+        sys.exit(0)
+    print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": result}), flush=True)
