@@ -82,7 +82,9 @@ impl Adapter for Gemini {
     }
 
     fn supports(&self, tool: &InternalTool) -> bool {
-        !tool_names(tool).is_empty()
+        // What `tool_names` answers with no name, without building the
+        // names (validation asks this for every tool of every invocation).
+        !matches!(tool, InternalTool::NotebookEdit)
     }
 
     fn invocation(&self, req: &Request<'_>) -> Invocation {
@@ -324,6 +326,36 @@ impl Adapter for Gemini {
                 Some(1) | None => Err(super::adapter::first_message(stderr)),
                 _ => Ok(()),
             },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn supports_exactly_the_tools_with_gemini_names() {
+        use InternalTool::*;
+        for tool in [
+            Read,
+            Write,
+            Edit,
+            Glob,
+            Grep,
+            Bash,
+            BashPattern("cargo test *".into()),
+            WebFetch,
+            WebSearch,
+            Agent,
+            TodoWrite,
+            NotebookEdit,
+        ] {
+            assert_eq!(
+                Gemini.supports(&tool),
+                !tool_names(&tool).is_empty(),
+                "{tool:?}"
+            );
         }
     }
 }

@@ -637,11 +637,10 @@ impl Decoder<'_> {
             span: v.span(),
             ..Default::default()
         };
-        let ctx = format!("`[{ctx}]`");
         for (k, v) in t.iter() {
             match k.get_ref().as_ref() {
                 key if keys::TOOLSET.contains(&key) => self.toolset_field(&mut ts, key, v),
-                _ => self.unknown_key(k, keys::TOOLSET, &ctx),
+                _ => self.unknown_key(k, keys::TOOLSET, &format!("`[{ctx}]`")),
             }
         }
         Some(ts)
@@ -664,7 +663,9 @@ impl Decoder<'_> {
         };
         let mut out = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
-            let Some(t) = self.table(&format!("phases[{i}]"), item) else {
+            // The key is only named in the error: no `format!` per phase.
+            let DeValue::Table(t) = item.get_ref() else {
+                self.wrong_type(&format!("phases[{i}]"), "a table", item);
                 continue;
             };
             out.push(self.phase(t, item.span()));
@@ -681,7 +682,8 @@ impl Decoder<'_> {
             .get("name")
             .and_then(|v| v.get_ref().as_str())
             .map(str::to_string);
-        let ctx = match &name {
+        // Named only in errors: made when one is reported.
+        let ctx = || match &name {
             Some(n) => format!("phase `{n}`"),
             None => "a phase".to_string(),
         };
@@ -713,14 +715,14 @@ impl Decoder<'_> {
                         d.toolset(&format!("{prefix}.agent_tools.{agent}"), v)
                     })
                 }
-                _ => self.unknown_key(k, keys::PHASE, &ctx),
+                _ => self.unknown_key(k, keys::PHASE, &ctx()),
             }
         }
         if !t.contains_key("name") {
-            self.missing("name", &ctx, span.clone());
+            self.missing("name", &ctx(), span.clone());
         }
         if !t.contains_key("agents") {
-            self.missing("agents", &ctx, span);
+            self.missing("agents", &ctx(), span);
         }
         p
     }
