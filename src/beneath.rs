@@ -22,7 +22,7 @@ use std::path::{Component, Path, PathBuf};
 
 /// A directory opened once, whose files are opened beneath it.
 #[derive(Debug)]
-pub struct Root {
+pub(crate) struct Root {
     fd: OwnedFd,
     path: PathBuf,
 }
@@ -38,7 +38,7 @@ fn refused(rel: &Path, why: &str) -> io::Error {
 impl Root {
     /// Open the directory `path` (the caller's choice: links in it are
     /// followed, as the user gave it).
-    pub fn open(path: &Path) -> io::Result<Root> {
+    pub(crate) fn open(path: &Path) -> io::Result<Root> {
         let c = cstr(path.as_os_str().as_bytes())?;
         // SAFETY: open with a valid C string; the descriptor is owned below.
         let fd = unsafe {
@@ -57,14 +57,14 @@ impl Root {
         })
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// A short path that names this folder through its descriptor
     /// (`/proc/self/fd/N`), for calls that take a path (binding a socket:
     /// at most 107 bytes).
-    pub fn fd_path(&self) -> PathBuf {
+    pub(crate) fn fd_path(&self) -> PathBuf {
         PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
     }
 
@@ -96,7 +96,7 @@ impl Root {
     /// link on the way or at the end, as a root of its own: a walk of the
     /// tree lists it ([`Root::entries`]) and opens its files beneath it,
     /// so no link is ever taken, whatever the agent put where.
-    pub fn open_dir(&self, rel: &Path) -> io::Result<Root> {
+    pub(crate) fn open_dir(&self, rel: &Path) -> io::Result<Root> {
         let fd = self.open_at(rel, libc::O_PATH | libc::O_DIRECTORY, 0)?;
         Ok(Root {
             fd,
@@ -108,7 +108,7 @@ impl Root {
     /// folder gives it: a link is a link, never what it points to. (Read
     /// through the folder's descriptor, so a folder renamed or replaced
     /// meanwhile is still the one opened.)
-    pub fn entries(
+    pub(crate) fn entries(
         &self,
     ) -> io::Result<impl Iterator<Item = io::Result<(std::ffi::OsString, std::fs::FileType)>> + use<>>
     {
@@ -119,7 +119,7 @@ impl Root {
     }
 
     /// Open the regular file `rel` for reading.
-    pub fn open_file(&self, rel: &Path) -> io::Result<File> {
+    pub(crate) fn open_file(&self, rel: &Path) -> io::Result<File> {
         let fd = self.open_at(rel, libc::O_RDONLY | libc::O_NONBLOCK, 0)?;
         let file = File::from(fd);
         let meta = file.metadata()?;
@@ -139,7 +139,7 @@ impl Root {
 
     /// The bytes of the regular file `rel`, at most `max` of them (a longer
     /// file is an error saying so).
-    pub fn read(&self, rel: &Path, max: u64) -> io::Result<Vec<u8>> {
+    pub(crate) fn read(&self, rel: &Path, max: u64) -> io::Result<Vec<u8>> {
         let file = self.open_file(rel)?;
         let mut bytes = Vec::new();
         file.take(max + 1).read_to_end(&mut bytes)?;
@@ -151,14 +151,14 @@ impl Root {
 
     /// Create (or truncate) the regular file `rel` for writing, with
     /// `mode` when new; its folder must exist.
-    pub fn create(&self, rel: &Path, mode: u32) -> io::Result<File> {
+    pub(crate) fn create(&self, rel: &Path, mode: u32) -> io::Result<File> {
         self.open_write(rel, false, mode)
     }
 
     /// Open the regular file `rel` for writing, created with `mode` when
     /// new, truncated or (`append`) written at its end; its folder must
     /// exist.
-    pub fn open_write(&self, rel: &Path, append: bool, mode: u32) -> io::Result<File> {
+    pub(crate) fn open_write(&self, rel: &Path, append: bool, mode: u32) -> io::Result<File> {
         let how = if append {
             libc::O_APPEND
         } else {
@@ -179,7 +179,7 @@ impl Root {
     /// Replace the regular file `rel` with `bytes` at once (a reader sees
     /// the old file or the new one, never half), its folders made as
     /// needed: all beneath the root, no link followed; `mode` for the file.
-    pub fn write_atomic(&self, rel: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    pub(crate) fn write_atomic(&self, rel: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
         use std::io::Write;
         check_relative(rel)?;
         let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
@@ -231,7 +231,7 @@ impl Root {
 
     /// Make the folders of `rel` (which names a folder) beneath the root,
     /// each with `mode` when new; an existing link on the way is refused.
-    pub fn create_dir_all(&self, rel: &Path, mode: u32) -> io::Result<()> {
+    pub(crate) fn create_dir_all(&self, rel: &Path, mode: u32) -> io::Result<()> {
         check_relative(rel)?;
         let mut so_far = PathBuf::new();
         for c in rel.components() {
@@ -256,7 +256,7 @@ impl Root {
 
 /// Open `rel` beneath the folder `root` and read it whole (at most `max`
 /// bytes): [`Root::open`] then [`Root::read`].
-pub fn read(root: &Path, rel: &Path, max: u64) -> io::Result<Vec<u8>> {
+pub(crate) fn read(root: &Path, rel: &Path, max: u64) -> io::Result<Vec<u8>> {
     Root::open(root)?.read(rel, max)
 }
 
@@ -265,7 +265,12 @@ pub fn read(root: &Path, rel: &Path, max: u64) -> io::Result<Vec<u8>> {
 /// (lexically, relative to the current folder) is opened beneath it
 /// without following any link, since agents may have shaped the tree;
 /// elsewhere only its last component must not be a link.
-pub fn write_report(path: &Path, workspace: &Path, bytes: &[u8], append: bool) -> io::Result<()> {
+pub(crate) fn write_report(
+    path: &Path,
+    workspace: &Path,
+    bytes: &[u8],
+    append: bool,
+) -> io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let cwd = std::env::current_dir()?;
@@ -297,7 +302,7 @@ pub fn write_report(path: &Path, workspace: &Path, bytes: &[u8], append: bool) -
 
 /// `rel` relative to `root` when it is inside it lexically (no `..`), for
 /// callers that hold a full path.
-pub fn relative_to<'a>(root: &Path, full: &'a Path) -> Option<&'a Path> {
+pub(crate) fn relative_to<'a>(root: &Path, full: &'a Path) -> Option<&'a Path> {
     full.strip_prefix(root)
         .ok()
         .filter(|r| r.components().all(|c| matches!(c, Component::Normal(_))))

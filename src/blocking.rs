@@ -6,7 +6,7 @@
 /// worker's other tasks to another thread (`block_in_place`), on tokio's
 /// multi-threaded runtime; as it is elsewhere (a one-thread runtime, or no
 /// runtime at all, where there is nothing else to hold up).
-pub fn in_place<T>(work: impl FnOnce() -> T) -> T {
+pub(crate) fn in_place<T>(work: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
             tokio::task::block_in_place(work)

@@ -3,7 +3,7 @@
 
 /// orch's own MCP tools, sorted: the names `mcp__orch__NAME` may use. The
 /// server's router is the truth; a test in `mcp` holds this list to it.
-pub const ORCH_TOOLS: &[&str] = &[
+pub(crate) const ORCH_TOOLS: &[&str] = &[
     "add_comment",
     "add_finding",
     "add_learning",
@@ -28,4 +28,4 @@ pub const ORCH_TOOLS: &[&str] = &[
 ];
 
 /// The layers of a system prompt a profile may leave out (`omit`).
-pub const OMITTABLE: &[&str] = &["instructions", "learnings"];
+pub(crate) const OMITTABLE: &[&str] = &["instructions", "learnings"];

@@ -16,20 +16,20 @@ static OWN: Mutex<Option<HashSet<i32>>> = Mutex::new(None);
 static STARTING: RwLock<()> = RwLock::new(());
 
 /// The registry, locked.
-pub fn locked() -> MutexGuard<'static, Option<HashSet<i32>>> {
+pub(crate) fn locked() -> MutexGuard<'static, Option<HashSet<i32>>> {
     OWN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// No start under way until the guard is dropped (the sweep holds it
 /// while it picks its targets: a child started meanwhile is registered
 /// already).
-pub fn no_start() -> RwLockWriteGuard<'static, ()> {
+pub(crate) fn no_start() -> RwLockWriteGuard<'static, ()> {
     STARTING.write().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Start a child of orch's own with `spawn`, which returns its pid when it
 /// started: the sweep leaves it alone until [`forget`].
-pub fn start<T>(spawn: impl FnOnce() -> (T, Option<u32>)) -> T {
+pub(crate) fn start<T>(spawn: impl FnOnce() -> (T, Option<u32>)) -> T {
     let _starting = STARTING.read().unwrap_or_else(|e| e.into_inner());
     let (started, pid) = spawn();
     if let Some(pid) = pid {
@@ -42,7 +42,7 @@ pub fn start<T>(spawn: impl FnOnce() -> (T, Option<u32>)) -> T {
 /// when it reaped it), holding the registry meanwhile, and forget it once
 /// reaped: its number is free from then on, and a new child of orch's
 /// that gets it registers after this, never to be forgotten in its place.
-pub fn reaping(pid: u32, reap: impl FnOnce() -> bool) {
+pub(crate) fn reaping(pid: u32, reap: impl FnOnce() -> bool) {
     let mut own = locked();
     if reap()
         && let Some(own) = own.as_mut()
@@ -53,7 +53,7 @@ pub fn reaping(pid: u32, reap: impl FnOnce() -> bool) {
 
 /// Block until orch's child `pid` has ended, without reaping it (that is
 /// for [`reaping`]).
-pub fn until_ended(pid: u32) -> std::io::Result<()> {
+pub(crate) fn until_ended(pid: u32) -> std::io::Result<()> {
     loop {
         // SAFETY: a siginfo is plain data; waitid fills it in.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
@@ -77,7 +77,7 @@ pub fn until_ended(pid: u32) -> std::io::Result<()> {
 }
 
 /// `child.try_wait()`, forgetting it as it is reaped (see [`reaping`]).
-pub fn try_wait(child: &mut std::process::Child) -> std::io::Result<Option<ExitStatus>> {
+pub(crate) fn try_wait(child: &mut std::process::Child) -> std::io::Result<Option<ExitStatus>> {
     let mut result = Ok(None);
     reaping(child.id(), || {
         result = child.try_wait();
@@ -87,7 +87,7 @@ pub fn try_wait(child: &mut std::process::Child) -> std::io::Result<Option<ExitS
 }
 
 /// `child.wait()`, forgetting it as it is reaped (see [`reaping`]).
-pub fn wait(child: &mut std::process::Child) -> std::io::Result<ExitStatus> {
+pub(crate) fn wait(child: &mut std::process::Child) -> std::io::Result<ExitStatus> {
     until_ended(child.id())?;
     try_wait(child)?.ok_or_else(|| std::io::Error::other("the child ended but was not reaped"))
 }
@@ -96,13 +96,13 @@ pub fn wait(child: &mut std::process::Child) -> std::io::Result<ExitStatus> {
 /// number is not orch's. (A child still to be reaped is reaped with
 /// [`reaping`], [`try_wait`] or [`wait`] instead: a number forgotten after
 /// the reap may already be a new child's.)
-pub fn forget(pid: u32) {
+pub(crate) fn forget(pid: u32) {
     if let Some(own) = locked().as_mut() {
         own.remove(&(pid as i32));
     }
 }
 
 /// Whether `pid` is one of orch's own children.
-pub fn is_own(own: &Option<HashSet<i32>>, pid: i32) -> bool {
+pub(crate) fn is_own(own: &Option<HashSet<i32>>, pid: i32) -> bool {
     own.as_ref().is_some_and(|o| o.contains(&pid))
 }

@@ -6,7 +6,7 @@ use jiff::fmt::friendly::{Designator, FractionalUnit, Spacing, SpanPrinter};
 use jiff::{SignedDuration, Timestamp};
 
 /// Now, in milliseconds since the Unix epoch (0 if the clock is before it).
-pub fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -20,12 +20,12 @@ fn timestamp(ms: u64) -> Option<Timestamp> {
 
 /// A Unix-millisecond time as an RFC 3339 date and time (UTC), to the
 /// second: `2024-05-01T12:00:00Z`.
-pub fn date_time(ms: u64) -> String {
+pub(crate) fn date_time(ms: u64) -> String {
     timestamp(ms).map_or_else(|| beyond(ms), |t| format!("{t:.0}"))
 }
 
 /// The time of day (UTC) of a Unix-millisecond time: `12:00:00.250`.
-pub fn time_of_day(ms: u64) -> String {
+pub(crate) fn time_of_day(ms: u64) -> String {
     timestamp(ms).map_or_else(|| beyond(ms), |t| t.strftime("%H:%M:%S%.3f").to_string())
 }
 
@@ -36,7 +36,7 @@ fn beyond(ms: u64) -> String {
 
 /// A duration of `ms` milliseconds, compact, to the unit below its
 /// largest (truncated): `850ms`, `3.2s`, `2m5s`, `1h2m`.
-pub fn duration(ms: u64) -> String {
+pub(crate) fn duration(ms: u64) -> String {
     const SECOND: u64 = 1000;
     const MINUTE: u64 = 60 * SECOND;
     const HOUR: u64 = 60 * MINUTE;

@@ -41,7 +41,7 @@
 //! no terminal prompt, none of orch's own `GIT_*` variables but
 //! [`KEEP_ENV`], a revision never taken for an option.
 
-pub mod agents;
+pub(crate) mod agents;
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
@@ -52,7 +52,7 @@ use std::process::{Command, Stdio};
 /// only. A relative folder (`.`, an empty entry) would be looked up in the
 /// folder git runs in, the workspace, where an agent could have put a
 /// program of that name, and orch runs git unconfined.
-pub fn program() -> &'static Path {
+pub(crate) fn program() -> &'static Path {
     static GIT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     GIT.get_or_init(|| {
         which::which_in("git", Some(absolute_path()), "/")
@@ -62,7 +62,7 @@ pub fn program() -> &'static Path {
 
 /// `PATH`'s absolute folders only, for orch's git and what it starts (an
 /// ssh, a credential helper, `git-*`): see [`program`].
-pub fn absolute_path() -> &'static OsStr {
+pub(crate) fn absolute_path() -> &'static OsStr {
     static PATH: std::sync::OnceLock<OsString> = std::sync::OnceLock::new();
     PATH.get_or_init(|| {
         let path = std::env::var_os("PATH").unwrap_or_default();
@@ -75,20 +75,20 @@ pub fn absolute_path() -> &'static OsStr {
 
 /// The commit checked out in `workspace`, or `None` outside a git
 /// repository (or one with no commit yet).
-pub fn head(workspace: &Path) -> Option<String> {
+pub(crate) fn head(workspace: &Path) -> Option<String> {
     Git::new(workspace).commit("HEAD")
 }
 
 /// The working tree's changes against HEAD (staged and not), as a diff;
 /// `None` outside a git repository. A submodule shows only when its
 /// commit changed, not when its own work tree did.
-pub fn diff(workspace: &Path) -> Option<String> {
+pub(crate) fn diff(workspace: &Path) -> Option<String> {
     Git::new(workspace).diff()
 }
 
 /// The branch checked out in `workspace` (`None` when detached or
 /// outside a git repository).
-pub fn branch(workspace: &Path) -> Option<String> {
+pub(crate) fn branch(workspace: &Path) -> Option<String> {
     Git::new(workspace).branch()
 }
 
@@ -96,14 +96,14 @@ pub fn branch(workspace: &Path) -> Option<String> {
 /// to the working tree (staged and unstaged included) and the untracked
 /// files git does not ignore, sorted, each once. `None` when git cannot
 /// tell, or `since` is not a commit.
-pub fn changed_since(workspace: &Path, since: &str) -> Option<Vec<String>> {
+pub(crate) fn changed_since(workspace: &Path, since: &str) -> Option<Vec<String>> {
     Git::new(workspace).changed_since(since)
 }
 
 /// Why orch does not read the git repository `workspace` is in: it, or
 /// its `.git`, points git outside its work tree (see [`Git::find_repo`]).
 /// `None` when orch reads it, or when there is no repository.
-pub fn refusal(workspace: &Path) -> Option<String> {
+pub(crate) fn refusal(workspace: &Path) -> Option<String> {
     Git::new(workspace).refusal()
 }
 

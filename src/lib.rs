@@ -4,29 +4,29 @@
 //! The layers, what each may import and where a new pipeline key or agent
 //! CLI goes are in `ARCHITECTURE.md` at the repository's root; a test holds
 //! the imports to it. In short: a pipeline file is decoded with spans
-//! ([`pipeline::raw`]), validated into a span-free model ([`pipeline::model`]
+//! ([`pipeline::raw`]), validated into a span-free model (`pipeline::model`
 //! over the vocabulary in [`model`]), each (phase, agent) ToolSet is
-//! resolved layer by layer with provenance ([`model::toolset`]), and the
+//! resolved layer by layer with provenance (`model::toolset`), and the
 //! phases form a DAG ([`pipeline::graph`]); the engine runs it through the
 //! adapters, confined, recording into the store.
 pub mod agents;
-pub mod beneath;
-pub mod blocking;
-pub mod catalog;
-pub mod children;
+mod beneath;
+mod blocking;
+mod catalog;
+mod children;
 pub mod cli;
-pub mod clock;
+mod clock;
 pub mod confine;
 pub mod engine;
 pub mod events;
-pub mod export;
-pub mod git;
-pub mod lines;
+mod export;
+mod git;
+mod lines;
 pub mod mcp;
 pub mod model;
 pub mod pipeline;
-pub mod prompt;
-pub mod report;
+mod prompt;
+mod report;
 
 pub mod settings;
 pub mod store;

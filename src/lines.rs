@@ -8,7 +8,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 /// before it), at most `max` bytes of it. Returns the bytes consumed (0 at
 /// the end of the stream) and whether the line was cut. A last line
 /// without a newline counts as a line.
-pub async fn read_capped<R: AsyncBufRead + Unpin>(
+pub(crate) async fn read_capped<R: AsyncBufRead + Unpin>(
     r: &mut R,
     buf: &mut Vec<u8>,
     max: usize,

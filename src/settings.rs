@@ -25,29 +25,29 @@ pub struct Settings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_dir: Option<PathBuf>,
     /// Agent processes at once when a pipeline does not say.
-    pub max_parallel: u32,
+    pub(crate) max_parallel: u32,
     /// Per-kind agent settings.
     #[serde(default)]
     pub agents: BTreeMap<AgentKind, AgentSettings>,
     /// Whether orch confines agents at the operating-system level.
     #[serde(default)]
-    pub confinement: ConfinementMode,
+    pub(crate) confinement: ConfinementMode,
     /// Folders in the home directory confined agents may read, besides the
     /// built-in toolchain folders (`~/...` or absolute paths).
     #[serde(default)]
-    pub allow_read: Vec<String>,
+    pub(crate) allow_read: Vec<String>,
     /// The project documents agents search with `search_knowledge`: glob
     /// patterns relative to the workspace.
     #[serde(default = "default_knowledge")]
-    pub knowledge: Vec<String>,
+    pub(crate) knowledge: Vec<String>,
     /// The project's instructions for agents, by profile name (`"*"`: for
     /// every agent); a layer of each agent's system prompt.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub instructions: BTreeMap<String, String>,
+    pub(crate) instructions: BTreeMap<String, String>,
     /// The budget of a task's context sections, in tokens (4 characters a
     /// token).
     #[serde(default = "default_prompt_tokens")]
-    pub prompt_tokens: usize,
+    pub(crate) prompt_tokens: usize,
 }
 
 fn default_prompt_tokens() -> usize {
@@ -72,11 +72,11 @@ pub struct AgentSettings {
     pub binary: String,
     /// Variables passed from orch's environment to this CLI (credentials);
     /// nothing else is inherited.
-    pub pass_env: Vec<String>,
+    pub(crate) pass_env: Vec<String>,
     /// The model agents of this kind use when nothing in the pipeline
     /// names one (else the CLI's own default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
 }
 
 impl Default for Settings {
@@ -119,32 +119,32 @@ fn default_max_parallel() -> u32 {
 
 /// Values given on the command line (highest priority).
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct Overrides {
+pub(crate) struct Overrides {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub state_dir: Option<PathBuf>,
+    pub(crate) state_dir: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_parallel: Option<u32>,
+    pub(crate) max_parallel: Option<u32>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub agents: BTreeMap<AgentKind, BinaryOverride>,
+    pub(crate) agents: BTreeMap<AgentKind, BinaryOverride>,
 }
 
 /// `--agent-binary KIND=PATH`.
 #[derive(Debug, Clone, Serialize)]
-pub struct BinaryOverride {
-    pub binary: String,
+pub(crate) struct BinaryOverride {
+    pub(crate) binary: String,
 }
 
 /// Where the settings files are.
 #[derive(Debug, Clone)]
-pub struct Sources {
-    pub user: Option<PathBuf>,
-    pub project: PathBuf,
+pub(crate) struct Sources {
+    pub(crate) user: Option<PathBuf>,
+    pub(crate) project: PathBuf,
 }
 
 impl Sources {
     /// `$XDG_CONFIG_HOME/orch/config.toml` (else `~/.config/...`) and
     /// `./orch.toml`.
-    pub fn discover() -> Self {
+    pub(crate) fn discover() -> Self {
         let user = std::env::var_os("XDG_CONFIG_HOME")
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
@@ -160,8 +160,8 @@ impl Sources {
 /// The layered settings and the figment that knows where each value came
 /// from.
 #[derive(Debug)]
-pub struct Layered {
-    pub settings: Settings,
+pub(crate) struct Layered {
+    pub(crate) settings: Settings,
     figment: Figment,
 }
 
@@ -173,11 +173,11 @@ pub struct Layered {
         "see `orch config` for the keys: state_dir, max_parallel, agents.<kind>.binary, agents.<kind>.pass_env, confinement, allow_read, knowledge"
     )
 )]
-pub struct SettingsError {
+pub(crate) struct SettingsError {
     message: String,
 }
 
-pub fn load(sources: &Sources, overrides: &Overrides) -> Result<Layered, SettingsError> {
+pub(crate) fn load(sources: &Sources, overrides: &Overrides) -> Result<Layered, SettingsError> {
     let mut figment =
         Figment::from(Serialized::defaults(Settings::default()).profile(Profile::Default));
     if let Some(user) = &sources.user {
@@ -256,7 +256,7 @@ fn knowledge_problem(pattern: &str) -> Option<String> {
 
 impl Layered {
     /// Each effective value (dotted key, value) and where it came from.
-    pub fn explain(&self) -> Vec<(String, String, String)> {
+    pub(crate) fn explain(&self) -> Vec<(String, String, String)> {
         let mut rows = Vec::new();
         let value = serde_json::to_value(&self.settings).unwrap_or_default();
         flatten("", &value, &mut rows);

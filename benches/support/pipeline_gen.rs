@@ -25,11 +25,11 @@ use std::fmt::Write as _;
 
 /// Phases per layer in [`Topology::Layered`] (smaller pipelines get
 /// narrower layers, see [`layer_width`]).
-pub const LAYER_WIDTH: usize = 10;
+pub(crate) const LAYER_WIDTH: usize = 10;
 
 /// The agents of phase `i` are `AGENT_SETS[i % 4]`: 8 invocations per 4
 /// phases, so two per phase on average.
-pub const AGENT_SETS: [&[&str]; 4] = [
+pub(crate) const AGENT_SETS: [&[&str]; 4] = [
     &["claude", "codex"],
     &["gemini"],
     &["codex", "gemini", "tests"],
@@ -40,7 +40,7 @@ const MODES: [&str; 4] = ["plan", "fix", "audit", "review"];
 
 /// How phases depend on each other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Topology {
+pub(crate) enum Topology {
     /// Layers of [`layer_width`] phases; a phase depends on one or two
     /// phases of the previous layer.
     Layered,
@@ -50,7 +50,7 @@ pub enum Topology {
 
 /// A generated pipeline and the figures a correct load must reproduce.
 #[derive(Debug, Clone)]
-pub struct Generated {
+pub(crate) struct Generated {
     pub text: String,
     pub phases: usize,
     /// (phase, agent) pairs.
@@ -75,7 +75,7 @@ fn quoted<'a>(items: impl Iterator<Item = &'a str>) -> String {
 /// Phases per layer for a layered pipeline of `n` phases: [`LAYER_WIDTH`],
 /// or about `sqrt(n)` when that is smaller, so that small pipelines have
 /// dependencies too.
-pub fn layer_width(n: usize) -> usize {
+pub(crate) fn layer_width(n: usize) -> usize {
     let mut w = 1;
     while w < LAYER_WIDTH && w * w < n {
         w += 1;
@@ -84,7 +84,7 @@ pub fn layer_width(n: usize) -> usize {
 }
 
 /// The dependencies of phase `i` of `n` (indices, no duplicates, all `< i`).
-pub fn dependencies(i: usize, n: usize, topology: Topology) -> Vec<usize> {
+pub(crate) fn dependencies(i: usize, n: usize, topology: Topology) -> Vec<usize> {
     match topology {
         Topology::Chain => {
             if i == 0 {
@@ -159,7 +159,7 @@ env = { TAVILY_API_KEY = "${TAVILY_API_KEY}" }
 "#;
 
 /// Generate a pipeline of `n` phases (`n >= 1`).
-pub fn generate(n: usize, topology: Topology) -> Generated {
+pub(crate) fn generate(n: usize, topology: Topology) -> Generated {
     assert!(n >= 1, "a pipeline needs at least one phase");
     // About 340 bytes per phase.
     let mut out = String::with_capacity(HEADER.len() + n * 400);

@@ -13,44 +13,44 @@ use crate::model::AgentKind;
 
 /// The folder of an invocation's directory that holds the files orch
 /// writes for the CLI.
-pub const ORCH_FILES: &str = "orch";
+pub(crate) const ORCH_FILES: &str = "orch";
 
 /// An MCP server one invocation gets: the pipeline's servers the ToolSet
 /// names, and orch's own.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct McpServerSpec {
-    pub name: String,
+pub(crate) struct McpServerSpec {
+    pub(crate) name: String,
     /// A stdio server's argv (empty for a remote one).
-    pub command: Vec<String>,
-    pub env: Vec<(String, EnvValue)>,
+    pub(crate) command: Vec<String>,
+    pub(crate) env: Vec<(String, EnvValue)>,
     /// A remote server (streamable HTTP) instead of a process.
-    pub remote: Option<RemoteSpec>,
+    pub(crate) remote: Option<RemoteSpec>,
     /// The tools the ToolSet allows on this server; `None` means all (`*`).
-    pub tools: Option<Vec<String>>,
+    pub(crate) tools: Option<Vec<String>>,
     /// The pipeline vouches that the server's tools only read.
-    pub read_only: bool,
+    pub(crate) read_only: bool,
 }
 
 /// A remote MCP server as the CLIs get it: its address, and each header
 /// by the variable of the CLI's environment that carries its value (orch
 /// sets it; a header's value never goes into a config file).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RemoteSpec {
-    pub url: String,
-    pub headers: Vec<RemoteHeader>,
+pub(crate) struct RemoteSpec {
+    pub(crate) url: String,
+    pub(crate) headers: Vec<RemoteHeader>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RemoteHeader {
-    pub name: String,
+pub(crate) struct RemoteHeader {
+    pub(crate) name: String,
     /// The variable of the CLI's environment that carries the value.
-    pub var: String,
-    pub value: EnvValue,
+    pub(crate) var: String,
+    pub(crate) value: EnvValue,
 }
 
 impl RemoteSpec {
     /// The headers as a JSON object of references, in `syntax`.
-    pub fn headers_json(&self, syntax: super::env::EnvRef) -> serde_json::Value {
+    pub(crate) fn headers_json(&self, syntax: super::env::EnvRef) -> serde_json::Value {
         self.headers
             .iter()
             .map(|h| {
@@ -65,17 +65,17 @@ impl RemoteSpec {
 }
 
 impl McpServerSpec {
-    pub fn program(&self) -> &str {
+    pub(crate) fn program(&self) -> &str {
         self.command.first().map_or("", String::as_str)
     }
 
-    pub fn args(&self) -> &[String] {
+    pub(crate) fn args(&self) -> &[String] {
         self.command.get(1..).unwrap_or(&[])
     }
 
     /// The stdio entry the CLIs' JSON configs share (command, args, and an
     /// env whose secrets are `${VAR}` references); adapters add their keys.
-    pub fn json_entry(&self) -> serde_json::Value {
+    pub(crate) fn json_entry(&self) -> serde_json::Value {
         serde_json::json!({
             "command": self.program(),
             "args": self.args(),
@@ -86,12 +86,12 @@ impl McpServerSpec {
 
 /// What a CLI says it does at each permission level, for
 /// [`shell_bound_permission`].
-pub struct PermissionReasons {
-    pub read_only: &'static str,
+pub(crate) struct PermissionReasons {
+    pub(crate) read_only: &'static str,
     /// Why an unrestricted shell escapes the workspace under this CLI.
-    pub shell_escapes: &'static str,
-    pub workspace_write: &'static str,
-    pub full_access: &'static str,
+    pub(crate) shell_escapes: &'static str,
+    pub(crate) workspace_write: &'static str,
+    pub(crate) full_access: &'static str,
 }
 
 /// The permission level's enforcement for a CLI whose shell has no sandbox
@@ -99,7 +99,7 @@ pub struct PermissionReasons {
 /// since the shell can write anywhere and these CLIs can only hold it to
 /// command patterns, which a command does not foresee; every other case the
 /// CLI enforces.
-pub fn shell_bound_permission(ts: &ToolSet, reasons: PermissionReasons) -> Enforced {
+pub(crate) fn shell_bound_permission(ts: &ToolSet, reasons: PermissionReasons) -> Enforced {
     match ts.permission {
         Permission::ReadOnly => Enforced::cli(reasons.read_only),
         Permission::WorkspaceWrite if ts.internal.contains(&InternalTool::Bash) => {
@@ -115,7 +115,7 @@ pub fn shell_bound_permission(ts: &ToolSet, reasons: PermissionReasons) -> Enfor
 /// Copilot's `:*` rules) hold nothing else: `Bash(git * --oneline)` would
 /// become every `git` command, and `Bash(git status)` every `git status
 /// ...`.
-pub fn not_a_prefix(ts: &ToolSet) -> Option<&str> {
+pub(crate) fn not_a_prefix(ts: &ToolSet) -> Option<&str> {
     ts.internal.iter().find_map(|t| match t {
         InternalTool::BashPattern(p)
             if !p.ends_with('*') || p.trim_end_matches('*').contains('*') =>
@@ -127,7 +127,7 @@ pub fn not_a_prefix(ts: &ToolSet) -> Option<&str> {
 }
 
 /// Items in first-seen order without repeats.
-pub fn unique<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<T> {
+pub(crate) fn unique<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<T> {
     let mut out: Vec<T> = Vec::new();
     for item in items {
         if !out.contains(&item) {
@@ -140,37 +140,37 @@ pub fn unique<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<T> {
 /// Everything an adapter needs to build an Invocation.
 #[derive(Debug, Clone)]
 pub struct Request<'a> {
-    pub phase: &'a Phase,
-    pub agent: &'a Agent,
+    pub(crate) phase: &'a Phase,
+    pub(crate) agent: &'a Agent,
     /// The program to run (the agent's `binary`, else the settings' binary
     /// for the kind).
-    pub program: String,
-    pub toolset: &'a ToolSet,
+    pub(crate) program: String,
+    pub(crate) toolset: &'a ToolSet,
     /// What the agent is told; the adapter chooses how to deliver it.
-    pub prompts: &'a crate::prompt::Prompts,
+    pub(crate) prompts: &'a crate::prompt::Prompts,
     /// The model: the phase's profile's, else the agent's own.
-    pub model: Option<&'a str>,
-    pub mcp_servers: Vec<McpServerSpec>,
+    pub(crate) model: Option<&'a str>,
+    pub(crate) mcp_servers: Vec<McpServerSpec>,
     /// The workspace the agent works in.
-    pub workdir: PathBuf,
+    pub(crate) workdir: PathBuf,
     /// The invocation's own directory: temporary home and config files.
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// Names of variables passed through from orch's environment.
-    pub pass_env: Vec<String>,
+    pub(crate) pass_env: Vec<String>,
     /// The real user's home (toolchains that default to a folder in it,
     /// like rustup, are pointed there).
-    pub user_home: Option<PathBuf>,
+    pub(crate) user_home: Option<PathBuf>,
     /// Whether orch confines the process tree at the OS level (a CLI's own
     /// sandbox must then work inside it).
-    pub confined: bool,
+    pub(crate) confined: bool,
     /// Extra raw flags from the agent's mode settings.
-    pub flags: &'a [String],
+    pub(crate) flags: &'a [String],
 }
 
 impl Request<'_> {
     /// The invocation of an agent CLI for this request: run in the
     /// workspace with exactly `env` (nothing inherited from orch).
-    pub fn cli_invocation(
+    pub(crate) fn cli_invocation(
         &self,
         args: Vec<String>,
         env: Vec<EnvVar>,
@@ -197,14 +197,14 @@ impl Request<'_> {
 
     /// A folder of the CLI's own in the invocation's directory (its home,
     /// config directory, temporary files): the CLI may write there.
-    pub fn path_in_dir(&self, name: &str) -> PathBuf {
+    pub(crate) fn path_in_dir(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
 
     /// A file orch writes for the CLI (MCP configuration, policy, system
     /// prompt): in `orch/` of the invocation's directory, which a confined
     /// CLI may read but not change.
-    pub fn file_in_dir(&self, name: &str) -> PathBuf {
+    pub(crate) fn file_in_dir(&self, name: &str) -> PathBuf {
         self.dir.join(ORCH_FILES).join(name)
     }
 }
@@ -213,12 +213,12 @@ impl Request<'_> {
 #[derive(Debug, Clone)]
 pub struct Probe {
     /// Arguments to use instead of the invocation's.
-    pub args: Vec<String>,
+    pub(crate) args: Vec<String>,
     /// Extra environment for the probe (dummy keys, closed endpoints).
-    pub env: Vec<(String, String)>,
+    pub(crate) env: Vec<(String, String)>,
     /// Decides from (exit code, stdout, stderr) whether the CLI accepted the
     /// argv; `Err` carries the CLI's own message.
-    pub verdict: fn(Option<i32>, &str, &str) -> Result<(), String>,
+    pub(crate) verdict: fn(Option<i32>, &str, &str) -> Result<(), String>,
 }
 
 /// One agent CLI.
@@ -324,7 +324,7 @@ pub fn adapter(kind: AgentKind) -> &'static dyn Adapter {
 
 /// The CLI's own message for a rejected argv: its first non-empty stderr
 /// line (or `rejected` when it said nothing).
-pub fn first_message(stderr: &str) -> String {
+pub(crate) fn first_message(stderr: &str) -> String {
     stderr
         .lines()
         .find(|l| !l.trim().is_empty())

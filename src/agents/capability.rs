@@ -16,27 +16,27 @@ use crate::pipeline::Pipeline;
 
 /// What besides the CLI's own tools acts for an agent.
 #[derive(Debug, Clone, Default)]
-pub struct Reach<'a> {
+pub(crate) struct Reach<'a> {
     /// Granted MCP servers, other than orch's own, that the pipeline does
     /// not vouch only read: they run with every right the agent has.
-    pub servers: Vec<&'a str>,
+    pub(crate) servers: Vec<&'a str>,
     /// Those of them that are remote: they run elsewhere, so no
     /// confinement on this machine holds what their tools do.
-    pub remote: Vec<&'a str>,
+    pub(crate) remote: Vec<&'a str>,
     /// For a command agent: whether a layer sets its `permission` (without
     /// one it runs unconfined, as written, unless `after_writer` says
     /// otherwise).
-    pub permission_set: bool,
+    pub(crate) permission_set: bool,
     /// A phase whose agents may write the workspace, confined, before or
     /// while this one runs: a command without a `permission` of its own is
     /// held to `workspace-write`, so that what they wrote runs with no more
     /// than their rights.
-    pub after_writer: Option<&'a str>,
+    pub(crate) after_writer: Option<&'a str>,
 }
 
 impl<'a> Reach<'a> {
     /// What acts for an agent with `resolved` tools in `pipeline`.
-    pub fn of(pipeline: &'a Pipeline, resolved: &Resolved) -> Self {
+    pub(crate) fn of(pipeline: &'a Pipeline, resolved: &Resolved) -> Self {
         let mut servers: Vec<&'a str> = Vec::new();
         let mut remote: Vec<&'a str> = Vec::new();
         for m in &resolved.toolset.mcp {
@@ -68,7 +68,7 @@ impl<'a> Reach<'a> {
 /// confinement is `os`: the CLI's report, with `permission` held by the OS
 /// where orch confines the agent, and not enforced where a shell or an MCP
 /// server could write past the CLI's rules and nothing confines them.
-pub fn enforcement(
+pub(crate) fn enforcement(
     kind: AgentKind,
     ts: &ToolSet,
     reach: &Reach<'_>,
@@ -196,7 +196,7 @@ fn cell(e: &Enforced, notes: &mut Vec<String>) -> String {
 
 /// The Markdown table, for both cases: confinement available (Landlock ABI
 /// 7, as on the machine the docs were made on) and not.
-pub fn markdown() -> String {
+pub(crate) fn markdown() -> String {
     let mut out = String::new();
     let mut notes: Vec<String> = Vec::new();
     out.push_str(

@@ -16,7 +16,7 @@ use crate::events::{Event, RateLimit, looks_rate_limited};
 use crate::model::AgentKind;
 use crate::model::toolset::{InternalTool, Permission, ToolSet};
 
-pub struct Claude;
+pub(super) struct Claude;
 
 /// Claude's name for a canonical tool; `Bash(<pattern>)` shows as `Bash`.
 fn tool_name(t: &InternalTool) -> &'static str {

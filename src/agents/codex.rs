@@ -16,7 +16,7 @@ use crate::events::Event;
 use crate::model::AgentKind;
 use crate::model::toolset::{InternalTool, Permission, ToolSet};
 
-pub struct Codex;
+pub(super) struct Codex;
 
 /// What a ToolSet asks of codex's two tools: its shell (through which it
 /// also reads) and apply_patch. Decided once, for the argv and the report.

@@ -11,7 +11,7 @@ use crate::events::Event;
 use crate::model::AgentKind;
 use crate::model::ToolSet;
 
-pub struct Command;
+pub(super) struct Command;
 
 impl Adapter for Command {
     fn kind(&self) -> AgentKind {

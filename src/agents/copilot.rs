@@ -18,7 +18,7 @@ use crate::events::Event;
 use crate::model::AgentKind;
 use crate::model::toolset::{InternalTool, Permission, ToolSet};
 
-pub struct Copilot;
+pub(super) struct Copilot;
 
 /// Copilot's names for a canonical tool (Claude-family and GPT-family).
 fn tool_names(t: &InternalTool) -> &'static [&'static str] {

@@ -7,20 +7,20 @@ use super::invocation::{EnvValue, EnvVar, REDACTED};
 
 /// Variables every agent gets from orch's environment: enough to find
 /// programs and speak the user's locale, nothing that configures a CLI.
-pub const BASICS: &[&str] = &["PATH", "LANG", "LC_ALL", "TZ"];
+pub(crate) const BASICS: &[&str] = &["PATH", "LANG", "LC_ALL", "TZ"];
 
 /// Toolchain homes that default to a folder in the real home, which an
 /// agent's own HOME does not have: (variable, folder under the home).
-pub const TOOLCHAIN_HOMES: &[(&str, &str)] =
+pub(crate) const TOOLCHAIN_HOMES: &[(&str, &str)] =
     &[("CARGO_HOME", ".cargo"), ("RUSTUP_HOME", ".rustup")];
 
-pub fn plain(name: &str, value: impl Into<String>) -> EnvVar {
+pub(crate) fn plain(name: &str, value: impl Into<String>) -> EnvVar {
     EnvVar::plain(name, value)
 }
 
 /// Variables naming directories of the invocation's own (`(variable,
 /// subdirectory)`): the CLI's home and config dirs, created before it starts.
-pub fn own_dirs<'a>(
+pub(crate) fn own_dirs<'a>(
     req: &'a Request<'_>,
     vars: &'a [(&str, &str)],
 ) -> impl Iterator<Item = EnvVar> + 'a {
@@ -29,14 +29,14 @@ pub fn own_dirs<'a>(
 }
 
 /// Add `var` unless the environment already names it.
-pub fn add_missing(env: &mut Vec<EnvVar>, var: EnvVar) {
+pub(crate) fn add_missing(env: &mut Vec<EnvVar>, var: EnvVar) {
     if !env.iter().any(|e| e.name == var.name) {
         env.push(var);
     }
 }
 
 /// The environment every adapter starts from.
-pub fn base(req: &Request<'_>) -> Vec<EnvVar> {
+pub(crate) fn base(req: &Request<'_>) -> Vec<EnvVar> {
     let mut env: Vec<EnvVar> = BASICS.iter().map(|n| EnvVar::pass_through(*n)).collect();
     // Its own home and temporary folder: nothing of the user's, and the
     // only places a confined agent may write besides the workspace.
@@ -90,7 +90,7 @@ pub fn base(req: &Request<'_>) -> Vec<EnvVar> {
 
 /// How a value written in a pipeline file is treated: `${VAR}` references
 /// are templates; a literal under a secret-looking name is a secret.
-pub fn classify(name: &str, value: &str) -> EnvValue {
+pub(crate) fn classify(name: &str, value: &str) -> EnvValue {
     if value.contains("${") {
         EnvValue::Template(value.to_string())
     } else if looks_secret(name) || looks_secret_value(value) {
@@ -112,7 +112,7 @@ pub fn classify(name: &str, value: &str) -> EnvValue {
 ///   ([`looks_secret`]) or value is shown as `NAME=<redacted>`;
 /// - follows a flag with a secret-looking name (`--password`, `--api-key`,
 ///   `--token`), and is not a flag itself, is `<redacted>`.
-pub fn shown_argv(argv: &[String]) -> Vec<String> {
+pub(crate) fn shown_argv(argv: &[String]) -> Vec<String> {
     let mut out = Vec::with_capacity(argv.len());
     let mut after_secret_flag = false;
     for arg in argv {
@@ -152,7 +152,7 @@ fn is_name(s: &str) -> bool {
 
 /// Whether a variable name says it holds a secret: one of its `_`-separated
 /// words is KEY, TOKEN, SECRET, ... (`MAX_OUTPUT_TOKENS` is not one).
-pub fn looks_secret(name: &str) -> bool {
+pub(crate) fn looks_secret(name: &str) -> bool {
     const WORDS: &[&str] = &[
         "KEY",
         "APIKEY",
@@ -177,7 +177,7 @@ pub fn looks_secret(name: &str) -> bool {
 /// password in it (`postgres://user:pass@host/db`), or a token in one of
 /// the well-known formats (`sk-...`, `ghp_...`, `github_pat_...`,
 /// `xoxb-...`, `glpat-...`, `AKIA...`, `AIza...`, a JWT).
-pub fn looks_secret_value(value: &str) -> bool {
+pub(crate) fn looks_secret_value(value: &str) -> bool {
     let v = value.trim();
     // scheme://user:password@host
     if let Some((_, rest)) = v.split_once("://") {
@@ -218,7 +218,7 @@ pub fn looks_secret_value(value: &str) -> bool {
 }
 
 /// The variables a value refers to.
-pub fn referenced(value: &EnvValue) -> Vec<String> {
+pub(crate) fn referenced(value: &EnvValue) -> Vec<String> {
     let EnvValue::Template(t) = value else {
         return Vec::new();
     };
@@ -234,7 +234,7 @@ pub fn referenced(value: &EnvValue) -> Vec<String> {
 }
 
 /// Fill `${VAR}` references; a missing variable becomes empty.
-pub fn expand(template: &str, lookup: &impl Fn(&str) -> Option<String>) -> String {
+pub(crate) fn expand(template: &str, lookup: &impl Fn(&str) -> Option<String>) -> String {
     let mut out = String::with_capacity(template.len());
     let mut rest = template;
     while let Some(start) = rest.find("${") {
@@ -253,7 +253,7 @@ pub fn expand(template: &str, lookup: &impl Fn(&str) -> Option<String>) -> Strin
 
 /// How a CLI's config file spells a reference to an environment variable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EnvRef {
+pub(crate) enum EnvRef {
     /// `${NAME}` (Claude, Gemini, Copilot, and orch's own templates).
     Dollar,
     /// `{env:NAME}` (OpenCode).
@@ -270,13 +270,13 @@ impl EnvRef {
 }
 
 /// A reference to variable `name` in a config file of `syntax`.
-pub fn reference(name: &str, syntax: EnvRef) -> String {
+pub(crate) fn reference(name: &str, syntax: EnvRef) -> String {
     syntax.to(name)
 }
 
 /// The variable that carries header number `i` of remote server `server`
 /// to the CLI: `ORCH_MCP_<SERVER>_HEADER_<i>`.
-pub fn header_var(server: &str, i: usize) -> String {
+pub(crate) fn header_var(server: &str, i: usize) -> String {
     let s: String = server
         .chars()
         .map(|c| {
@@ -292,7 +292,7 @@ pub fn header_var(server: &str, i: usize) -> String {
 
 /// How a header's value travels: a template orch fills in at the start, or
 /// (a literal) as a secret: either way never written into a file.
-pub fn header_value(value: &str) -> EnvValue {
+pub(crate) fn header_value(value: &str) -> EnvValue {
     if value.contains("${") {
         EnvValue::Template(value.to_string())
     } else {
@@ -304,7 +304,7 @@ pub fn header_value(value: &str) -> EnvValue {
 /// expands references in: templates with their references respelled, a
 /// secret or pass-through as a reference to itself (its value travels in the
 /// process environment, never in a file).
-pub fn config_value(name: &str, value: &EnvValue, syntax: EnvRef) -> String {
+pub(crate) fn config_value(name: &str, value: &EnvValue, syntax: EnvRef) -> String {
     match value {
         EnvValue::Plain(v) => v.clone(),
         EnvValue::Template(t) => match syntax {
@@ -318,7 +318,7 @@ pub fn config_value(name: &str, value: &EnvValue, syntax: EnvRef) -> String {
 
 /// An MCP server's environment as a JSON object for a config file (see
 /// [`config_value`]).
-pub fn config_env(
+pub(crate) fn config_env(
     env: &[(String, EnvValue)],
     syntax: EnvRef,
 ) -> serde_json::Map<String, serde_json::Value> {

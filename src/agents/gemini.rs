@@ -18,7 +18,7 @@ use crate::events::Event;
 use crate::model::AgentKind;
 use crate::model::toolset::{InternalTool, Permission, ToolSet};
 
-pub struct Gemini;
+pub(super) struct Gemini;
 
 /// Gemini's names for a canonical tool.
 fn tool_names(t: &InternalTool) -> Vec<String> {

@@ -14,7 +14,7 @@ use crate::confine::{Child, ConfineError, Confinement, Launch, ProcessTree};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::Display)]
 #[serde(rename_all = "lowercase")]
 #[strum(serialize_all = "lowercase")]
-pub enum By {
+pub(crate) enum By {
     /// The agent CLI itself (it hides or refuses what is not allowed).
     Cli,
     /// orch, from outside (for example by counting turns and stopping the
@@ -29,31 +29,31 @@ pub enum By {
 
 /// How one field is enforced, with a one-line reason.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Enforced {
-    pub by: By,
-    pub reason: String,
+pub(crate) struct Enforced {
+    pub(crate) by: By,
+    pub(crate) reason: String,
 }
 
 impl Enforced {
-    pub fn cli(reason: impl Into<String>) -> Self {
+    pub(crate) fn cli(reason: impl Into<String>) -> Self {
         Self {
             by: By::Cli,
             reason: reason.into(),
         }
     }
-    pub fn orch(reason: impl Into<String>) -> Self {
+    pub(crate) fn orch(reason: impl Into<String>) -> Self {
         Self {
             by: By::Orch,
             reason: reason.into(),
         }
     }
-    pub fn os(reason: impl Into<String>) -> Self {
+    pub(crate) fn os(reason: impl Into<String>) -> Self {
         Self {
             by: By::Os,
             reason: reason.into(),
         }
     }
-    pub fn none(reason: impl Into<String>) -> Self {
+    pub(crate) fn none(reason: impl Into<String>) -> Self {
         Self {
             by: By::None,
             reason: reason.into(),
@@ -64,15 +64,15 @@ impl Enforced {
 /// The enforcement of each ToolSet field.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Enforcement {
-    pub internal: Enforced,
-    pub mcp: Enforced,
-    pub permission: Enforced,
-    pub max_turns: Enforced,
+    pub(crate) internal: Enforced,
+    pub(crate) mcp: Enforced,
+    pub(crate) permission: Enforced,
+    pub(crate) max_turns: Enforced,
 }
 
 impl Enforcement {
     /// Fields no one enforces, as (field, reason).
-    pub fn gaps(&self) -> Vec<(&'static str, &str)> {
+    pub(crate) fn gaps(&self) -> Vec<(&'static str, &str)> {
         [
             ("internal", &self.internal),
             ("mcp", &self.mcp),
@@ -88,13 +88,13 @@ impl Enforcement {
 
 /// One environment variable of the agent process.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EnvVar {
-    pub name: String,
-    pub value: EnvValue,
+pub(crate) struct EnvVar {
+    pub(crate) name: String,
+    pub(crate) value: EnvValue,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EnvValue {
+pub(crate) enum EnvValue {
     /// A value orch sets (paths, switches): shown as is.
     Plain(String),
     /// Taken from orch's own environment at spawn time (credentials): never
@@ -107,17 +107,17 @@ pub enum EnvValue {
     Secret(String),
 }
 
-pub const REDACTED: &str = "<redacted>";
+pub(crate) const REDACTED: &str = "<redacted>";
 
 impl EnvVar {
-    pub fn plain(name: impl Into<String>, value: impl Into<String>) -> Self {
+    pub(crate) fn plain(name: impl Into<String>, value: impl Into<String>) -> Self {
         Self {
             name: name.into(),
             value: EnvValue::Plain(value.into()),
         }
     }
 
-    pub fn pass_through(name: impl Into<String>) -> Self {
+    pub(crate) fn pass_through(name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
             value: EnvValue::PassThrough,
@@ -125,7 +125,7 @@ impl EnvVar {
     }
 
     /// The value as shown or stored.
-    pub fn shown(&self) -> String {
+    pub(crate) fn shown(&self) -> String {
         match &self.value {
             EnvValue::Plain(v) => v.clone(),
             EnvValue::PassThrough => format!("${{{}}}", self.name),
@@ -136,7 +136,7 @@ impl EnvVar {
 
     /// The value to give the process, if there is one (a pass-through
     /// variable that orch's environment lacks is left out).
-    pub fn resolve(&self, lookup: impl Fn(&str) -> Option<String>) -> Option<String> {
+    pub(crate) fn resolve(&self, lookup: impl Fn(&str) -> Option<String>) -> Option<String> {
         match &self.value {
             EnvValue::Plain(v) | EnvValue::Secret(v) => Some(v.clone()),
             EnvValue::PassThrough => lookup(&self.name),
@@ -148,9 +148,9 @@ impl EnvVar {
 /// A file the adapter needs written before the process starts (MCP config,
 /// settings, policy, system prompt) and removed after.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct InvocationFile {
-    pub path: PathBuf,
-    pub content: String,
+pub(crate) struct InvocationFile {
+    pub(crate) path: PathBuf,
+    pub(crate) content: String,
 }
 
 /// What the process reads on standard input.
@@ -166,16 +166,16 @@ pub struct Invocation {
     pub program: String,
     pub args: Vec<String>,
     /// The whole environment: nothing else is inherited.
-    pub env: Vec<EnvVar>,
+    pub(crate) env: Vec<EnvVar>,
     pub stdin: Stdin,
     /// Working directory of the agent (the workspace).
-    pub cwd: PathBuf,
+    pub(crate) cwd: PathBuf,
     /// The invocation's own directory (temporary home, config files).
-    pub dir: PathBuf,
-    pub files: Vec<InvocationFile>,
-    pub enforcement: Enforcement,
+    pub(crate) dir: PathBuf,
+    pub(crate) files: Vec<InvocationFile>,
+    pub(crate) enforcement: Enforcement,
     /// The size of the prompts it sends (kept with the attempt).
-    pub prompt_tokens: crate::prompt::Tokens,
+    pub(crate) prompt_tokens: crate::prompt::Tokens,
     /// Plain commands inherit orch's environment (they are the author's own
     /// programs); agent CLIs get only `env`.
     pub inherit_env: bool,
@@ -184,10 +184,10 @@ pub struct Invocation {
     /// The argv, variables and files as shown and stored, when they differ
     /// from the real ones: a secret the pipeline wrote in an argv (a plain
     /// command's, an MCP server's) redacted. `None`: shown as they are.
-    pub shown: Option<Shown>,
+    pub(crate) shown: Option<Shown>,
     /// The git directory of orch's own an agent CLI is given (see
     /// [`crate::git::agents`]), made with the attempt's own directory.
-    pub git: Option<crate::git::agents::AgentGit>,
+    pub(crate) git: Option<crate::git::agents::AgentGit>,
 }
 
 /// What to show of an invocation whose real argv, environment or files
@@ -196,16 +196,16 @@ pub struct Invocation {
 /// name) and files (by path) whose shown form differs from the real one
 /// (OpenCode gets its MCP servers in a variable, Claude Code in a file).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Shown {
-    pub argv: Vec<String>,
-    pub env: Vec<(String, String)>,
-    pub files: Vec<InvocationFile>,
+pub(crate) struct Shown {
+    pub(crate) argv: Vec<String>,
+    pub(crate) env: Vec<(String, String)>,
+    pub(crate) files: Vec<InvocationFile>,
 }
 
 impl Shown {
     /// What differs between `real` and `redacted`, two invocations of the
     /// same request, the second with the pipeline's argvs redacted.
-    pub fn between(real: &Invocation, redacted: Invocation) -> Shown {
+    pub(crate) fn between(real: &Invocation, redacted: Invocation) -> Shown {
         let argv = redacted.program_and_args();
         let env = redacted
             .env
@@ -230,7 +230,7 @@ impl Shown {
 impl Invocation {
     /// `argv[0]` and the arguments, as the process gets them: never show
     /// or store this, but [`Invocation::shown_argv`].
-    pub fn argv(&self) -> Vec<String> {
+    pub(crate) fn argv(&self) -> Vec<String> {
         self.program_and_args()
     }
 
@@ -242,7 +242,7 @@ impl Invocation {
 
     /// The argv as shown and stored: secrets the pipeline wrote in it
     /// `<redacted>`.
-    pub fn shown_argv(&self) -> Vec<String> {
+    pub(crate) fn shown_argv(&self) -> Vec<String> {
         match &self.shown {
             Some(s) => s.argv.clone(),
             None => self.argv(),
@@ -251,7 +251,7 @@ impl Invocation {
 
     /// The files as shown: secrets the pipeline wrote in an MCP server's
     /// command `<redacted>` in the configuration that carries it.
-    pub fn shown_files(&self) -> Vec<InvocationFile> {
+    pub(crate) fn shown_files(&self) -> Vec<InvocationFile> {
         self.files
             .iter()
             .map(|f| {
@@ -302,7 +302,7 @@ impl Invocation {
 
     /// The environment as shown (`${NAME}` for pass-through values,
     /// `<redacted>` for secrets), sorted by name.
-    pub fn shown_env(&self) -> Vec<(String, String)> {
+    pub(crate) fn shown_env(&self) -> Vec<(String, String)> {
         let mut v: Vec<(String, String)> = self
             .env
             .iter()
@@ -313,7 +313,7 @@ impl Invocation {
     }
 
     /// A copy-pasteable POSIX shell line: `env -i NAME=... program args...`.
-    pub fn shell_line(&self) -> String {
+    pub(crate) fn shell_line(&self) -> String {
         let mut parts = vec!["env".to_string()];
         if !self.inherit_env {
             parts.push("-i".to_string());
@@ -340,7 +340,7 @@ impl Invocation {
 }
 
 /// Quote a word for a POSIX shell when it needs it.
-pub fn shell_quote(s: &str) -> String {
+pub(crate) fn shell_quote(s: &str) -> String {
     let safe = !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+".contains(c));
@@ -354,7 +354,7 @@ pub fn shell_quote(s: &str) -> String {
 /// Start the process `launch` describes, confined by `confinement`, or as
 /// it is without one, in `tree`'s cgroup when it has one (see
 /// [`crate::confine::start`]).
-pub fn start(
+pub(crate) fn start(
     confinement: Option<&Confinement>,
     tree: Option<&ProcessTree>,
     launch: &Launch,

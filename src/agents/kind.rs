@@ -5,18 +5,18 @@ use crate::model::{AgentKind, Permission};
 
 /// What a raw flag would interfere with: a ToolSet field, or `model` /
 /// `output` (the model and the event stream orch sets itself).
-pub type FieldName = &'static str;
+pub(crate) type FieldName = &'static str;
 
 /// The agent CLIs orch is tested with, at their pins: the one place their
 /// versions are written (`scripts/install-agent-clis.sh` installs them,
 /// exported CI jobs install them from its lock).
-pub const CLIS_PACKAGE_JSON: &str = include_str!("../../ci/agent-clis/package.json");
+pub(crate) const CLIS_PACKAGE_JSON: &str = include_str!("../../ci/agent-clis/package.json");
 
 /// What orch knows of each CLI's command line, environment and
 /// credentials, asked of an [`AgentKind`]. These facts belong to the agent
 /// CLIs, so they live here and not in the model: bring the trait into scope
 /// (`use crate::agents::CliFacts`) to ask them.
-pub trait CliFacts: Copy {
+pub(crate) trait CliFacts: Copy {
     /// The credentials this CLI reads (the first is the usual one).
     fn credentials(self) -> &'static [&'static str];
 

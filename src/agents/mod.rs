@@ -4,19 +4,19 @@
 
 pub mod adapter;
 
-pub mod capability;
+pub(crate) mod capability;
 pub mod checks;
 mod claude;
 mod codex;
 mod command;
 mod copilot;
-pub mod env;
+pub(crate) mod env;
 mod gemini;
 pub mod invocation;
 mod kind;
 mod opencode;
 pub mod probe;
 
-pub use adapter::{Adapter, McpServerSpec, Request, adapter};
-pub use invocation::{By, Enforced, Enforcement, Invocation};
-pub use kind::{CLIS_PACKAGE_JSON, CliFacts, FieldName};
+pub use adapter::adapter;
+pub(crate) use invocation::{By, Enforcement};
+pub(crate) use kind::{CLIS_PACKAGE_JSON, CliFacts};

@@ -16,7 +16,7 @@ use crate::events::{Event, rate_limit};
 use crate::model::AgentKind;
 use crate::model::toolset::{InternalTool, Permission, ToolSet};
 
-pub struct Opencode;
+pub(super) struct Opencode;
 
 /// The keys of a user's `OPENCODE_CONFIG` file orch passes on: where models
 /// come from. Anything else there could load code (`plugin`), add MCP

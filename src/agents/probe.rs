@@ -20,13 +20,13 @@ use crate::model::AgentKind;
 /// One CLI as found on this machine.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Installed {
-    pub kind: AgentKind,
-    pub program: String,
-    pub path: Option<PathBuf>,
+    pub(crate) kind: AgentKind,
+    pub(crate) program: String,
+    pub(crate) path: Option<PathBuf>,
     pub version: Option<String>,
-    pub verified_version: Option<&'static str>,
-    pub verified: bool,
-    pub problem: Option<String>,
+    pub(crate) verified_version: Option<&'static str>,
+    pub(crate) verified: bool,
+    pub(crate) problem: Option<String>,
 }
 
 /// What a bounded run of a process gave.
@@ -36,7 +36,7 @@ pub struct Bounded {
     pub stdout: String,
     pub stderr: String,
     pub timed_out: bool,
-    pub elapsed: Duration,
+    pub(crate) elapsed: Duration,
 }
 
 /// Run a process in its own process group with a deadline; on the
@@ -50,7 +50,7 @@ pub fn run_bounded(
 }
 
 /// [`run_bounded`], the process confined as `confinement` says.
-pub fn run_bounded_in(
+pub(crate) fn run_bounded_in(
     launch: Launch,
     stdin: Option<&str>,
     timeout: Duration,
@@ -121,7 +121,7 @@ pub fn run_bounded_started(
 }
 
 /// The first `x.y.z` in a version string.
-pub fn parse_version(text: &str) -> Option<String> {
+pub(crate) fn parse_version(text: &str) -> Option<String> {
     text.split(|c: char| c.is_whitespace() || c == '(' || c == ')' || c == ',')
         .map(|w| w.trim_start_matches('v').trim_end_matches('.'))
         .find(|w| {
@@ -199,19 +199,19 @@ pub fn installed(kind: AgentKind, program: &str) -> Installed {
 
 /// The verdict of one offline argument probe.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct ProbeResult {
-    pub accepted: bool,
+pub(crate) struct ProbeResult {
+    pub(crate) accepted: bool,
     /// The CLI's own message when it rejected the argv (or why the probe
     /// could not run).
-    pub message: Option<String>,
-    pub exit_code: Option<i32>,
-    pub elapsed_ms: u128,
+    pub(crate) message: Option<String>,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) elapsed_ms: u128,
 }
 
 /// Run an invocation's offline argument probe: the adapter's probe argv and
 /// environment (no credentials, closed loopback endpoints), with the
 /// invocation's files written first and removed after.
-pub fn probe(kind: AgentKind, inv: &Invocation) -> ProbeResult {
+pub(crate) fn probe(kind: AgentKind, inv: &Invocation) -> ProbeResult {
     let adapter = adapter(kind);
     let p = adapter.probe(inv);
     let fail = |message: String| ProbeResult {
@@ -332,7 +332,7 @@ pub fn write_files(inv: &Invocation) -> std::io::Result<()> {
 /// links). Removing them one by one would follow whatever the agent put in
 /// their place: a CLI folder swapped for a link to another directory would
 /// have orch delete a file there that the agent itself may not touch.
-pub fn remove_files(inv: &Invocation) {
+pub(crate) fn remove_files(inv: &Invocation) {
     for f in inv.files.iter().filter(|f| !f.path.starts_with(&inv.dir)) {
         let _ = std::fs::remove_file(&f.path);
     }

@@ -12,21 +12,21 @@ use super::error::CliError;
 use super::output::{Exit, stdout};
 
 #[derive(Debug, clap::Args)]
-pub struct CompletionsArgs {
+pub(crate) struct CompletionsArgs {
     /// The shell: bash, zsh, fish, powershell or elvish
     #[arg(value_enum, value_name = "SHELL")]
-    pub shell: Shell,
+    pub(crate) shell: Shell,
 }
 
 #[derive(Debug, clap::Args)]
-pub struct ManArgs {
+pub(crate) struct ManArgs {
     /// Write one page per command (orch.1, orch-run.1, orch-runs-show.1,
     /// ...) into DIR instead of printing orch.1
     #[arg(long, value_name = "DIR")]
-    pub dir: Option<PathBuf>,
+    pub(crate) dir: Option<PathBuf>,
 }
 
-pub fn completions(args: &CompletionsArgs) -> Result<Exit, CliError> {
+pub(super) fn completions(args: &CompletionsArgs) -> Result<Exit, CliError> {
     let mut cmd = super::Cli::command();
     let mut out = stdout();
     clap_complete::generate(args.shell, &mut cmd, "orch", &mut out);
@@ -34,7 +34,7 @@ pub fn completions(args: &CompletionsArgs) -> Result<Exit, CliError> {
     Ok(Exit::Success)
 }
 
-pub fn man(args: &ManArgs) -> Result<Exit, CliError> {
+pub(super) fn man(args: &ManArgs) -> Result<Exit, CliError> {
     let mut cmd = super::Cli::command();
     cmd.build();
     match &args.dir {

@@ -11,9 +11,9 @@ use crate::model::AgentKind;
 use crate::settings::{self, BinaryOverride, Overrides, Sources};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    pub(crate) format: Format,
 }
 
 #[derive(Serialize)]
@@ -24,7 +24,7 @@ struct Row {
 }
 
 /// The command-line layer of the settings.
-pub fn overrides(global: &GlobalArgs) -> Result<Overrides, String> {
+pub(super) fn overrides(global: &GlobalArgs) -> Result<Overrides, String> {
     let mut o = Overrides {
         state_dir: global.state_dir.clone(),
         max_parallel: global.max_parallel,
@@ -49,14 +49,14 @@ pub fn overrides(global: &GlobalArgs) -> Result<Overrides, String> {
 
 /// The build context for commands that make invocations: the layered
 /// settings and the working directory.
-pub fn context(global: &GlobalArgs) -> Result<crate::engine::assemble::Context, CliError> {
+pub(super) fn context(global: &GlobalArgs) -> Result<crate::engine::assemble::Context, CliError> {
     let o = overrides(global).map_err(CliError::usage)?;
     let l = settings::load(&Sources::discover(), &o)?;
     let workdir = std::env::current_dir().unwrap_or_else(|_| ".".into());
     Ok(crate::engine::assemble::Context::new(l.settings, workdir))
 }
 
-pub fn run(args: &Args, global: &GlobalArgs) -> Result<Exit, CliError> {
+pub(super) fn run(args: &Args, global: &GlobalArgs) -> Result<Exit, CliError> {
     let o = overrides(global).map_err(|m| {
         CliError::usage(m).with_hint("kinds: claude, codex, gemini, opencode, copilot")
     })?;

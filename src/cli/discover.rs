@@ -9,18 +9,18 @@ use std::path::{Path, PathBuf};
 use super::error::CliError;
 
 /// The folders searched after `pipeline.toml`, in order.
-pub const FOLDERS: [&str; 2] = ["pipelines", ".orch/pipelines"];
+pub(super) const FOLDERS: [&str; 2] = ["pipelines", ".orch/pipelines"];
 
 /// What a search from `dir` finds.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Found {
+pub(super) enum Found {
     One(PathBuf),
     None,
     Several(Vec<PathBuf>),
 }
 
 /// Search `dir` (paths in the answer are relative to it).
-pub fn search(dir: &Path) -> Found {
+pub(super) fn search(dir: &Path) -> Found {
     let top = PathBuf::from("pipeline.toml");
     if dir.join(&top).is_file() {
         return Found::One(top);
@@ -48,7 +48,7 @@ pub fn search(dir: &Path) -> Found {
 
 /// The file a command works on: `given`, else what a search of the
 /// current directory finds.
-pub fn pipeline_file(given: Option<&Path>) -> Result<PathBuf, CliError> {
+pub(super) fn pipeline_file(given: Option<&Path>) -> Result<PathBuf, CliError> {
     if let Some(p) = given {
         return Ok(p.to_path_buf());
     }

@@ -18,15 +18,15 @@ use crate::engine::assemble;
 use crate::model::AgentKind;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Run the offline argument probe of every invocation in this pipeline
     #[arg(long, value_name = "FILE", conflicts_with = "capabilities")]
-    pub probe: Option<PathBuf>,
+    pub(crate) probe: Option<PathBuf>,
     /// Print the enforcement capability table (Markdown) and exit
     #[arg(long)]
-    pub capabilities: bool,
+    pub(crate) capabilities: bool,
     #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    pub(crate) format: Format,
 }
 
 #[derive(Serialize)]
@@ -45,7 +45,7 @@ struct ProbeRow {
     result: ProbeResult,
 }
 
-pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit, CliError> {
+pub(super) fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit, CliError> {
     if args.capabilities {
         let mut out = stdout();
         out.write_all(crate::agents::capability::markdown().as_bytes())?;

@@ -12,7 +12,7 @@ use crate::pipeline::Diagnostic;
 use super::output::{Exit, print_diagnostics, summary};
 
 #[derive(Debug, thiserror::Error)]
-pub enum CliError {
+pub(crate) enum CliError {
     /// Invalid input or usage: a value on the command line, or a file,
     /// folder or run the command cannot work with. Exit 2.
     #[error("{message}")]
@@ -60,7 +60,7 @@ impl From<crate::engine::lifecycle::Refused> for CliError {
 
 impl CliError {
     /// A usage error (exit 2).
-    pub fn usage(message: impl Into<String>) -> Self {
+    pub(crate) fn usage(message: impl Into<String>) -> Self {
         CliError::Usage {
             message: message.into(),
             hint: None,
@@ -68,7 +68,7 @@ impl CliError {
     }
 
     /// A failure the command found (exit 1).
-    pub fn failed(message: impl Into<String>) -> Self {
+    pub(crate) fn failed(message: impl Into<String>) -> Self {
         CliError::Failed {
             message: message.into(),
             hint: None,
@@ -76,7 +76,7 @@ impl CliError {
     }
 
     /// With a `help:` line (for the errors that are a message).
-    pub fn with_hint(mut self, h: impl Into<String>) -> Self {
+    pub(crate) fn with_hint(mut self, h: impl Into<String>) -> Self {
         if let CliError::Usage { hint, .. } | CliError::Failed { hint, .. } = &mut self {
             *hint = Some(h.into());
         }
@@ -84,7 +84,7 @@ impl CliError {
     }
 
     /// How the process ends.
-    pub fn exit(&self) -> Exit {
+    pub(crate) fn exit(&self) -> Exit {
         match self {
             CliError::Io(e) if e.kind() == io::ErrorKind::BrokenPipe => Exit::Success,
             CliError::Failed { .. } | CliError::Relay(_) => Exit::Failed,
@@ -96,7 +96,7 @@ impl CliError {
         }
     }
 
-    pub fn exit_code(&self) -> u8 {
+    pub(crate) fn exit_code(&self) -> u8 {
         self.exit().code()
     }
 
@@ -122,7 +122,7 @@ impl CliError {
 }
 
 /// A command's outcome as the process's exit code, its error said first.
-pub fn finish(result: Result<Exit, CliError>, color: bool) -> ExitCode {
+pub(super) fn finish(result: Result<Exit, CliError>, color: bool) -> ExitCode {
     match result {
         Ok(exit) => ExitCode::from(exit.code()),
         Err(e) => {

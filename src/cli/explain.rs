@@ -21,22 +21,22 @@ use crate::model::toolset::{Layer, Origin, Permission, Resolved};
 use crate::pipeline::model::{McpServer, McpTransport};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The pipeline file (default: `pipeline.toml` here, else the only
     /// file in `pipelines/` or `.orch/pipelines/`)
     #[arg(value_name = "FILE")]
-    pub file: Option<PathBuf>,
+    pub(crate) file: Option<PathBuf>,
     /// Only this phase
     #[arg(long, value_name = "PHASE")]
-    pub phase: Option<String>,
+    pub(crate) phase: Option<String>,
     /// Only this agent
     #[arg(long, value_name = "AGENT")]
-    pub agent: Option<String>,
+    pub(crate) agent: Option<String>,
     /// A value for `{{inputs.NAME}}` (repeatable), as `orch run` takes it
     #[arg(long = "input", value_name = "NAME=VALUE", value_parser = super::run::parse_input)]
-    pub inputs: Vec<(String, String)>,
+    pub(crate) inputs: Vec<(String, String)>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    pub(crate) format: Format,
 }
 
 #[derive(Serialize)]
@@ -183,7 +183,7 @@ struct InvocationJson<'a> {
     held_after: Option<String>,
 }
 
-pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit, CliError> {
+pub(super) fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit, CliError> {
     let (mut ctx, pipeline) = load_pipeline(global, args.file.as_deref(), color)?;
     ctx.inputs = args.inputs.iter().cloned().collect();
     let p = &pipeline;

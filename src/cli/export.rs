@@ -15,13 +15,13 @@ use crate::export::github::Trigger;
 use crate::export::{self, Options, OrchSource};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(subcommand)]
-    pub target: Target,
+    pub(crate) target: Target,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Target {
+pub(crate) enum Target {
     /// A GitHub Actions workflow (for .github/workflows/)
     GithubActions(ExportArgs),
     /// A GitLab CI pipeline (for .gitlab-ci.yml)
@@ -29,21 +29,21 @@ pub enum Target {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct ExportArgs {
+pub(crate) struct ExportArgs {
     /// The pipeline file, as the workflow will name it (relative to the
     /// repository root)
     #[arg(value_name = "FILE")]
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// Write here instead of standard output
     #[arg(short = 'o', long = "output", value_name = "PATH")]
-    pub output: Option<PathBuf>,
+    pub(crate) output: Option<PathBuf>,
     /// Write nothing: exit 1 when PATH (`-o`) differs from what would be
     /// written
     #[arg(long, requires = "output")]
-    pub check: bool,
+    pub(crate) check: bool,
     /// What starts the workflow (GitHub; repeatable)
     #[arg(long = "on", value_enum, default_values_t = [Trigger::WorkflowDispatch])]
-    pub on: Vec<Trigger>,
+    pub(crate) on: Vec<Trigger>,
     /// Build orch in each job from this git repository (with --orch-rev)
     #[arg(
         long,
@@ -51,17 +51,17 @@ pub struct ExportArgs {
         requires = "orch_rev",
         conflicts_with = "orch_binary"
     )]
-    pub orch_git: Option<String>,
+    pub(crate) orch_git: Option<String>,
     /// The full commit SHA of --orch-git to build
     #[arg(long, value_name = "SHA", requires = "orch_git")]
-    pub orch_rev: Option<String>,
+    pub(crate) orch_rev: Option<String>,
     /// Install this Linux x86_64 orch binary (an https URL) in each job
     /// instead of building it (with --orch-sha256)
     #[arg(long, value_name = "URL", requires = "orch_sha256")]
-    pub orch_binary: Option<String>,
+    pub(crate) orch_binary: Option<String>,
     /// The SHA-256 the --orch-binary download must have
     #[arg(long, value_name = "HEX", requires = "orch_binary")]
-    pub orch_sha256: Option<String>,
+    pub(crate) orch_sha256: Option<String>,
 }
 
 /// The arguments besides FILE, `-o` and `--check` that shape the output,
@@ -177,7 +177,7 @@ fn orch_source(a: &ExportArgs) -> Result<OrchSource, CliError> {
     }
 }
 
-pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit, CliError> {
+pub(super) fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit, CliError> {
     let (a, github) = match &args.target {
         Target::GithubActions(a) => (a, true),
         Target::GitlabCi(a) => (a, false),

@@ -17,23 +17,23 @@ use crate::engine::assemble;
 use crate::model::AgentKind;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Where to write (created when missing)
     #[arg(value_name = "DIR", default_value = ".")]
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// The agent CLIs, comma-separated (claude, codex, gemini, opencode,
     /// copilot); default: those installed here, else claude
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
-    pub agents: Vec<String>,
+    pub(crate) agents: Vec<String>,
     /// Also write a commented `orch.toml` (project settings)
     #[arg(long)]
-    pub settings: bool,
+    pub(crate) settings: bool,
 }
 
 /// Where the schema goes, relative to DIR (`#:schema` names it).
 const SCHEMA: &str = ".orch/pipeline.schema.json";
 
-pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit, CliError> {
+pub(super) fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit, CliError> {
     let ctx = super::config::context(global)?;
     let (kinds, detected) = chosen(&args.agents, &ctx.settings)?;
     // What this machine can enforce decides the starter: with Bash where

@@ -14,33 +14,33 @@ use crate::report::{github, text};
 use crate::store::Reader;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(subcommand)]
-    pub command: LearningsCommand,
+    pub(crate) command: LearningsCommand,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum LearningsCommand {
+pub(crate) enum LearningsCommand {
     /// Learnings that match any word of QUERY, best first
     Search(SearchArgs),
 }
 
 #[derive(Debug, clap::Args)]
-pub struct SearchArgs {
+pub(crate) struct SearchArgs {
     /// Words to look for
     #[arg(value_name = "QUERY")]
-    pub query: String,
+    pub(crate) query: String,
     /// At most this many
     #[arg(long, value_name = "N", default_value_t = 20)]
-    pub limit: usize,
+    pub(crate) limit: usize,
     /// Only learnings with at least this quality score (they start at 50)
     #[arg(long, value_name = "SCORE", default_value_t = 0)]
-    pub min_quality: i64,
+    pub(crate) min_quality: i64,
     #[arg(long, value_enum, default_value_t)]
-    pub format: Format,
+    pub(crate) format: Format,
 }
 
-pub fn run(args: &Args, global: &GlobalArgs) -> Result<Exit, CliError> {
+pub(super) fn run(args: &Args, global: &GlobalArgs) -> Result<Exit, CliError> {
     let ctx = super::config::context(global)?;
     let LearningsCommand::Search(a) = &args.command;
     let found = match Reader::open(&ctx.state_dir())? {

@@ -15,7 +15,7 @@ use crate::pipeline::{Invalid, Pipeline};
 /// search of the current directory finds, see [`super::discover`]). A
 /// pipeline with errors is a [`CliError::Pipeline`]; warnings are printed
 /// here, on stderr.
-pub fn load_pipeline(
+pub(super) fn load_pipeline(
     global: &GlobalArgs,
     file: Option<&Path>,
     color: bool,
@@ -37,6 +37,6 @@ pub fn load_pipeline(
 
 /// The phases' DAG. Validation reports a cycle, so a valid pipeline has
 /// none; this is the usage error if one slipped through.
-pub fn phase_graph(pipeline: &Pipeline) -> Result<PhaseGraph, CliError> {
+pub(super) fn phase_graph(pipeline: &Pipeline) -> Result<PhaseGraph, CliError> {
     PhaseGraph::build(pipeline).map_err(|_| CliError::usage("the pipeline has a dependency cycle"))
 }

@@ -10,13 +10,13 @@ use super::error::CliError;
 use super::output::Exit;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(subcommand)]
-    pub command: McpCommand,
+    pub(crate) command: McpCommand,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum McpCommand {
+pub(crate) enum McpCommand {
     /// Carry an agent's MCP messages to its attempt's endpoint in `orch run`
     /// (the CLIs start this; it serves only the attempt it belongs to)
     Relay {
@@ -26,7 +26,7 @@ pub enum McpCommand {
     },
 }
 
-pub fn run(args: &Args) -> Result<Exit, CliError> {
+pub(super) fn run(args: &Args) -> Result<Exit, CliError> {
     match &args.command {
         McpCommand::Relay { socket } => crate::mcp::relay::relay(socket)?,
     }

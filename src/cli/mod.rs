@@ -28,8 +28,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-pub use error::CliError;
-pub use output::Exit;
+pub(crate) use output::Exit;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -38,40 +37,40 @@ pub use output::Exit;
     about = "Run declarative pipelines of AI coding agents, with tool restrictions the agents' own runtimes enforce",
     propagate_version = true
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(flatten)]
-    pub global: GlobalArgs,
+    pub(crate) global: GlobalArgs,
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 /// Settings given on the command line (the highest settings layer).
 #[derive(Debug, clap::Args)]
-pub struct GlobalArgs {
+pub(crate) struct GlobalArgs {
     /// Directory for run state (`state.db`, logs) [default: the
     /// repository's own, outside it: ~/.local/state/orch/<repo>-<hash>]
     #[arg(long, global = true, value_name = "DIR")]
-    pub state_dir: Option<PathBuf>,
+    pub(crate) state_dir: Option<PathBuf>,
     /// Agent processes at once: over the pipeline's `max_parallel`, which is over the settings'
     #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_parallel: Option<u32>,
+    pub(crate) max_parallel: Option<u32>,
     /// Program for an agent kind, like `claude=/opt/bin/claude` (repeatable)
     #[arg(long = "agent-binary", global = true, value_name = "KIND=PATH")]
-    pub agent_binaries: Vec<String>,
+    pub(crate) agent_binaries: Vec<String>,
     /// When to use colour in diagnostics
     #[arg(long, global = true, value_enum, default_value_t = Color::Auto)]
-    pub color: Color,
+    pub(crate) color: Color,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Color {
+pub(crate) enum Color {
     Auto,
     Always,
     Never,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Write a starter pipeline.toml (an audit and a fix phase) for your agent CLIs
     Init(init::Args),
     /// Check pipeline files and report every problem with its position

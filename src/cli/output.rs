@@ -9,7 +9,7 @@ use super::error::CliError;
 
 /// How a command ended.
 #[derive(Debug)]
-pub enum Exit {
+pub(crate) enum Exit {
     Success,
     /// A required phase failed.
     Failed,
@@ -19,7 +19,7 @@ pub enum Exit {
 }
 
 impl Exit {
-    pub fn code(&self) -> u8 {
+    pub(crate) fn code(&self) -> u8 {
         match self {
             Exit::Success => 0,
             Exit::Failed => 1,
@@ -29,7 +29,7 @@ impl Exit {
     }
 }
 
-pub fn use_color(c: Color) -> bool {
+pub(super) fn use_color(c: Color) -> bool {
     match c {
         Color::Always => true,
         Color::Never => false,
@@ -44,7 +44,7 @@ const MAX_SHOWN: usize = 200;
 
 /// Render diagnostics to stderr (best effort: a closed stderr never
 /// changes the exit code a command decided).
-pub fn print_diagnostics(diags: &[Diagnostic], color: bool) {
+pub(super) fn print_diagnostics(diags: &[Diagnostic], color: bool) {
     let _ = write_diagnostics(diags, color);
     if crate::report::github::active() && !diags.is_empty() {
         let workspace = std::env::var_os("GITHUB_WORKSPACE").map(std::path::PathBuf::from);
@@ -85,7 +85,7 @@ fn terminal_width() -> usize {
         .unwrap_or(100)
 }
 
-pub fn summary(file: &str, diags: &[Diagnostic]) -> String {
+pub(super) fn summary(file: &str, diags: &[Diagnostic]) -> String {
     let errors = diags.iter().filter(|d| d.is_error()).count();
     let warnings = diags.len() - errors;
     let mut parts = Vec::new();
@@ -104,11 +104,11 @@ pub fn summary(file: &str, diags: &[Diagnostic]) -> String {
     format!("`{file}`: {}", parts.join(", "))
 }
 
-pub fn stdout() -> io::BufWriter<io::StdoutLock<'static>> {
+pub(super) fn stdout() -> io::BufWriter<io::StdoutLock<'static>> {
     io::BufWriter::new(io::stdout().lock())
 }
 
-pub fn write_json(value: &impl serde::Serialize) -> io::Result<()> {
+pub(super) fn write_json(value: &impl serde::Serialize) -> io::Result<()> {
     let mut out = stdout();
     if crate::report::github::active() {
         // No `##[` the runner would read as a command (the same JSON).
@@ -122,7 +122,7 @@ pub fn write_json(value: &impl serde::Serialize) -> io::Result<()> {
 }
 
 /// `value` as compact JSON on `out` (as [`write_json`] for GitHub).
-pub fn write_json_to(out: &mut impl Write, value: &impl serde::Serialize) -> io::Result<()> {
+pub(super) fn write_json_to(out: &mut impl Write, value: &impl serde::Serialize) -> io::Result<()> {
     if crate::report::github::active() {
         let json = serde_json::to_vec(value)?;
         out.write_all(&crate::report::github::inert_json(json))
@@ -133,7 +133,10 @@ pub fn write_json_to(out: &mut impl Write, value: &impl serde::Serialize) -> io:
 
 /// The index of a phase named on the command line, or a usage error with a
 /// suggestion.
-pub fn phase_index(pipeline: &crate::pipeline::Pipeline, name: &str) -> Result<usize, CliError> {
+pub(super) fn phase_index(
+    pipeline: &crate::pipeline::Pipeline,
+    name: &str,
+) -> Result<usize, CliError> {
     pipeline
         .phases
         .iter()
@@ -152,7 +155,7 @@ pub fn phase_index(pipeline: &crate::pipeline::Pipeline, name: &str) -> Result<u
 
 /// The phases `--phase P...` or `--from P` select (all when neither is
 /// given), in declaration order; an unknown name is a usage error.
-pub fn select_phases(
+pub(super) fn select_phases(
     pipeline: &crate::pipeline::Pipeline,
     graph: &crate::pipeline::graph::PhaseGraph,
     phases: &[String],
@@ -175,7 +178,7 @@ pub fn select_phases(
 
 /// `--format` of the commands that print text or JSON.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     #[default]
     Text,
     Json,

@@ -13,7 +13,7 @@ use super::output::{Exit, select_phases, stdout, write_json};
 use crate::pipeline::Pipeline;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     Text,
     Json,
     Mermaid,
@@ -21,19 +21,19 @@ pub enum Format {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The pipeline file (default: `pipeline.toml` here, else the only
     /// file in `pipelines/` or `.orch/pipelines/`)
     #[arg(value_name = "FILE")]
-    pub file: Option<PathBuf>,
+    pub(crate) file: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    pub(crate) format: Format,
     /// Only these phases (repeatable)
     #[arg(long = "phase", value_name = "PHASE", conflicts_with = "from")]
-    pub phases: Vec<String>,
+    pub(crate) phases: Vec<String>,
     /// This phase and everything downstream of it
     #[arg(long, value_name = "PHASE")]
-    pub from: Option<String>,
+    pub(crate) from: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -61,7 +61,7 @@ struct EdgeJson<'a> {
     to: &'a str,
 }
 
-pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit, CliError> {
+pub(super) fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit, CliError> {
     let (_, p) = load_pipeline(global, args.file.as_deref(), color)?;
     let graph = phase_graph(&p)?;
     let selected = select_phases(&p, &graph, &args.phases, args.from.as_deref())?;

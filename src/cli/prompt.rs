@@ -17,24 +17,24 @@ use crate::engine::assemble;
 use crate::prompt::{Layer, tokens};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The pipeline file (default: `pipeline.toml` here, else the only
     /// file in `pipelines/` or `.orch/pipelines/`)
     #[arg(value_name = "FILE")]
-    pub file: Option<PathBuf>,
+    pub(crate) file: Option<PathBuf>,
     #[arg(long, value_name = "PHASE")]
-    pub phase: String,
+    pub(crate) phase: String,
     #[arg(long, value_name = "AGENT")]
-    pub agent: String,
+    pub(crate) agent: String,
     /// As the next attempt in this recorded run would get it (its findings,
     /// comments, earlier attempts): a run id, a unique prefix, or `latest`
     #[arg(long, value_name = "RUN")]
-    pub run: Option<String>,
+    pub(crate) run: Option<String>,
     /// A value for `{{inputs.NAME}}` (repeatable), as `orch run` takes it
     #[arg(long = "input", value_name = "NAME=VALUE", value_parser = super::run::parse_input)]
-    pub inputs: Vec<(String, String)>,
+    pub(crate) inputs: Vec<(String, String)>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    pub(crate) format: Format,
 }
 
 #[derive(Serialize)]
@@ -60,7 +60,7 @@ struct PromptJson<'a> {
     sections: &'a [crate::prompt::budget::Section],
 }
 
-pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit, CliError> {
+pub(super) fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit, CliError> {
     let (mut ctx, pipeline) = load_pipeline(global, args.file.as_deref(), color)?;
     ctx.inputs = args.inputs.iter().cloned().collect();
     let p = &pipeline;

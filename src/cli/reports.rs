@@ -26,7 +26,7 @@ const SECTIONS: &[(ReportKind, &str)] = &[
 ];
 
 /// Every section that has something, then the learnings.
-pub fn write(
+pub(super) fn write(
     out: &mut impl Write,
     reports: &[ReportRow],
     learnings: &[LearningRow],
@@ -55,7 +55,7 @@ pub fn write(
 }
 
 /// One learning on a line: where from, type, quality, pattern.
-pub fn learning(l: &LearningRow) -> String {
+pub(super) fn learning(l: &LearningRow) -> String {
     format!(
         "{}/{}/{}  [{}] (quality {}) {}",
         l.run_id, l.phase, l.agent, l.learning_type, l.quality, l.pattern

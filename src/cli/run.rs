@@ -19,44 +19,44 @@ use crate::report::text;
 use crate::store::{RunDetail, RunStatus, Status};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The pipeline file (default: `pipeline.toml` here, else the only
     /// file in `pipelines/` or `.orch/pipelines/`)
     #[arg(value_name = "FILE")]
-    pub file: Option<PathBuf>,
+    pub(crate) file: Option<PathBuf>,
     /// Run only this phase, taking its dependencies as satisfied (repeatable;
     /// the CI-job mode)
     #[arg(long = "phase", value_name = "PHASE", conflicts_with = "from")]
-    pub phases: Vec<String>,
+    pub(crate) phases: Vec<String>,
     /// Run this phase and everything downstream of it
     #[arg(long, value_name = "PHASE")]
-    pub from: Option<String>,
+    pub(crate) from: Option<String>,
     /// Print every invocation in run order; start nothing
     #[arg(long)]
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
     /// Continue a run (the latest of this pipeline by default), skipping the
     /// phases that succeeded in it
     #[arg(long, value_name = "RUN", num_args = 0..=1, default_missing_value = "latest")]
-    pub resume: Option<String>,
+    pub(crate) resume: Option<String>,
     /// Resume even though the pipeline or its prompts changed
     #[arg(long, requires = "resume")]
-    pub force: bool,
+    pub(crate) force: bool,
     /// The id of the run (default: a new one). Jobs of one CI workflow
     /// pass the same id, so `orch state import` merges them into one run
     #[arg(long, value_name = "ID", conflicts_with = "resume", value_parser = parse_run_id)]
-    pub run_id: Option<String>,
+    pub(crate) run_id: Option<String>,
     /// Write a JUnit XML report here: a test suite per phase, a test case
     /// for the phase and one per agent
     #[arg(long, value_name = "FILE")]
-    pub junit: Option<PathBuf>,
+    pub(crate) junit: Option<PathBuf>,
     /// Seconds between TERM and KILL when stopping an agent
     #[arg(long, value_name = "SECONDS", default_value_t = 5)]
-    pub grace: u64,
+    pub(crate) grace: u64,
     /// A value for `{{inputs.NAME}}` in prompts (repeatable)
     #[arg(long = "input", value_name = "NAME=VALUE", value_parser = parse_input)]
-    pub inputs: Vec<(String, String)>,
+    pub(crate) inputs: Vec<(String, String)>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    pub(crate) format: Format,
 }
 
 /// A run id from outside: it names folders, so letters, digits, `-`, `_`
@@ -82,7 +82,7 @@ pub(super) fn parse_input(s: &str) -> Result<(String, String), String> {
     }
 }
 
-pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit, CliError> {
+pub(super) fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit, CliError> {
     crate::confine::keep_orch_private();
     // Processes agents leave behind come to orch, which stops them.
     crate::engine::reaper::adopt_orphans();

@@ -16,13 +16,13 @@ use crate::report::{github, text};
 use crate::store::{EventRow, Reader, RunDetail, RunStatus, RunSummary, StoreError};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(subcommand)]
-    pub command: RunsCommand,
+    pub(crate) command: RunsCommand,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum RunsCommand {
+pub(crate) enum RunsCommand {
     /// The recorded runs, newest first
     List(ListArgs),
     /// A run's phases, agent attempts, artifacts, and what the agents reported
@@ -32,48 +32,48 @@ pub enum RunsCommand {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     /// At most this many runs
     #[arg(long, value_name = "N", default_value_t = 20)]
-    pub limit: usize,
+    pub(crate) limit: usize,
     #[arg(long, value_enum, default_value_t)]
-    pub format: Format,
+    pub(crate) format: Format,
 }
 
 #[derive(Debug, clap::Args)]
-pub struct ShowArgs {
+pub(crate) struct ShowArgs {
     /// A run id, a unique prefix of one, or `latest`
     #[arg(value_name = "RUN")]
-    pub run: String,
+    pub(crate) run: String,
     /// Also write the run as a JUnit XML report (as `orch run --junit`)
     #[arg(long, value_name = "FILE")]
-    pub junit: Option<PathBuf>,
+    pub(crate) junit: Option<PathBuf>,
     /// Print the Markdown summary (as GitHub's step summary) instead, e.g.
     /// `>> "$GITHUB_STEP_SUMMARY"` in a CI job that merged the state
     #[arg(long, conflicts_with = "format")]
-    pub markdown: bool,
+    pub(crate) markdown: bool,
     /// Exit 1 unless the run succeeded (after printing), for a CI job that
     /// merged the state and must fail with the run
     #[arg(long)]
-    pub exit_status: bool,
+    pub(crate) exit_status: bool,
     #[arg(long, value_enum, default_value_t)]
-    pub format: Format,
+    pub(crate) format: Format,
 }
 
 #[derive(Debug, clap::Args)]
-pub struct EventsArgs {
+pub(crate) struct EventsArgs {
     /// A run id, a unique prefix of one, or `latest`
     #[arg(value_name = "RUN")]
-    pub run: String,
+    pub(crate) run: String,
     /// Only this phase's events
     #[arg(long, value_name = "PHASE")]
-    pub phase: Option<String>,
+    pub(crate) phase: Option<String>,
     /// Keep printing new events until the run ends (with `--format json`,
     /// one JSON object per line instead of one array)
     #[arg(long)]
-    pub follow: bool,
+    pub(crate) follow: bool,
     #[arg(long, value_enum, default_value_t)]
-    pub format: Format,
+    pub(crate) format: Format,
 }
 
 /// Events read per query.
@@ -82,7 +82,7 @@ const PAGE: usize = 20_000;
 /// How often `--follow` looks for new events.
 const POLL: Duration = Duration::from_millis(200);
 
-pub fn run(args: &Args, global: &GlobalArgs) -> Result<Exit, CliError> {
+pub(super) fn run(args: &Args, global: &GlobalArgs) -> Result<Exit, CliError> {
     let ctx = super::config::context(global)?;
     let state_dir = ctx.state_dir();
     let reader = Reader::open(&state_dir)?;

@@ -6,9 +6,9 @@ use super::error::CliError;
 use super::output::{Exit, stdout};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub(crate) struct Args {}
 
-pub fn run(_args: &Args) -> Result<Exit, CliError> {
+pub(super) fn run(_args: &Args) -> Result<Exit, CliError> {
     let mut out = stdout();
     out.write_all(crate::pipeline::schema::pipeline_schema().as_bytes())?;
     out.flush()?;

@@ -16,13 +16,13 @@ use crate::store::transfer::{self, Unrecorded};
 use crate::store::{Reader, Status, StoreError};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(subcommand)]
-    pub command: StateCommand,
+    pub(crate) command: StateCommand,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum StateCommand {
+pub(crate) enum StateCommand {
     /// Write one run (phases, attempts, events, artifacts, reports,
     /// learnings) to a single consistent database file
     Export(ExportArgs),
@@ -32,32 +32,32 @@ pub enum StateCommand {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct ExportArgs {
+pub(crate) struct ExportArgs {
     /// A run id, a unique prefix of one, or `latest`
     #[arg(long, value_name = "RUN", default_value = "latest")]
-    pub run: String,
+    pub(crate) run: String,
     /// The file to write (replaced if present)
     #[arg(short = 'o', long = "output", value_name = "FILE")]
-    pub output: PathBuf,
+    pub(crate) output: PathBuf,
     #[arg(long, value_enum, default_value_t)]
-    pub format: Format,
+    pub(crate) format: Format,
 }
 
 #[derive(Debug, clap::Args)]
-pub struct ImportArgs {
+pub(crate) struct ImportArgs {
     /// Files written by `orch state export`
     #[arg(value_name = "FILE", required = true)]
-    pub files: Vec<PathBuf>,
+    pub(crate) files: Vec<PathBuf>,
     /// The pipeline the runs were made from: phases no job recorded are
     /// added (skipped after a failed dependency), and each run's status is
     /// settled as one `orch run` of the whole pipeline would
     #[arg(long, value_name = "FILE")]
-    pub pipeline: Option<PathBuf>,
+    pub(crate) pipeline: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t)]
-    pub format: Format,
+    pub(crate) format: Format,
 }
 
-pub fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit, CliError> {
+pub(super) fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit, CliError> {
     match &args.command {
         StateCommand::Export(a) => export(a, &super::config::context(global)?),
         StateCommand::Import(a) => {

@@ -10,13 +10,13 @@ use super::output::{Exit, Format, print_diagnostics, summary, write_json};
 use crate::pipeline::diagnostic::DiagnosticJson;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Pipeline files to check (default: `pipeline.toml` here, else the
     /// only file in `pipelines/` or `.orch/pipelines/`)
     #[arg(value_name = "FILE")]
-    pub files: Vec<PathBuf>,
+    pub(crate) files: Vec<PathBuf>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    pub(crate) format: Format,
 }
 
 #[derive(Serialize)]
@@ -38,7 +38,7 @@ struct FileReport {
     warnings: usize,
 }
 
-pub fn run(args: &Args, global: &super::GlobalArgs, color: bool) -> Result<Exit, CliError> {
+pub(super) fn run(args: &Args, global: &super::GlobalArgs, color: bool) -> Result<Exit, CliError> {
     let ctx = super::config::context(global)?;
     let mut report = Report {
         valid: true,

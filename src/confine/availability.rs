@@ -6,7 +6,7 @@ use crate::model::ConfinementMode;
 
 /// The lowest Landlock ABI orch confines with: ABI 3 (Linux 6.2) is the
 /// first that can stop a process truncating files it may not write.
-pub const MIN_ABI: u32 = 3;
+pub(crate) const MIN_ABI: u32 = 3;
 
 /// Whether confinement is there.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -30,7 +30,7 @@ impl Availability {
     }
 
     /// The verdict for what the kernel answered: its ABI, or an errno.
-    pub fn from_kernel(answer: Result<u32, i32>) -> Self {
+    pub(crate) fn from_kernel(answer: Result<u32, i32>) -> Self {
         match answer {
             Ok(abi) if abi >= MIN_ABI => Availability::Available { abi },
             Ok(abi) => Availability::Unavailable {
@@ -50,19 +50,19 @@ impl Availability {
         }
     }
 
-    pub fn abi(&self) -> Option<u32> {
+    pub(crate) fn abi(&self) -> Option<u32> {
         match self {
             Availability::Available { abi } => Some(*abi),
             _ => None,
         }
     }
 
-    pub fn is_available(&self) -> bool {
+    pub(crate) fn is_available(&self) -> bool {
         self.abi().is_some()
     }
 
     /// One line for people: what confines, or why nothing does.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Availability::Available { abi } => format!("Landlock ABI {abi}"),
             Availability::Unavailable { reason } => format!("not available: {reason}"),

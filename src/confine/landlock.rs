@@ -24,7 +24,7 @@ use landlock::{
 use super::policy::{Entry, Policy, readable_roots};
 
 /// The kernel's Landlock ABI version, or the errno saying why there is none.
-pub fn kernel_abi() -> Result<u32, i32> {
+pub(crate) fn kernel_abi() -> Result<u32, i32> {
     // SAFETY: the documented way to ask for the ABI version: no attributes,
     // size 0, the VERSION flag; it touches no memory.
     let v = unsafe {
@@ -44,7 +44,7 @@ pub fn kernel_abi() -> Result<u32, i32> {
 
 /// Why a ruleset could not be built.
 #[derive(Debug, thiserror::Error)]
-pub enum PrepareError {
+pub(crate) enum PrepareError {
     #[error("landlock refused the ruleset: {0}")]
     Ruleset(#[from] landlock::RulesetError),
     #[error("landlock gave no ruleset descriptor")]
@@ -59,7 +59,7 @@ pub enum PrepareError {
 
 /// A ruleset ready to be entered.
 #[derive(Debug)]
-pub struct Prepared {
+pub(crate) struct Prepared {
     fd: OwnedFd,
 }
 
@@ -344,7 +344,7 @@ fn exception_rules(
 /// Every access right the kernel knows is handled (so nothing is allowed
 /// by omission); on ABI 6 and later, signals to and abstract sockets of
 /// processes outside the sandbox are refused as well.
-pub fn prepare(policy: &Policy, abi: u32) -> Result<Prepared, PrepareError> {
+pub(crate) fn prepare(policy: &Policy, abi: u32) -> Result<Prepared, PrepareError> {
     let abi = ABI::from(abi as i32);
     let all = AccessFs::from_all(abi);
     // What a writable tree allows: everything but making device nodes (a

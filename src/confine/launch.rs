@@ -28,7 +28,7 @@ use std::process::ExitStatus;
 
 /// What becomes of one of the process's standard streams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Io {
+pub(crate) enum Io {
     /// `/dev/null`.
     Null,
     /// A pipe to orch: [`Child::stdin`], [`Child::stdout`], [`Child::stderr`].
@@ -79,29 +79,29 @@ impl Launch {
         }
     }
 
-    pub fn stdin(mut self, io: Io) -> Launch {
+    pub(crate) fn stdin(mut self, io: Io) -> Launch {
         self.stdio[0] = io;
         self
     }
 
-    pub fn stdout(mut self, io: Io) -> Launch {
+    pub(crate) fn stdout(mut self, io: Io) -> Launch {
         self.stdio[1] = io;
         self
     }
 
-    pub fn stderr(mut self, io: Io) -> Launch {
+    pub(crate) fn stderr(mut self, io: Io) -> Launch {
         self.stdio[2] = io;
         self
     }
 
     /// The process leads a process group of its own.
-    pub fn own_group(mut self) -> Launch {
+    pub(crate) fn own_group(mut self) -> Launch {
         self.own_group = true;
         self
     }
 
     /// The program's name.
-    pub fn program(&self) -> &OsStr {
+    pub(crate) fn program(&self) -> &OsStr {
         &self.program
     }
 
@@ -268,13 +268,13 @@ impl Launch {
 /// [`Child::wait`] or [`Child::try_wait`] says it ended; killed (and
 /// reaped) when dropped before.
 #[derive(Debug)]
-pub struct Child {
+pub(crate) struct Child {
     pid: i32,
     pidfd: Option<Pidfd>,
     status: Option<ExitStatus>,
-    pub stdin: Option<OwnedFd>,
-    pub stdout: Option<OwnedFd>,
-    pub stderr: Option<OwnedFd>,
+    pub(crate) stdin: Option<OwnedFd>,
+    pub(crate) stdout: Option<OwnedFd>,
+    pub(crate) stderr: Option<OwnedFd>,
 }
 
 #[derive(Debug)]
@@ -284,12 +284,12 @@ enum Pidfd {
 }
 
 impl Child {
-    pub fn id(&self) -> u32 {
+    pub(crate) fn id(&self) -> u32 {
         self.pid as u32
     }
 
     /// Its exit status, if it has ended (it is reaped then).
-    pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+    pub(crate) fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
         if self.status.is_none() {
             self.status = reap(self.pid, false)?;
         }
@@ -297,7 +297,7 @@ impl Child {
     }
 
     /// Wait until it ends (blocking the thread).
-    pub fn wait_blocking(&mut self) -> io::Result<ExitStatus> {
+    pub(crate) fn wait_blocking(&mut self) -> io::Result<ExitStatus> {
         if let Some(s) = self.status {
             return Ok(s);
         }
@@ -308,7 +308,7 @@ impl Child {
 
     /// Whether it has ended, without reaping it: until it is reaped its
     /// number, and its process group's, name no other process.
-    pub fn has_ended(&self) -> io::Result<bool> {
+    pub(crate) fn has_ended(&self) -> io::Result<bool> {
         if self.status.is_some() {
             return Ok(true);
         }
@@ -334,7 +334,7 @@ impl Child {
     /// Wait until it ends, on tokio's runtime, without reaping it (the
     /// pidfd becomes readable when the process exits; without one, a look
     /// every 10 ms).
-    pub async fn ended(&mut self) -> io::Result<()> {
+    pub(crate) async fn ended(&mut self) -> io::Result<()> {
         loop {
             if self.has_ended()? {
                 return Ok(());
@@ -367,14 +367,14 @@ impl Child {
     }
 
     /// Wait until it ends, on tokio's runtime, and reap it.
-    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
+    pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
         self.ended().await?;
         self.try_wait()?
             .ok_or_else(|| io::Error::other("it ended but was not reaped"))
     }
 
     /// Send it SIGKILL, unless it was reaped already.
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if self.status.is_none() {
             // SAFETY: signalling orch's own child, not reaped yet (its
             // number cannot name another process).

@@ -5,22 +5,23 @@
 //! says whether this machine can confine, and the Linux backend turns a
 //! policy into a ruleset a child process enters before it executes.
 
-pub mod availability;
+pub(crate) mod availability;
 #[cfg(target_os = "linux")]
-pub mod landlock;
+pub(crate) mod landlock;
 mod launch;
-pub mod policy;
+pub(crate) mod policy;
 mod process;
 #[cfg(target_os = "linux")]
 mod starter;
 #[cfg(target_os = "linux")]
 mod syscalls;
-pub mod tree;
+pub(crate) mod tree;
 
-pub use availability::{Availability, MIN_ABI};
-pub use launch::{Child, Io, Launch};
-pub use policy::{Places, Policy};
-pub use process::{
+pub use availability::Availability;
+pub use launch::Launch;
+pub(crate) use launch::{Child, Io};
+pub(crate) use policy::{Places, Policy};
+pub(crate) use process::{
     ConfineError, Confinement, keep_inherited_descriptors, keep_orch_private, start,
 };
 pub use tree::ProcessTree;

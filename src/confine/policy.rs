@@ -24,7 +24,7 @@ use crate::model::Permission;
 /// Folders (and files) under the real home that stay readable: toolchains
 /// and package caches, never credentials (`~/.cargo/credentials.toml`,
 /// `~/.npmrc`, `~/.local/share`, `~/.config` are not here).
-pub const HOME_TOOLCHAINS: &[&str] = &[
+pub(crate) const HOME_TOOLCHAINS: &[&str] = &[
     ".cargo/bin",
     ".cargo/registry",
     ".cargo/git",
@@ -63,13 +63,13 @@ pub const HOME_TOOLCHAINS: &[&str] = &[
 /// [`DEVICES`]. (`/proc` stays readable whole: a rule on part of it would
 /// miss the processes started later. What needs a capability there, such
 /// as `/proc/kcore`, is out of reach anyway: confined processes have none.)
-pub const UNREADABLE: &[&str] = &["/dev"];
+pub(crate) const UNREADABLE: &[&str] = &["/dev"];
 
 /// Device files a confined process may read and write (never create). No
 /// terminal: not `/dev/tty` nor `/dev/pts/*`, which would let an agent read
 /// the user's keystrokes or type into the terminal orch runs in (none of the
 /// five CLIs needs one in headless mode: Gemini's shell falls back to pipes).
-pub const DEVICES: &[&str] = &[
+pub(crate) const DEVICES: &[&str] = &[
     "/dev/null",
     "/dev/zero",
     "/dev/full",
@@ -79,63 +79,63 @@ pub const DEVICES: &[&str] = &[
 
 /// Where one attempt runs, for its policy.
 #[derive(Debug, Clone)]
-pub struct Places {
+pub(crate) struct Places {
     /// The workspace (the agent's working directory).
-    pub workspace: PathBuf,
+    pub(crate) workspace: PathBuf,
     /// The attempt's own directory: readable. The files orch writes there
     /// for the CLI (its MCP configuration, policy, prompt) are not
     /// writable...
-    pub own_dir: PathBuf,
+    pub(crate) own_dir: PathBuf,
     /// ...only the CLI's own folders in it are: its home, config directory
     /// and temporary files.
-    pub own_writable: Vec<PathBuf>,
+    pub(crate) own_writable: Vec<PathBuf>,
     /// The real user's home: not readable.
-    pub home: Option<PathBuf>,
+    pub(crate) home: Option<PathBuf>,
     /// Readable exceptions inside the home (toolchains, `allow_read`, PATH
     /// folders, the program's folder), absolute.
-    pub home_readable: Vec<PathBuf>,
+    pub(crate) home_readable: Vec<PathBuf>,
     /// Files the process tree may write besides its own directory (the run
     /// database orch's MCP server records in).
-    pub also_writable: Vec<PathBuf>,
+    pub(crate) also_writable: Vec<PathBuf>,
     /// What to hide under `read-only` besides the home: folders in and
     /// above the workspace the CLI would load code from (OpenCode's
     /// `.opencode` plugins, which it loads whatever its flags say), links
     /// included: [`Policy::hiding_holds`] refuses them.
-    pub also_hidden: Vec<PathBuf>,
+    pub(crate) also_hidden: Vec<PathBuf>,
     /// orch's state directory (every run's logs and database, with what
     /// agents printed): hidden at every level. (Under `workspace-write`
     /// one inside the workspace cannot be.)
-    pub state_dir: Option<PathBuf>,
+    pub(crate) state_dir: Option<PathBuf>,
 }
 
 /// What one confined process tree may do with the file system.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Policy {
-    pub permission: Permission,
+pub(crate) struct Policy {
+    pub(crate) permission: Permission,
     /// Trees it may read and change.
-    pub writable: Vec<PathBuf>,
+    pub(crate) writable: Vec<PathBuf>,
     /// Device files it may read and write.
-    pub devices: Vec<PathBuf>,
+    pub(crate) devices: Vec<PathBuf>,
     /// Trees it may not read (the home, at every path it is mounted at).
-    pub hidden: Vec<PathBuf>,
+    pub(crate) hidden: Vec<PathBuf>,
     /// Readable exceptions inside the hidden trees.
-    pub readable: Vec<PathBuf>,
+    pub(crate) readable: Vec<PathBuf>,
     /// The attempt's own directory: new with every attempt (the other
     /// exceptions are the same for every agent of a run).
     #[serde(skip)]
-    pub own_dir: PathBuf,
+    pub(crate) own_dir: PathBuf,
     /// The hidden folders the CLI would load code from
     /// ([`Places::also_hidden`]), checked as the process starts
     /// ([`Policy::hiding_holds`]).
     #[serde(skip)]
-    pub code_hidden: Vec<PathBuf>,
+    pub(crate) code_hidden: Vec<PathBuf>,
 }
 
 impl Policy {
     /// The policy for a permission level, or `None` when the level is not
     /// confined (`full-access`). `aliases` are the other paths the home is
     /// mounted at (see [`home_aliases`]).
-    pub fn for_permission(
+    pub(crate) fn for_permission(
         permission: Permission,
         places: &Places,
         aliases: &[PathBuf],
@@ -204,7 +204,7 @@ impl Policy {
     /// whatever name it is opened by. Only the entries of a hidden folder
     /// are looked at: one beneath them is reached by listing a hidden
     /// folder, which is refused.
-    pub fn hiding_holds(&self) -> Result<(), String> {
+    pub(crate) fn hiding_holds(&self) -> Result<(), String> {
         use std::os::unix::fs::MetadataExt;
         let why = |p: &Path, e: std::io::Error| format!("cannot check `{}`: {e}", p.display());
         let linked = |p: &Path| {
@@ -251,7 +251,7 @@ impl Policy {
     /// attempt's own directory, which it may neither read nor write. What
     /// the agent may change there (its home, its temporary files) is
     /// nothing the program should load code from.
-    pub fn beside(&self, own: &Path) -> Policy {
+    pub(crate) fn beside(&self, own: &Path) -> Policy {
         let mut p = self.clone();
         p.writable.retain(|w| !w.starts_with(&self.own_dir));
         p.readable.retain(|r| !r.starts_with(&self.own_dir));
@@ -275,7 +275,7 @@ fn dedupe(v: &mut Vec<PathBuf>) {
 /// The program's folder is not made readable: a pipeline (which the
 /// repository controls) names the program, and one sitting in `~/.ssh` or
 /// in the home itself would otherwise open that folder.
-pub fn home_readable(
+pub(crate) fn home_readable(
     home: &Path,
     allow_read: &[String],
     path_dirs: &[PathBuf],
@@ -315,11 +315,11 @@ pub fn home_readable(
 /// path and its name), whether it is a symbolic link or a folder, and the
 /// handle it was opened by (a descriptor, for the kernel rules).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry<N> {
-    pub path: PathBuf,
-    pub link: bool,
-    pub dir: bool,
-    pub node: N,
+pub(crate) struct Entry<N> {
+    pub(crate) path: PathBuf,
+    pub(crate) link: bool,
+    pub(crate) dir: bool,
+    pub(crate) node: N,
 }
 
 /// The trees to make readable so that everything under `root` except the
@@ -332,7 +332,7 @@ pub struct Entry<N> {
 /// the walk. (Whether `root` itself may be read is the caller's business:
 /// a readable folder inside the hidden home is walked the same way, to
 /// keep what is hidden inside it hidden.)
-pub fn readable_roots<N>(
+pub(crate) fn readable_roots<N>(
     root: (PathBuf, N),
     hidden: &[PathBuf],
     list: &dyn Fn(&Path, &N) -> Vec<Entry<N>>,
@@ -368,15 +368,15 @@ pub fn readable_roots<N>(
 
 /// A mount, as `/proc/self/mountinfo` describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mount {
+pub(crate) struct Mount {
     /// `major:minor` of the file system.
-    pub device: String,
+    pub(crate) device: String,
     /// The mounted directory within its file system.
-    pub root: PathBuf,
+    pub(crate) root: PathBuf,
     /// Where it is mounted.
-    pub mount_point: PathBuf,
+    pub(crate) mount_point: PathBuf,
     /// The file system's type (`ext4`, `cgroup2`, ...).
-    pub fstype: String,
+    pub(crate) fstype: String,
 }
 
 /// Parse `/proc/self/mountinfo`; lines it cannot read are skipped.
@@ -385,7 +385,7 @@ pub struct Mount {
 /// space, tab, newline and backslash escaped), and a path need not be
 /// UTF-8. A lossy reading would turn a home mounted at such a path into
 /// another path, which would then not be hidden.
-pub fn parse_mountinfo(text: impl AsRef<[u8]>) -> Vec<Mount> {
+pub(crate) fn parse_mountinfo(text: impl AsRef<[u8]>) -> Vec<Mount> {
     text.as_ref()
         .split(|&b| b == b'\n')
         .filter_map(|line| {
@@ -412,7 +412,7 @@ pub fn parse_mountinfo(text: impl AsRef<[u8]>) -> Vec<Mount> {
 
 /// Where the whole of a file system of type `fstype` is mounted (its root
 /// at a mount point), from mountinfo `text`.
-pub fn parse_mountinfo_fs(text: impl AsRef<[u8]>, fstype: &str) -> Option<PathBuf> {
+pub(crate) fn parse_mountinfo_fs(text: impl AsRef<[u8]>, fstype: &str) -> Option<PathBuf> {
     parse_mountinfo(text)
         .into_iter()
         .find(|m| m.fstype == fstype && m.root == Path::new("/"))
@@ -444,7 +444,7 @@ fn unescape(b: &[u8]) -> PathBuf {
 /// Every other path `home` (resolved) is reachable at through the mounts:
 /// a bind mount of the home or of a directory above it shows it again
 /// elsewhere, and Landlock judges a path by the way it was reached.
-pub fn home_aliases(home: &Path, mounts: &[Mount]) -> Vec<PathBuf> {
+pub(crate) fn home_aliases(home: &Path, mounts: &[Mount]) -> Vec<PathBuf> {
     // The mount the home is seen through: the longest mount point above it
     // (the last one listed wins a tie: it is mounted over the others).
     let Some(host) = mounts

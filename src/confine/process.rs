@@ -14,15 +14,15 @@ use super::policy::Policy;
 /// kernel speaks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Confinement {
-    pub policy: Policy,
-    pub abi: u32,
+    pub(crate) policy: Policy,
+    pub(crate) abi: u32,
 }
 
 /// Confinement was expected but could not be set up: the process must not
 /// start.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot confine the process: {0}")]
-pub struct ConfineError(pub String);
+pub(crate) struct ConfineError(pub(crate) String);
 
 impl Confinement {
     /// The attempt's Landlock ruleset, once the policy's hidden paths are
@@ -75,7 +75,7 @@ impl Confinement {
 /// [`super::starter`]), which the child inherits: that thread never enters
 /// the ruleset (a thread of orch's inside an agent's Landlock domain could
 /// be signalled by the agent, and all of orch stopped or killed with it).
-pub fn start(
+pub(crate) fn start(
     confinement: Option<&Confinement>,
     tree: Option<&super::ProcessTree>,
     launch: &Launch,
@@ -102,7 +102,7 @@ pub fn start(
 /// agents cannot reach it anyway (Landlock refuses tracing it and the
 /// system-call filter changing its limits); this also covers agents orch
 /// does not confine.
-pub fn keep_orch_private() {
+pub(crate) fn keep_orch_private() {
     #[cfg(target_os = "linux")]
     let _ = nix::sys::prctl::set_dumpable(false);
 }
@@ -112,7 +112,7 @@ pub fn keep_orch_private() {
 /// left files, sockets or a terminal open, and an agent holding one could
 /// write through it where its confinement would refuse to open the path.
 /// Called first thing, before orch opens anything of its own.
-pub fn keep_inherited_descriptors() {
+pub(crate) fn keep_inherited_descriptors() {
     #[cfg(target_os = "linux")]
     {
         const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;

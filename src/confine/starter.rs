@@ -39,7 +39,10 @@ static STARTERS: Mutex<BTreeMap<Permission, Sender<Job>>> = Mutex::new(BTreeMap:
 /// Run `work` on a new thread that holds the system-call filter of
 /// `permission`, `no_new_privs` and no capabilities, and wait until it
 /// has ended; what `work` returned, or why it could not run.
-pub fn run<T: Send>(permission: Permission, work: impl FnOnce() -> T + Send) -> Result<T, String> {
+pub(super) fn run<T: Send>(
+    permission: Permission,
+    work: impl FnOnce() -> T + Send,
+) -> Result<T, String> {
     let jobs = starter(permission)?;
     let mut result: Option<T> = None;
     let slot = &mut result;
@@ -126,7 +129,7 @@ fn enter(program: &seccompiler::BpfProgram) -> io::Result<()> {
 /// Whether the calling thread holds what a starter enters (checked by
 /// each starting thread before it starts anything): `no_new_privs` and a
 /// system-call filter.
-pub fn holds_the_filter() -> bool {
+pub(super) fn holds_the_filter() -> bool {
     nix::sys::prctl::get_no_new_privs() == Ok(true)
         // SAFETY: a prctl query with integer arguments (nix has no
         // wrapper for PR_GET_SECCOMP).

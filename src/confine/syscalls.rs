@@ -80,7 +80,7 @@ const FS_IOC_FSSETXATTR: u64 = 0x401C_5820;
 /// every system call of the agent runs one program instead of three.
 ///
 /// Entered once per level, by its starter ([`super::starter`]).
-pub fn filter(permission: Permission) -> Result<BpfProgram, Error> {
+pub(super) fn filter(permission: Permission) -> Result<BpfProgram, Error> {
     Ok(chain(&parts(permission)?))
 }
 

@@ -43,7 +43,7 @@ impl ProcessTree {
 
     /// A tree tracked by a cgroup of its own (named after `name`) too,
     /// where orch can make one.
-    pub fn tracked(name: &str) -> ProcessTree {
+    pub(crate) fn tracked(name: &str) -> ProcessTree {
         ProcessTree {
             leader: OnceLock::new(),
             leader_fd: OnceLock::new(),
@@ -52,12 +52,12 @@ impl ProcessTree {
     }
 
     /// Whether the tree has a cgroup of its own.
-    pub fn has_cgroup(&self) -> bool {
+    pub(crate) fn has_cgroup(&self) -> bool {
         self.cgroup.is_some()
     }
 
     /// The folder of the tree's cgroup, if it has one.
-    pub fn cgroup_dir(&self) -> Option<&Path> {
+    pub(crate) fn cgroup_dir(&self) -> Option<&Path> {
         self.cgroup.as_ref().map(|c| c.dir.as_path())
     }
 
@@ -76,7 +76,7 @@ impl ProcessTree {
     /// ([`super::launch`]). `None` when the tree has no cgroup; an error
     /// when it has one that cannot be opened (the process must not start
     /// then).
-    pub fn cgroup_for_child(&self) -> Option<std::io::Result<std::os::fd::OwnedFd>> {
+    pub(crate) fn cgroup_for_child(&self) -> Option<std::io::Result<std::os::fd::OwnedFd>> {
         let c = self.cgroup.as_ref()?;
         Some(match &c.folder {
             Some(f) => f.try_clone().map(Into::into),
@@ -86,7 +86,7 @@ impl ProcessTree {
 
     /// Kill every process of the tree's cgroup and wait (at most a few
     /// seconds) until it is empty; false when the tree has no cgroup.
-    pub fn kill_all(&self) -> bool {
+    pub(crate) fn kill_all(&self) -> bool {
         match &self.cgroup {
             Some(c) => {
                 c.kill();
@@ -97,7 +97,7 @@ impl ProcessTree {
     }
 
     /// The leader, once started.
-    pub fn leader(&self) -> Option<i32> {
+    pub(crate) fn leader(&self) -> Option<i32> {
         self.leader.get().copied()
     }
 
@@ -107,7 +107,7 @@ impl ProcessTree {
     /// the tree's cgroup: orch adopts there the pipeline's MCP servers it
     /// starts for the attempt, which are not the agent's (a server that
     /// runs code from the workspace is no way into the agent's tools).
-    pub fn holds(&self, pid: i32) -> bool {
+    pub(crate) fn holds(&self, pid: i32) -> bool {
         let Some(leader) = self.leader() else {
             return false;
         };
@@ -191,7 +191,7 @@ struct Cgroup {
 static LIVE: Mutex<Option<HashSet<String>>> = Mutex::new(None);
 
 /// Whether `pid` is in the cgroup of an attempt that is still running.
-pub fn in_live_attempt(pid: i32) -> bool {
+pub(crate) fn in_live_attempt(pid: i32) -> bool {
     let Some(at) = cgroup_of(pid) else {
         return false;
     };
@@ -204,7 +204,7 @@ pub fn in_live_attempt(pid: i32) -> bool {
 /// The folder that holds this orch's attempt cgroups (`orch-<pid>`, made
 /// now if it was not yet), where orch can make cgroups: `cgroup.kill` on
 /// it kills every process of every attempt, one still starting included.
-pub fn attempts_folder() -> Option<&'static Path> {
+pub(crate) fn attempts_folder() -> Option<&'static Path> {
     base().map(|(dir, _)| dir.as_path())
 }
 
@@ -268,7 +268,7 @@ fn remove_stale(parent: &Path) {
 
 /// Remove orch's own folder of attempt cgroups (when the run ends; any
 /// attempt's still there is killed first).
-pub fn remove_base() {
+pub(crate) fn remove_base() {
     if let Some((dir, _)) = base() {
         if let Ok(entries) = std::fs::read_dir(dir) {
             for e in entries.flatten().filter(|e| e.path().is_dir()) {
@@ -364,20 +364,20 @@ fn cgroup_of(pid: i32) -> Option<String> {
 }
 
 /// Whether attempts get cgroups of their own here (see [`base`]).
-pub fn cgroups_used() -> bool {
+pub(crate) fn cgroups_used() -> bool {
     base().is_some()
 }
 
 /// Whether `dir` is a cgroup folder this process can use (tests).
 #[doc(hidden)]
-pub fn cgroups_here() -> bool {
+pub(crate) fn cgroups_here() -> bool {
     base().is_some_and(|(d, _)| Path::new(d).is_dir())
 }
 
 /// The parent of `pid`, from `/proc/PID/stat` (the fourth field, counted
 /// after the command name's closing parenthesis: the name may hold spaces
 /// and parentheses).
-pub fn parent(pid: i32) -> Option<i32> {
+pub(crate) fn parent(pid: i32) -> Option<i32> {
     let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
     parent_of(&stat)
 }
@@ -392,7 +392,7 @@ fn open_folder(dir: &Path) -> std::io::Result<std::fs::File> {
 }
 
 /// The parent pid in a `/proc/PID/stat` line.
-pub fn parent_of(stat: &[u8]) -> Option<i32> {
+pub(crate) fn parent_of(stat: &[u8]) -> Option<i32> {
     let close = stat.iter().rposition(|b| *b == b')')?;
     let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
     rest.split_whitespace().nth(1)?.parse().ok()

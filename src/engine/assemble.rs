@@ -19,19 +19,19 @@ use crate::settings::Settings;
 /// Where and how invocations are built.
 #[derive(Debug, Clone)]
 pub struct Context {
-    pub settings: Settings,
+    pub(crate) settings: Settings,
     /// The workspace agents work in (orch's working directory).
-    pub workdir: PathBuf,
+    pub(crate) workdir: PathBuf,
     /// How orch itself is invoked, for its MCP server entry.
     pub orch_exe: String,
     /// Whether the OS can confine agents here, as the settings allow.
     pub confinement: Availability,
     /// The real user's home, resolved: confined agents cannot read it.
-    pub home: Option<PathBuf>,
+    pub(crate) home: Option<PathBuf>,
     /// Other paths the home is mounted at (bind mounts).
-    pub home_aliases: Vec<PathBuf>,
+    pub(crate) home_aliases: Vec<PathBuf>,
     /// `orch run --input name=value`: what `{{inputs.name}}` stands for.
-    pub inputs: std::collections::BTreeMap<String, String>,
+    pub(crate) inputs: std::collections::BTreeMap<String, String>,
     /// What every prompt reads, read once: the workspace's branch and the
     /// run history.
     facts: std::sync::Arc<SharedFacts>,
@@ -49,11 +49,11 @@ struct SharedFacts {
 /// phase) had it approved: the bytes later phases are given, whatever
 /// happens to the file afterwards.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     /// Relative to the workspace.
-    pub path: String,
-    pub sha256: String,
-    pub text: String,
+    pub(crate) path: String,
+    pub(crate) sha256: String,
+    pub(crate) text: String,
 }
 
 impl Context {
@@ -82,7 +82,7 @@ impl Context {
     }
 
     /// The workspace's git branch (read once).
-    pub fn branch(&self) -> Option<&str> {
+    pub(crate) fn branch(&self) -> Option<&str> {
         self.facts
             .branch
             .get_or_init(|| crate::git::branch(&self.workdir))
@@ -91,7 +91,7 @@ impl Context {
 
     /// The run history, for prompts (opened once; `None` before there is
     /// one).
-    pub fn history(&self) -> Option<&crate::store::Reader> {
+    pub(crate) fn history(&self) -> Option<&crate::store::Reader> {
         self.facts
             .history
             .get_or_init(|| crate::store::Reader::open(&self.state_dir()).ok().flatten())
@@ -100,7 +100,7 @@ impl Context {
 
     /// Keep `phase`'s contract artifact as it was accepted: later phases'
     /// prompts quote this text, not the file as it is then.
-    pub fn accept(&self, phase: &str, snapshot: Snapshot) {
+    pub(crate) fn accept(&self, phase: &str, snapshot: Snapshot) {
         self.facts
             .approved
             .lock()
@@ -109,7 +109,7 @@ impl Context {
     }
 
     /// `phase`'s accepted contract artifact, if it has one in this run.
-    pub fn approved(&self, phase: &str) -> Option<Snapshot> {
+    pub(crate) fn approved(&self, phase: &str) -> Option<Snapshot> {
         self.facts
             .approved
             .lock()
@@ -119,7 +119,7 @@ impl Context {
     }
 
     /// Every accepted contract artifact, by phase.
-    pub fn all_approved(&self) -> Vec<(String, Snapshot)> {
+    pub(crate) fn all_approved(&self) -> Vec<(String, Snapshot)> {
         self.facts
             .approved
             .lock()
@@ -131,7 +131,7 @@ impl Context {
 
     /// Where each attempt's own directory is made, outside any workspace:
     /// `$XDG_CACHE_HOME/orch/attempts` (by default `~/.cache/orch/attempts`).
-    pub fn attempts_root(&self) -> PathBuf {
+    pub(crate) fn attempts_root(&self) -> PathBuf {
         let cache = std::env::var_os("XDG_CACHE_HOME")
             .map(PathBuf::from)
             .filter(|p| p.is_absolute())
@@ -152,7 +152,7 @@ impl Context {
 
     /// The directory previews show for an attempt (`explain`, `--dry-run`):
     /// each real attempt gets a fresh one with a random suffix.
-    pub fn planned_dir(&self, phase: &str, agent: &str) -> PathBuf {
+    pub(crate) fn planned_dir(&self, phase: &str, agent: &str) -> PathBuf {
         self.attempts_root()
             .join(format!("{phase}-{agent}-{PREVIEW_ATTEMPT_ID}"))
     }
@@ -160,7 +160,7 @@ impl Context {
     /// Where runs are recorded: the `state_dir` setting (relative to the
     /// workspace), else the repository's own folder outside it (see
     /// [`default_state_dir`]).
-    pub fn state_dir(&self) -> PathBuf {
+    pub(crate) fn state_dir(&self) -> PathBuf {
         match &self.settings.state_dir {
             Some(s) if s.is_absolute() => s.clone(),
             Some(s) => self.workdir.join(s),
@@ -177,7 +177,7 @@ impl Context {
 /// `.git`; outside one, `workdir` itself. Outside the workspace, so that
 /// no agent that may write the workspace can reach the run history, and
 /// the same from every folder of the repository.
-pub fn default_state_dir(workdir: &Path, home: Option<&Path>) -> PathBuf {
+pub(crate) fn default_state_dir(workdir: &Path, home: Option<&Path>) -> PathBuf {
     let real = std::fs::canonicalize(workdir).unwrap_or_else(|_| workdir.to_path_buf());
     let repo = real
         .ancestors()
@@ -212,7 +212,7 @@ pub fn default_state_dir(workdir: &Path, home: Option<&Path>) -> PathBuf {
 /// writable tree from the process that may write the tree, and a CLI's own
 /// rules let it write anywhere in the workspace). An agent with
 /// `full-access` is not confined at all: it is not counted here.
-pub fn state_dir_problem(pipeline: &Pipeline, ctx: &Context) -> Option<String> {
+pub(crate) fn state_dir_problem(pipeline: &Pipeline, ctx: &Context) -> Option<String> {
     let state = real_or_lexical(&ctx.state_dir());
     let workspace = real_or_lexical(&ctx.workdir);
     if !(state.starts_with(&workspace) || workspace.starts_with(&state)) {
@@ -291,7 +291,7 @@ impl Drop for OwnDir {
 /// agent cannot read or write (it sees only its own directory of the
 /// attempts'), so nothing it plants there runs in a server with the
 /// server's credentials.
-pub fn servers_dir(dir: &Path) -> PathBuf {
+pub(crate) fn servers_dir(dir: &Path) -> PathBuf {
     let mut name = dir.file_name().unwrap_or_default().to_os_string();
     name.push(".servers");
     dir.with_file_name(name)
@@ -299,7 +299,7 @@ pub fn servers_dir(dir: &Path) -> PathBuf {
 
 /// The own folder of `server` started for the attempt in `dir`: its
 /// working directory, with its `home` and `tmp` in it.
-pub fn server_dir(dir: &Path, server: &str) -> PathBuf {
+pub(crate) fn server_dir(dir: &Path, server: &str) -> PathBuf {
     servers_dir(dir).join(server)
 }
 
@@ -322,7 +322,7 @@ fn unguessable() -> String {
 
 /// The program an agent runs: the pipeline's `binary`, else the settings'
 /// binary for the kind, else the command's first word.
-pub fn program(agent: &Agent, settings: &Settings) -> String {
+pub(crate) fn program(agent: &Agent, settings: &Settings) -> String {
     if let Some(b) = &agent.binary {
         return b.clone();
     }
@@ -334,7 +334,7 @@ pub fn program(agent: &Agent, settings: &Settings) -> String {
 
 /// The program for a kind when the pipeline names none: the settings'
 /// binary, else the kind's default name.
-pub fn kind_program(kind: AgentKind, settings: &Settings) -> String {
+pub(crate) fn kind_program(kind: AgentKind, settings: &Settings) -> String {
     settings
         .agents
         .get(&kind)
@@ -344,7 +344,7 @@ pub fn kind_program(kind: AgentKind, settings: &Settings) -> String {
 }
 
 /// The MCP servers a ToolSet names, with the tools it allows on each.
-pub fn mcp_servers(
+pub(crate) fn mcp_servers(
     pipeline: &Pipeline,
     toolset: &ToolSet,
     ctx: &Context,
@@ -440,7 +440,7 @@ pub fn mcp_servers(
 
 /// Where orch serves the pipeline's stdio server `server` to the attempt
 /// whose own directory is `dir`.
-pub fn server_endpoint_path(dir: &Path, server: &str) -> PathBuf {
+pub(crate) fn server_endpoint_path(dir: &Path, server: &str) -> PathBuf {
     dir.join(crate::agents::adapter::ORCH_FILES)
         .join(crate::mcp::server_socket(server))
 }
@@ -561,7 +561,7 @@ pub fn server_spawns(
 /// The tools of orch's own server `agent` may call with `toolset`: `None`
 /// when it gets none (a plain command speaks no MCP), `Some(None)` for all
 /// (`mcp__orch__*`), else the names.
-pub fn orch_tools(agent: &Agent, toolset: &ToolSet) -> Option<Option<Vec<String>>> {
+pub(crate) fn orch_tools(agent: &Agent, toolset: &ToolSet) -> Option<Option<Vec<String>>> {
     if !agent.kind.is_llm() {
         return None;
     }
@@ -582,27 +582,27 @@ pub fn orch_tools(agent: &Agent, toolset: &ToolSet) -> Option<Option<Vec<String>
 }
 
 /// Where orch listens for the attempt whose own directory is `dir`.
-pub fn endpoint_path(dir: &Path) -> PathBuf {
+pub(crate) fn endpoint_path(dir: &Path) -> PathBuf {
     dir.join(crate::agents::adapter::ORCH_FILES)
         .join(crate::mcp::host::SOCKET)
 }
 
 /// The model an agent uses in a phase, and where that came from.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct ModelChoice {
+pub(crate) struct ModelChoice {
     /// `None`: the CLI's own default.
-    pub value: Option<String>,
+    pub(crate) value: Option<String>,
     /// `phase`, `profile`, `agent`, `settings` or `cli default`.
-    pub layer: &'static str,
+    pub(crate) layer: &'static str,
     /// Where it is written (`file:line:col`, or the settings key).
-    pub at: Option<String>,
+    pub(crate) at: Option<String>,
 }
 
 /// The model an agent uses in a phase: the phase's `model`, else its
 /// profile's (unless the profile says `inherit`), else the agent's own
 /// `model`, else the settings' `agents.<kind>.model`, else the CLI's
 /// default.
-pub fn model(phase: &Phase, agent: &Agent, settings: &Settings) -> ModelChoice {
+pub(crate) fn model(phase: &Phase, agent: &Agent, settings: &Settings) -> ModelChoice {
     let at = |l: &Option<crate::model::Location>| l.as_ref().map(|l| l.to_string());
     if let Some((m, l)) = &phase.model {
         return ModelChoice {
@@ -686,7 +686,7 @@ fn shown(req: &Request<'_>, real: &Invocation, ctx: &Context) -> Option<Shown> {
 
 /// Where orch leaves the workspace marker of an attempt whose own
 /// directory is `dir` (readable, not writable, by the agent).
-pub fn marker_path(dir: &Path) -> PathBuf {
+pub(crate) fn marker_path(dir: &Path) -> PathBuf {
     dir.join(crate::agents::adapter::ORCH_FILES)
         .join("workspace.json")
 }
@@ -817,20 +817,20 @@ fn last_of_each_name(env: &mut Vec<crate::agents::invocation::EnvVar>) {
 /// it), and the run and attempt number orch's MCP server records under.
 #[derive(Debug, Clone, Copy)]
 pub struct Slot<'a> {
-    pub dir: &'a Path,
-    pub run_id: &'a str,
+    pub(crate) dir: &'a Path,
+    pub(crate) run_id: &'a str,
     /// From 1.
-    pub attempt: u32,
+    pub(crate) attempt: u32,
     /// A judge's rejection of the previous round, for the prompt.
-    pub feedback: Option<&'a str>,
+    pub(crate) feedback: Option<&'a str>,
     /// The attempt is a judge's (its context has the workspace's changes).
-    pub judging: bool,
+    pub(crate) judging: bool,
 }
 
 /// What previews show for the run id (each run gets its own).
-pub const PREVIEW_RUN: &str = "<run>";
+pub(crate) const PREVIEW_RUN: &str = "<run>";
 /// What stands for an attempt's random id in a previewed directory.
-pub const PREVIEW_ATTEMPT_ID: &str = "XXXXXXXXXXXXXXXX";
+pub(crate) const PREVIEW_ATTEMPT_ID: &str = "XXXXXXXXXXXXXXXX";
 
 impl<'a> Slot<'a> {
     /// A preview's slot (`explain`, `--dry-run`, `doctor --probe`).
@@ -848,7 +848,7 @@ impl<'a> Slot<'a> {
 /// The prompts `agent` gets in `phase` for the attempt `slot`: variables
 /// filled, and, for an LLM agent, the system prompt in layers made from
 /// the workspace, the project's instructions and earlier runs' learnings.
-pub fn prompts(
+pub(crate) fn prompts(
     pipeline: &Pipeline,
     phase: &Phase,
     agent: &Agent,

@@ -21,17 +21,17 @@ use crate::pipeline::{Agent, Phase, Pipeline};
 use crate::store::Record;
 
 /// What every real attempt of a run shares.
-pub struct Live {
-    pub run_id: String,
-    pub pipeline: Arc<Pipeline>,
-    pub ctx: Arc<Context>,
-    pub events: Events,
+pub(crate) struct Live {
+    pub(crate) run_id: String,
+    pub(crate) pipeline: Arc<Pipeline>,
+    pub(crate) ctx: Arc<Context>,
+    pub(crate) events: Events,
     /// Serves orch's tools to each attempt.
-    pub host: Arc<Host>,
+    pub(crate) host: Arc<Host>,
     /// Kills every agent's process group if orch dies (SIGKILL included).
-    pub keeper: Option<Arc<Keeper>>,
+    pub(crate) keeper: Option<Arc<Keeper>>,
     /// TERM to KILL.
-    pub grace: Duration,
+    pub(crate) grace: Duration,
 }
 
 impl Attempts for Live {

@@ -16,7 +16,7 @@ use crate::mcp::ledger::{Claim, Ledger};
 /// Check the claims of `phase` made by each `(agent, attempt)` of `finals`
 /// (the attempt each agent ended with) against the files under `workdir`
 /// (opened without following links). `Err` says what does not hold.
-pub fn check(
+pub(crate) fn check(
     ledger: &Ledger,
     phase: &str,
     finals: &[(String, u32)],

@@ -12,24 +12,24 @@ use crate::report::markdown::thousands;
 
 /// The most of an artifact a judge is shown: a longer one is not judged
 /// ([`judgeable`]).
-pub const MAX_JUDGED_CHARS: usize = 30_000;
+pub(crate) const MAX_JUDGED_CHARS: usize = 30_000;
 /// The most of a command judge's output kept as fix instructions.
-pub const MAX_FIX_CHARS: usize = 4_000;
+pub(crate) const MAX_FIX_CHARS: usize = 4_000;
 /// The largest artifact orch reads.
-pub const MAX_ARTIFACT_BYTES: u64 = 10 << 20;
+pub(crate) const MAX_ARTIFACT_BYTES: u64 = 10 << 20;
 
 /// The artifact a phase wrote, as checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Artifact {
+pub(crate) struct Artifact {
     /// Relative to the workspace.
-    pub path: String,
-    pub sha256: String,
-    pub text: String,
+    pub(crate) path: String,
+    pub(crate) sha256: String,
+    pub(crate) text: String,
 }
 
 /// The artifact of `contract` for this run and phase, if it has every
 /// required section; else what is missing.
-pub fn structural(
+pub(crate) fn structural(
     contract: &Contract,
     workdir: &Path,
     run_id: &str,
@@ -60,7 +60,7 @@ pub fn structural(
 
 /// The required level-2 headings `text` does not have (outside fenced
 /// code; compared without surrounding spaces).
-pub fn missing_sections(text: &str, required: &[String]) -> Vec<String> {
+pub(crate) fn missing_sections(text: &str, required: &[String]) -> Vec<String> {
     let mut fenced = false;
     let mut have = Vec::new();
     for line in text.lines() {
@@ -84,7 +84,7 @@ pub fn missing_sections(text: &str, required: &[String]) -> Vec<String> {
 /// ([`MAX_JUDGED_CHARS`]): its approval would pass text it never saw
 /// (and later phases are given the whole artifact), so the gate fails
 /// instead of judging part of it.
-pub fn judgeable(artifact: &Artifact) -> Result<(), String> {
+pub(crate) fn judgeable(artifact: &Artifact) -> Result<(), String> {
     let n = artifact.text.chars().count();
     if n <= MAX_JUDGED_CHARS {
         return Ok(());
@@ -101,7 +101,7 @@ pub fn judgeable(artifact: &Artifact) -> Result<(), String> {
 /// What the judge of `phase` is asked: the task, the artifact (whole: the
 /// scheduler judges none longer than [`MAX_JUDGED_CHARS`], see
 /// [`judgeable`]; cut there all the same), and how to give its verdict.
-pub fn judge_prompt(phase: &Phase, judge: &Agent, artifact: &Artifact) -> String {
+pub(crate) fn judge_prompt(phase: &Phase, judge: &Agent, artifact: &Artifact) -> String {
     let mut text: String = artifact.text.chars().take(MAX_JUDGED_CHARS).collect();
     if text.len() < artifact.text.len() {
         text.push_str("\n...(truncated)");
@@ -125,14 +125,14 @@ pub fn judge_prompt(phase: &Phase, judge: &Agent, artifact: &Artifact) -> String
 /// A `~` fence longer than any run of `~` in `text`, so that nothing in
 /// the quoted text can close it (and make what follows read as orch's
 /// words).
-pub fn fence_for(text: &str) -> String {
+pub(crate) fn fence_for(text: &str) -> String {
     let longest = text.split(|c| c != '~').map(str::len).max().unwrap_or(0);
     "~".repeat((longest + 1).max(3))
 }
 
 /// What a judge decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Approved,
     Rejected {
         reason: String,
@@ -144,7 +144,13 @@ pub enum Verdict {
 
 /// The verdict an LLM judge's attempt gave on `hash` (its last one), as
 /// it reached the engine through that attempt's own endpoint.
-pub fn llm_verdict(ledger: &Ledger, phase: &str, judge: &str, attempt: u32, hash: &str) -> Verdict {
+pub(crate) fn llm_verdict(
+    ledger: &Ledger,
+    phase: &str,
+    judge: &str,
+    attempt: u32,
+    hash: &str,
+) -> Verdict {
     match ledger.verdict_of(phase, judge, attempt, hash) {
         None => Verdict::Missing(format!(
             "judge `{judge}` ended without approving or rejecting the artifact"
@@ -159,7 +165,7 @@ pub fn llm_verdict(ledger: &Ledger, phase: &str, judge: &str, attempt: u32, hash
 
 /// A command judge's verdict: its exit status, with the end of what it
 /// printed (`log_dir/attempt-N.{stdout,stderr}`) as fix instructions.
-pub fn command_verdict(
+pub(crate) fn command_verdict(
     succeeded: bool,
     exit: Option<i32>,
     log_dir: &Path,
@@ -187,7 +193,7 @@ pub fn command_verdict(
 }
 
 /// What the next round of work is told about a rejection.
-pub fn feedback(judge: &str, reason: &str, fix: &str) -> String {
+pub(crate) fn feedback(judge: &str, reason: &str, fix: &str) -> String {
     let mut out = format!(
         "## Your previous attempt was rejected\n\nJudge `{judge}` rejected the artifact: {reason}\n"
     );

@@ -13,7 +13,7 @@ use crate::store::Record;
 /// One thing that happened in a run: what the store keeps (a [`Record`]),
 /// or progress only people see.
 #[derive(Debug)]
-pub enum RunEvent {
+pub(crate) enum RunEvent {
     /// The run, a phase, an attempt, an agent's output line or an
     /// artifact, as it is recorded.
     Recorded(Record),
@@ -44,7 +44,7 @@ pub enum RunEvent {
 }
 
 /// Anything that follows a run as it happens.
-pub trait Listener: Send + Sync {
+pub(crate) trait Listener: Send + Sync {
     fn on(&self, event: &RunEvent);
 }
 
@@ -55,7 +55,7 @@ impl<F: Fn(&RunEvent) + Send + Sync> Listener for F {
 }
 
 /// Where records go to be stored (the store's writer; a test's sink).
-pub trait RecordSink: Send + Sync {
+pub(crate) trait RecordSink: Send + Sync {
     fn send(&self, record: Record);
 }
 
@@ -69,7 +69,7 @@ impl RecordSink for crate::store::Writer {
 
 /// The run's stream: a cheap, clonable handle the engine emits into.
 #[derive(Clone)]
-pub struct Events(Arc<Inner>);
+pub(crate) struct Events(Arc<Inner>);
 
 struct Inner {
     listeners: Vec<Arc<dyn Listener>>,
@@ -78,17 +78,20 @@ struct Inner {
 
 impl Events {
     /// A run's stream, recorded into `store` (none: not kept).
-    pub fn new(store: Option<Arc<dyn RecordSink>>, listeners: Vec<Arc<dyn Listener>>) -> Events {
+    pub(crate) fn new(
+        store: Option<Arc<dyn RecordSink>>,
+        listeners: Vec<Arc<dyn Listener>>,
+    ) -> Events {
         Events(Arc::new(Inner { listeners, store }))
     }
 
     /// A stream nobody follows (tests).
-    pub fn discard() -> Events {
+    pub(crate) fn discard() -> Events {
         Events::new(None, Vec::new())
     }
 
     /// Tell every listener, in the order they were given, then the store.
-    pub fn emit(&self, event: RunEvent) {
+    pub(crate) fn emit(&self, event: RunEvent) {
         for l in &self.0.listeners {
             l.on(&event);
         }
@@ -98,7 +101,7 @@ impl Events {
     }
 
     /// Emit what the store keeps.
-    pub fn record(&self, record: Record) {
+    pub(crate) fn record(&self, record: Record) {
         self.emit(RunEvent::Recorded(record));
     }
 }

@@ -13,7 +13,7 @@ use crate::pipeline::model::Prompt;
 
 /// `YYYYMMDD-HHMMSS-xxxx` (UTC, then 4 hex digits): sorts by start time and
 /// reads well in `orch runs list`.
-pub fn new_run_id() -> String {
+pub(crate) fn new_run_id() -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
@@ -46,14 +46,14 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 
 /// Digests of every file a pipeline reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Digests {
+pub(crate) struct Digests {
     /// One digest over all of them.
-    pub digest: String,
+    pub(crate) digest: String,
     /// Each file (as displayed) and its SHA-256.
-    pub files: BTreeMap<String, String>,
+    pub(crate) files: BTreeMap<String, String>,
 }
 
-pub fn digests(pipeline: &Pipeline) -> Digests {
+pub(crate) fn digests(pipeline: &Pipeline) -> Digests {
     let mut files = BTreeMap::new();
     let mut add = |path: &std::path::Path| {
         let hash = sha256_file(path).unwrap_or_else(|| "missing".into());
@@ -82,7 +82,10 @@ pub fn digests(pipeline: &Pipeline) -> Digests {
 }
 
 /// What changed between two sets of file digests, in words.
-pub fn changes(old: &BTreeMap<String, String>, new: &BTreeMap<String, String>) -> Vec<String> {
+pub(crate) fn changes(
+    old: &BTreeMap<String, String>,
+    new: &BTreeMap<String, String>,
+) -> Vec<String> {
     let mut out = Vec::new();
     for (path, hash) in new {
         match old.get(path) {
@@ -100,7 +103,7 @@ pub fn changes(old: &BTreeMap<String, String>, new: &BTreeMap<String, String>) -
 }
 
 /// SHA-256 (hex) of a regular file, `None` when it is missing or not a file.
-pub fn sha256_file(path: &Path) -> Option<String> {
+pub(crate) fn sha256_file(path: &Path) -> Option<String> {
     let f = std::fs::File::open(path).ok()?;
     if !f.metadata().ok()?.is_file() {
         return None;
@@ -111,7 +114,7 @@ pub fn sha256_file(path: &Path) -> Option<String> {
 /// SHA-256 (hex) of the regular file `rel` beneath `root`, opened without
 /// following any link (see [`crate::beneath`]): `None` when it is missing,
 /// not a regular file, or reached through a link.
-pub fn sha256_beneath(root: &Path, rel: &str) -> Option<String> {
+pub(crate) fn sha256_beneath(root: &Path, rel: &str) -> Option<String> {
     let f = crate::beneath::Root::open(root)
         .ok()?
         .open_file(Path::new(rel))

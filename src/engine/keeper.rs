@@ -23,14 +23,14 @@ use nix::sys::signal::{SigHandler, Signal, killpg, signal};
 use nix::unistd::Pid;
 
 /// orch's end of the keeper.
-pub struct Keeper {
+pub(crate) struct Keeper {
     pipe: Mutex<Option<ChildStdin>>,
     child: Mutex<Child>,
 }
 
 impl Keeper {
     /// Start `orch keep-groups` (the hidden subcommand that runs [`serve`]).
-    pub fn start(orch_exe: &Path) -> std::io::Result<Keeper> {
+    pub(crate) fn start(orch_exe: &Path) -> std::io::Result<Keeper> {
         use std::os::unix::process::CommandExt;
         let mut child = super::reaper::start_own(|| {
             let child = Command::new(orch_exe)
@@ -65,18 +65,18 @@ impl Keeper {
     }
 
     /// An agent's process group to kill if orch dies.
-    pub fn watch(&self, pgid: i32) {
+    pub(crate) fn watch(&self, pgid: i32) {
         self.say(format!("+{pgid}\n"));
     }
 
     /// The group is gone; forget it.
-    pub fn release(&self, pgid: i32) {
+    pub(crate) fn release(&self, pgid: i32) {
         self.say(format!("-{pgid}\n"));
     }
 
     /// A cgroup (its folder) to kill, with everything beneath it, if orch
     /// dies.
-    pub fn watch_cgroup(&self, dir: &Path) {
+    pub(crate) fn watch_cgroup(&self, dir: &Path) {
         if let Some(d) = dir.to_str().filter(|d| !d.contains('\n')) {
             self.say(format!("+c{d}\n"));
         }
@@ -99,7 +99,7 @@ impl Drop for Keeper {
 
 /// The keeper's side: read `+PGID` / `-PGID` lines until the pipe closes,
 /// then kill every group still registered.
-pub fn serve() {
+pub(crate) fn serve() {
     for sig in [
         Signal::SIGINT,
         Signal::SIGTERM,

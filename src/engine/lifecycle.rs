@@ -23,32 +23,32 @@ use crate::pipeline::graph::PhaseGraph;
 use crate::store::{Record, RunDetail, RunStatus, Store, StoreError};
 
 /// What to run.
-pub struct Request {
-    pub pipeline: Pipeline,
-    pub graph: PhaseGraph,
-    pub ctx: Context,
+pub(crate) struct Request {
+    pub(crate) pipeline: Pipeline,
+    pub(crate) graph: PhaseGraph,
+    pub(crate) ctx: Context,
     /// Indices into `pipeline.phases`.
-    pub selected: Vec<usize>,
+    pub(crate) selected: Vec<usize>,
     /// As recorded: `all`, `phase:a,b` or `from:a`.
-    pub selection: String,
+    pub(crate) selection: String,
     /// Continue this run (`latest`: the pipeline's latest), skipping the
     /// phases that succeeded in it.
-    pub resume: Option<String>,
+    pub(crate) resume: Option<String>,
     /// Resume even though the files changed.
-    pub force: bool,
+    pub(crate) force: bool,
     /// The id of a new run (default: a fresh one). CI jobs of one workflow
     /// share one, so their stores merge into one run.
-    pub run_id: Option<String>,
-    pub max_parallel: usize,
-    pub grace: Duration,
-    pub listeners: Vec<Arc<dyn Listener>>,
+    pub(crate) run_id: Option<String>,
+    pub(crate) max_parallel: usize,
+    pub(crate) grace: Duration,
+    pub(crate) listeners: Vec<Arc<dyn Listener>>,
 }
 
 /// Why a run did not start (nothing was recorded or spawned).
 #[derive(Debug)]
-pub struct Refused {
-    pub message: String,
-    pub hint: Option<String>,
+pub(crate) struct Refused {
+    pub(crate) message: String,
+    pub(crate) hint: Option<String>,
 }
 
 fn refused(message: String, hint: Option<&str>) -> Refused {
@@ -59,18 +59,18 @@ fn refused(message: String, hint: Option<&str>) -> Refused {
 }
 
 /// How a run ended.
-pub struct Finished {
-    pub status: RunStatus,
+pub(crate) struct Finished {
+    pub(crate) status: RunStatus,
     /// The run as recorded, with only the phases this invocation dealt
     /// with (those selected, a resumed run's earlier successes included).
-    pub detail: Option<RunDetail>,
+    pub(crate) detail: Option<RunDetail>,
     /// An incomplete record (a write refused, a lock another process held)
     /// fails the run: what it did cannot be shown.
-    pub recorded: Result<(), StoreError>,
+    pub(crate) recorded: Result<(), StoreError>,
 }
 
 /// Run the request to its end (or until interrupted by SIGINT/SIGTERM).
-pub fn run(req: Request) -> Result<Finished, Refused> {
+pub(crate) fn run(req: Request) -> Result<Finished, Refused> {
     let state_dir = req.ctx.state_dir();
     // One orch per state directory, decided before anything is recorded
     // or started; held until the run ends.

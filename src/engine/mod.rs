@@ -2,19 +2,18 @@
 //! runs each agent attempt, retries decide whether to try again.
 
 pub mod assemble;
-pub mod attempt;
-pub mod claims;
-pub mod contract;
-pub mod events;
-pub mod identity;
-pub mod keeper;
-pub mod lifecycle;
-pub mod reaper;
-pub mod retry;
-pub mod scheduler;
-pub mod supervisor;
-pub mod tally;
-pub mod terminate;
+pub(crate) mod attempt;
+pub(crate) mod claims;
+pub(crate) mod contract;
+pub(crate) mod events;
+pub(crate) mod identity;
+pub(crate) mod keeper;
+pub(crate) mod lifecycle;
+pub(crate) mod reaper;
+pub(crate) mod retry;
+pub(crate) mod scheduler;
+pub(crate) mod supervisor;
+pub(crate) mod tally;
+pub(crate) mod terminate;
 
-pub use events::{Events, Listener, RecordSink, RunEvent};
-pub use supervisor::Cancel;
+pub(crate) use events::{Listener, RunEvent};

@@ -19,7 +19,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-pub use crate::children::{forget, start as start_own};
+pub(crate) use crate::children::start as start_own;
 
 /// Whether this process adopts orphans (only `orch run` does).
 static ADOPTING: AtomicBool = AtomicBool::new(false);
@@ -33,7 +33,7 @@ const SWEEP_LIMIT: Duration = Duration::from_secs(30);
 
 /// Make this process the one that adopts its descendants' orphans. Returns
 /// whether it could.
-pub fn adopt_orphans() -> bool {
+pub(crate) fn adopt_orphans() -> bool {
     #[cfg(target_os = "linux")]
     {
         let ok = nix::sys::prctl::set_child_subreaper(true).is_ok();
@@ -47,7 +47,7 @@ pub fn adopt_orphans() -> bool {
 /// Kill and reap every orphan orch adopted, until none is left; the
 /// number killed. orch's own children (see [`crate::children`]) are left
 /// alone.
-pub fn sweep() -> usize {
+pub(crate) fn sweep() -> usize {
     if !ADOPTING.load(Ordering::SeqCst) {
         return 0;
     }

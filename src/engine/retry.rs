@@ -7,7 +7,7 @@ use crate::store::Outcome;
 
 /// Backoff before attempt `n + 1` after `n` failed ones:
 /// `min(base * 2^(n-1), max)` plus up to 20% jitter.
-pub fn backoff(n: u32, base: Duration, max: Duration, jitter_seed: u64) -> Duration {
+pub(crate) fn backoff(n: u32, base: Duration, max: Duration, jitter_seed: u64) -> Duration {
     let exp = base.saturating_mul(1u32 << n.saturating_sub(1).min(20));
     let d = exp.min(max);
     // A small deterministic-per-call jitter (no RNG dependency needed).
@@ -16,7 +16,7 @@ pub fn backoff(n: u32, base: Duration, max: Duration, jitter_seed: u64) -> Durat
 }
 
 /// Whether a failed attempt may be retried, and the wait before it.
-pub fn next_wait(
+pub(crate) fn next_wait(
     result: &AttemptResult,
     failed_attempts: u32,
     base: Duration,

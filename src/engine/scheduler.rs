@@ -28,21 +28,21 @@ use crate::store::{Outcome, Record, RunStatus};
 
 /// How a run is carried out.
 #[derive(Clone)]
-pub struct RunOptions {
-    pub run_id: String,
+pub(crate) struct RunOptions {
+    pub(crate) run_id: String,
     /// Phases to run (indices into `pipeline.phases`). Dependencies outside
     /// the selection are taken as satisfied (the CI-job mode).
-    pub selected: Vec<usize>,
+    pub(crate) selected: Vec<usize>,
     /// Phases that succeeded in the run being resumed: not run again.
-    pub done: Vec<usize>,
-    pub max_parallel: usize,
-    pub retry_base: Duration,
-    pub retry_max: Duration,
+    pub(crate) done: Vec<usize>,
+    pub(crate) max_parallel: usize,
+    pub(crate) retry_base: Duration,
+    pub(crate) retry_max: Duration,
     /// Attempts already recorded per (phase, agent) in a resumed run: new
     /// attempts are numbered after them, so nothing recorded is replaced.
-    pub attempt_base: std::collections::HashMap<(String, String), u32>,
+    pub(crate) attempt_base: std::collections::HashMap<(String, String), u32>,
     /// What agents claim and judges decide, as it reached orch's tools.
-    pub ledger: Arc<Ledger>,
+    pub(crate) ledger: Arc<Ledger>,
 }
 
 /// One try of one agent: what the scheduler asks of the world for each
@@ -51,7 +51,7 @@ pub struct RunOptions {
 /// the scheduler's unit tests give a fake. The scheduler itself decides
 /// what runs when (the DAG, `max_parallel`, retries, judge rounds) and
 /// records how each attempt and phase ended.
-pub trait Attempts: Send + Sync + 'static {
+pub(crate) trait Attempts: Send + Sync + 'static {
     fn run(
         &self,
         order: Order<'_>,
@@ -61,16 +61,16 @@ pub trait Attempts: Send + Sync + 'static {
 
 /// The attempt to run.
 #[derive(Clone, Copy)]
-pub struct Order<'a> {
+pub(crate) struct Order<'a> {
     /// The phase it runs in (for a judge, the phase it runs as).
-    pub phase: &'a Phase,
-    pub agent: &'a Agent,
+    pub(crate) phase: &'a Phase,
+    pub(crate) agent: &'a Agent,
     /// Its number among the agent's attempts in this phase (from 1).
-    pub attempt: u32,
+    pub(crate) attempt: u32,
     /// A judge's feedback from the round before.
-    pub feedback: Option<&'a str>,
+    pub(crate) feedback: Option<&'a str>,
     /// Set when the attempt judges a phase's artifact.
-    pub judging: Option<&'a crate::mcp::Judging>,
+    pub(crate) judging: Option<&'a crate::mcp::Judging>,
 }
 
 /// How an agent ended in a phase, over its attempts in every round: what
@@ -132,7 +132,7 @@ struct Shared<A> {
 }
 
 /// Run the selected phases to the end (or until cancelled).
-pub async fn run<A: Attempts>(
+pub(crate) async fn run<A: Attempts>(
     attempts: A,
     pipeline: Arc<Pipeline>,
     graph: &PhaseGraph,
@@ -756,7 +756,12 @@ async fn run_agent<A: Attempts>(
 }
 
 /// `<state_dir>/runs/<run>/<phase>/<agent>/`: the raw logs of every attempt.
-pub fn log_dir(state_dir: &Path, run_id: &str, phase: &str, agent: &str) -> std::path::PathBuf {
+pub(crate) fn log_dir(
+    state_dir: &Path,
+    run_id: &str,
+    phase: &str,
+    agent: &str,
+) -> std::path::PathBuf {
     state_dir.join("runs").join(run_id).join(phase).join(agent)
 }
 

@@ -33,7 +33,7 @@ use super::terminate::Termination;
 
 /// Longest line kept from an agent's output; the rest of a longer line is
 /// dropped (and the line marked), so one runaway line cannot eat memory.
-pub const MAX_LINE: usize = 1 << 20;
+pub(crate) const MAX_LINE: usize = 1 << 20;
 
 /// How much of the last stderr line a failure's reason quotes.
 const LAST_ERR_CHARS: usize = 300;
@@ -49,7 +49,7 @@ const PIPES_GRACE: Duration = Duration::from_secs(2);
 
 /// How running work is asked to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cancel {
+pub(crate) enum Cancel {
     No,
     /// TERM, grace period, KILL (first Ctrl-C, or a failed required phase).
     Graceful,
@@ -59,53 +59,53 @@ pub enum Cancel {
 
 /// Everything one attempt needs.
 #[derive(Clone)]
-pub struct AttemptSpec {
-    pub run_id: String,
-    pub phase: String,
-    pub agent: String,
-    pub attempt: u32,
-    pub kind: AgentKind,
-    pub invocation: Invocation,
-    pub timeout: Option<Duration>,
-    pub stall_timeout: Option<Duration>,
+pub(crate) struct AttemptSpec {
+    pub(crate) run_id: String,
+    pub(crate) phase: String,
+    pub(crate) agent: String,
+    pub(crate) attempt: u32,
+    pub(crate) kind: AgentKind,
+    pub(crate) invocation: Invocation,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) stall_timeout: Option<Duration>,
     /// Set when orch enforces the turn limit (the CLI has none).
-    pub max_turns: Option<u32>,
-    pub grace: Duration,
+    pub(crate) max_turns: Option<u32>,
+    pub(crate) grace: Duration,
     /// Kills the attempt's process group if orch dies.
-    pub keeper: Option<std::sync::Arc<super::keeper::Keeper>>,
+    pub(crate) keeper: Option<std::sync::Arc<super::keeper::Keeper>>,
     /// Where the raw stdout/stderr of the attempt are kept.
-    pub log_dir: PathBuf,
+    pub(crate) log_dir: PathBuf,
     /// The attempt's process tree, known once its process starts.
-    pub tree: std::sync::Arc<crate::confine::ProcessTree>,
+    pub(crate) tree: std::sync::Arc<crate::confine::ProcessTree>,
     /// orch's endpoints for the attempt (its own MCP tools, the pipeline's
     /// stdio servers), opened once the attempt's directory exists and
     /// before its process starts.
-    pub endpoints: Vec<std::sync::Arc<crate::mcp::Endpoint>>,
+    pub(crate) endpoints: Vec<std::sync::Arc<crate::mcp::Endpoint>>,
 }
 
 /// How an attempt ended.
 #[derive(Debug, Clone)]
-pub struct AttemptResult {
-    pub outcome: Outcome,
-    pub exit_code: Option<i32>,
-    pub reason: Option<String>,
-    pub session_id: Option<String>,
-    pub turns: u32,
-    pub tokens_in: u64,
-    pub tokens_out: u64,
-    pub cost_usd: Option<f64>,
+pub(crate) struct AttemptResult {
+    pub(crate) outcome: Outcome,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) reason: Option<String>,
+    pub(crate) session_id: Option<String>,
+    pub(crate) turns: u32,
+    pub(crate) tokens_in: u64,
+    pub(crate) tokens_out: u64,
+    pub(crate) cost_usd: Option<f64>,
     /// A rate limit was seen; inside, when it lifts (Unix milliseconds),
     /// when the CLI said.
-    pub rate_limited: Option<Option<u64>>,
+    pub(crate) rate_limited: Option<Option<u64>>,
     /// Retrying cannot help (a missing binary, weakened rules).
-    pub permanent: bool,
-    pub started_ms: u64,
-    pub ended_ms: u64,
+    pub(crate) permanent: bool,
+    pub(crate) started_ms: u64,
+    pub(crate) ended_ms: u64,
 }
 
 impl AttemptResult {
     /// An attempt started at `started_ms` that has not succeeded (yet).
-    pub fn new(started_ms: u64) -> Self {
+    pub(crate) fn new(started_ms: u64) -> Self {
         AttemptResult {
             outcome: Outcome::Failed,
             exit_code: None,
@@ -239,7 +239,7 @@ async fn end_tree(tree: &std::sync::Arc<crate::confine::ProcessTree>) {
 }
 
 /// Run one attempt to its end. Never panics on the agent's behaviour.
-pub async fn run_attempt(
+pub(crate) async fn run_attempt(
     spec: AttemptSpec,
     stream: Events,
     mut cancel: watch::Receiver<Cancel>,

@@ -12,30 +12,30 @@ use crate::store::Outcome;
 
 /// The figures and facts of one attempt so far, one event at a time.
 #[derive(Debug, Default, Clone)]
-pub struct Tally {
-    pub turns: u32,
-    pub session_id: Option<String>,
-    pub tokens_in: u64,
-    pub tokens_out: u64,
-    pub cost_usd: Option<f64>,
+pub(crate) struct Tally {
+    pub(crate) turns: u32,
+    pub(crate) session_id: Option<String>,
+    pub(crate) tokens_in: u64,
+    pub(crate) tokens_out: u64,
+    pub(crate) cost_usd: Option<f64>,
     /// A rate limit was seen; inside, when it lifts, when the CLI said.
-    pub rate_limited: Option<Option<u64>>,
+    pub(crate) rate_limited: Option<Option<u64>>,
     resets: Resets,
     /// The CLI's own final result event was seen: its session finished.
-    pub finished: bool,
+    pub(crate) finished: bool,
     /// The CLI said its session ended in error.
-    pub cli_error: bool,
+    pub(crate) cli_error: bool,
     /// Why, in the CLI's words (its error result, or its first error).
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// The model called a tool in a turn past the budget orch enforces.
-    pub over_budget: bool,
+    pub(crate) over_budget: bool,
 }
 
 impl Tally {
     /// Fold one event in. `stopping`: orch is stopping the attempt (a turn
     /// the CLI ends then was cut short). `max_turns`: the turn budget, when
     /// orch enforces it.
-    pub fn apply(&mut self, ev: &Event, stopping: bool, max_turns: Option<u32>) {
+    pub(crate) fn apply(&mut self, ev: &Event, stopping: bool, max_turns: Option<u32>) {
         match &ev {
             Event::SessionStart {
                 session_id: Some(s),
@@ -110,7 +110,7 @@ impl Tally {
     }
 
     /// A rate limit read from the CLI's stderr.
-    pub fn rate_limit(&mut self, limit: RateLimit) {
+    pub(crate) fn rate_limit(&mut self, limit: RateLimit) {
         self.rate_limited = self.resets.saw(limit);
     }
 }
@@ -140,28 +140,28 @@ impl Resets {
 
 /// How the attempt's process ended, and what orch saw of it besides its
 /// events.
-pub struct Ending<'a> {
-    pub kind: AgentKind,
-    pub status: &'a std::io::Result<ExitStatus>,
+pub(crate) struct Ending<'a> {
+    pub(crate) kind: AgentKind,
+    pub(crate) status: &'a std::io::Result<ExitStatus>,
     /// orch stopped it (cancelled, timed out, stalled, over its turns): the
     /// outcome and why.
-    pub stop: Option<(Outcome, String)>,
+    pub(crate) stop: Option<(Outcome, String)>,
     /// The CLI said it runs with weaker rules than asked.
-    pub weakened: Option<&'a str>,
+    pub(crate) weakened: Option<&'a str>,
     /// The last thing it said on stderr.
-    pub last_err: Option<&'a str>,
+    pub(crate) last_err: Option<&'a str>,
 }
 
 /// The outcome of an attempt, why, and whether trying again cannot help.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Classified {
-    pub outcome: Outcome,
-    pub reason: Option<String>,
-    pub permanent: bool,
+pub(crate) struct Classified {
+    pub(crate) outcome: Outcome,
+    pub(crate) reason: Option<String>,
+    pub(crate) permanent: bool,
 }
 
 /// Decide how an attempt ended from how its process ended and its tally.
-pub fn classify(end: &Ending<'_>, tally: &Tally) -> Classified {
+pub(crate) fn classify(end: &Ending<'_>, tally: &Tally) -> Classified {
     let failed = |reason: String| Classified {
         outcome: Outcome::Failed,
         reason: Some(reason),

@@ -8,13 +8,13 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
 /// Sends a signal to a process group (the real one, or a fake in tests).
-pub trait GroupSignal {
+pub(crate) trait GroupSignal {
     fn signal(&self, group: Pid, signal: Signal);
 }
 
 /// The kernel's `killpg`.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct Killpg;
+pub(crate) struct Killpg;
 
 impl GroupSignal for Killpg {
     fn signal(&self, group: Pid, signal: Signal) {
@@ -24,7 +24,7 @@ impl GroupSignal for Killpg {
 
 /// Where the ending of one process group stands.
 #[derive(Debug)]
-pub struct Termination<S: GroupSignal = Killpg> {
+pub(crate) struct Termination<S: GroupSignal = Killpg> {
     group: Option<Pid>,
     grace: Duration,
     /// When TERM was sent.
@@ -35,13 +35,13 @@ pub struct Termination<S: GroupSignal = Killpg> {
 }
 
 impl Termination<Killpg> {
-    pub fn new(group: Option<Pid>, grace: Duration) -> Termination<Killpg> {
+    pub(crate) fn new(group: Option<Pid>, grace: Duration) -> Termination<Killpg> {
         Termination::with(group, grace, Killpg)
     }
 }
 
 impl<S: GroupSignal> Termination<S> {
-    pub fn with(group: Option<Pid>, grace: Duration, send: S) -> Termination<S> {
+    pub(crate) fn with(group: Option<Pid>, grace: Duration, send: S) -> Termination<S> {
         Termination {
             group,
             grace,
@@ -52,7 +52,7 @@ impl<S: GroupSignal> Termination<S> {
     }
 
     /// Ask the group to stop (TERM), once; the grace runs from `now`.
-    pub fn ask(&mut self, now: Instant) {
+    pub(crate) fn ask(&mut self, now: Instant) {
         if self.asked.is_some() {
             return;
         }
@@ -63,13 +63,13 @@ impl<S: GroupSignal> Termination<S> {
     }
 
     /// Whether the group was asked to stop.
-    pub fn asked(&self) -> bool {
+    pub(crate) fn asked(&self) -> bool {
         self.asked.is_some()
     }
 
     /// KILL the group, once, when it was asked to stop and the grace is
     /// over at `now`, or `at_once`.
-    pub fn escalate(&mut self, now: Instant, at_once: bool) {
+    pub(crate) fn escalate(&mut self, now: Instant, at_once: bool) {
         if self.forced {
             return;
         }
@@ -86,7 +86,7 @@ impl<S: GroupSignal> Termination<S> {
     /// TERM). Nothing is sent after: once the leader is reaped, the
     /// group's number may be a new process's.
     /// The group it killed (none when it was killed already).
-    pub fn kill(&mut self) -> Option<Pid> {
+    pub(crate) fn kill(&mut self) -> Option<Pid> {
         let g = self.group.take()?;
         self.send.signal(g, Signal::SIGKILL);
         Some(g)

@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-pub mod rate_limit;
+pub(crate) mod rate_limit;
 
 /// One thing that happened in an agent attempt.
 #[derive(Debug, Clone, PartialEq, Serialize, strum::IntoStaticStr)]
@@ -93,10 +93,11 @@ impl Event {
     }
 }
 
-pub use rate_limit::{RateLimit, looks_rate_limited};
+pub use rate_limit::RateLimit;
+pub(crate) use rate_limit::looks_rate_limited;
 
 /// How many lines of an attempt's output reports keep (JUnit, summaries).
-pub const TAIL_LINES: usize = 20;
+pub(crate) const TAIL_LINES: usize = 20;
 
 /// Longest line kept in a tail, in characters.
 const TAIL_LINE_CHARS: usize = 400;
@@ -105,7 +106,7 @@ const TAIL_LINE_CHARS: usize = 400;
 /// the model's text, tool calls, errors, refusals and unparsed lines;
 /// nothing for the rest. One rule for a live run and a stored one, so
 /// their reports read the same.
-pub fn readable_lines(kind: &str, data_json: &str, raw: &str) -> Vec<String> {
+pub(crate) fn readable_lines(kind: &str, data_json: &str, raw: &str) -> Vec<String> {
     let data = || serde_json::from_str::<serde_json::Value>(data_json).unwrap_or_default();
     let text = match kind {
         "raw" | "stderr" => raw.to_string(),

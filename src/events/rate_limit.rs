@@ -37,7 +37,7 @@ impl RateLimit {
     /// When the limit lifts (Unix milliseconds), for a message seen at
     /// `seen_ms`; `None` when the CLI did not say, or said something beyond
     /// belief.
-    pub fn lifts_at(self, seen_ms: u64) -> Option<u64> {
+    pub(crate) fn lifts_at(self, seen_ms: u64) -> Option<u64> {
         let at = match self {
             RateLimit::Unknown => return None,
             RateLimit::At { unix_ms } | RateLimit::Around { unix_ms } => unix_ms,
@@ -47,7 +47,7 @@ impl RateLimit {
     }
 
     /// Whether the reset is given to the second or better.
-    pub fn exact(self) -> bool {
+    pub(crate) fn exact(self) -> bool {
         matches!(self, RateLimit::At { .. } | RateLimit::After { .. })
     }
 
@@ -66,7 +66,7 @@ impl RateLimit {
 }
 
 /// Whether an error message looks like a rate limit.
-pub fn looks_rate_limited(message: &str) -> bool {
+pub(crate) fn looks_rate_limited(message: &str) -> bool {
     let m = message.to_ascii_lowercase();
     m.contains("rate limit")
         || m.contains("rate_limit")
@@ -100,7 +100,7 @@ fn has_number(text: &str, number: &str) -> bool {
 
 /// The rate limit an error message reports, with its reset when the message
 /// gives one; `None` when the message is not a rate limit.
-pub fn read(message: &str) -> Option<RateLimit> {
+pub(crate) fn read(message: &str) -> Option<RateLimit> {
     // Every stderr line comes here: the clock only for rate limits.
     read_at(message, jiff::Zoned::now)
 }
@@ -169,7 +169,7 @@ fn reset(message: &str, now: &jiff::Zoned) -> Option<RateLimit> {
 /// on): `retry-after-ms`, `retry-after` (seconds or an HTTP date),
 /// `x-ratelimit-reset-requests` (`30s`, `1m0s`), `x-codex-primary-reset-at`
 /// (Unix seconds), `anthropic-ratelimit-requests-reset` (RFC 3339).
-pub fn from_headers(headers: &serde_json::Value) -> Option<RateLimit> {
+pub(crate) fn from_headers(headers: &serde_json::Value) -> Option<RateLimit> {
     let get = |name: &str| {
         headers
             .as_object()?

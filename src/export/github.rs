@@ -33,7 +33,7 @@ const PINS: &[(&str, &str, &str)] = &[CHECKOUT, UPLOAD, DOWNLOAD];
 /// What starts the workflow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, strum::IntoStaticStr)]
 #[strum(serialize_all = "snake_case")]
-pub enum Trigger {
+pub(crate) enum Trigger {
     WorkflowDispatch,
     PullRequest,
     Push,
@@ -44,7 +44,7 @@ fn uses(pin: (&str, &str, &str)) -> Value {
 }
 
 /// The workflow as YAML.
-pub fn render(opts: &Options, jobs: &[Job], name: &str, on: &[Trigger]) -> String {
+pub(crate) fn render(opts: &Options, jobs: &[Job], name: &str, on: &[Trigger]) -> String {
     let triggers = map(on.iter().map(|&t| (t.into(), empty())));
     let all = map(jobs
         .iter()

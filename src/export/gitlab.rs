@@ -46,7 +46,7 @@ fn before(opts: &Options, clis: &[String]) -> Value {
     lines(&script)
 }
 
-pub fn render(opts: &Options, jobs: &[Job], name: &str) -> String {
+pub(crate) fn render(opts: &Options, jobs: &[Job], name: &str) -> String {
     let mut root = vec![
         ("workflow", map(vec![("name", s(&format!("orch {name}")))])),
         (

@@ -5,8 +5,8 @@
 //! phase's state and reports. The job graph is built once here; each CI
 //! system only renders it.
 
-pub mod github;
-pub mod gitlab;
+pub(crate) mod github;
+pub(crate) mod gitlab;
 mod steps;
 
 use std::collections::BTreeSet;
@@ -21,7 +21,7 @@ use crate::pipeline::graph::PhaseGraph;
 /// public registry can belong to someone else, so the exporter must say
 /// which build the jobs run, pinned by commit or by checksum.
 #[derive(Debug, Clone)]
-pub enum OrchSource {
+pub(crate) enum OrchSource {
     /// `cargo install --locked --git URL --rev SHA orch` (a full SHA).
     Git { url: String, rev: String },
     /// A Linux x86_64 orch binary downloaded over HTTPS and installed
@@ -32,7 +32,7 @@ pub enum OrchSource {
 impl OrchSource {
     /// The shell command that installs it (`orch` on `PATH` afterwards;
     /// `$RUNNER_TEMP` names a scratch folder on both CI systems).
-    pub fn install_command(&self) -> String {
+    pub(crate) fn install_command(&self) -> String {
         match self {
             OrchSource::Git { url, rev } => {
                 format!("cargo install --locked --git '{url}' --rev {rev} orch")
@@ -50,55 +50,55 @@ impl OrchSource {
 
 /// How the export is made.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub(crate) struct Options {
     /// The pipeline file as the workflow names it (relative to the
     /// repository root, `/`-separated).
-    pub file: String,
-    pub orch: OrchSource,
+    pub(crate) file: String,
+    pub(crate) orch: OrchSource,
     /// The export's other arguments, as a command line gives them: the
     /// header repeats them so `--check` can be run as written.
-    pub flags: String,
+    pub(crate) flags: String,
 }
 
 /// One phase's job.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Job {
+pub(crate) struct Job {
     /// Valid for GitHub and GitLab: `^[_a-zA-Z][a-zA-Z0-9_-]*$`.
-    pub id: String,
-    pub phase: String,
+    pub(crate) id: String,
+    pub(crate) phase: String,
     /// The jobs of its direct dependencies.
-    pub needs: Vec<String>,
+    pub(crate) needs: Vec<String>,
     /// Every job upstream of it, in an order that puts dependencies first:
     /// whose state and files it restores.
-    pub upstream: Vec<String>,
+    pub(crate) upstream: Vec<String>,
     /// An optional phase: its failure does not stop the jobs after it.
-    pub optional: bool,
+    pub(crate) optional: bool,
     /// Some agent of the phase may write the workspace: its changes are
     /// carried to the jobs after it as a patch.
-    pub writes: bool,
+    pub(crate) writes: bool,
     /// Minutes the whole job may take (setup, every attempt, retries and
     /// judge rounds); `None` when the phase sets no timeout.
-    pub timeout_minutes: Option<u64>,
+    pub(crate) timeout_minutes: Option<u64>,
     /// The environment variables the job's agents need from secrets.
-    pub secrets: Vec<String>,
+    pub(crate) secrets: Vec<String>,
     /// The variables the job's agents read from the job's own environment
     /// (the runner's `PATH`, `HOME`, ..., or one that is no secret): never
     /// set by the step, so the runner's value stands.
-    pub env: Vec<String>,
+    pub(crate) env: Vec<String>,
     /// npm packages (pinned) of the agent CLIs the job runs.
-    pub clis: Vec<String>,
+    pub(crate) clis: Vec<String>,
     /// Files the phase produces (declared artifacts), carried downstream.
-    pub files: Vec<String>,
+    pub(crate) files: Vec<String>,
 }
 
 /// The name of the final job (merges state, writes the summary), and of
 /// the artifact it uploads on GitHub.
-pub const SUMMARY_JOB: &str = "orch-summary";
+pub(crate) const SUMMARY_JOB: &str = "orch-summary";
 
 /// What every phase job's artifact is named after: `orch-job-<job id>`.
 /// No name with it can be [`SUMMARY_JOB`]'s, whatever the phase is called,
 /// and the summary fetches exactly those (`orch-job-*`).
-pub const ARTIFACT_PREFIX: &str = "orch-job-";
+pub(crate) const ARTIFACT_PREFIX: &str = "orch-job-";
 
 /// Names a job id must not take: the summary job's,
 /// and the keys GitLab reads at the top of a pipeline (a job named
@@ -128,10 +128,10 @@ const SETUP_MINUTES: u64 = 15;
 /// them (integrity hashes of every package): jobs install from the lock
 /// with `npm ci`, never by name alone. The lock is for Linux x64 runners:
 /// opencode-ai's packages for other platforms are left out of it.
-pub const CLIS_PACKAGE_LOCK: &str = include_str!("../../ci/agent-clis/package-lock.json");
+pub(crate) const CLIS_PACKAGE_LOCK: &str = include_str!("../../ci/agent-clis/package-lock.json");
 
 /// An agent CLI's npm package at its pin (`name@version`).
-pub fn cli_package(kind: AgentKind) -> Option<String> {
+pub(crate) fn cli_package(kind: AgentKind) -> Option<String> {
     Some(format!(
         "{}@{}",
         kind.npm_package()?,
@@ -141,7 +141,7 @@ pub fn cli_package(kind: AgentKind) -> Option<String> {
 
 /// The shell lines that install the pinned CLIs into `dir` from the lock
 /// (compacted JSON in quoted here-documents).
-pub fn install_clis_script(dir: &str) -> String {
+pub(crate) fn install_clis_script(dir: &str) -> String {
     let compact = |j: &str| {
         serde_json::from_str::<serde_json::Value>(j)
             .map(|v| v.to_string())
@@ -168,7 +168,7 @@ fn variable_name(n: &str) -> bool {
 /// read from the job's environment, never made a secret, which would
 /// replace the runner's value with an empty one. Case does not matter
 /// (neither system's secret names tell `PATH` from `path`).
-pub fn runner_variable(name: &str) -> bool {
+pub(crate) fn runner_variable(name: &str) -> bool {
     const NAMES: &[&str] = &[
         "PATH",
         "HOME",
@@ -213,7 +213,7 @@ fn secret_reference(name: &str, carrier: Option<&str>) -> bool {
 /// A job id from a phase name: characters outside `[a-zA-Z0-9_-]` become
 /// `_`, a leading digit or `-` gets a `_` before it, and a name taken
 /// already or reserved ([`RESERVED_IDS`]) gets `_2`, `_3`, ...
-pub fn job_id(name: &str, taken: &[String]) -> String {
+pub(crate) fn job_id(name: &str, taken: &[String]) -> String {
     let mut id: String = name
         .chars()
         .map(|c| {
@@ -238,7 +238,7 @@ pub fn job_id(name: &str, taken: &[String]) -> String {
 }
 
 /// The pipeline's jobs, in an order that puts dependencies first.
-pub fn jobs(pipeline: &Pipeline, graph: &PhaseGraph) -> Vec<Job> {
+pub(crate) fn jobs(pipeline: &Pipeline, graph: &PhaseGraph) -> Vec<Job> {
     let all: Vec<usize> = (0..pipeline.phases.len()).collect();
     let order: Vec<usize> = graph.stages_of(&all).into_iter().flatten().collect();
     let mut ids: Vec<String> = vec![String::new(); pipeline.phases.len()];

@@ -80,9 +80,9 @@ const MAX_CONFIG: u64 = 1 << 20;
 
 /// The git directory one attempt's CLI gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentGit {
+pub(crate) struct AgentGit {
     /// The shadow, in the attempt's own folder.
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     repo: Option<Repo>,
 }
 
@@ -102,7 +102,7 @@ impl AgentGit {
     /// The plan for an attempt whose own git directory is `dir`, for an
     /// agent working in `workspace`; `home` is the user's. Reads only where
     /// the repository is; nothing is written until [`AgentGit::make`].
-    pub fn plan(workspace: &Path, home: Option<&Path>, dir: PathBuf) -> AgentGit {
+    pub(crate) fn plan(workspace: &Path, home: Option<&Path>, dir: PathBuf) -> AgentGit {
         AgentGit {
             dir,
             repo: discover(workspace, home),
@@ -110,7 +110,7 @@ impl AgentGit {
     }
 
     /// The variables the CLI gets.
-    pub fn env(&self) -> Vec<(String, String)> {
+    pub(crate) fn env(&self) -> Vec<(String, String)> {
         let mut env = vec![("GIT_DIR".to_string(), self.dir.display().to_string())];
         if let Some(r) = &self.repo {
             env.push(("GIT_WORK_TREE".into(), r.top.display().to_string()));
@@ -127,7 +127,7 @@ impl AgentGit {
     /// repository cannot be given this way (its `HEAD` is not a ref or a
     /// commit, its config cannot be read), the folder stays empty: the
     /// CLI works without git.
-    pub fn make(&self) {
+    pub(crate) fn make(&self) {
         if let Some(r) = &self.repo
             && fill(&self.dir, r).is_none()
         {

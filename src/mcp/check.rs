@@ -4,14 +4,14 @@
 use std::path::{Component, Path, PathBuf};
 
 /// Most characters of a long text field (a summary, a reasoning).
-pub const MAX_TEXT: usize = 20_000;
+pub(super) const MAX_TEXT: usize = 20_000;
 /// Most characters of a short field (a name, a title, a label).
-pub const MAX_SHORT: usize = 500;
+pub(super) const MAX_SHORT: usize = 500;
 /// Most items of a list.
-pub const MAX_ITEMS: usize = 100;
+pub(super) const MAX_ITEMS: usize = 100;
 
 /// `value` has at least `min` non-blank characters and at most `max`.
-pub fn text(field: &str, value: &str, min: usize, max: usize) -> Result<(), String> {
+pub(super) fn text(field: &str, value: &str, min: usize, max: usize) -> Result<(), String> {
     if value.contains('\u{FFFD}') {
         return Err(format!(
             "`{field}` holds bytes that are not UTF-8 (or U+FFFD, which stands for them): send UTF-8 text"
@@ -35,12 +35,17 @@ pub fn text(field: &str, value: &str, min: usize, max: usize) -> Result<(), Stri
 }
 
 /// An optional text: when given, as [`text`].
-pub fn opt_text(field: &str, value: Option<&str>, min: usize, max: usize) -> Result<(), String> {
+pub(super) fn opt_text(
+    field: &str,
+    value: Option<&str>,
+    min: usize,
+    max: usize,
+) -> Result<(), String> {
     value.map_or(Ok(()), |v| text(field, v, min, max))
 }
 
 /// A list of at most [`MAX_ITEMS`] short, non-empty items.
-pub fn list(field: &str, items: &[String], max_each: usize) -> Result<(), String> {
+pub(super) fn list(field: &str, items: &[String], max_each: usize) -> Result<(), String> {
     if items.len() > MAX_ITEMS {
         return Err(format!(
             "`{field}` has {} items, more than the {MAX_ITEMS} allowed",
@@ -54,7 +59,7 @@ pub fn list(field: &str, items: &[String], max_each: usize) -> Result<(), String
 }
 
 /// `n` is within `lo..=hi`.
-pub fn range(field: &str, n: i64, lo: i64, hi: i64) -> Result<(), String> {
+pub(super) fn range(field: &str, n: i64, lo: i64, hi: i64) -> Result<(), String> {
     if n < lo || n > hi {
         return Err(format!("`{field}` is {n}: it must be from {lo} to {hi}"));
     }
@@ -65,7 +70,7 @@ pub fn range(field: &str, n: i64, lo: i64, hi: i64) -> Result<(), String> {
 /// most `max`: no absolute path, no `..`, and no symbolic link anywhere on
 /// the way (opened beneath the workspace, see [`crate::beneath`]). Returns
 /// the path relative to the workspace and the bytes.
-pub fn workspace_file(
+pub(super) fn workspace_file(
     field: &str,
     given: &str,
     workspace: &Path,

@@ -9,10 +9,10 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// The relay passes its standard input and output.
-pub const FDS: u8 = b'F';
+pub(super) const FDS: u8 = b'F';
 
 /// Send `tag` with `fds` over the Unix socket `sock`.
-pub fn send(sock: &impl AsRawFd, tag: u8, fds: &[RawFd]) -> io::Result<()> {
+pub(super) fn send(sock: &impl AsRawFd, tag: u8, fds: &[RawFd]) -> io::Result<()> {
     let mut byte = [tag];
     let mut iov = libc::iovec {
         iov_base: byte.as_mut_ptr().cast(),
@@ -51,7 +51,7 @@ pub fn send(sock: &impl AsRawFd, tag: u8, fds: &[RawFd]) -> io::Result<()> {
 
 /// Receive one tag and up to two descriptors from the socket `fd` (which
 /// is readable): `Ok(None)` when the peer closed without a word.
-pub fn recv(fd: RawFd) -> io::Result<Option<(u8, Vec<OwnedFd>)>> {
+pub(super) fn recv(fd: RawFd) -> io::Result<Option<(u8, Vec<OwnedFd>)>> {
     let mut byte = [0u8];
     let mut iov = libc::iovec {
         iov_base: byte.as_mut_ptr().cast(),
@@ -98,7 +98,7 @@ pub fn recv(fd: RawFd) -> io::Result<Option<(u8, Vec<OwnedFd>)>> {
 }
 
 /// Make `fd` non-blocking, for the runtime.
-pub fn nonblocking(fd: &OwnedFd) -> io::Result<()> {
+pub(super) fn nonblocking(fd: &OwnedFd) -> io::Result<()> {
     use nix::fcntl::{FcntlArg, OFlag, fcntl};
     let flags = OFlag::from_bits_retain(fcntl(fd, FcntlArg::F_GETFL)?);
     fcntl(fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;

@@ -46,10 +46,10 @@ use crate::store::{Reporter, Reports};
 const LEADER_WAIT: Duration = Duration::from_secs(5);
 
 /// The name of orch's endpoint in an attempt's folder of orch files.
-pub const SOCKET: &str = "orch.sock";
+pub(crate) const SOCKET: &str = "orch.sock";
 
 /// The name of the endpoint of the pipeline's MCP server `server`.
-pub fn server_socket(server: &str) -> String {
+pub(crate) fn server_socket(server: &str) -> String {
     let safe: String = server
         .chars()
         .map(|c| {
@@ -69,15 +69,15 @@ pub fn server_socket(server: &str) -> String {
 /// talks to with its headers.
 #[derive(Debug, Clone)]
 pub struct ServerSpawn {
-    pub name: String,
-    pub transport: ServerTransport,
+    pub(crate) name: String,
+    pub(crate) transport: ServerTransport,
     /// The tools the ToolSet grants on it (`None`: all).
-    pub tools: Option<Vec<String>>,
+    pub(crate) tools: Option<Vec<String>>,
 }
 
 /// How orch reaches a server of the pipeline's.
 #[derive(Debug, Clone)]
-pub enum ServerTransport {
+pub(crate) enum ServerTransport {
     Stdio {
         argv: Vec<String>,
         /// Its whole environment, values filled in: what it needs to run
@@ -116,14 +116,19 @@ impl Host {
         Host { reports, ledger }
     }
 
-    pub fn ledger(&self) -> &Arc<Ledger> {
+    pub(crate) fn ledger(&self) -> &Arc<Ledger> {
         &self.ledger
     }
 
     /// The endpoint of `caller`'s attempt at `socket`, admitting only
     /// processes of `tree`. It listens once [`Endpoint::open`] is called
     /// and stops when dropped.
-    pub fn endpoint(&self, caller: Caller, socket: PathBuf, tree: Arc<ProcessTree>) -> Endpoint {
+    pub(crate) fn endpoint(
+        &self,
+        caller: Caller,
+        socket: PathBuf,
+        tree: Arc<ProcessTree>,
+    ) -> Endpoint {
         let who = Reporter {
             run_id: caller.run.clone(),
             phase: caller.phase.clone(),
@@ -202,11 +207,11 @@ impl Endpoint {
     }
 
     /// Connections refused so far (from processes outside the attempt).
-    pub fn refused(&self) -> usize {
+    pub(crate) fn refused(&self) -> usize {
         self.shared.refused.load(Ordering::Relaxed)
     }
 
-    pub fn socket(&self) -> &Path {
+    pub(crate) fn socket(&self) -> &Path {
         &self.socket
     }
 }

@@ -18,16 +18,16 @@ use crate::clock::now_ms;
 use crate::store::{EventQuery, NewLearning, ReportFilter, ReportKind};
 
 /// The shortest learning pattern, and context when one is given.
-pub const MIN_PATTERN: usize = 50;
-pub const MIN_CONTEXT: usize = 100;
+pub(super) const MIN_PATTERN: usize = 50;
+pub(super) const MIN_CONTEXT: usize = 100;
 /// The most events `query_run_events` returns at once.
-pub const MAX_EVENTS: i64 = 500;
+pub(super) const MAX_EVENTS: i64 = 500;
 /// The largest memory file.
-pub const MAX_MEMORY: usize = 10_000;
+pub(super) const MAX_MEMORY: usize = 10_000;
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum FindingCategory {
+pub(super) enum FindingCategory {
     TestResult,
     CodePattern,
     Architecture,
@@ -37,18 +37,18 @@ pub enum FindingCategory {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct AddFinding {
-    pub category: FindingCategory,
-    pub summary: String,
-    pub details: Option<String>,
+pub(super) struct AddFinding {
+    pub(crate) category: FindingCategory,
+    pub(crate) summary: String,
+    pub(crate) details: Option<String>,
     /// Files it is about, relative to the workspace.
-    pub files: Option<Vec<String>>,
+    pub(crate) files: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
-pub enum LearningType {
+pub(crate) enum LearningType {
     Convention,
     Gotcha,
     Pattern,
@@ -62,87 +62,87 @@ impl LearningType {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct AddLearning {
+pub(super) struct AddLearning {
     /// The lesson, in at least 50 characters.
-    pub pattern: String,
+    pub(crate) pattern: String,
     /// When it applies and why, in at least 100 characters.
-    pub context: Option<String>,
+    pub(crate) context: Option<String>,
     /// What it applies to (a language, a tool, a folder).
-    pub applies_to: Option<String>,
-    pub learning_type: LearningType,
+    pub(crate) applies_to: Option<String>,
+    pub(crate) learning_type: LearningType,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct SearchLearnings {
-    pub query: String,
+pub(super) struct SearchLearnings {
+    pub(crate) query: String,
     /// At most this many (1-50, 10 when absent).
-    pub limit: Option<i64>,
+    pub(crate) limit: Option<i64>,
     /// Only learnings with at least this quality score (0-100).
-    pub min_quality_score: Option<i64>,
+    pub(crate) min_quality_score: Option<i64>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct AddComment {
-    pub text: String,
+pub(super) struct AddComment {
+    pub(crate) text: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CreateFollowup {
-    pub title: String,
-    pub description: String,
+pub(super) struct CreateFollowup {
+    pub(crate) title: String,
+    pub(crate) description: String,
     /// 1 (urgent) to 4 (some day).
-    pub priority: i64,
-    pub labels: Option<Vec<String>>,
+    pub(crate) priority: i64,
+    pub(crate) labels: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct NoArguments {}
+pub(super) struct NoArguments {}
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct TestHealth {
+pub(super) struct TestHealth {
     /// The test framework (cargo test, pytest, jest, ...).
-    pub framework: String,
-    pub passed: i64,
-    pub failed: i64,
-    pub skipped: i64,
+    pub(crate) framework: String,
+    pub(crate) passed: i64,
+    pub(crate) failed: i64,
+    pub(crate) skipped: i64,
     /// How long the tests took, in milliseconds.
-    pub duration_ms: i64,
+    pub(crate) duration_ms: i64,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
-pub enum MemoryScope {
+pub(crate) enum MemoryScope {
     Project,
     Global,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct UpdateMemory {
-    pub scope: MemoryScope,
+pub(super) struct UpdateMemory {
+    pub(crate) scope: MemoryScope,
     /// A file name like `testing.md` (letters, digits, `_`, `-`, then `.md`).
-    pub file: String,
+    pub(crate) file: String,
     /// The whole new content, at most 10,000 characters.
-    pub content: String,
+    pub(crate) content: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct QueryRunEvents {
-    pub phase: Option<String>,
-    pub agent: Option<String>,
-    pub attempt: Option<i64>,
+pub(super) struct QueryRunEvents {
+    pub(crate) phase: Option<String>,
+    pub(crate) agent: Option<String>,
+    pub(crate) attempt: Option<i64>,
     /// An event kind (`tool_call`, `message`, `stderr`, ...).
-    pub kind: Option<String>,
+    pub(crate) kind: Option<String>,
     /// 1-500, 100 when absent.
-    pub limit: Option<i64>,
-    pub offset: Option<i64>,
+    pub(crate) limit: Option<i64>,
+    pub(crate) offset: Option<i64>,
 }
 
 /// `name` is a memory file name: `^[a-zA-Z0-9_-]+\.md$`.

@@ -8,27 +8,27 @@ use std::sync::{Mutex, MutexGuard};
 
 /// An agent's claim that its phase is complete with an artifact.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Claim {
-    pub phase: String,
-    pub agent: String,
-    pub attempt: u32,
+pub(crate) struct Claim {
+    pub(crate) phase: String,
+    pub(crate) agent: String,
+    pub(crate) attempt: u32,
     /// Relative to the workspace.
-    pub artifact_path: String,
-    pub artifact_hash: String,
+    pub(crate) artifact_path: String,
+    pub(crate) artifact_hash: String,
     /// Why orch refused it (`None`: accepted).
-    pub refused: Option<String>,
+    pub(crate) refused: Option<String>,
 }
 
 /// A judge's verdict on a phase's artifact.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Verdict {
-    pub phase: String,
-    pub judge: String,
-    pub attempt: u32,
-    pub artifact_hash: String,
-    pub approved: bool,
-    pub reason: String,
-    pub fix: String,
+pub(crate) struct Verdict {
+    pub(crate) phase: String,
+    pub(crate) judge: String,
+    pub(crate) attempt: u32,
+    pub(crate) artifact_hash: String,
+    pub(crate) approved: bool,
+    pub(crate) reason: String,
+    pub(crate) fix: String,
 }
 
 /// Every claim and verdict of a run so far.
@@ -47,16 +47,16 @@ impl Ledger {
         Ledger::default()
     }
 
-    pub fn claim(&self, c: Claim) {
+    pub(crate) fn claim(&self, c: Claim) {
         locked(&self.claims).push(c);
     }
 
-    pub fn verdict(&self, v: Verdict) {
+    pub(crate) fn verdict(&self, v: Verdict) {
         locked(&self.verdicts).push(v);
     }
 
     /// The claims made in `phase`, oldest first.
-    pub fn claims(&self, phase: &str) -> Vec<Claim> {
+    pub(crate) fn claims(&self, phase: &str) -> Vec<Claim> {
         locked(&self.claims)
             .iter()
             .filter(|c| c.phase == phase)
@@ -70,7 +70,7 @@ impl Ledger {
     /// the judge's process tree calls the tool too (a program the judged
     /// work planted) can make an approved phase fail, never a rejected one
     /// pass.
-    pub fn verdict_of(
+    pub(crate) fn verdict_of(
         &self,
         phase: &str,
         judge: &str,

@@ -7,26 +7,29 @@
 mod caller;
 mod check;
 mod handover;
-pub mod host;
+pub(crate) mod host;
 mod knowledge;
-pub mod ledger;
+pub(crate) mod ledger;
 mod peer;
 mod phase;
 mod portable;
 mod proxy;
-pub mod relay;
+pub(crate) mod relay;
 mod remote;
 mod server;
 mod wire;
 mod work;
 mod workspace;
 
-pub use caller::{Caller, Judging, VERDICT_TOOLS};
-pub use host::{Endpoint, Host, ServerSpawn, ServerTransport, server_socket};
+pub(crate) use caller::{Caller, Judging};
+pub use host::{Endpoint, Host};
+pub(crate) use host::{ServerSpawn, ServerTransport, server_socket};
 pub use ledger::Ledger;
 pub use phase::sha256_hex;
-pub use portable::problems as schema_problems;
-pub use server::OrchServer;
+#[cfg(test)]
+use portable::problems as schema_problems;
+#[cfg(test)]
+use server::OrchServer;
 
 #[cfg(test)]
 mod tests;

@@ -10,9 +10,9 @@ const SO_PEERPIDFD: libc::c_int = 77;
 
 /// The process at the other end of a connection.
 #[derive(Debug)]
-pub struct Peer {
-    pub pid: i32,
-    pub uid: u32,
+pub(super) struct Peer {
+    pub(crate) pid: i32,
+    pub(crate) uid: u32,
     /// Held while orch checks the process (`None` on kernels that can
     /// give none).
     pidfd: Option<OwnedFd>,
@@ -20,7 +20,7 @@ pub struct Peer {
 
 impl Peer {
     /// The process that connected `socket`.
-    pub fn of(socket: &impl AsRawFd) -> io::Result<Peer> {
+    pub(super) fn of(socket: &impl AsRawFd) -> io::Result<Peer> {
         let fd = socket.as_raw_fd();
         let mut cred = libc::ucred {
             pid: 0,
@@ -72,7 +72,7 @@ impl Peer {
 
     /// Whether the process is still running: asked after checking it, so
     /// that its number still named it when it was checked.
-    pub fn alive(&self) -> bool {
+    pub(super) fn alive(&self) -> bool {
         match &self.pidfd {
             Some(fd) => {
                 let mut p = libc::pollfd {

@@ -17,13 +17,13 @@ use crate::clock::now_ms;
 use crate::store::ReportKind;
 
 /// The fewest characters an artifact may have.
-pub const MIN_ARTIFACT_CHARS: usize = 100;
+pub(super) const MIN_ARTIFACT_CHARS: usize = 100;
 /// The largest artifact orch reads to check its hash.
 const MAX_ARTIFACT_BYTES: u64 = 10 << 20;
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum Confidence {
+pub(super) enum Confidence {
     High,
     Medium,
     Low,
@@ -31,27 +31,27 @@ pub enum Confidence {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CompletePhase {
+pub(super) struct CompletePhase {
     /// The artifact (a Markdown file), relative to the workspace.
-    pub artifact_path: String,
+    pub(crate) artifact_path: String,
     /// The SHA-256 of the file, 64 hex digits (`sha256sum FILE`).
-    pub artifact_hash: String,
-    pub summary: String,
-    pub open_questions: Option<Vec<String>>,
-    pub confidence: Confidence,
-    pub recommended_next_phase: Option<String>,
+    pub(crate) artifact_hash: String,
+    pub(crate) summary: String,
+    pub(crate) open_questions: Option<Vec<String>>,
+    pub(crate) confidence: Confidence,
+    pub(crate) recommended_next_phase: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Verdict {
+pub(super) struct Verdict {
     /// The phase under review.
-    pub phase: String,
+    pub(crate) phase: String,
     /// The hash of the artifact its agent claimed (complete_phase).
-    pub artifact_hash: String,
-    pub reason: String,
+    pub(crate) artifact_hash: String,
+    pub(crate) reason: String,
     /// What to change (for a rejection).
-    pub fix_instructions: Option<String>,
+    pub(crate) fix_instructions: Option<String>,
 }
 
 /// The SHA-256 of `bytes`, in lower-case hex.

@@ -8,7 +8,7 @@
 use serde_json::{Map, Value};
 
 /// `schema` made portable (see the module's doc).
-pub fn portable(schema: &Map<String, Value>) -> Map<String, Value> {
+pub(super) fn portable(schema: &Map<String, Value>) -> Map<String, Value> {
     let defs = schema
         .get("$defs")
         .and_then(Value::as_object)
@@ -110,7 +110,7 @@ fn rewrite(v: &mut Value, defs: &Map<String, Value>, depth: usize) {
 
 /// What keeps `schema` from being portable, if anything: the checks the
 /// tests run on every tool.
-pub fn problems(schema: &Value) -> Vec<String> {
+pub(crate) fn problems(schema: &Value) -> Vec<String> {
     let mut out = Vec::new();
     walk(schema, "", &mut out);
     out

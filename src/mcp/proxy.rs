@@ -20,7 +20,7 @@ use crate::confine::{Child, Io, Launch, ProcessTree};
 
 /// Serve a client (what it sends, where to answer) with a new process of
 /// `spawn`, in `tree`.
-pub async fn serve<R, W>(
+pub(super) async fn serve<R, W>(
     from_client: R,
     mut to_client: W,
     spawn: ServerSpawn,

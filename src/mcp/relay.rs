@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 /// Why the relay could not serve its attempt.
 #[derive(Debug, thiserror::Error)]
-pub enum RelayError {
+pub(crate) enum RelayError {
     #[error(
         "cannot reach orch at `{}`: {source} (the relay is started by an agent's CLI during `orch run`, for that attempt only)",
         socket.display()
@@ -32,7 +32,7 @@ pub enum RelayError {
 }
 
 /// Relay standard input and output to `socket` until either side ends.
-pub fn relay(socket: &Path) -> Result<(), RelayError> {
+pub(crate) fn relay(socket: &Path) -> Result<(), RelayError> {
     let stream = connect(socket).map_err(|source| RelayError::Unreachable {
         socket: socket.to_path_buf(),
         source,

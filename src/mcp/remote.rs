@@ -23,7 +23,7 @@ use super::wire::MAX_MESSAGE;
 const EXCHANGE_LIMIT: Duration = Duration::from_secs(300);
 
 /// Serve a client with `spawn`'s remote server.
-pub async fn serve<R, W>(from_client: R, mut to_client: W, spawn: ServerSpawn)
+pub(super) async fn serve<R, W>(from_client: R, mut to_client: W, spawn: ServerSpawn)
 where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,

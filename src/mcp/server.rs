@@ -27,7 +27,7 @@ use crate::store::{Reports, StoreError};
 
 /// The server of one agent's attempt.
 #[derive(Clone)]
-pub struct OrchServer {
+pub(crate) struct OrchServer {
     pub(super) state: Arc<State>,
     router: Arc<ToolRouter<OrchServer>>,
     /// Every tool orch has, granted or not (to tell "not granted" from
@@ -36,21 +36,21 @@ pub struct OrchServer {
 }
 
 /// What the tools share.
-pub struct State {
-    pub reports: Reports,
-    pub caller: Caller,
+pub(super) struct State {
+    pub(crate) reports: Reports,
+    pub(crate) caller: Caller,
     /// The workspace, canonical (artifact paths are checked against it).
-    pub workspace: PathBuf,
+    pub(crate) workspace: PathBuf,
     /// Where claims and verdicts go to the engine.
-    pub ledger: Arc<Ledger>,
+    pub(crate) ledger: Arc<Ledger>,
     /// The working directory of the process at the other end (the relay
     /// the CLI started), when known: where `verify_workspace` looks by
     /// default.
-    pub peer_cwd: Option<PathBuf>,
+    pub(crate) peer_cwd: Option<PathBuf>,
 }
 
 impl State {
-    pub fn reports(&self) -> &Reports {
+    pub(super) fn reports(&self) -> &Reports {
         &self.reports
     }
 }
@@ -58,13 +58,13 @@ impl State {
 impl OrchServer {
     /// The server for `caller`, recording through `reports` (which must
     /// report as the caller) and telling the engine through `ledger`.
-    pub fn new(caller: Caller, reports: Reports, ledger: Arc<Ledger>) -> OrchServer {
+    pub(crate) fn new(caller: Caller, reports: Reports, ledger: Arc<Ledger>) -> OrchServer {
         OrchServer::with_peer(caller, reports, ledger, None)
     }
 
     /// [`OrchServer::new`], knowing where the process at the other end
     /// works.
-    pub fn with_peer(
+    pub(crate) fn with_peer(
         caller: Caller,
         reports: Reports,
         ledger: Arc<Ledger>,
@@ -102,7 +102,7 @@ impl OrchServer {
     }
 
     /// The tools this server lists (its scope), sorted.
-    pub fn listed(&self) -> Vec<rmcp::model::Tool> {
+    pub(crate) fn listed(&self) -> Vec<rmcp::model::Tool> {
         self.router.list_all()
     }
 }
@@ -226,7 +226,9 @@ fn takes(schema: &serde_json::Map<String, serde_json::Value>) -> String {
 }
 
 /// A tool's reply: its JSON result as text, or an error for the agent.
-pub fn reply(result: Result<serde_json::Value, String>) -> Result<CallToolResult, ErrorData> {
+pub(super) fn reply(
+    result: Result<serde_json::Value, String>,
+) -> Result<CallToolResult, ErrorData> {
     Ok(match result {
         Ok(v) => CallToolResult::success(vec![ContentBlock::text(v.to_string())]),
         Err(message) => CallToolResult::error(vec![ContentBlock::text(message)]),
@@ -234,6 +236,6 @@ pub fn reply(result: Result<serde_json::Value, String>) -> Result<CallToolResult
 }
 
 /// A store error as an agent reads it.
-pub fn store_err(e: StoreError) -> String {
+pub(super) fn store_err(e: StoreError) -> String {
     format!("orch could not record this: {e}")
 }

@@ -13,11 +13,11 @@
 use serde_json::{Value, json};
 
 /// The longest message orch reads; the rest of a longer line is skipped.
-pub const MAX_MESSAGE: usize = 4 << 20;
+pub(super) const MAX_MESSAGE: usize = 4 << 20;
 
 /// What to do with one line the client sent.
 #[derive(Debug, PartialEq)]
-pub enum Line {
+pub(super) enum Line {
     /// Pass it on (a message, newline-terminated, valid UTF-8).
     Pass(String),
     /// Answer it with this error (a JSON-RPC response, newline-terminated).
@@ -28,7 +28,7 @@ pub enum Line {
 
 /// Judge one line (without its newline); `cut` says it was longer than
 /// [`MAX_MESSAGE`] and this is its beginning.
-pub fn judge(bytes: &[u8], cut: bool) -> Line {
+pub(super) fn judge(bytes: &[u8], cut: bool) -> Line {
     let text = String::from_utf8_lossy(bytes);
     if cut {
         return Line::Answer(error(

@@ -17,20 +17,20 @@ use crate::store::{ReportFilter, ReportKind, ReportRow};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct StartTask {
+pub(super) struct StartTask {
     /// A short name for the task.
-    pub name: String,
+    pub(crate) name: String,
     /// What done looks like.
-    pub goal: String,
+    pub(crate) goal: String,
     /// The task this one is part of (an id from start_task).
-    pub parent_task_id: Option<i64>,
+    pub(crate) parent_task_id: Option<i64>,
     /// The areas of the code it touches (folders, modules).
-    pub areas: Option<Vec<String>>,
+    pub(crate) areas: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum TaskStatus {
+pub(super) enum TaskStatus {
     Success,
     PartialSuccess,
     Failed,
@@ -38,7 +38,7 @@ pub enum TaskStatus {
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum TestsStatus {
+pub(super) enum TestsStatus {
     Passed,
     Failed,
     NotRun,
@@ -46,36 +46,36 @@ pub enum TestsStatus {
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct TaskOutcome {
+pub(super) struct TaskOutcome {
     /// What was done, in a few sentences.
-    pub summary: String,
-    pub achievements: Option<Vec<String>>,
-    pub limitations: Option<Vec<String>>,
-    pub next_steps: Option<Vec<String>>,
+    pub(crate) summary: String,
+    pub(crate) achievements: Option<Vec<String>>,
+    pub(crate) limitations: Option<Vec<String>>,
+    pub(crate) next_steps: Option<Vec<String>>,
     /// Whether a person should look at the result before it is used.
-    pub manual_review_needed: Option<bool>,
+    pub(crate) manual_review_needed: Option<bool>,
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct TaskMetadata {
-    pub packages_added: Option<Vec<String>>,
-    pub tests_status: Option<TestsStatus>,
+pub(super) struct TaskMetadata {
+    pub(crate) packages_added: Option<Vec<String>>,
+    pub(crate) tests_status: Option<TestsStatus>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CompleteTask {
+pub(super) struct CompleteTask {
     /// The id start_task returned.
-    pub task_id: i64,
-    pub status: TaskStatus,
-    pub outcome: TaskOutcome,
-    pub metadata: Option<TaskMetadata>,
+    pub(crate) task_id: i64,
+    pub(crate) status: TaskStatus,
+    pub(crate) outcome: TaskOutcome,
+    pub(crate) metadata: Option<TaskMetadata>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum DecisionCategory {
+pub(super) enum DecisionCategory {
     Architecture,
     LibraryChoice,
     TradeOff,
@@ -85,21 +85,21 @@ pub enum DecisionCategory {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct LogDecision {
+pub(super) struct LogDecision {
     /// The task it belongs to, if any (an id from start_task).
-    pub task_id: Option<i64>,
-    pub category: DecisionCategory,
+    pub(crate) task_id: Option<i64>,
+    pub(crate) category: DecisionCategory,
     /// The question the decision answers.
-    pub question: String,
-    pub options_considered: Vec<String>,
-    pub chosen: String,
-    pub reasoning: String,
-    pub trade_offs: Option<String>,
+    pub(crate) question: String,
+    pub(crate) options_considered: Vec<String>,
+    pub(crate) chosen: String,
+    pub(crate) reasoning: String,
+    pub(crate) trade_offs: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum IssueType {
+pub(super) enum IssueType {
     DocumentationGap,
     BugEncountered,
     DependencyConflict,
@@ -109,29 +109,29 @@ pub enum IssueType {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct LogIssue {
-    pub task_id: Option<i64>,
+pub(super) struct LogIssue {
+    pub(crate) task_id: Option<i64>,
     #[serde(rename = "type")]
-    pub kind: IssueType,
-    pub description: String,
+    pub(crate) kind: IssueType,
+    pub(crate) description: String,
     /// How it was resolved, if it was.
-    pub resolution: Option<String>,
+    pub(crate) resolution: Option<String>,
     /// A blocker a person must look at.
-    pub requires_human_review: bool,
+    pub(crate) requires_human_review: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct LogMilestone {
-    pub task_id: Option<i64>,
-    pub message: String,
+pub(super) struct LogMilestone {
+    pub(crate) task_id: Option<i64>,
+    pub(crate) message: String,
     /// How far along the task or phase is, 0 to 100.
-    pub progress: i64,
+    pub(crate) progress: i64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum ContextPart {
+pub(super) enum ContextPart {
     PhaseSummary,
     Tasks,
     Decisions,
@@ -141,15 +141,15 @@ pub enum ContextPart {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct GetContext {
+pub(super) struct GetContext {
     /// What to include; all when absent.
-    pub include: Option<Vec<ContextPart>>,
+    pub(crate) include: Option<Vec<ContextPart>>,
     /// Only this phase's records.
-    pub phase: Option<String>,
+    pub(crate) phase: Option<String>,
     /// Only this agent's records.
-    pub agent: Option<String>,
+    pub(crate) agent: Option<String>,
     /// Only records from this time on (Unix milliseconds).
-    pub since_ms: Option<i64>,
+    pub(crate) since_ms: Option<i64>,
 }
 
 /// The task `id` of this run, started (its start record).

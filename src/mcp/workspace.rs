@@ -28,40 +28,40 @@ static SEARCHES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct VerifyWorkspace {
+pub(super) struct VerifyWorkspace {
     /// The directory you are working in (what `pwd` prints); the server's
     /// own working directory when left out.
-    pub path: Option<String>,
+    pub(crate) path: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct SearchKnowledge {
+pub(super) struct SearchKnowledge {
     /// Words to look for in the project's documents.
-    pub query: String,
+    pub(crate) query: String,
     /// At most this many sections (1-50, default 10).
-    pub limit: Option<u32>,
+    pub(crate) limit: Option<u32>,
 }
 
 /// How far one search for documents goes: however an agent shapes the
 /// workspace (links back to a folder, a deep or wide tree, huge files),
 /// the search ends, soon.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub(super) struct Limits {
     /// The most documents indexed.
-    pub documents: usize,
+    pub(crate) documents: usize,
     /// The largest document (a larger one is left out).
-    pub document_bytes: u64,
+    pub(crate) document_bytes: u64,
     /// The most bytes of documents one search reads.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// How many folders deep below the workspace a document may be.
-    pub depth: usize,
+    pub(crate) depth: usize,
     /// The most folder entries one search looks at.
-    pub entries: usize,
+    pub(crate) entries: usize,
 }
 
 /// The limits of `search_knowledge`.
-pub const LIMITS: Limits = Limits {
+pub(super) const LIMITS: Limits = Limits {
     documents: 2_000,
     document_bytes: 1 << 20,
     bytes: 32 << 20,
@@ -71,15 +71,15 @@ pub const LIMITS: Limits = Limits {
 
 /// The workspace's documents that `patterns` match, with their bytes.
 #[derive(Debug, Default)]
-pub struct Documents {
-    pub found: Vec<(Document, Vec<u8>)>,
+pub(super) struct Documents {
+    pub(crate) found: Vec<(Document, Vec<u8>)>,
     /// Why some may be missing: the search reached one of its limits.
-    pub cut: Option<String>,
+    pub(crate) cut: Option<String>,
 }
 
 /// The workspace's documents that `patterns` match, within [`LIMITS`]:
 /// see [`documents_within`].
-pub fn documents(workspace: &Path, patterns: &[String]) -> Documents {
+pub(super) fn documents(workspace: &Path, patterns: &[String]) -> Documents {
     documents_within(workspace, patterns, &LIMITS)
 }
 
@@ -90,7 +90,11 @@ pub fn documents(workspace: &Path, patterns: &[String]) -> Documents {
 /// deep, looking at `limits.entries` folder entries at most; hidden names
 /// only where a pattern names them with a literal dot; each once, in path
 /// order, at most `limits.documents` of them and `limits.bytes` in all.
-pub fn documents_within(workspace: &Path, patterns: &[String], limits: &Limits) -> Documents {
+pub(super) fn documents_within(
+    workspace: &Path,
+    patterns: &[String],
+    limits: &Limits,
+) -> Documents {
     let Ok(root) = crate::beneath::Root::open(workspace) else {
         return Documents::default();
     };

@@ -37,12 +37,12 @@ pub enum AgentKind {
 
 impl AgentKind {
     /// Every kind, in declaration order.
-    pub const ALL: &'static [Self] = <Self as VariantArray>::VARIANTS;
+    pub(crate) const ALL: &'static [Self] = <Self as VariantArray>::VARIANTS;
 
     /// Their names, as a pipeline file spells them.
-    pub const NAMES: &'static [&'static str] = <Self as VariantNames>::VARIANTS;
+    pub(crate) const NAMES: &'static [&'static str] = <Self as VariantNames>::VARIANTS;
 
-    pub fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         s.parse().ok()
     }
 
@@ -51,12 +51,12 @@ impl AgentKind {
     }
 
     /// A kind usable by name in `agents = [...]` without an `[agents.X]` table.
-    pub fn builtin(name: &str) -> Option<Self> {
+    pub(crate) fn builtin(name: &str) -> Option<Self> {
         Self::parse(name).filter(|k| *k != AgentKind::Command)
     }
 
     /// Whether this kind is an LLM agent (it needs a prompt and gets tools).
-    pub fn is_llm(self) -> bool {
+    pub(crate) fn is_llm(self) -> bool {
         self != AgentKind::Command
     }
 }

@@ -5,12 +5,9 @@
 mod agent;
 mod confinement;
 mod source;
-pub mod toolset;
+pub(crate) mod toolset;
 
 pub use agent::AgentKind;
 pub use confinement::ConfinementMode;
-pub use source::{Location, suggest};
-pub use toolset::{
-    Field, InternalTool, Layer, McpTool, Mode, ORCH_MCP_SERVER, Origin, Permission, Provenance,
-    Resolved, ToolSet, ToolSetLayer, UnknownToolName,
-};
+pub(crate) use source::{Location, suggest};
+pub(crate) use toolset::{Layer, ORCH_MCP_SERVER, Permission, Resolved, ToolSet};

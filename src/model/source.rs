@@ -9,14 +9,14 @@ use serde::Serialize;
 /// A position in a file, kept in the span-free model so provenance and late
 /// errors can still say `path:line:col`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Location {
-    pub path: Arc<str>,
-    pub line: usize,
-    pub column: usize,
+pub(crate) struct Location {
+    pub(crate) path: Arc<str>,
+    pub(crate) line: usize,
+    pub(crate) column: usize,
     #[serde(skip)]
-    pub offset: usize,
+    pub(crate) offset: usize,
     #[serde(skip)]
-    pub len: usize,
+    pub(crate) len: usize,
 }
 
 impl fmt::Display for Location {
@@ -26,7 +26,10 @@ impl fmt::Display for Location {
 }
 
 /// The closest candidate to `word`, if any is close enough to be a likely typo.
-pub fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+pub(crate) fn suggest<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
     let mut best: Option<(f64, &str)> = None;
     for candidate in candidates {
         let score = strsim::jaro_winkler(&word.to_lowercase(), &candidate.to_lowercase());

@@ -34,7 +34,7 @@ use super::source::Location;
 )]
 #[serde(rename_all = "kebab-case")]
 #[strum(serialize_all = "kebab-case")]
-pub enum Mode {
+pub(crate) enum Mode {
     Plan,
     Fix,
     Audit,
@@ -42,13 +42,13 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub const NAMES: &'static [&'static str] = <Self as VariantNames>::VARIANTS;
+    pub(crate) const NAMES: &'static [&'static str] = <Self as VariantNames>::VARIANTS;
 
-    pub fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         s.parse().ok()
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         self.into()
     }
 }
@@ -73,20 +73,20 @@ impl Mode {
 )]
 #[serde(rename_all = "kebab-case")]
 #[strum(serialize_all = "kebab-case")]
-pub enum Permission {
+pub(crate) enum Permission {
     ReadOnly,
     WorkspaceWrite,
     FullAccess,
 }
 
 impl Permission {
-    pub const NAMES: &'static [&'static str] = <Self as VariantNames>::VARIANTS;
+    pub(crate) const NAMES: &'static [&'static str] = <Self as VariantNames>::VARIANTS;
 
-    pub fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         s.parse().ok()
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         self.into()
     }
 }
@@ -113,13 +113,13 @@ pub enum InternalTool {
 
 /// Why a tool name was not understood.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnknownToolName {
-    pub suggestion: Option<String>,
+pub(crate) struct UnknownToolName {
+    pub(crate) suggestion: Option<String>,
 }
 
 impl InternalTool {
     /// The plain names of the vocabulary, for suggestions and docs.
-    pub const NAMES: &'static [&'static str] = &[
+    pub(crate) const NAMES: &'static [&'static str] = &[
         "Read",
         "Write",
         "Edit",
@@ -133,7 +133,7 @@ impl InternalTool {
         "NotebookEdit",
     ];
 
-    pub fn parse(s: &str) -> Result<Self, UnknownToolName> {
+    pub(crate) fn parse(s: &str) -> Result<Self, UnknownToolName> {
         Ok(match s {
             "Read" => InternalTool::Read,
             "Write" => InternalTool::Write,
@@ -173,7 +173,7 @@ impl InternalTool {
     }
 
     /// Whether the tool can change files (or anything else) by itself.
-    pub fn writes(&self) -> bool {
+    pub(crate) fn writes(&self) -> bool {
         matches!(
             self,
             InternalTool::Write
@@ -211,17 +211,17 @@ impl Serialize for InternalTool {
 
 /// An MCP tool reference: `mcp__<server>__<tool>` or `mcp__<server>__*`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct McpTool {
-    pub server: String,
+pub(crate) struct McpTool {
+    pub(crate) server: String,
     /// `None` means every tool of the server (`*`).
-    pub tool: Option<String>,
+    pub(crate) tool: Option<String>,
 }
 
 /// The server name of orch's own tracking MCP server.
-pub const ORCH_MCP_SERVER: &str = "orch";
+pub(crate) const ORCH_MCP_SERVER: &str = "orch";
 
 impl McpTool {
-    pub fn parse(s: &str) -> Result<Self, &'static str> {
+    pub(crate) fn parse(s: &str) -> Result<Self, &'static str> {
         let rest = s
             .strip_prefix("mcp__")
             .ok_or("it must start with `mcp__`")?;
@@ -270,15 +270,15 @@ impl Serialize for McpTool {
 /// The tools one agent gets in one phase, fully resolved.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ToolSet {
-    pub internal: Vec<InternalTool>,
-    pub mcp: Vec<McpTool>,
-    pub permission: Permission,
+    pub(crate) internal: Vec<InternalTool>,
+    pub(crate) mcp: Vec<McpTool>,
+    pub(crate) permission: Permission,
     pub max_turns: u32,
 }
 
 impl ToolSet {
     /// Layer 5's permission for a mode.
-    pub fn default_permission(mode: Mode) -> Permission {
+    pub(crate) fn default_permission(mode: Mode) -> Permission {
         match mode {
             Mode::Plan | Mode::Audit | Mode::Review => Permission::ReadOnly,
             Mode::Fix => Permission::WorkspaceWrite,
@@ -286,7 +286,7 @@ impl ToolSet {
     }
 
     /// Layer 5: the built-in defaults for a mode.
-    pub fn default_for(mode: Mode) -> Self {
+    pub(crate) fn default_for(mode: Mode) -> Self {
         use InternalTool::*;
         let permission = Self::default_permission(mode);
         let internal = match mode {
@@ -307,22 +307,22 @@ impl ToolSet {
 
 /// A value set in a file, with where it was set.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Field<T> {
-    pub value: T,
-    pub at: Location,
+pub(crate) struct Field<T> {
+    pub(crate) value: T,
+    pub(crate) at: Location,
 }
 
 /// One layer's partial ToolSet: each field set or not.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ToolSetLayer {
-    pub internal: Option<Field<Vec<InternalTool>>>,
-    pub mcp: Option<Field<Vec<McpTool>>>,
-    pub permission: Option<Field<Permission>>,
-    pub max_turns: Option<Field<u32>>,
+pub(crate) struct ToolSetLayer {
+    pub(crate) internal: Option<Field<Vec<InternalTool>>>,
+    pub(crate) mcp: Option<Field<Vec<McpTool>>>,
+    pub(crate) permission: Option<Field<Permission>>,
+    pub(crate) max_turns: Option<Field<u32>>,
 }
 
 impl ToolSetLayer {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.internal.is_none()
             && self.mcp.is_none()
             && self.permission.is_none()
@@ -334,7 +334,7 @@ impl ToolSetLayer {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr, strum::Display)]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
-pub enum Layer {
+pub(crate) enum Layer {
     AgentTools,
     Tools,
     Profile,
@@ -343,16 +343,16 @@ pub enum Layer {
 }
 
 impl Layer {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         self.into()
     }
 }
 
 /// Where a resolved field came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Origin {
-    pub layer: Layer,
-    pub at: Option<Location>,
+pub(crate) struct Origin {
+    pub(crate) layer: Layer,
+    pub(crate) at: Option<Location>,
 }
 
 impl Serialize for Origin {
@@ -367,26 +367,26 @@ impl Serialize for Origin {
 
 /// The origin of each resolved field.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Provenance {
-    pub internal: Origin,
-    pub mcp: Origin,
-    pub permission: Origin,
-    pub max_turns: Origin,
+pub(crate) struct Provenance {
+    pub(crate) internal: Origin,
+    pub(crate) mcp: Origin,
+    pub(crate) permission: Origin,
+    pub(crate) max_turns: Origin,
 }
 
 /// A resolved ToolSet and where each of its fields came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Resolved {
     pub toolset: ToolSet,
-    pub provenance: Provenance,
+    pub(crate) provenance: Provenance,
 }
 
 /// The four file layers of one (phase, agent), highest priority first,
 /// each possibly absent.
-pub type Layers<'a> = [(Layer, Option<&'a ToolSetLayer>); 4];
+pub(crate) type Layers<'a> = [(Layer, Option<&'a ToolSetLayer>); 4];
 
 /// The first layer that sets a field, and the field (borrowed).
-pub fn first_set<'a, T>(
+pub(crate) fn first_set<'a, T>(
     layers: &Layers<'a>,
     get: impl Fn(&'a ToolSetLayer) -> Option<&'a Field<T>>,
 ) -> Option<(Layer, &'a Field<T>)> {
@@ -396,7 +396,7 @@ pub fn first_set<'a, T>(
 }
 
 /// Resolve field by field; `mode` picks the built-in defaults.
-pub fn resolve(layers: Layers<'_>, mode: Mode) -> Resolved {
+pub(crate) fn resolve(layers: Layers<'_>, mode: Mode) -> Resolved {
     let defaults = ToolSet::default_for(mode);
     fn pick<'a, T: Clone + 'a>(
         layers: &Layers<'a>,

@@ -37,15 +37,15 @@ pub trait CliChecks {
 /// Where the enforcement pass may point: the pipeline's file, the profiles
 /// loading read, and where each phase names each of its agents.
 pub struct Spans<'a> {
-    pub source: &'a Arc<SourceFile>,
-    pub profiles: &'a [Arc<SourceFile>],
+    pub(crate) source: &'a Arc<SourceFile>,
+    pub(crate) profiles: &'a [Arc<SourceFile>],
     /// `agents[phase][i]`: where phase `phase` names its `i`-th agent.
-    pub agents: &'a [Vec<Range<usize>>],
+    pub(crate) agents: &'a [Vec<Range<usize>>],
 }
 
 impl Spans<'_> {
     /// The file a location points into: a profile's, else the pipeline's.
-    pub fn source_for(&self, at: &Location) -> Arc<SourceFile> {
+    pub(crate) fn source_for(&self, at: &Location) -> Arc<SourceFile> {
         self.profiles
             .iter()
             .find(|s| s.name == at.path)
@@ -54,7 +54,7 @@ impl Spans<'_> {
     }
 
     /// Where the `i`-th agent of phase `phase` is named, if it is.
-    pub fn agent(&self, phase: usize, i: usize) -> Option<Range<usize>> {
+    pub(crate) fn agent(&self, phase: usize, i: usize) -> Option<Range<usize>> {
         self.agents.get(phase).and_then(|s| s.get(i)).cloned()
     }
 }

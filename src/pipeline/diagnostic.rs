@@ -18,7 +18,7 @@ use crate::model::Location;
 #[derive(Debug)]
 pub struct SourceFile {
     pub name: Arc<str>,
-    pub text: String,
+    pub(crate) text: String,
     line_starts: Vec<usize>,
     /// The text as shown in rendered diagnostics, when it differs: control
     /// and bidirectional-override characters are replaced (same byte
@@ -41,7 +41,7 @@ fn suspect_byte(b: u8) -> bool {
 }
 
 impl SourceFile {
-    pub fn new(name: impl Into<Arc<str>>, text: impl Into<String>) -> Arc<Self> {
+    pub(crate) fn new(name: impl Into<Arc<str>>, text: impl Into<String>) -> Arc<Self> {
         let text = text.into();
         let mut line_starts = Vec::with_capacity(text.len() / 32 + 1);
         line_starts.push(0);
@@ -76,7 +76,7 @@ impl SourceFile {
     }
 
     /// 1-based line and column (in characters) of a byte offset.
-    pub fn line_col(&self, offset: usize) -> (usize, usize) {
+    pub(crate) fn line_col(&self, offset: usize) -> (usize, usize) {
         let offset = offset.min(self.text.len());
         let line = self.line_starts.partition_point(|&s| s <= offset) - 1;
         let start = self.line_starts[line];
@@ -88,7 +88,7 @@ impl SourceFile {
     }
 
     /// A [`Location`] for a byte span of this file.
-    pub fn location(&self, span: &Range<usize>) -> Location {
+    pub(crate) fn location(&self, span: &Range<usize>) -> Location {
         let (line, column) = self.line_col(span.start);
         Location {
             path: Arc::clone(&self.name),
@@ -122,7 +122,7 @@ impl SourceCode for SourceFile {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Severity {
+pub(crate) enum Severity {
     Error,
     Warning,
 }
@@ -130,7 +130,7 @@ pub enum Severity {
 /// What is wrong. The message is the `Display`; [`Problem::code`] and
 /// [`Problem::help`] complete it.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum Problem {
+pub(crate) enum Problem {
     #[error("could not read `{path}`: {reason}")]
     Unreadable { path: String, reason: String },
     #[error("`{path}` is not UTF-8 text")]
@@ -321,7 +321,7 @@ pub enum Problem {
 
 impl Problem {
     /// The stable diagnostic code, `orch::pipeline::<class>`.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             Problem::Unreadable { .. } => "orch::pipeline::unreadable",
             Problem::NotUtf8 { .. } => "orch::pipeline::not_utf8",
@@ -373,7 +373,7 @@ impl Problem {
     }
 
     /// One line that says how to fix it, when the fix is clear.
-    pub fn help(&self) -> Option<String> {
+    pub(crate) fn help(&self) -> Option<String> {
         let did_you_mean = |s: &Option<String>| s.as_ref().map(|s| format!("did you mean `{s}`?"));
         match self {
             Problem::Syntax { .. } => Some("see https://toml.io for the TOML syntax".into()),
@@ -541,15 +541,15 @@ impl Problem {
 /// One problem at one place.
 #[derive(Debug, Clone)]
 pub struct Diagnostic {
-    pub problem: Problem,
-    pub severity: Severity,
+    pub(crate) problem: Problem,
+    pub(crate) severity: Severity,
     pub source: Arc<SourceFile>,
     pub span: Range<usize>,
-    pub label: Option<String>,
+    pub(crate) label: Option<String>,
 }
 
 impl Diagnostic {
-    pub fn error(problem: Problem, source: &Arc<SourceFile>, span: Range<usize>) -> Self {
+    pub(crate) fn error(problem: Problem, source: &Arc<SourceFile>, span: Range<usize>) -> Self {
         Self {
             problem,
             severity: Severity::Error,
@@ -559,19 +559,19 @@ impl Diagnostic {
         }
     }
 
-    pub fn warning(problem: Problem, source: &Arc<SourceFile>, span: Range<usize>) -> Self {
+    pub(crate) fn warning(problem: Problem, source: &Arc<SourceFile>, span: Range<usize>) -> Self {
         Self {
             severity: Severity::Warning,
             ..Self::error(problem, source, span)
         }
     }
 
-    pub fn with_label(mut self, label: impl Into<String>) -> Self {
+    pub(crate) fn with_label(mut self, label: impl Into<String>) -> Self {
         self.label = Some(label.into());
         self
     }
 
-    pub fn location(&self) -> Location {
+    pub(crate) fn location(&self) -> Location {
         self.source.location(&self.span)
     }
 
@@ -580,7 +580,7 @@ impl Diagnostic {
     }
 
     /// The JSON form used by `orch validate --format json`.
-    pub fn to_json(&self) -> DiagnosticJson {
+    pub(crate) fn to_json(&self) -> DiagnosticJson {
         let loc = self.location();
         let (end_line, end_column) = self.source.line_col(self.span.end);
         DiagnosticJson {
@@ -612,18 +612,18 @@ impl Diagnostic {
 }
 
 #[derive(Debug, Serialize)]
-pub struct DiagnosticJson {
-    pub file: String,
-    pub line: usize,
-    pub column: usize,
-    pub end_line: usize,
-    pub end_column: usize,
-    pub severity: Severity,
-    pub code: &'static str,
-    pub message: String,
+pub(crate) struct DiagnosticJson {
+    pub(crate) file: String,
+    pub(crate) line: usize,
+    pub(crate) column: usize,
+    pub(crate) end_line: usize,
+    pub(crate) end_column: usize,
+    pub(crate) severity: Severity,
+    pub(crate) code: &'static str,
+    pub(crate) message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub label: Option<String>,
-    pub help: Option<String>,
+    pub(crate) label: Option<String>,
+    pub(crate) help: Option<String>,
 }
 
 impl fmt::Display for Diagnostic {

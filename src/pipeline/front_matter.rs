@@ -27,7 +27,7 @@ use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
 use super::raw::{RawToolSet, SpStr, Spanned};
 
 /// Keys orch reads.
-pub const KEYS: &[&str] = &[
+pub(crate) const KEYS: &[&str] = &[
     "name",
     "description",
     "tools",
@@ -38,7 +38,7 @@ pub const KEYS: &[&str] = &[
     "omit",
 ];
 /// Claude Code keys orch accepts and leaves to itself.
-pub const CLAUDE_ONLY: &[&str] = &[
+pub(crate) const CLAUDE_ONLY: &[&str] = &[
     "color",
     "permissionMode",
     "hooks",
@@ -49,20 +49,20 @@ pub const CLAUDE_ONLY: &[&str] = &[
 
 /// What the front matter says.
 #[derive(Debug, Default)]
-pub struct Front {
-    pub description: Option<String>,
+pub(crate) struct Front {
+    pub(crate) description: Option<String>,
     /// `None` for `inherit` (or no `model`).
-    pub model: Option<SpStr>,
+    pub(crate) model: Option<SpStr>,
     /// System prompt layers the profile does without (orch's own key).
-    pub omit: Vec<SpStr>,
-    pub tools: Option<RawToolSet>,
+    pub(crate) omit: Vec<SpStr>,
+    pub(crate) tools: Option<RawToolSet>,
 }
 
 /// A problem at a byte range of the file.
-pub type Problem = (String, Range<usize>);
+pub(crate) type Problem = (String, Range<usize>);
 
 /// Parse `yaml`, which starts at byte `offset` of the file.
-pub fn parse(yaml: &str, offset: usize) -> (Front, Vec<Problem>) {
+pub(crate) fn parse(yaml: &str, offset: usize) -> (Front, Vec<Problem>) {
     let mut out = Front::default();
     let mut problems = Vec::new();
     let at = |chars: usize| offset + byte_of(yaml, chars);

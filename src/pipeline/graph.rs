@@ -23,7 +23,7 @@ pub struct PhaseGraph {
 }
 
 /// A cycle as phase indices, first phase repeated at the end.
-pub type Cycle = Vec<usize>;
+pub(crate) type Cycle = Vec<usize>;
 
 /// The phases' dependency edges as the file declares them, cycles and
 /// all (an unknown name or a phase naming itself is no edge): what every
@@ -31,10 +31,10 @@ pub type Cycle = Vec<usize>;
 /// Node `i` is `pipeline.phases[i]`; edges go from a dependency to its
 /// dependent.
 #[derive(Debug, Clone)]
-pub struct Dependencies(DiGraph<(), ()>);
+pub(crate) struct Dependencies(DiGraph<(), ()>);
 
 impl Dependencies {
-    pub fn of(pipeline: &Pipeline) -> Self {
+    pub(crate) fn of(pipeline: &Pipeline) -> Self {
         let n = pipeline.phases.len();
         let index: HashMap<&str, usize> = pipeline
             .phases
@@ -60,7 +60,7 @@ impl Dependencies {
 
     /// Every phase `phase` depends on, directly or not, in declaration
     /// order (`phase` itself only when it is on a cycle).
-    pub fn ancestors(&self, phase: usize) -> Vec<usize> {
+    pub(crate) fn ancestors(&self, phase: usize) -> Vec<usize> {
         ancestors(&self.0, phase)
     }
 }
@@ -90,11 +90,11 @@ impl PhaseGraph {
         }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.graph.node_count()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
@@ -110,7 +110,7 @@ impl PhaseGraph {
     }
 
     /// Stages restricted to `selected` (indices), keeping their relative order.
-    pub fn stages_of(&self, selected: &[usize]) -> Vec<Vec<usize>> {
+    pub(crate) fn stages_of(&self, selected: &[usize]) -> Vec<Vec<usize>> {
         let mut keep = vec![false; self.len()];
         for &i in selected {
             keep[i] = true;
@@ -135,7 +135,7 @@ impl PhaseGraph {
     }
 
     /// Direct dependencies of a phase.
-    pub fn dependencies(&self, phase: usize) -> Vec<usize> {
+    pub(crate) fn dependencies(&self, phase: usize) -> Vec<usize> {
         let mut d: Vec<usize> = self
             .graph
             .neighbors_directed(NodeIndex::new(phase), Direction::Incoming)
@@ -146,18 +146,18 @@ impl PhaseGraph {
     }
 
     /// `roots` and everything downstream of them, in declaration order.
-    pub fn downstream(&self, roots: &[usize]) -> Vec<usize> {
+    pub(crate) fn downstream(&self, roots: &[usize]) -> Vec<usize> {
         reach(&self.graph, roots)
     }
 
     /// `roots` and everything they depend on, in declaration order.
-    pub fn upstream(&self, roots: &[usize]) -> Vec<usize> {
+    pub(crate) fn upstream(&self, roots: &[usize]) -> Vec<usize> {
         reach(Reversed(&self.graph), roots)
     }
 
     /// Every phase `phase` depends on, directly or not, in declaration
     /// order.
-    pub fn ancestors(&self, phase: usize) -> Vec<usize> {
+    pub(crate) fn ancestors(&self, phase: usize) -> Vec<usize> {
         ancestors(&self.graph, phase)
     }
 }

@@ -107,26 +107,26 @@ pub fn load_str(
 /// Every file a pipeline names, read before validation (which reads
 /// none): its prompt files, its profiles, and the workspace's `.mcp.json`.
 #[derive(Debug, Default)]
-pub struct Files {
+pub(crate) struct Files {
     /// The pipeline file's directory, as written (for messages).
-    pub base: PathBuf,
+    pub(crate) base: PathBuf,
     /// `prompt_file` as written -> (its path, its text) or why it cannot be
     /// used.
-    pub prompts: HashMap<String, Result<(PathBuf, String), Problem>>,
+    pub(crate) prompts: HashMap<String, Result<(PathBuf, String), Problem>>,
     /// Profile name -> what was read, or where orch looked.
-    pub profiles: HashMap<String, Result<ReadProfile, String>>,
+    pub(crate) profiles: HashMap<String, Result<ReadProfile, String>>,
     /// The workspace's `.mcp.json`, when it has one.
-    pub project: Option<super::mcp_json::ProjectServers>,
+    pub(crate) project: Option<super::mcp_json::ProjectServers>,
 }
 
 /// A profile file as read: its source (for diagnostics), the raw profile
 /// and the problems in its front matter.
-pub type ReadProfile = (Arc<SourceFile>, RawProfile, Vec<Diagnostic>);
+pub(crate) type ReadProfile = (Arc<SourceFile>, RawProfile, Vec<Diagnostic>);
 
 impl Files {
     /// Read what `raw` names, relative to `base`; the diagnostics of files
     /// that cannot be read whatever names them (a malformed `.mcp.json`).
-    pub fn read(raw: &raw::RawPipeline, base: &Path) -> (Files, Vec<Diagnostic>) {
+    pub(crate) fn read(raw: &raw::RawPipeline, base: &Path) -> (Files, Vec<Diagnostic>) {
         let mut files = Files {
             base: base.to_path_buf(),
             ..Default::default()
@@ -174,7 +174,7 @@ impl Files {
     }
 }
 
-pub fn io_reason(e: &std::io::Error) -> String {
+pub(crate) fn io_reason(e: &std::io::Error) -> String {
     match e.kind() {
         std::io::ErrorKind::NotFound => "no such file".into(),
         std::io::ErrorKind::PermissionDenied => "permission denied".into(),
@@ -186,15 +186,15 @@ pub fn io_reason(e: &std::io::Error) -> String {
 
 /// A profile file as written: front matter fields and the Markdown body.
 #[derive(Debug)]
-pub struct RawProfile {
-    pub path: PathBuf,
-    pub description: Option<String>,
-    pub tools: Option<RawToolSet>,
+pub(crate) struct RawProfile {
+    pub(crate) path: PathBuf,
+    pub(crate) description: Option<String>,
+    pub(crate) tools: Option<RawToolSet>,
     /// The model its agents use, and where it is written.
-    pub model: Option<raw::SpStr>,
+    pub(crate) model: Option<raw::SpStr>,
     /// System prompt layers it does without.
-    pub omit: Vec<raw::SpStr>,
-    pub body: String,
+    pub(crate) omit: Vec<raw::SpStr>,
+    pub(crate) body: String,
 }
 
 /// The directory a pipeline in `base` may take files from: its repository
@@ -202,7 +202,7 @@ pub struct RawProfile {
 /// itself. Prompt files and profiles outside it are refused: a pipeline
 /// (or a pull request changing one) must not hand an agent, and so its
 /// model provider, a file such as `~/.ssh/id_ed25519`.
-pub fn repository_root(base: &Path) -> PathBuf {
+pub(crate) fn repository_root(base: &Path) -> PathBuf {
     let start = if base.as_os_str().is_empty() {
         Path::new(".")
     } else {
@@ -219,7 +219,7 @@ pub fn repository_root(base: &Path) -> PathBuf {
 
 /// Whether `path` (resolved, symbolic links followed) lies inside `root`;
 /// `Err` says where it really is.
-pub fn inside(path: &Path, root: &Path) -> Result<(), String> {
+pub(crate) fn inside(path: &Path, root: &Path) -> Result<(), String> {
     match std::fs::canonicalize(path) {
         Ok(real) if real.starts_with(root) => Ok(()),
         Ok(real) => Err(format!(
@@ -234,7 +234,7 @@ pub fn inside(path: &Path, root: &Path) -> Result<(), String> {
 /// Where profile `name` is looked for: `profiles/<name>.md` in the pipeline
 /// file's directory, then in each of its ancestors up to its repository's
 /// root.
-pub fn profile_candidates(base: &Path, name: &str) -> Vec<PathBuf> {
+pub(crate) fn profile_candidates(base: &Path, name: &str) -> Vec<PathBuf> {
     let root = repository_root(base);
     let start = if base.as_os_str().is_empty() {
         Path::new(".")
@@ -251,7 +251,7 @@ pub fn profile_candidates(base: &Path, name: &str) -> Vec<PathBuf> {
 /// Find and read a profile. On success: its source (for diagnostics), the
 /// raw profile, and any problems in its front matter. On failure: the
 /// places looked at.
-pub fn profile(
+pub(crate) fn profile(
     base: &Path,
     name: &str,
 ) -> Result<(Arc<SourceFile>, RawProfile, Vec<Diagnostic>), String> {
@@ -370,7 +370,7 @@ pub fn profile(
 
 /// A path as diagnostics show it: relative to the working directory when
 /// it is under it.
-pub fn shown(path: &Path) -> String {
+pub(crate) fn shown(path: &Path) -> String {
     pathdiff(path)
 }
 

@@ -22,34 +22,34 @@ use super::diagnostic::{Diagnostic, Problem, SourceFile};
 use super::model::McpTransport;
 
 /// The file's name, in the workspace.
-pub const FILE: &str = ".mcp.json";
+pub(crate) const FILE: &str = ".mcp.json";
 
 /// One server the file declares.
 #[derive(Debug, Clone)]
-pub struct Entry {
-    pub name: String,
+pub(crate) struct Entry {
+    pub(crate) name: String,
     /// How to reach it, or why orch cannot.
-    pub transport: Result<McpTransport, String>,
+    pub(crate) transport: Result<McpTransport, String>,
     /// Its name in the file (for diagnostics).
-    pub span: Range<usize>,
+    pub(crate) span: Range<usize>,
 }
 
 /// A read `.mcp.json`.
 #[derive(Debug, Clone)]
-pub struct ProjectServers {
-    pub path: PathBuf,
-    pub source: Arc<SourceFile>,
-    pub entries: Vec<Entry>,
+pub(crate) struct ProjectServers {
+    pub(crate) path: PathBuf,
+    pub(crate) source: Arc<SourceFile>,
+    pub(crate) entries: Vec<Entry>,
 }
 
 impl ProjectServers {
-    pub fn get(&self, name: &str) -> Option<&Entry> {
+    pub(crate) fn get(&self, name: &str) -> Option<&Entry> {
         self.entries.iter().find(|e| e.name == name)
     }
 }
 
 /// Read `<workspace>/.mcp.json`: `Ok(None)` when there is none.
-pub fn read(workspace: &Path) -> Result<Option<ProjectServers>, Box<Diagnostic>> {
+pub(crate) fn read(workspace: &Path) -> Result<Option<ProjectServers>, Box<Diagnostic>> {
     let path = workspace.join(FILE);
     let shown = PathBuf::from(format!("./{FILE}"));
     let text = match std::fs::read(&path) {
@@ -175,7 +175,7 @@ fn transport(entry: &Value) -> Result<McpTransport, String> {
 
 /// A remote server's address: `http://` or `https://`, with no `${...}`
 /// (a credential belongs in a header, whose value never goes into a file).
-pub fn check_url(url: &str) -> Result<(), String> {
+pub(crate) fn check_url(url: &str) -> Result<(), String> {
     if !(url.starts_with("https://") || url.starts_with("http://")) {
         return Err(format!("`{url}` is not an http:// or https:// address"));
     }

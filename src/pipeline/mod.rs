@@ -1,18 +1,22 @@
 //! Pipeline files: raw (spanned) decoding, loading, validation, and the
 //! validated model.
 
-pub mod clis;
-pub mod diagnostic;
-pub mod front_matter;
+pub(crate) mod clis;
+pub(crate) mod diagnostic;
+pub(crate) mod front_matter;
 pub mod graph;
-pub mod load;
-pub mod mcp_json;
-pub mod model;
+pub(crate) mod load;
+pub(crate) mod mcp_json;
+pub(crate) mod model;
 pub mod raw;
-pub mod schema;
-pub mod template;
-pub mod validate;
+pub(crate) mod schema;
+pub(crate) mod template;
+pub(crate) mod validate;
 
-pub use diagnostic::{Diagnostic, Severity, SourceFile};
-pub use load::{Invalid, Loaded, load, load_str};
-pub use model::{Agent, Enforcement, Phase, Pipeline};
+pub(crate) use diagnostic::Diagnostic;
+pub(crate) use load::Invalid;
+#[cfg(test)]
+pub(crate) use load::Loaded;
+pub use load::{load, load_str};
+pub use model::Pipeline;
+pub(crate) use model::{Agent, Phase};

@@ -29,16 +29,16 @@ use crate::model::toolset::{Layer, Layers, Mode, Permission, Resolved, ToolSetLa
 )]
 #[serde(rename_all = "kebab-case")]
 #[strum(serialize_all = "kebab-case")]
-pub enum Enforcement {
+pub(crate) enum Enforcement {
     #[default]
     Strict,
     BestEffort,
 }
 
 impl Enforcement {
-    pub const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
+    pub(crate) const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
 
-    pub fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         s.parse().ok()
     }
 }
@@ -46,14 +46,14 @@ impl Enforcement {
 #[derive(Debug, Clone)]
 pub struct Pipeline {
     /// The pipeline file as named on the command line.
-    pub path: PathBuf,
-    pub name: String,
-    pub description: Option<String>,
-    pub defaults: Defaults,
+    pub(crate) path: PathBuf,
+    pub(crate) name: String,
+    pub(crate) description: Option<String>,
+    pub(crate) defaults: Defaults,
     /// Every agent a phase names: declared tables and built-in kinds used
     /// by name, in first-use order.
-    pub agents: Vec<Agent>,
-    pub mcp_servers: Vec<McpServer>,
+    pub(crate) agents: Vec<Agent>,
+    pub(crate) mcp_servers: Vec<McpServer>,
     pub phases: Vec<Phase>,
     /// Each (phase, agent)'s resolved ToolSet: computed once when the
     /// pipeline is sealed, read by validation, the adapters, the scheduler
@@ -74,45 +74,45 @@ pub struct Pipeline {
 
 /// What a pipeline is besides its agents, servers and phases.
 #[derive(Debug, Clone)]
-pub struct PipelineHead {
-    pub path: PathBuf,
-    pub name: String,
-    pub description: Option<String>,
-    pub defaults: Defaults,
+pub(crate) struct PipelineHead {
+    pub(crate) path: PathBuf,
+    pub(crate) name: String,
+    pub(crate) description: Option<String>,
+    pub(crate) defaults: Defaults,
 }
 
 #[derive(Debug, Clone)]
-pub struct Defaults {
-    pub mode: Mode,
-    pub timeout: Option<Duration>,
-    pub stall_timeout: Option<Duration>,
-    pub retries: u32,
-    pub max_parallel: Option<u32>,
-    pub enforcement: Enforcement,
+pub(crate) struct Defaults {
+    pub(crate) mode: Mode,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) stall_timeout: Option<Duration>,
+    pub(crate) retries: u32,
+    pub(crate) max_parallel: Option<u32>,
+    pub(crate) enforcement: Enforcement,
 }
 
 #[derive(Debug, Clone)]
 pub struct Agent {
     pub name: String,
-    pub kind: AgentKind,
+    pub(crate) kind: AgentKind,
     /// The program the pipeline names, if it names one (else the settings'
     /// binary for the kind, or `command[0]` for command agents).
-    pub binary: Option<String>,
-    pub model: Option<String>,
+    pub(crate) binary: Option<String>,
+    pub(crate) model: Option<String>,
     /// Where `model` is written.
-    pub model_at: Option<Location>,
-    pub env: Vec<(String, String)>,
+    pub(crate) model_at: Option<Location>,
+    pub(crate) env: Vec<(String, String)>,
     /// Full argv for `command` agents.
-    pub command: Option<Vec<String>>,
-    pub modes: Vec<(Mode, ModeSettings)>,
+    pub(crate) command: Option<Vec<String>>,
+    pub(crate) modes: Vec<(Mode, ModeSettings)>,
     /// Declared in an `[agents.X]` table (not only used by kind name).
-    pub declared: bool,
+    pub(crate) declared: bool,
 }
 
 impl Agent {
     /// A built-in agent named after its kind, with its defaults (a phase
     /// may name `claude` without an `[agents.claude]` table).
-    pub fn builtin(name: &str, kind: AgentKind) -> Agent {
+    pub(crate) fn builtin(name: &str, kind: AgentKind) -> Agent {
         Agent {
             name: name.to_string(),
             kind,
@@ -126,31 +126,31 @@ impl Agent {
         }
     }
 
-    pub fn mode(&self, mode: Mode) -> Option<&ModeSettings> {
+    pub(crate) fn mode(&self, mode: Mode) -> Option<&ModeSettings> {
         self.modes.iter().find(|(m, _)| *m == mode).map(|(_, s)| s)
     }
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct ModeSettings {
-    pub tools: ToolSetLayer,
-    pub flags: Vec<String>,
+pub(crate) struct ModeSettings {
+    pub(crate) tools: ToolSetLayer,
+    pub(crate) flags: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
-pub struct McpServer {
-    pub name: String,
-    pub transport: McpTransport,
+pub(crate) struct McpServer {
+    pub(crate) name: String,
+    pub(crate) transport: McpTransport,
     /// The pipeline vouches that the server's tools only read.
-    pub read_only: bool,
+    pub(crate) read_only: bool,
     /// Where it was declared.
-    pub source: McpSource,
+    pub(crate) source: McpSource,
 }
 
 /// How a CLI reaches an MCP server.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case", tag = "transport")]
-pub enum McpTransport {
+pub(crate) enum McpTransport {
     /// A process the CLI starts (it runs in the agent's process tree).
     Stdio {
         command: Vec<String>,
@@ -166,7 +166,7 @@ pub enum McpTransport {
 
 /// Where an MCP server was declared.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum McpSource {
+pub(crate) enum McpSource {
     /// `[mcp_servers.NAME]` in the pipeline file.
     Pipeline(Location),
     /// The workspace's `.mcp.json` (Claude Code's project format).
@@ -184,21 +184,21 @@ impl std::fmt::Display for McpSource {
 
 /// A phase's contract: the artifact it must write and how it is judged.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Contract {
+pub(crate) struct Contract {
     /// A path template with `{run}` and `{phase}`, relative to the workspace.
-    pub artifact: String,
+    pub(crate) artifact: String,
     /// Level-2 headings the artifact must have.
-    pub required_sections: Vec<String>,
-    pub validation: Validation,
+    pub(crate) required_sections: Vec<String>,
+    pub(crate) validation: Validation,
     /// The judging agent (with `Validation::Judge`).
-    pub judge: Option<String>,
+    pub(crate) judge: Option<String>,
     /// Rounds of work (and judgement) before the phase fails.
-    pub max_attempts: u32,
+    pub(crate) max_attempts: u32,
 }
 
 impl Contract {
     /// The artifact's path for run `run` of phase `phase`.
-    pub fn artifact_path(&self, run: &str, phase: &str) -> String {
+    pub(crate) fn artifact_path(&self, run: &str, phase: &str) -> String {
         self.artifact
             .replace("{run}", run)
             .replace("{phase}", phase)
@@ -210,7 +210,7 @@ impl Contract {
 )]
 #[serde(rename_all = "lowercase")]
 #[strum(serialize_all = "lowercase")]
-pub enum Validation {
+pub(crate) enum Validation {
     /// The artifact exists and has every required section.
     Structural,
     /// Structural, then a judge approves or rejects it.
@@ -220,21 +220,21 @@ pub enum Validation {
 }
 
 impl Validation {
-    pub const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
+    pub(crate) const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
 
-    pub fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         s.parse().ok()
     }
 }
 
 #[derive(Debug, Clone)]
-pub enum Prompt {
+pub(crate) enum Prompt {
     Inline(String),
     File { path: PathBuf, text: String },
 }
 
 impl Prompt {
-    pub fn text(&self) -> &str {
+    pub(crate) fn text(&self) -> &str {
         match self {
             Prompt::Inline(t) => t,
             Prompt::File { text, .. } => text,
@@ -243,48 +243,48 @@ impl Prompt {
 }
 
 #[derive(Debug, Clone)]
-pub struct Profile {
-    pub name: String,
-    pub path: PathBuf,
-    pub description: Option<String>,
-    pub tools: ToolSetLayer,
+pub(crate) struct Profile {
+    pub(crate) name: String,
+    pub(crate) path: PathBuf,
+    pub(crate) description: Option<String>,
+    pub(crate) tools: ToolSetLayer,
     /// The model the phase's agents use (over the agent's own `model`).
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// Where `model` is written (in the profile file).
-    pub model_at: Option<Location>,
+    pub(crate) model_at: Option<Location>,
     /// System prompt layers it does without (`learnings`, `instructions`).
-    pub omit: Vec<String>,
-    pub body: String,
+    pub(crate) omit: Vec<String>,
+    pub(crate) body: String,
 }
 
 #[derive(Debug, Clone)]
 pub struct Phase {
     pub name: String,
-    pub agents: Vec<String>,
-    pub mode: Mode,
-    pub parallel: bool,
-    pub required: bool,
-    pub depends_on: Vec<String>,
-    pub prompt: Option<Prompt>,
-    pub profile: Option<Profile>,
+    pub(crate) agents: Vec<String>,
+    pub(crate) mode: Mode,
+    pub(crate) parallel: bool,
+    pub(crate) required: bool,
+    pub(crate) depends_on: Vec<String>,
+    pub(crate) prompt: Option<Prompt>,
+    pub(crate) profile: Option<Profile>,
     /// The model of every agent of the phase, and where it is written.
-    pub model: Option<(String, Location)>,
-    pub timeout: Option<Duration>,
-    pub stall_timeout: Option<Duration>,
-    pub retries: u32,
-    pub artifacts: Vec<String>,
+    pub(crate) model: Option<(String, Location)>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) stall_timeout: Option<Duration>,
+    pub(crate) retries: u32,
+    pub(crate) artifacts: Vec<String>,
     /// What the phase must deliver and how it is checked.
-    pub contract: Option<Contract>,
-    pub tools: ToolSetLayer,
-    pub agent_tools: Vec<(String, ToolSetLayer)>,
-    pub location: Location,
+    pub(crate) contract: Option<Contract>,
+    pub(crate) tools: ToolSetLayer,
+    pub(crate) agent_tools: Vec<(String, ToolSetLayer)>,
+    pub(crate) location: Location,
 }
 
 impl Phase {
     /// The phase `judge` runs as to judge this one: the same phase, in
     /// `review` mode, with only this phase's `agent_tools` for the judge
     /// (the workers' `tools` and profile are theirs), and `prompt`.
-    pub fn for_judge(&self, judge: &str, prompt: String) -> Phase {
+    pub(crate) fn for_judge(&self, judge: &str, prompt: String) -> Phase {
         Phase {
             agents: vec![judge.to_string()],
             mode: Mode::Review,
@@ -307,7 +307,7 @@ impl Phase {
 
     /// The phase its judge runs as, for checks and previews (the artifact
     /// is not written yet).
-    pub fn judge_preview(&self) -> Option<Phase> {
+    pub(crate) fn judge_preview(&self) -> Option<Phase> {
         let judge = self.contract.as_ref()?.judge.as_ref()?;
         Some(self.for_judge(
             judge,
@@ -315,7 +315,7 @@ impl Phase {
         ))
     }
 
-    pub fn agent_tools(&self, agent: &str) -> Option<&ToolSetLayer> {
+    pub(crate) fn agent_tools(&self, agent: &str) -> Option<&ToolSetLayer> {
         self.agent_tools
             .iter()
             .find(|(a, _)| a == agent)
@@ -324,11 +324,11 @@ impl Phase {
 }
 
 impl Pipeline {
-    pub fn agent(&self, name: &str) -> Option<&Agent> {
+    pub(crate) fn agent(&self, name: &str) -> Option<&Agent> {
         self.agents.iter().find(|a| a.name == name)
     }
 
-    pub fn phase(&self, name: &str) -> Option<&Phase> {
+    pub(crate) fn phase(&self, name: &str) -> Option<&Phase> {
         self.index
             .get(name)
             .and_then(|&i| self.phases.get(i))
@@ -337,7 +337,7 @@ impl Pipeline {
     }
 
     /// A pipeline of these parts, with every (phase, agent) resolved.
-    pub fn new(
+    pub(crate) fn new(
         head: PipelineHead,
         agents: Vec<Agent>,
         mcp_servers: Vec<McpServer>,
@@ -401,7 +401,7 @@ impl Pipeline {
     }
 
     /// The four file layers for `agent` in `phase`, highest priority first.
-    pub fn layers<'a>(phase: &'a Phase, agent: &'a Agent) -> Layers<'a> {
+    pub(crate) fn layers<'a>(phase: &'a Phase, agent: &'a Agent) -> Layers<'a> {
         [
             (Layer::AgentTools, phase.agent_tools(&agent.name)),
             (Layer::Tools, Some(&phase.tools)),
@@ -419,13 +419,13 @@ impl Pipeline {
     /// command of `phase` would run, so such a command without a
     /// `permission` of its own is held to the writer's level rather than
     /// run with all its user's rights.
-    pub fn writer_before(&self, phase: &Phase) -> Option<(&str, &str)> {
+    pub(crate) fn writer_before(&self, phase: &Phase) -> Option<(&str, &str)> {
         self.writers_before(phase).next()
     }
 
     /// Every agent that may write the workspace before or while `phase`
     /// runs, as [`Pipeline::writer_before`] names one.
-    pub fn writers_before<'a>(
+    pub(crate) fn writers_before<'a>(
         &'a self,
         phase: &Phase,
     ) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
@@ -458,7 +458,7 @@ impl Pipeline {
 
     /// Every phase `phases[i]` depends on, directly or not, in declaration
     /// order, on the file's `depends_on` (cycles and all).
-    pub fn ancestors(&self, i: usize) -> Vec<usize> {
+    pub(crate) fn ancestors(&self, i: usize) -> Vec<usize> {
         self.dependencies
             .get_or_init(|| super::graph::Dependencies::of(self))
             .ancestors(i)
@@ -467,7 +467,7 @@ impl Pipeline {
     /// Every (phase, agent) pair that runs: the phases' agents in
     /// declaration order, then each phase's judge, as the phase it runs as
     /// ([`Phase::judge_preview`]: the phase in `review` mode).
-    pub fn runs(&self) -> impl Iterator<Item = (Cow<'_, Phase>, &Agent)> {
+    pub(crate) fn runs(&self) -> impl Iterator<Item = (Cow<'_, Phase>, &Agent)> {
         let workers = self.invocations().map(|(p, a)| (Cow::Borrowed(p), a));
         let judges = self.phases.iter().filter_map(move |p| {
             let j = p.judge_preview()?;

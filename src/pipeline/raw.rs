@@ -21,13 +21,13 @@ type TomlSpanned<T> = toml::Spanned<T>;
 
 /// A value and the byte span it was written at.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Spanned<T> {
-    pub value: T,
-    pub span: Range<usize>,
+pub(crate) struct Spanned<T> {
+    pub(crate) value: T,
+    pub(crate) span: Range<usize>,
 }
 
 impl<T> Spanned<T> {
-    pub fn new(value: T, span: Range<usize>) -> Self {
+    pub(crate) fn new(value: T, span: Range<usize>) -> Self {
         Self { value, span }
     }
 }
@@ -49,7 +49,7 @@ impl<T: JsonSchema> JsonSchema for Spanned<T> {
 
 /// A TOML table keyed by user-chosen names, in file order.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SpannedMap<T>(pub Vec<(Spanned<String>, T)>);
+pub(crate) struct SpannedMap<T>(pub(crate) Vec<(Spanned<String>, T)>);
 
 impl<T> Default for SpannedMap<T> {
     fn default() -> Self {
@@ -73,210 +73,210 @@ impl<T: JsonSchema> JsonSchema for SpannedMap<T> {
     }
 }
 
-pub type SpStr = Spanned<String>;
+pub(crate) type SpStr = Spanned<String>;
 type SpList = Spanned<Vec<SpStr>>;
 
 /// An orch pipeline file (version 1).
 #[derive(Debug, Default, JsonSchema)]
 #[schemars(deny_unknown_fields, title = "orch pipeline")]
-pub struct RawPipeline {
+pub(crate) struct RawPipeline {
     /// Format version; must be `1`.
     #[schemars(required, range(min = 1, max = 1))]
-    pub version: Option<Spanned<i64>>,
+    pub(crate) version: Option<Spanned<i64>>,
     /// Pipeline name, `[a-z0-9][a-z0-9_-]*`.
     #[schemars(required, regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"))]
-    pub name: Option<SpStr>,
+    pub(crate) name: Option<SpStr>,
     /// Free text.
-    pub description: Option<SpStr>,
+    pub(crate) description: Option<SpStr>,
     /// Values every phase inherits.
-    pub defaults: Option<RawDefaults>,
+    pub(crate) defaults: Option<RawDefaults>,
     /// Agent configuration; built-in kinds work without a table.
     #[schemars(with = "Option<BTreeMap<String, RawAgent>>")]
-    pub agents: SpannedMap<RawAgent>,
+    pub(crate) agents: SpannedMap<RawAgent>,
     /// MCP servers orch hands to agents per invocation.
     #[schemars(with = "Option<BTreeMap<String, RawMcpServer>>")]
-    pub mcp_servers: SpannedMap<RawMcpServer>,
+    pub(crate) mcp_servers: SpannedMap<RawMcpServer>,
     /// The phases of the DAG.
     #[schemars(required, length(min = 1))]
-    pub phases: Option<Spanned<Vec<RawPhase>>>,
+    pub(crate) phases: Option<Spanned<Vec<RawPhase>>>,
     #[schemars(skip)]
-    pub span: Range<usize>,
+    pub(crate) span: Range<usize>,
 }
 
 /// Values every phase inherits.
 #[derive(Debug, Default, JsonSchema)]
 #[schemars(deny_unknown_fields, rename = "Defaults")]
-pub struct RawDefaults {
+pub(crate) struct RawDefaults {
     /// `plan`, `fix`, `audit` or `review` (default `fix`).
     #[schemars(with = "Option<Mode>")]
-    pub mode: Option<SpStr>,
+    pub(crate) mode: Option<SpStr>,
     /// Wall clock per agent attempt, like "90s", "30m", "2h".
     #[schemars(with = "Option<String>")]
-    pub timeout: Option<SpStr>,
+    pub(crate) timeout: Option<SpStr>,
     /// No output for this long kills the attempt.
     #[schemars(with = "Option<String>")]
-    pub stall_timeout: Option<SpStr>,
+    pub(crate) stall_timeout: Option<SpStr>,
     /// Extra attempts after a failed one.
     #[schemars(with = "Option<u32>")]
-    pub retries: Option<Spanned<i64>>,
+    pub(crate) retries: Option<Spanned<i64>>,
     /// Agent processes running at once, pipeline-wide.
     #[schemars(with = "Option<u32>", range(min = 1))]
-    pub max_parallel: Option<Spanned<i64>>,
+    pub(crate) max_parallel: Option<Spanned<i64>>,
     /// `strict` (default) or `best-effort`.
     #[schemars(with = "Option<crate::pipeline::model::Enforcement>")]
-    pub enforcement: Option<SpStr>,
+    pub(crate) enforcement: Option<SpStr>,
 }
 
 /// One agent in the registry.
 #[derive(Debug, Default, JsonSchema)]
 #[schemars(deny_unknown_fields, rename = "Agent")]
-pub struct RawAgent {
+pub(crate) struct RawAgent {
     /// `claude`, `codex`, `gemini`, `opencode`, `copilot` or `command`;
     /// defaults to the table name when that is a kind.
     #[schemars(with = "Option<crate::model::AgentKind>")]
-    pub kind: Option<SpStr>,
+    pub(crate) kind: Option<SpStr>,
     /// Program looked up on PATH.
-    pub binary: Option<SpStr>,
+    pub(crate) binary: Option<SpStr>,
     /// Model name passed to the CLI.
-    pub model: Option<SpStr>,
+    pub(crate) model: Option<SpStr>,
     /// Extra environment variables for the agent.
     #[schemars(with = "Option<BTreeMap<String, String>>")]
-    pub env: SpannedMap<SpStr>,
+    pub(crate) env: SpannedMap<SpStr>,
     /// The argv of a `command` agent.
     #[schemars(with = "Option<Vec<String>>")]
-    pub command: Option<SpList>,
+    pub(crate) command: Option<SpList>,
     /// Per-mode tools and raw flags (resolution layer 4).
     #[schemars(with = "Option<BTreeMap<Mode, RawModeSettings>>")]
-    pub modes: SpannedMap<RawModeSettings>,
+    pub(crate) modes: SpannedMap<RawModeSettings>,
     #[schemars(skip)]
-    pub span: Range<usize>,
+    pub(crate) span: Range<usize>,
 }
 
 /// An agent's settings for one mode.
 #[derive(Debug, Default, JsonSchema)]
 #[schemars(deny_unknown_fields, rename = "ModeSettings")]
-pub struct RawModeSettings {
+pub(crate) struct RawModeSettings {
     #[schemars(flatten)]
-    pub tools: RawToolSet,
+    pub(crate) tools: RawToolSet,
     /// Extra raw arguments, appended after the generated ones.
     #[schemars(with = "Option<Vec<String>>")]
-    pub flags: Option<SpList>,
+    pub(crate) flags: Option<SpList>,
 }
 
 /// An MCP server orch passes to agents.
 #[derive(Debug, Default, JsonSchema)]
 #[schemars(deny_unknown_fields, rename = "McpServer")]
-pub struct RawMcpServer {
+pub(crate) struct RawMcpServer {
     /// The server's argv (stdio transport). Give `command` or `url`.
     #[schemars(with = "Option<Vec<String>>", length(min = 1))]
-    pub command: Option<SpList>,
+    pub(crate) command: Option<SpList>,
     /// A remote server's address (streamable HTTP transport): `https://` or
     /// `http://`. Give `command` or `url`.
     #[schemars(with = "Option<String>")]
-    pub url: Option<SpStr>,
+    pub(crate) url: Option<SpStr>,
     /// HTTP headers sent to a remote server; `${VAR}` is taken from orch's
     /// environment. Their values never go into a config file.
     #[schemars(with = "Option<BTreeMap<String, String>>")]
-    pub headers: SpannedMap<SpStr>,
+    pub(crate) headers: SpannedMap<SpStr>,
     /// Environment for the server; `${VAR}` is taken from orch's environment.
     #[schemars(with = "Option<BTreeMap<String, String>>")]
-    pub env: SpannedMap<SpStr>,
+    pub(crate) env: SpannedMap<SpStr>,
     /// The pipeline's word that the server's tools only read. Needed to
     /// grant them in a `read-only` phase where orch cannot confine the
     /// server (see `orch explain`); not checked by orch.
     #[schemars(with = "Option<bool>")]
-    pub read_only: Option<Spanned<bool>>,
+    pub(crate) read_only: Option<Spanned<bool>>,
     #[schemars(skip)]
-    pub span: Range<usize>,
+    pub(crate) span: Range<usize>,
 }
 
 /// A ToolSet table: what an agent may use.
 #[derive(Debug, Default, JsonSchema)]
 #[schemars(deny_unknown_fields, rename = "ToolSet")]
-pub struct RawToolSet {
+pub(crate) struct RawToolSet {
     /// The agent's own tools, in orch's canonical vocabulary.
     #[schemars(with = "Option<Vec<String>>")]
-    pub internal: Option<SpList>,
+    pub(crate) internal: Option<SpList>,
     /// MCP tools, `mcp__<server>__<tool>` or `mcp__<server>__*`.
     #[schemars(with = "Option<Vec<String>>")]
-    pub mcp: Option<SpList>,
+    pub(crate) mcp: Option<SpList>,
     /// `read-only`, `workspace-write` or `full-access`.
     #[schemars(with = "Option<Permission>")]
-    pub permission: Option<SpStr>,
+    pub(crate) permission: Option<SpStr>,
     /// Conversation depth limit, at least 1.
     #[schemars(with = "Option<u32>", range(min = 1))]
-    pub max_turns: Option<Spanned<i64>>,
+    pub(crate) max_turns: Option<Spanned<i64>>,
     #[schemars(skip)]
-    pub span: Range<usize>,
+    pub(crate) span: Range<usize>,
 }
 
 /// One phase of the DAG.
 #[derive(Debug, Default, JsonSchema)]
 #[schemars(deny_unknown_fields, rename = "Phase")]
-pub struct RawPhase {
+pub(crate) struct RawPhase {
     /// Unique phase name, `[a-z0-9][a-z0-9_-]*`.
     #[schemars(required, with = "String", regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"))]
-    pub name: Option<SpStr>,
+    pub(crate) name: Option<SpStr>,
     /// Agents that run in this phase.
     #[schemars(required, with = "Vec<String>", length(min = 1))]
-    pub agents: Option<SpList>,
+    pub(crate) agents: Option<SpList>,
     /// `plan`, `fix`, `audit` or `review`.
     #[schemars(with = "Option<Mode>")]
-    pub mode: Option<SpStr>,
+    pub(crate) mode: Option<SpStr>,
     /// Run this phase's agents at the same time.
     #[schemars(with = "Option<bool>")]
-    pub parallel: Option<Spanned<bool>>,
+    pub(crate) parallel: Option<Spanned<bool>>,
     /// A failed required phase fails the run.
     #[schemars(with = "Option<bool>")]
-    pub required: Option<Spanned<bool>>,
+    pub(crate) required: Option<Spanned<bool>>,
     /// Phases that must finish first.
     #[schemars(with = "Option<Vec<String>>")]
-    pub depends_on: Option<SpList>,
+    pub(crate) depends_on: Option<SpList>,
     /// The prompt text.
-    pub prompt: Option<SpStr>,
+    pub(crate) prompt: Option<SpStr>,
     /// A file holding the prompt, relative to the pipeline file.
-    pub prompt_file: Option<SpStr>,
+    pub(crate) prompt_file: Option<SpStr>,
     /// A profile, `profiles/<name>.md`.
-    pub profile: Option<SpStr>,
+    pub(crate) profile: Option<SpStr>,
     /// The model every agent of the phase uses (over its profile's and the
     /// agent's own).
-    pub model: Option<SpStr>,
+    pub(crate) model: Option<SpStr>,
     /// Wall clock per agent attempt.
     #[schemars(with = "Option<String>")]
-    pub timeout: Option<SpStr>,
+    pub(crate) timeout: Option<SpStr>,
     /// No output for this long kills the attempt.
     #[schemars(with = "Option<String>")]
-    pub stall_timeout: Option<SpStr>,
+    pub(crate) stall_timeout: Option<SpStr>,
     /// Extra attempts after a failed one.
     #[schemars(with = "Option<u32>")]
-    pub retries: Option<Spanned<i64>>,
+    pub(crate) retries: Option<Spanned<i64>>,
     /// Paths the phase must leave behind.
     #[schemars(with = "Option<Vec<String>>")]
-    pub artifacts: Option<SpList>,
+    pub(crate) artifacts: Option<SpList>,
     /// The phase's contract: the Markdown artifact it must write, a path
     /// template with `{run}` and `{phase}` (relative to the workspace).
-    pub artifact: Option<SpStr>,
+    pub(crate) artifact: Option<SpStr>,
     /// Level-2 headings (`## Name`) the artifact must have.
     #[schemars(with = "Option<Vec<String>>")]
-    pub required_sections: Option<SpList>,
+    pub(crate) required_sections: Option<SpList>,
     /// How the artifact is checked: `structural` (it exists, with every
     /// required section), `judge` (then a judge approves or rejects it) or
     /// `trust` (the checks only warn).
     #[schemars(with = "Option<String>", extend("enum" = ["structural", "judge", "trust"]))]
-    pub validation: Option<SpStr>,
+    pub(crate) validation: Option<SpStr>,
     /// The agent that judges the artifact (`validation = "judge"`); not one
     /// of the phase's own agents.
-    pub judge: Option<SpStr>,
+    pub(crate) judge: Option<SpStr>,
     /// Rounds of work and judgement before a rejected phase fails.
     #[schemars(with = "Option<u32>", range(min = 1, max = 10))]
-    pub max_attempts: Option<Spanned<i64>>,
+    pub(crate) max_attempts: Option<Spanned<i64>>,
     /// Tools for every agent of the phase (layer 2).
-    pub tools: Option<RawToolSet>,
+    pub(crate) tools: Option<RawToolSet>,
     /// Tools for one agent of the phase (layer 1).
     #[schemars(with = "Option<BTreeMap<String, RawToolSet>>")]
-    pub agent_tools: SpannedMap<RawToolSet>,
+    pub(crate) agent_tools: SpannedMap<RawToolSet>,
     #[schemars(skip)]
-    pub span: Range<usize>,
+    pub(crate) span: Range<usize>,
 }
 
 /// Keys each table accepts, in the order they are documented.
@@ -329,7 +329,7 @@ pub mod keys {
 
 /// Parse and decode a pipeline file. Syntax errors stop here; otherwise the
 /// raw pipeline comes back with every structural problem found.
-pub fn decode(source: &Arc<SourceFile>) -> (Option<RawPipeline>, Vec<Diagnostic>) {
+pub(crate) fn decode(source: &Arc<SourceFile>) -> (Option<RawPipeline>, Vec<Diagnostic>) {
     let mut d = Decoder {
         source,
         diags: Vec::new(),
@@ -366,9 +366,9 @@ fn first_line(s: &str) -> String {
 }
 
 /// Walks the TOML tree, records problems, and fills the raw types.
-pub struct Decoder<'s> {
-    pub source: &'s Arc<SourceFile>,
-    pub diags: Vec<Diagnostic>,
+pub(crate) struct Decoder<'s> {
+    pub(crate) source: &'s Arc<SourceFile>,
+    pub(crate) diags: Vec<Diagnostic>,
 }
 
 type Value<'i> = TomlSpanned<DeValue<'i>>;
@@ -418,7 +418,7 @@ impl Decoder<'_> {
         );
     }
 
-    pub fn string(&mut self, key: &str, v: &Value<'_>) -> Option<SpStr> {
+    pub(crate) fn string(&mut self, key: &str, v: &Value<'_>) -> Option<SpStr> {
         match v.get_ref() {
             DeValue::String(s) => Some(Spanned::new(s.to_string(), v.span())),
             _ => {
@@ -428,7 +428,7 @@ impl Decoder<'_> {
         }
     }
 
-    pub fn integer(&mut self, key: &str, v: &Value<'_>) -> Option<Spanned<i64>> {
+    pub(crate) fn integer(&mut self, key: &str, v: &Value<'_>) -> Option<Spanned<i64>> {
         match v.get_ref() {
             DeValue::Integer(i) => {
                 match i64::from_str_radix(&i.as_str().replace('_', ""), i.radix()) {
@@ -461,7 +461,7 @@ impl Decoder<'_> {
         }
     }
 
-    pub fn boolean(&mut self, key: &str, v: &Value<'_>) -> Option<Spanned<bool>> {
+    pub(crate) fn boolean(&mut self, key: &str, v: &Value<'_>) -> Option<Spanned<bool>> {
         match v.get_ref() {
             DeValue::Boolean(b) => Some(Spanned::new(*b, v.span())),
             _ => {
@@ -471,7 +471,7 @@ impl Decoder<'_> {
         }
     }
 
-    pub fn strings(&mut self, key: &str, v: &Value<'_>) -> Option<SpList> {
+    pub(crate) fn strings(&mut self, key: &str, v: &Value<'_>) -> Option<SpList> {
         let DeValue::Array(items) = v.get_ref() else {
             self.wrong_type(key, "an array of strings", v);
             return None;
@@ -631,7 +631,7 @@ impl Decoder<'_> {
     }
 
     /// Decode a ToolSet table (shared by `tools`, `agent_tools.X`, profiles).
-    pub fn toolset(&mut self, ctx: &str, v: &Value<'_>) -> Option<RawToolSet> {
+    pub(crate) fn toolset(&mut self, ctx: &str, v: &Value<'_>) -> Option<RawToolSet> {
         let t = self.table(ctx, v)?;
         let mut ts = RawToolSet {
             span: v.span(),

@@ -6,7 +6,7 @@ use super::raw::RawPipeline;
 
 /// The schema as pretty JSON with a trailing newline; this is exactly
 /// `schemas/pipeline.schema.json`.
-pub fn pipeline_schema() -> String {
+pub(crate) fn pipeline_schema() -> String {
     let generator = schemars::generate::SchemaSettings::draft07().into_generator();
     let schema = generator.into_root_schema_for::<RawPipeline>();
     let mut value = schema.to_value();

@@ -8,14 +8,14 @@ use std::ops::Range;
 
 /// One `{{ name }}` in a text: its byte range (braces included) and name.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Variable {
-    pub span: Range<usize>,
-    pub name: String,
+pub(crate) struct Variable {
+    pub(crate) span: Range<usize>,
+    pub(crate) name: String,
 }
 
 /// What a variable name means.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Meaning<'a> {
+pub(crate) enum Meaning<'a> {
     RunId,
     Phase,
     Artifacts(&'a str),
@@ -23,11 +23,11 @@ pub enum Meaning<'a> {
 }
 
 /// The names a prompt may use, for messages.
-pub const KNOWN: &str = "{{run_id}}, {{phase}}, {{artifacts.<phase>}}, {{inputs.<name>}}";
+pub(crate) const KNOWN: &str = "{{run_id}}, {{phase}}, {{artifacts.<phase>}}, {{inputs.<name>}}";
 
 /// Every `{{ ... }}` in `text`, in order. A `{{` with no `}}` after it is
 /// left as text.
-pub fn variables(text: &str) -> Vec<Variable> {
+pub(crate) fn variables(text: &str) -> Vec<Variable> {
     let mut out = Vec::new();
     let mut from = 0;
     while let Some(i) = text[from..].find("{{") {
@@ -46,7 +46,7 @@ pub fn variables(text: &str) -> Vec<Variable> {
 }
 
 /// What `name` refers to, or why it refers to nothing.
-pub fn meaning(name: &str) -> Result<Meaning<'_>, String> {
+pub(crate) fn meaning(name: &str) -> Result<Meaning<'_>, String> {
     let word = |s: &str| {
         !s.is_empty()
             && s.chars()
@@ -65,7 +65,7 @@ pub fn meaning(name: &str) -> Result<Meaning<'_>, String> {
 
 /// `text` with every variable replaced by what `value` gives for it; the
 /// first it has no value for is the error.
-pub fn render(
+pub(crate) fn render(
     text: &str,
     value: impl Fn(&Meaning<'_>) -> Option<String>,
 ) -> Result<String, String> {

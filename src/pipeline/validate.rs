@@ -24,11 +24,11 @@ use crate::pipeline::graph::PhaseGraph;
 /// huge broken files quadratic to diagnose).
 const MAX_SUGGESTION_CANDIDATES: usize = 2_000;
 
-pub struct Validator<'s> {
+pub(crate) struct Validator<'s> {
     source: &'s Arc<SourceFile>,
     /// What loading read for it: prompt files, profiles, `.mcp.json`.
     files: &'s Files,
-    pub diags: Vec<Diagnostic>,
+    pub(crate) diags: Vec<Diagnostic>,
     /// Other files diagnostics may point into (profiles).
     extra_sources: Vec<Arc<SourceFile>>,
     /// What only the agent CLIs and this machine can answer.
@@ -133,7 +133,11 @@ fn suggest_among<'a>(
 }
 
 impl<'s> Validator<'s> {
-    pub fn new(source: &'s Arc<SourceFile>, files: &'s Files, clis: &'s dyn CliChecks) -> Self {
+    pub(crate) fn new(
+        source: &'s Arc<SourceFile>,
+        files: &'s Files,
+        clis: &'s dyn CliChecks,
+    ) -> Self {
         Self {
             source,
             files,
@@ -315,7 +319,7 @@ impl<'s> Validator<'s> {
 
     /// Turn a raw ToolSet table into a layer; `servers` are the MCP servers
     /// a tool may name.
-    pub fn toolset(&mut self, raw: &RawToolSet, servers: &HashSet<&str>) -> ToolSetLayer {
+    pub(crate) fn toolset(&mut self, raw: &RawToolSet, servers: &HashSet<&str>) -> ToolSetLayer {
         let mut layer = ToolSetLayer::default();
         if let Some(list) = &raw.internal {
             let mut tools = Vec::with_capacity(list.value.len());
@@ -464,7 +468,7 @@ impl<'s> Validator<'s> {
         layer
     }
 
-    pub fn pipeline(&mut self, raw: &RawPipeline) -> Option<Pipeline> {
+    pub(crate) fn pipeline(&mut self, raw: &RawPipeline) -> Option<Pipeline> {
         if let Some(v) = &raw.version
             && v.value != 1
         {

@@ -7,29 +7,29 @@
 use serde::Serialize;
 
 /// Characters per token, for every size orch states.
-pub const CHARS_PER_TOKEN: usize = 4;
+pub(crate) const CHARS_PER_TOKEN: usize = 4;
 /// The default budget of a user prompt's sections, in tokens.
-pub const DEFAULT_TOKENS: usize = 8_000;
+pub(crate) const DEFAULT_TOKENS: usize = 8_000;
 /// Where a text was cut.
-pub const TRUNCATED: &str = "...(truncated)";
+pub(crate) const TRUNCATED: &str = "...(truncated)";
 /// Previous phases' artifacts share this many tokens, evenly.
-pub const ARTIFACT_TOKENS: usize = 4_000;
+pub(crate) const ARTIFACT_TOKENS: usize = 4_000;
 /// A judge's diff is cut to this many characters before the budget.
-pub const MAX_DIFF_CHARS: usize = 50_000;
+pub(crate) const MAX_DIFF_CHARS: usize = 50_000;
 
 /// Each section's share of the budget.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Shares {
-    pub description: f64,
-    pub diff: f64,
-    pub findings: f64,
-    pub learnings: f64,
-    pub comments: f64,
-    pub previous: f64,
+pub(crate) struct Shares {
+    pub(crate) description: f64,
+    pub(crate) diff: f64,
+    pub(crate) findings: f64,
+    pub(crate) learnings: f64,
+    pub(crate) comments: f64,
+    pub(crate) previous: f64,
 }
 
 /// A worker's prompt.
-pub const WORKER: Shares = Shares {
+pub(crate) const WORKER: Shares = Shares {
     description: 0.25,
     diff: 0.0,
     findings: 0.20,
@@ -39,7 +39,7 @@ pub const WORKER: Shares = Shares {
 };
 
 /// A judge's prompt, which has the diff.
-pub const JUDGE: Shares = Shares {
+pub(crate) const JUDGE: Shares = Shares {
     description: 0.15,
     diff: 0.25,
     findings: 0.15,
@@ -50,7 +50,7 @@ pub const JUDGE: Shares = Shares {
 
 /// `text` in at most `max` characters: whole, or its end after
 /// [`TRUNCATED`] (the marker counts).
-pub fn keep_end(text: &str, max: usize) -> String {
+pub(crate) fn keep_end(text: &str, max: usize) -> String {
     let n = text.chars().count();
     if n <= max {
         return text.to_string();
@@ -65,7 +65,7 @@ pub fn keep_end(text: &str, max: usize) -> String {
 
 /// The most recent (last) `items` whose lines (`- item`) fit in `max`
 /// characters, oldest first.
-pub fn recent(items: &[String], max: usize) -> Vec<String> {
+pub(crate) fn recent(items: &[String], max: usize) -> Vec<String> {
     let mut used = 0;
     let mut out = Vec::new();
     for item in items.iter().rev() {
@@ -81,7 +81,7 @@ pub fn recent(items: &[String], max: usize) -> Vec<String> {
 }
 
 /// A Markdown text's headings, each with its section's first paragraph.
-pub fn summary(markdown: &str) -> String {
+pub(crate) fn summary(markdown: &str) -> String {
     let mut out: Vec<String> = Vec::new();
     let mut want_paragraph = true;
     let mut paragraph: Vec<&str> = Vec::new();
@@ -112,7 +112,7 @@ pub fn summary(markdown: &str) -> String {
 
 /// An earlier phase's artifact in `max` characters: whole if it fits, else
 /// its summary, else the summary's end.
-pub fn artifact(text: &str, max: usize) -> String {
+pub(crate) fn artifact(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_string();
     }
@@ -121,32 +121,32 @@ pub fn artifact(text: &str, max: usize) -> String {
 
 /// The context a prompt's sections are made from, each list oldest first.
 #[derive(Debug, Clone, Default)]
-pub struct Context {
-    pub description: Option<String>,
+pub(crate) struct Context {
+    pub(crate) description: Option<String>,
     /// A judge's: the workspace's changes.
-    pub diff: Option<String>,
-    pub findings: Vec<String>,
-    pub learnings: Vec<String>,
-    pub comments: Vec<String>,
+    pub(crate) diff: Option<String>,
+    pub(crate) findings: Vec<String>,
+    pub(crate) learnings: Vec<String>,
+    pub(crate) comments: Vec<String>,
     /// What the phase's earlier attempts ended with.
-    pub previous: Vec<String>,
+    pub(crate) previous: Vec<String>,
     /// Earlier phases' artifacts: (phase and path, text).
-    pub artifacts: Vec<(String, String)>,
+    pub(crate) artifacts: Vec<(String, String)>,
 }
 
 /// One section as it went into the prompt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Section {
-    pub name: &'static str,
-    pub text: String,
-    pub tokens: usize,
+pub(crate) struct Section {
+    pub(crate) name: &'static str,
+    pub(crate) text: String,
+    pub(crate) tokens: usize,
     /// Cut to fit (a text shortened, or list items left out).
-    pub truncated: bool,
+    pub(crate) truncated: bool,
 }
 
 /// The sections of `ctx` within `tokens`, in prompt order; empty ones are
 /// left out.
-pub fn sections(ctx: &Context, shares: &Shares, tokens: usize) -> Vec<Section> {
+pub(crate) fn sections(ctx: &Context, shares: &Shares, tokens: usize) -> Vec<Section> {
     let chars = |share: f64| ((tokens * CHARS_PER_TOKEN) as f64 * share) as usize;
     let mut out = Vec::new();
     let mut push = |name: &'static str, text: String, truncated: bool| {
@@ -210,7 +210,7 @@ pub fn sections(ctx: &Context, shares: &Shares, tokens: usize) -> Vec<Section> {
 }
 
 /// The title each section has in the prompt.
-pub fn title(name: &str) -> &'static str {
+pub(crate) fn title(name: &str) -> &'static str {
     match name {
         "description" => "What this pipeline is for",
         "diff" => "The changes under review",

@@ -12,28 +12,28 @@ use crate::pipeline::{Phase, Pipeline};
 use crate::store::{Reader, ReportFilter, ReportKind};
 
 /// The last this many findings, comments and earlier attempts.
-pub const LAST_FINDINGS: usize = 5;
-pub const LAST_COMMENTS: usize = 5;
-pub const LAST_ATTEMPTS: usize = 3;
+pub(crate) const LAST_FINDINGS: usize = 5;
+pub(crate) const LAST_COMMENTS: usize = 5;
+pub(crate) const LAST_ATTEMPTS: usize = 3;
 /// The largest earlier artifact read.
 const MAX_ARTIFACT_BYTES: u64 = 1 << 20;
 
 /// Where the context comes from.
-pub struct Sources<'a> {
-    pub pipeline: &'a Pipeline,
-    pub phase: &'a Phase,
-    pub run_id: &'a str,
+pub(crate) struct Sources<'a> {
+    pub(crate) pipeline: &'a Pipeline,
+    pub(crate) phase: &'a Phase,
+    pub(crate) run_id: &'a str,
     /// The run history (`None` before there is one).
-    pub history: Option<&'a Reader>,
-    pub workdir: &'a Path,
+    pub(crate) history: Option<&'a Reader>,
+    pub(crate) workdir: &'a Path,
     /// The phase's prompt as sent (for what the learnings are scored on).
-    pub prompt: &'a str,
+    pub(crate) prompt: &'a str,
     /// A judge's context (with the diff).
-    pub judging: bool,
-    pub now_ms: u64,
+    pub(crate) judging: bool,
+    pub(crate) now_ms: u64,
     /// A phase's contract artifact as orch accepted it in this run, if it
     /// did: quoted instead of the file as it is now.
-    pub approved: &'a dyn Fn(&str) -> Option<String>,
+    pub(crate) approved: &'a dyn Fn(&str) -> Option<String>,
 }
 
 /// What a judge is shown of the workspace's changes: the diff, or, when
@@ -51,7 +51,7 @@ fn judged_diff(workdir: &Path) -> Option<String> {
 }
 
 /// The context of one attempt's prompt.
-pub fn gather(s: &Sources<'_>) -> Context {
+pub(crate) fn gather(s: &Sources<'_>) -> Context {
     let mut ctx = Context {
         description: s.pipeline.description.clone(),
         diff: s.judging.then(|| judged_diff(s.workdir)).flatten(),

@@ -10,7 +10,7 @@ const CANDIDATES: usize = 20;
 
 /// The patterns of the convention learnings most relevant to `phase`,
 /// best first (none when there is no history yet).
-pub fn conventions(history: Option<&Reader>, phase: &Phase) -> Vec<String> {
+pub(crate) fn conventions(history: Option<&Reader>, phase: &Phase) -> Vec<String> {
     let Some(reader) = history else {
         return Vec::new();
     };
@@ -29,21 +29,21 @@ pub fn conventions(history: Option<&Reader>, phase: &Phase) -> Vec<String> {
 }
 
 /// The most tactical learnings a user prompt carries.
-pub const MAX_TACTICAL: usize = 25;
+pub(crate) const MAX_TACTICAL: usize = 25;
 
 /// What a phase is about, for scoring learnings against it.
 #[derive(Debug, Clone, Default)]
-pub struct About {
+pub(crate) struct About {
     /// Words naming the phase: its name's parts, its mode, its profile.
-    pub labels: Vec<String>,
+    pub(crate) labels: Vec<String>,
     /// Paths its prompt mentions.
-    pub paths: Vec<String>,
+    pub(crate) paths: Vec<String>,
     /// The prompt's words.
-    pub words: Vec<String>,
+    pub(crate) words: Vec<String>,
 }
 
 impl About {
-    pub fn of(phase: &Phase, prompt: &str) -> About {
+    pub(crate) fn of(phase: &Phase, prompt: &str) -> About {
         let mut labels: Vec<String> = phase
             .name
             .split(['-', '_'])
@@ -80,7 +80,7 @@ fn words(text: &str) -> Vec<String> {
 
 /// A learning's score for a phase, from 0 to 1: label overlap 35%, path
 /// match 30%, keyword overlap 20%, recency 15% (linear over 90 days).
-pub fn score(l: &crate::store::LearningRow, about: &About, now_ms: u64) -> f64 {
+pub(crate) fn score(l: &crate::store::LearningRow, about: &About, now_ms: u64) -> f64 {
     let age_days = now_ms.saturating_sub(l.ts_ms) as f64 / 86_400_000.0;
     let recency = (1.0 - age_days / 90.0).max(0.0);
     relevance(l, about) + 0.15 * recency
@@ -122,7 +122,11 @@ fn relevance(l: &crate::store::LearningRow, about: &About) -> f64 {
 /// those are in the system prompt) that are about `about` at all, best
 /// first; a learning with the same words as a better one, or whose words
 /// are inside a longer one's, is left out.
-pub fn tactical(all: &[crate::store::LearningRow], about: &About, now_ms: u64) -> Vec<String> {
+pub(crate) fn tactical(
+    all: &[crate::store::LearningRow],
+    about: &About,
+    now_ms: u64,
+) -> Vec<String> {
     let mut scored: Vec<(f64, &crate::store::LearningRow)> = all
         .iter()
         .filter(|l| l.learning_type != "convention" && relevance(l, about) > 0.0)

@@ -2,12 +2,12 @@
 //! here from the phase (and, as the run's records grow, from them). The
 //! adapters only choose how to deliver them to their CLI.
 
-pub mod budget;
-pub mod context;
-pub mod learnings;
-pub mod system;
+pub(crate) mod budget;
+pub(crate) mod context;
+pub(crate) mod learnings;
+pub(crate) mod system;
 
-pub use system::{Facts, Layer};
+pub(crate) use system::{Facts, Layer};
 
 use std::collections::BTreeMap;
 
@@ -16,44 +16,44 @@ use crate::pipeline::{Phase, Pipeline};
 
 /// What prompt variables stand for in one attempt.
 #[derive(Debug, Clone, Copy)]
-pub struct Vars<'a> {
-    pub run_id: &'a str,
+pub(crate) struct Vars<'a> {
+    pub(crate) run_id: &'a str,
     /// `orch run --input name=value`.
-    pub inputs: &'a BTreeMap<String, String>,
+    pub(crate) inputs: &'a BTreeMap<String, String>,
     /// Why the judge rejected the previous round, for the next one.
-    pub feedback: Option<&'a str>,
+    pub(crate) feedback: Option<&'a str>,
 }
 
 /// Tokens in `text`, at 4 characters a token (rounded up).
-pub fn tokens(text: &str) -> usize {
+pub(crate) fn tokens(text: &str) -> usize {
     text.chars().count().div_ceil(4)
 }
 
 /// The size of what an attempt was sent, kept with the attempt.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Tokens {
-    pub system: usize,
-    pub user: usize,
+pub(crate) struct Tokens {
+    pub(crate) system: usize,
+    pub(crate) user: usize,
     /// Each system layer's size, in order.
-    pub layers: Vec<(String, usize)>,
+    pub(crate) layers: Vec<(String, usize)>,
     /// Each context section's size, in order.
     #[serde(default)]
-    pub sections: Vec<(String, usize)>,
+    pub(crate) sections: Vec<(String, usize)>,
 }
 
 /// The prompts of one attempt.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Prompts {
+pub(crate) struct Prompts {
     /// The agent's identity and rules (`None`: the CLI's own): the
     /// `layers`, joined.
-    pub system: Option<String>,
+    pub(crate) system: Option<String>,
     /// The system prompt's layers, in order.
-    pub layers: Vec<Layer>,
+    pub(crate) layers: Vec<Layer>,
     /// The task: the phase's prompt, the context sections, and a judge's
     /// rejection of the previous round.
-    pub user: String,
+    pub(crate) user: String,
     /// The context sections in `user`, as budgeted.
-    pub sections: Vec<budget::Section>,
+    pub(crate) sections: Vec<budget::Section>,
 }
 
 impl Prompts {
@@ -62,13 +62,13 @@ impl Prompts {
     /// gets the profile's body as the task. Variables are filled from
     /// `vars` (an input not given stays as written: only previews, since
     /// `orch run` refuses to start without it).
-    pub fn of(pipeline: &Pipeline, phase: &Phase, vars: Vars<'_>) -> Prompts {
+    pub(crate) fn of(pipeline: &Pipeline, phase: &Phase, vars: Vars<'_>) -> Prompts {
         Self::with_facts(pipeline, phase, vars, Facts::default())
     }
 
     /// [`Prompts::of`], with the system prompt's layers made from `facts`
     /// (the workspace, the project's instructions, learnings).
-    pub fn with_facts(
+    pub(crate) fn with_facts(
         pipeline: &Pipeline,
         phase: &Phase,
         vars: Vars<'_>,
@@ -136,7 +136,7 @@ impl Prompts {
     }
 
     /// The inputs the prompts of `phase` use.
-    pub fn inputs_used(phase: &Phase) -> Vec<String> {
+    pub(crate) fn inputs_used(phase: &Phase) -> Vec<String> {
         let texts = phase
             .prompt
             .as_ref()
@@ -156,7 +156,7 @@ impl Prompts {
     }
 
     /// The size of each part.
-    pub fn tokens(&self) -> Tokens {
+    pub(crate) fn tokens(&self) -> Tokens {
         Tokens {
             system: self.system.as_deref().map_or(0, tokens),
             user: tokens(&self.user),
@@ -175,7 +175,7 @@ impl Prompts {
 
     /// Both in one text, for a CLI with no way to take a system prompt
     /// for one run: the system prompt first, set apart.
-    pub fn joined(&self) -> String {
+    pub(crate) fn joined(&self) -> String {
         match &self.system {
             Some(system) => format!("{system}\n\n---\n\n{}", self.user),
             None => self.user.clone(),

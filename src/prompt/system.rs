@@ -13,33 +13,33 @@ use crate::pipeline::Phase;
 use crate::pipeline::model::Validation;
 
 /// The most characters of convention learnings in a system prompt.
-pub const MAX_LEARNING_CHARS: usize = 1_500;
+pub(crate) const MAX_LEARNING_CHARS: usize = 1_500;
 
 /// One layer of a system prompt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Layer {
+pub(crate) struct Layer {
     /// `boundary`, `profile`, `contract`, `instructions`, `learnings`.
-    pub name: &'static str,
-    pub text: String,
+    pub(crate) name: &'static str,
+    pub(crate) text: String,
 }
 
 /// What the layers are made from, besides the phase.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Facts<'a> {
-    pub workdir: Option<&'a Path>,
-    pub branch: Option<&'a str>,
-    pub run_id: &'a str,
+pub(crate) struct Facts<'a> {
+    pub(crate) workdir: Option<&'a Path>,
+    pub(crate) branch: Option<&'a str>,
+    pub(crate) run_id: &'a str,
     /// The project's instructions for the phase's profile.
-    pub instructions: Option<&'a str>,
+    pub(crate) instructions: Option<&'a str>,
     /// Convention learnings, most relevant first.
-    pub learnings: &'a [String],
+    pub(crate) learnings: &'a [String],
     /// The user prompt's context sections, budgeted.
-    pub sections: &'a [super::budget::Section],
+    pub(crate) sections: &'a [super::budget::Section],
 }
 
 /// The layers of `phase`'s system prompt; `profile_body` is the profile's
 /// body when it is the system prompt's (the phase has its own task).
-pub fn layers(phase: &Phase, profile_body: Option<String>, f: Facts<'_>) -> Vec<Layer> {
+pub(crate) fn layers(phase: &Phase, profile_body: Option<String>, f: Facts<'_>) -> Vec<Layer> {
     let omitted = |name: &str| {
         phase
             .profile

@@ -22,10 +22,10 @@ use std::path::Path;
 use crate::pipeline::diagnostic::{Diagnostic, Severity};
 
 /// Annotations GitHub shows per step and severity.
-pub const SHOWN_PER_KIND: usize = 10;
+pub(crate) const SHOWN_PER_KIND: usize = 10;
 
 /// Inside GitHub Actions (`GITHUB_ACTIONS=true`).
-pub fn active() -> bool {
+pub(crate) fn active() -> bool {
     std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true")
 }
 
@@ -50,7 +50,7 @@ fn token() -> String {
 /// `log` says `out` is the job's log: between `::stop-commands::TOKEN`
 /// and `::TOKEN::`, the token fresh. The runner shows both lines (the
 /// token masked).
-pub fn text_only<W: Write, T>(
+pub(crate) fn text_only<W: Write, T>(
     out: &mut W,
     log: bool,
     body: impl FnOnce(&mut W) -> io::Result<T>,
@@ -70,7 +70,7 @@ pub fn text_only<W: Write, T>(
 
 /// Whether standard output is the job's log: inside GitHub Actions, and
 /// not a file (`>> "$GITHUB_STEP_SUMMARY"`, `> report.json`).
-pub fn stdout_is_log() -> bool {
+pub(crate) fn stdout_is_log() -> bool {
     use std::os::fd::AsFd;
     let file = io::stdout()
         .as_fd()
@@ -84,7 +84,7 @@ pub fn stdout_is_log() -> bool {
 /// JSON with no `##[` for the runner to read as a command: its `#` as
 /// `\u0023`, which is the same JSON (`##[` is only ever inside a string,
 /// and no escape there ends in `#`).
-pub fn inert_json(json: Vec<u8>) -> Vec<u8> {
+pub(crate) fn inert_json(json: Vec<u8>) -> Vec<u8> {
     const FROM: &[u8] = b"##[";
     if !json.windows(FROM.len()).any(|w| w == FROM) {
         return json;
@@ -128,7 +128,7 @@ fn repo_path(path: &str, workspace: Option<&Path>) -> String {
 /// The annotations for `diags`: errors first, then warnings, each in the
 /// order found, at most [`SHOWN_PER_KIND`] of each; a notice says how many
 /// were left out (they are all in the log above).
-pub fn annotations(diags: &[Diagnostic], workspace: Option<&Path>) -> Vec<String> {
+pub(crate) fn annotations(diags: &[Diagnostic], workspace: Option<&Path>) -> Vec<String> {
     let mut out = Vec::new();
     let mut left_out = 0;
     for severity in [Severity::Error, Severity::Warning] {
@@ -170,11 +170,11 @@ pub fn annotations(diags: &[Diagnostic], workspace: Option<&Path>) -> Vec<String
 }
 
 /// Opens a group in the log (ends the one before: groups do not nest).
-pub fn group(title: &str) -> String {
+pub(crate) fn group(title: &str) -> String {
     format!("::group::{}", data(title))
 }
 
-pub const END_GROUP: &str = "::endgroup::";
+pub(crate) const END_GROUP: &str = "::endgroup::";
 
 #[cfg(test)]
 mod tests {

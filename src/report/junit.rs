@@ -100,7 +100,7 @@ fn agent_case(phase: &str, total: &AgentTotal<'_>) -> TestCase {
 }
 
 /// The run as a JUnit report.
-pub fn report(d: &RunDetail) -> Report {
+pub(crate) fn report(d: &RunDetail) -> Report {
     let mut report = Report::new(line(&format!(
         "orch {} {}",
         d.run.pipeline_name, d.run.run_id
@@ -123,7 +123,7 @@ pub fn report(d: &RunDetail) -> Report {
 }
 
 /// The report's XML.
-pub fn xml(d: &RunDetail) -> String {
+pub(crate) fn xml(d: &RunDetail) -> String {
     report(d)
         .to_string()
         .unwrap_or_else(|e| format!("<!-- orch: cannot write the JUnit report: {e} -->\n"))

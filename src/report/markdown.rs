@@ -16,7 +16,7 @@ use super::text;
 use crate::store::{RunDetail, RunStatus, Status};
 
 /// GitHub's limit on a step summary, in bytes.
-pub const STEP_SUMMARY_LIMIT: usize = 1024 * 1024;
+pub(crate) const STEP_SUMMARY_LIMIT: usize = 1024 * 1024;
 
 /// What is kept below the limit for the closing note.
 const MARGIN: usize = 4 * 1024;
@@ -67,7 +67,7 @@ fn duration(a: Option<u64>, b: Option<u64>) -> String {
 }
 
 /// `n` with a comma every three digits.
-pub fn thousands(n: u64) -> String {
+pub(crate) fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
@@ -96,7 +96,7 @@ fn fence(text: &str) -> String {
 }
 
 /// The summary, at most `limit` bytes.
-pub fn summary(d: &RunDetail, limit: usize) -> String {
+pub(crate) fn summary(d: &RunDetail, limit: usize) -> String {
     let mut s = String::new();
     let ok = d
         .phases

@@ -5,7 +5,7 @@
 //! from the store, so both read the same. Agent text reaches people only
 //! through [`text`].
 
-pub mod github;
-pub mod junit;
-pub mod markdown;
-pub mod text;
+pub(crate) mod github;
+pub(crate) mod junit;
+pub(crate) mod markdown;
+pub(crate) mod text;

@@ -57,13 +57,13 @@ fn shown(s: &str, one_line: bool) -> Cow<'_, str> {
 
 /// Agent text over as many lines as it has: newlines and tabs kept, every
 /// other control character, bidi control and line separator escaped.
-pub fn lines(s: &str) -> Cow<'_, str> {
+pub(crate) fn lines(s: &str) -> Cow<'_, str> {
     shown(s, false)
 }
 
 /// Agent text on one line (a reason, a table cell, a tool name): newlines
 /// and tabs escaped too.
-pub fn line(s: &str) -> Cow<'_, str> {
+pub(crate) fn line(s: &str) -> Cow<'_, str> {
     shown(s, true)
 }
 

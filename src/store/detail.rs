@@ -19,22 +19,22 @@ use crate::events::{TAIL_LINES, readable_lines};
 
 /// A run with its phases, their attempts and the artifacts.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RunDetail {
+pub(crate) struct RunDetail {
     #[serde(flatten)]
-    pub run: RunInfo,
+    pub(crate) run: RunInfo,
     /// SHA-256 over the pipeline file and every prompt and profile it uses.
-    pub digest: String,
+    pub(crate) digest: String,
     /// File path -> SHA-256 of that file.
-    pub digests: serde_json::Value,
+    pub(crate) digests: serde_json::Value,
     /// In the order they were first recorded.
-    pub phases: Vec<PhaseDetail>,
-    pub artifacts: Vec<ArtifactRow>,
+    pub(crate) phases: Vec<PhaseDetail>,
+    pub(crate) artifacts: Vec<ArtifactRow>,
     /// What the agents reported through orch's MCP server (tasks,
     /// decisions, blockers, milestones, claims, verdicts, findings,
     /// comments, follow-ups, test health), oldest first.
-    pub reports: Vec<super::ReportRow>,
+    pub(crate) reports: Vec<super::ReportRow>,
     /// The learnings the run's agents added.
-    pub learnings: Vec<super::LearningRow>,
+    pub(crate) learnings: Vec<super::LearningRow>,
     /// Where each attempt is in `phases`, so that an output line finds its
     /// attempt without a search: a cache, rebuilt as needed.
     #[serde(skip)]
@@ -42,54 +42,54 @@ pub struct RunDetail {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PhaseDetail {
-    pub name: String,
-    pub status: Status,
+pub(crate) struct PhaseDetail {
+    pub(crate) name: String,
+    pub(crate) status: Status,
     /// A required phase's failure fails the run.
-    pub required: bool,
+    pub(crate) required: bool,
     /// Why it did not succeed.
-    pub reason: Option<String>,
-    pub attempts: u32,
-    pub started_ms: Option<u64>,
-    pub ended_ms: Option<u64>,
+    pub(crate) reason: Option<String>,
+    pub(crate) attempts: u32,
+    pub(crate) started_ms: Option<u64>,
+    pub(crate) ended_ms: Option<u64>,
     /// Every attempt of every agent, in the order they started.
-    pub agents: Vec<AttemptDetail>,
+    pub(crate) agents: Vec<AttemptDetail>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AttemptDetail {
-    pub agent: String,
+pub(crate) struct AttemptDetail {
+    pub(crate) agent: String,
     /// From 1.
-    pub attempt: u32,
-    pub status: Status,
-    pub exit_code: Option<i32>,
-    pub reason: Option<String>,
-    pub session_id: Option<String>,
-    pub turns: u32,
-    pub tokens_in: u64,
-    pub tokens_out: u64,
-    pub cost_usd: Option<f64>,
-    pub started_ms: Option<u64>,
-    pub ended_ms: Option<u64>,
+    pub(crate) attempt: u32,
+    pub(crate) status: Status,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) reason: Option<String>,
+    pub(crate) session_id: Option<String>,
+    pub(crate) turns: u32,
+    pub(crate) tokens_in: u64,
+    pub(crate) tokens_out: u64,
+    pub(crate) cost_usd: Option<f64>,
+    pub(crate) started_ms: Option<u64>,
+    pub(crate) ended_ms: Option<u64>,
     /// The command line as recorded (no secrets).
-    pub argv: serde_json::Value,
+    pub(crate) argv: serde_json::Value,
     /// The environment as recorded (secrets redacted).
-    pub env: serde_json::Value,
+    pub(crate) env: serde_json::Value,
     /// The size of the prompts it was sent, in tokens (`system`, `user`,
     /// and each system layer).
-    pub prompt: serde_json::Value,
+    pub(crate) prompt: serde_json::Value,
     /// Events recorded for the attempt.
-    pub events: u64,
+    pub(crate) events: u64,
     /// The last lines of what it said and did (`events::readable_lines`),
     /// at most `events::TAIL_LINES`.
-    pub output: Vec<String>,
+    pub(crate) output: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ArtifactRow {
-    pub phase: String,
-    pub path: String,
-    pub sha256: String,
+pub(crate) struct ArtifactRow {
+    pub(crate) phase: String,
+    pub(crate) path: String,
+    pub(crate) sha256: String,
 }
 
 /// An attempt's place in [`RunDetail::phases`] (phase, then attempt).
@@ -116,7 +116,7 @@ fn json(s: &str) -> serde_json::Value {
 
 impl RunDetail {
     /// A run with nothing in it yet.
-    pub fn new(run: RunInfo, digest: String, digests: serde_json::Value) -> RunDetail {
+    pub(crate) fn new(run: RunInfo, digest: String, digests: serde_json::Value) -> RunDetail {
         RunDetail {
             run,
             digest,
@@ -130,7 +130,7 @@ impl RunDetail {
     }
 
     /// The run a `RunStarted` record begins (`None` for any other record).
-    pub fn started(record: &Record) -> Option<RunDetail> {
+    pub(crate) fn started(record: &Record) -> Option<RunDetail> {
         let Record::RunStarted { run_id, .. } = record else {
             return None;
         };
@@ -157,7 +157,7 @@ impl RunDetail {
     /// its attempts; a phase started again is running again; an artifact
     /// recorded again has its new hash. Records of another run, and of an
     /// attempt never started, change nothing.
-    pub fn apply(&mut self, record: &Record) {
+    pub(crate) fn apply(&mut self, record: &Record) {
         match record {
             Record::RunStarted {
                 run_id,
@@ -413,7 +413,7 @@ impl RunDetail {
 
     /// The same run with only the phases named (in the order recorded),
     /// and their artifacts: what one invocation of `orch run` dealt with.
-    pub fn only(&self, phases: &[String]) -> RunDetail {
+    pub(crate) fn only(&self, phases: &[String]) -> RunDetail {
         let keep = |name: &String| phases.contains(name);
         let mut d = RunDetail::new(self.run.clone(), self.digest.clone(), self.digests.clone());
         d.phases = self
@@ -437,31 +437,31 @@ impl RunDetail {
 /// One agent of a phase over all its attempts: what the reports show on
 /// an agent's line.
 #[derive(Debug, Clone)]
-pub struct AgentTotal<'a> {
-    pub agent: &'a str,
+pub(crate) struct AgentTotal<'a> {
+    pub(crate) agent: &'a str,
     /// In the order they started.
-    pub attempts: Vec<&'a AttemptDetail>,
+    pub(crate) attempts: Vec<&'a AttemptDetail>,
     /// Over every attempt.
-    pub tokens_in: u64,
-    pub tokens_out: u64,
+    pub(crate) tokens_in: u64,
+    pub(crate) tokens_out: u64,
     /// Over the attempts that reported one; `None` when none did.
-    pub cost_usd: Option<f64>,
+    pub(crate) cost_usd: Option<f64>,
 }
 
 impl<'a> AgentTotal<'a> {
     /// The attempt it ended with: its status, exit code, reason and turns
     /// are the agent's.
-    pub fn last(&self) -> &'a AttemptDetail {
+    pub(crate) fn last(&self) -> &'a AttemptDetail {
         self.attempts.last().expect("an agent total has an attempt")
     }
 
     /// When its first attempt started.
-    pub fn started_ms(&self) -> Option<u64> {
+    pub(crate) fn started_ms(&self) -> Option<u64> {
         self.attempts.first().and_then(|a| a.started_ms)
     }
 
     /// The last session id a CLI named.
-    pub fn session_id(&self) -> Option<&'a str> {
+    pub(crate) fn session_id(&self) -> Option<&'a str> {
         self.attempts
             .iter()
             .rev()
@@ -472,7 +472,7 @@ impl<'a> AgentTotal<'a> {
 impl PhaseDetail {
     /// The phase's attempts by agent, each agent in the order it first
     /// started, with its sums.
-    pub fn by_agent(&self) -> Vec<AgentTotal<'_>> {
+    pub(crate) fn by_agent(&self) -> Vec<AgentTotal<'_>> {
         let mut out: Vec<AgentTotal<'_>> = Vec::new();
         for a in &self.agents {
             let k = match out.iter().position(|t| t.agent == a.agent) {

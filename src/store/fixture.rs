@@ -79,7 +79,7 @@ pub fn artifact(run_id: &str, phase: &str, path: &str, sha256: &str) -> Record {
 /// do.
 #[derive(Debug, Clone)]
 pub struct Attempt {
-    pub key: Arc<AttemptKey>,
+    pub(crate) key: Arc<AttemptKey>,
 }
 
 pub fn attempt(run_id: &str, phase: &str, agent: &str, attempt: u32) -> Attempt {
@@ -105,7 +105,7 @@ impl Attempt {
     }
 
     /// An `assistant_text` event saying `line {seq}`.
-    pub fn event(&self, seq: u64, ts_ms: u64) -> Record {
+    pub(crate) fn event(&self, seq: u64, ts_ms: u64) -> Record {
         self.event_of(
             seq,
             ts_ms,
@@ -180,7 +180,7 @@ pub fn dead_pid() -> u32 {
 /// A whole run: each phase with one agent `a` whose single attempt ends
 /// with the phase's outcome and has `events` events (a skipped phase has
 /// none); the run ends with `status` unless `None` (still running).
-pub fn whole_run(
+pub(crate) fn whole_run(
     run_id: &str,
     pid: u32,
     t0: u64,
@@ -214,7 +214,7 @@ pub fn whole_run(
 
 /// Queue every record, in order (nothing waits for the commit).
 #[cfg(test)]
-pub fn send_all(w: &Writer, records: impl IntoIterator<Item = Record>) {
+pub(crate) fn send_all(w: &Writer, records: impl IntoIterator<Item = Record>) {
     for r in records {
         w.send(r).unwrap();
     }
@@ -222,7 +222,7 @@ pub fn send_all(w: &Writer, records: impl IntoIterator<Item = Record>) {
 
 /// A store in a fresh directory with these records committed.
 #[cfg(test)]
-pub fn store_with(records: impl IntoIterator<Item = Record>) -> (tempfile::TempDir, Store) {
+pub(crate) fn store_with(records: impl IntoIterator<Item = Record>) -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     let w = store.writer();

@@ -11,34 +11,34 @@ use super::reports::{Reports, fts_query};
 
 /// A document as it is on disk now.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Document {
+pub(crate) struct Document {
     /// Relative to the workspace.
-    pub path: String,
-    pub sha256: String,
+    pub(crate) path: String,
+    pub(crate) sha256: String,
 }
 
 /// One section of a document: its heading (the file name before the first
 /// heading) and its text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Section {
-    pub heading: String,
-    pub body: String,
+pub(crate) struct Section {
+    pub(crate) heading: String,
+    pub(crate) body: String,
 }
 
 /// A section that matched, best first.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct KnowledgeHit {
-    pub path: String,
-    pub heading: String,
+pub(crate) struct KnowledgeHit {
+    pub(crate) path: String,
+    pub(crate) heading: String,
     /// The matching words in context, marked `[...]`.
-    pub snippet: String,
+    pub(crate) snippet: String,
 }
 
 /// What [`Reports::sync_knowledge`] changed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct SyncCount {
-    pub indexed: usize,
-    pub removed: usize,
+pub(crate) struct SyncCount {
+    pub(crate) indexed: usize,
+    pub(crate) removed: usize,
 }
 
 impl Reports {
@@ -46,7 +46,7 @@ impl Reports {
     /// changed (or that is new) is read with `sections` and indexed again,
     /// one that is gone is dropped. One transaction, so servers indexing
     /// the same workspace at once leave one copy of each section.
-    pub fn sync_knowledge(
+    pub(crate) fn sync_knowledge(
         &self,
         workspace: &str,
         now: &[Document],
@@ -107,7 +107,7 @@ impl Reports {
 
     /// Sections of `workspace`'s documents matching any word of `query`,
     /// ranked by BM25 (a heading weighs twice the text), at most `limit`.
-    pub fn search_knowledge(
+    pub(crate) fn search_knowledge(
         &self,
         workspace: &str,
         query: &str,
@@ -137,7 +137,7 @@ impl Reports {
 
 /// A Markdown text cut at its headings (ATX, `#` to `######`, outside
 /// fenced code); text before the first heading goes under `title`.
-pub fn sections(title: &str, text: &str) -> Vec<Section> {
+pub(crate) fn sections(title: &str, text: &str) -> Vec<Section> {
     let mut out = Vec::new();
     let mut heading = title.to_string();
     let mut body = String::new();

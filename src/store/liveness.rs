@@ -10,7 +10,7 @@ use nix::unistd::Pid;
 ///
 /// A pid can be reused after its process dies; a run whose pid now belongs
 /// to an unrelated process looks alive until that process ends.
-pub fn pid_alive(pid: u32) -> bool {
+pub(super) fn pid_alive(pid: u32) -> bool {
     let Ok(raw) = i32::try_from(pid) else {
         return false;
     };

@@ -11,7 +11,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// The lock file, in the state directory.
-pub const LOCK_FILE: &str = "run.lock";
+pub(crate) const LOCK_FILE: &str = "run.lock";
 
 /// The run lock, held until dropped.
 #[derive(Debug)]
@@ -71,7 +71,7 @@ impl RunLock {
 
     /// Whether no orch holds the lock of `state_dir` now (so every run
     /// marked running there is one whose orch is gone).
-    pub fn is_free(state_dir: &Path) -> bool {
+    pub(crate) fn is_free(state_dir: &Path) -> bool {
         // Without creating the file: no file, no orch holding it.
         let f = std::fs::OpenOptions::new()
             .read(true)

@@ -16,23 +16,29 @@ mod knowledge;
 mod liveness;
 mod lock;
 mod query;
-pub mod record;
+pub(crate) mod record;
 mod reports;
 mod schema;
 mod status;
-pub mod transfer;
+pub(crate) mod transfer;
 mod writer;
 
-pub use detail::{AgentTotal, ArtifactRow, AttemptDetail, PhaseDetail, RunDetail};
-pub use error::StoreError;
-pub use knowledge::{Document, KnowledgeHit, Section, SyncCount, sections};
-pub use lock::{LOCK_FILE, LockError, RunLock};
-pub use query::{EventPage, EventRow, Reader, RunInfo, RunSummary};
+pub(crate) use detail::{AgentTotal, PhaseDetail, RunDetail};
+pub(crate) use error::StoreError;
+pub(crate) use knowledge::{Document, sections};
+pub(crate) use lock::LockError;
+pub use lock::RunLock;
+pub(crate) use query::{EventRow, Reader, RunSummary};
 pub use record::{AttemptKey, Record};
-pub use reports::{
-    AttemptRecord, EventQuery, EventRecord, LearningRow, NewLearning, PhaseRecord, ReportFilter,
-    ReportKind, ReportRow, Reporter, Reports, START_QUALITY, normalize,
+pub(crate) use reports::{
+    EventQuery, LearningRow, NewLearning, ReportFilter, ReportKind, ReportRow, START_QUALITY,
+    normalize,
 };
-pub use schema::{DB_FILE, MEMORY_DIR};
-pub use status::{Outcome, RunStatus, Status, UnknownStatus};
-pub use writer::{Store, Writer};
+pub use reports::{Reporter, Reports};
+pub(crate) use schema::{DB_FILE, MEMORY_DIR};
+pub use status::{Outcome, RunStatus};
+pub(crate) use status::{Status, UnknownStatus};
+pub use writer::Store;
+pub(crate) use writer::Writer;
+#[cfg(test)]
+pub(crate) use {detail::AttemptDetail, query::RunInfo};

@@ -20,57 +20,57 @@ use super::status::{Outcome, RunStatus};
 
 /// What `orch runs list` and `orch runs show` both say about a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RunInfo {
-    pub run_id: String,
-    pub pipeline_name: String,
-    pub pipeline_path: String,
-    pub status: RunStatus,
-    pub selection: String,
-    pub pid: u32,
-    pub started_ms: u64,
-    pub ended_ms: Option<u64>,
+pub(crate) struct RunInfo {
+    pub(crate) run_id: String,
+    pub(crate) pipeline_name: String,
+    pub(crate) pipeline_path: String,
+    pub(crate) status: RunStatus,
+    pub(crate) selection: String,
+    pub(crate) pid: u32,
+    pub(crate) started_ms: u64,
+    pub(crate) ended_ms: Option<u64>,
 }
 
 /// One line of `orch runs list`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RunSummary {
+pub(crate) struct RunSummary {
     #[serde(flatten)]
-    pub run: RunInfo,
+    pub(crate) run: RunInfo,
     /// Phases recorded (started or skipped).
-    pub phases_total: u32,
-    pub phases_succeeded: u32,
+    pub(crate) phases_total: u32,
+    pub(crate) phases_succeeded: u32,
     /// Failed or timed out.
-    pub phases_failed: u32,
+    pub(crate) phases_failed: u32,
 }
 
 /// One recorded event.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct EventRow {
+pub(crate) struct EventRow {
     /// Arrival order across the whole database (the rowid).
-    pub id: i64,
-    pub phase: String,
-    pub agent: String,
-    pub attempt: u32,
-    pub seq: u64,
-    pub ts_ms: u64,
-    pub kind: String,
+    pub(crate) id: i64,
+    pub(crate) phase: String,
+    pub(crate) agent: String,
+    pub(crate) attempt: u32,
+    pub(crate) seq: u64,
+    pub(crate) ts_ms: u64,
+    pub(crate) kind: String,
     /// The normalized event (`null` for `raw` and `stderr` lines).
-    pub data: serde_json::Value,
-    pub raw: String,
+    pub(crate) data: serde_json::Value,
+    pub(crate) raw: String,
 }
 
 /// Some of a run's events, from [`Reader::events`].
 #[derive(Debug, Clone, PartialEq)]
-pub struct EventPage {
+pub(crate) struct EventPage {
     /// In arrival order.
-    pub events: Vec<EventRow>,
+    pub(crate) events: Vec<EventRow>,
     /// The cursor for the next call (its `after`): every event of the run
     /// (of the phase, when one was asked for) up to this id has been read.
     /// At least the last event's id; past it when the page is not full,
     /// so polling does not scan again what other phases wrote meanwhile.
-    pub next: i64,
+    pub(crate) next: i64,
     /// The page holds `limit` events: more may follow at once.
-    pub full: bool,
+    pub(crate) full: bool,
 }
 
 /// A read connection to `state.db`. `Send + Sync`: calls take turns on
@@ -125,7 +125,7 @@ impl Reader {
     /// Open `<state_dir>/state.db` for reading, or `None` when there is no
     /// database there yet (nothing is created). An older schema is brought
     /// up to date; a newer one is refused.
-    pub fn open(state_dir: &Path) -> Result<Option<Reader>, StoreError> {
+    pub(crate) fn open(state_dir: &Path) -> Result<Option<Reader>, StoreError> {
         let path = state_dir.join(DB_FILE);
         if !path.is_file() {
             return Ok(None);
@@ -142,7 +142,7 @@ impl Reader {
     }
 
     /// The database file.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
@@ -151,7 +151,7 @@ impl Reader {
     }
 
     /// The newest runs first, at most `limit`.
-    pub fn list_runs(&self, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
+    pub(crate) fn list_runs(&self, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
         let conn = self.conn();
         let mut st = conn.prepare_cached(&format!(
             "SELECT {RUN_COLUMNS},
@@ -179,7 +179,7 @@ impl Reader {
     /// A run id from what a user typed: `latest` (the newest run), a full
     /// run id, or a prefix of exactly one. `None` when nothing matches; a
     /// prefix of several runs is [`StoreError::AmbiguousRun`].
-    pub fn resolve_run(&self, spec: &str) -> Result<Option<String>, StoreError> {
+    pub(crate) fn resolve_run(&self, spec: &str) -> Result<Option<String>, StoreError> {
         let conn = self.conn();
         if spec == "latest" {
             return Ok(conn
@@ -228,7 +228,7 @@ impl Reader {
 
     /// A run's status (`running`, `succeeded`, ...), or `None` for an
     /// unknown run.
-    pub fn run_status(&self, run_id: &str) -> Result<Option<RunStatus>, StoreError> {
+    pub(crate) fn run_status(&self, run_id: &str) -> Result<Option<RunStatus>, StoreError> {
         let conn = self.conn();
         Ok(conn
             .query_row("SELECT status FROM runs WHERE run_id = ?1", [run_id], |r| {
@@ -240,7 +240,7 @@ impl Reader {
     /// A run with its phases, attempts and artifacts: the rows the writer
     /// keeps of the records [`RunDetail::apply`] folds, read back as the
     /// same value.
-    pub fn run(&self, run_id: &str) -> Result<Option<RunDetail>, StoreError> {
+    pub(crate) fn run(&self, run_id: &str) -> Result<Option<RunDetail>, StoreError> {
         let conn = self.conn();
         let run = conn
             .query_row(
@@ -363,7 +363,7 @@ impl Reader {
     }
 
     /// A run's reports that match `filter`, oldest first.
-    pub fn reports(
+    pub(crate) fn reports(
         &self,
         run_id: &str,
         filter: &super::ReportFilter<'_>,
@@ -372,13 +372,16 @@ impl Reader {
     }
 
     /// The most recent `limit` learnings of every run, newest first.
-    pub fn recent_learnings(&self, limit: usize) -> Result<Vec<super::LearningRow>, StoreError> {
+    pub(crate) fn recent_learnings(
+        &self,
+        limit: usize,
+    ) -> Result<Vec<super::LearningRow>, StoreError> {
         super::reports::recent_learnings(&self.conn(), limit)
     }
 
     /// Learnings of every run matching any word of `query`, best first
     /// (see [`super::Reports::search_learnings`]).
-    pub fn search_learnings(
+    pub(crate) fn search_learnings(
         &self,
         query: &str,
         limit: usize,
@@ -394,7 +397,7 @@ impl Reader {
     /// from the cursor and reads those rows in order, so it costs what it
     /// finds (with a phase, also what other phases wrote since), never the
     /// whole run again.
-    pub fn events(
+    pub(crate) fn events(
         &self,
         run_id: &str,
         phase: Option<&str>,
@@ -471,7 +474,7 @@ impl Reader {
 
     /// The newest run of the pipeline file at `pipeline_path` (as recorded
     /// in `RunStarted`), for `--resume` without a run id.
-    pub fn latest_run(&self, pipeline_path: &str) -> Result<Option<String>, StoreError> {
+    pub(crate) fn latest_run(&self, pipeline_path: &str) -> Result<Option<String>, StoreError> {
         let conn = self.conn();
         Ok(conn
             .query_row(
@@ -484,7 +487,7 @@ impl Reader {
     }
 
     /// The phases of a run that succeeded (what `--resume` skips), by name.
-    pub fn succeeded_phases(&self, run_id: &str) -> Result<Vec<String>, StoreError> {
+    pub(crate) fn succeeded_phases(&self, run_id: &str) -> Result<Vec<String>, StoreError> {
         let conn = self.conn();
         let mut st = conn.prepare_cached(
             "SELECT phase FROM phases WHERE run_id = ?1 AND status = ?2 ORDER BY rowid",
@@ -495,7 +498,7 @@ impl Reader {
 
     /// A run's `(digest, digests_json)` as recorded, or `None` for an
     /// unknown run.
-    pub fn run_digests(&self, run_id: &str) -> Result<Option<(String, String)>, StoreError> {
+    pub(crate) fn run_digests(&self, run_id: &str) -> Result<Option<(String, String)>, StoreError> {
         let conn = self.conn();
         Ok(conn
             .query_row(
@@ -509,7 +512,7 @@ impl Reader {
     /// The highest attempt number recorded for each `(phase, agent)` of a
     /// run. A resumed run numbers its new attempts after these: attempt
     /// numbers are never reused (their events would collide).
-    pub fn attempt_counts(
+    pub(crate) fn attempt_counts(
         &self,
         run_id: &str,
     ) -> Result<HashMap<(String, String), u32>, StoreError> {
@@ -526,7 +529,7 @@ impl Reader {
     /// `interrupted`; its `running` phases and attempts become `cancelled`
     /// (ending at their last recorded event). Returns those runs' ids.
     /// Takes the write lock only when there is something to mark.
-    pub fn mark_interrupted(&self) -> Result<Vec<String>, StoreError> {
+    pub(crate) fn mark_interrupted(&self) -> Result<Vec<String>, StoreError> {
         self.mark_where(|pid| !pid_alive(pid))
     }
 
@@ -534,7 +537,7 @@ impl Reader {
     /// [`Reader::mark_interrupted`]: for when no orch holds the state
     /// directory's run lock (see `RunLock`), so none of them is running,
     /// whatever process has their orch's number now.
-    pub fn mark_all_interrupted(&self) -> Result<Vec<String>, StoreError> {
+    pub(crate) fn mark_all_interrupted(&self) -> Result<Vec<String>, StoreError> {
         self.mark_where(|_| true)
     }
 
@@ -589,14 +592,14 @@ impl Reader {
     /// state directory, as `(run_id, pid)` (the newest if several), so a
     /// second `orch run` can refuse to start. This process's own runs do
     /// not count.
-    pub fn active_run(&self) -> Result<Option<(String, u32)>, StoreError> {
+    pub(crate) fn active_run(&self) -> Result<Option<(String, u32)>, StoreError> {
         Ok(live_runs_of_others(&self.conn(), None, std::process::id())?
             .into_iter()
             .next())
     }
 
     /// The names of a run's phases, in the order they started.
-    pub fn phase_names(&self, run_id: &str) -> Result<Vec<String>, StoreError> {
+    pub(crate) fn phase_names(&self, run_id: &str) -> Result<Vec<String>, StoreError> {
         let conn = self.conn();
         let mut st =
             conn.prepare_cached("SELECT phase FROM phases WHERE run_id = ?1 ORDER BY rowid")?;

@@ -10,18 +10,18 @@
 
 use std::sync::Arc;
 
-pub use super::status::{Outcome, RunStatus};
+pub(crate) use super::status::{Outcome, RunStatus};
 
 /// Whose events these are: one attempt of an agent in a phase of a run.
 /// Built once per attempt and shared by its events (`Arc`), so sending an
 /// event allocates no id strings.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct AttemptKey {
-    pub run_id: String,
-    pub phase: String,
-    pub agent: String,
+    pub(crate) run_id: String,
+    pub(crate) phase: String,
+    pub(crate) agent: String,
     /// From 1.
-    pub attempt: u32,
+    pub(crate) attempt: u32,
 }
 
 impl AttemptKey {

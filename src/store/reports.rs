@@ -34,7 +34,7 @@ use super::status::status_text;
     strum::VariantArray,
 )]
 #[strum(serialize_all = "snake_case")]
-pub enum ReportKind {
+pub(crate) enum ReportKind {
     TaskStarted,
     TaskCompleted,
     Decision,
@@ -61,52 +61,52 @@ pub struct Reporter {
 
 /// One report as stored.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ReportRow {
-    pub id: i64,
-    pub phase: String,
-    pub agent: String,
-    pub attempt: u32,
-    pub ts_ms: u64,
-    pub kind: ReportKind,
+pub(crate) struct ReportRow {
+    pub(crate) id: i64,
+    pub(crate) phase: String,
+    pub(crate) agent: String,
+    pub(crate) attempt: u32,
+    pub(crate) ts_ms: u64,
+    pub(crate) kind: ReportKind,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub task_id: Option<i64>,
-    pub data: serde_json::Value,
+    pub(crate) task_id: Option<i64>,
+    pub(crate) data: serde_json::Value,
 }
 
 /// One learning as stored.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LearningRow {
-    pub id: i64,
-    pub run_id: String,
-    pub phase: String,
-    pub agent: String,
-    pub ts_ms: u64,
-    pub learning_type: String,
-    pub pattern: String,
-    pub context: String,
-    pub applies_to: String,
-    pub quality: i64,
+pub(crate) struct LearningRow {
+    pub(crate) id: i64,
+    pub(crate) run_id: String,
+    pub(crate) phase: String,
+    pub(crate) agent: String,
+    pub(crate) ts_ms: u64,
+    pub(crate) learning_type: String,
+    pub(crate) pattern: String,
+    pub(crate) context: String,
+    pub(crate) applies_to: String,
+    pub(crate) quality: i64,
 }
 
 /// A learning to add.
 #[derive(Debug, Clone, PartialEq)]
-pub struct NewLearning<'a> {
-    pub learning_type: &'a str,
-    pub pattern: &'a str,
-    pub context: &'a str,
-    pub applies_to: &'a str,
+pub(crate) struct NewLearning<'a> {
+    pub(crate) learning_type: &'a str,
+    pub(crate) pattern: &'a str,
+    pub(crate) context: &'a str,
+    pub(crate) applies_to: &'a str,
 }
 
 /// The quality score a learning starts with.
-pub const START_QUALITY: i64 = 50;
+pub(crate) const START_QUALITY: i64 = 50;
 
 /// Which reports to read.
 #[derive(Debug, Clone, Default)]
-pub struct ReportFilter<'a> {
-    pub kinds: &'a [ReportKind],
-    pub phase: Option<&'a str>,
-    pub agent: Option<&'a str>,
-    pub since_ms: Option<u64>,
+pub(crate) struct ReportFilter<'a> {
+    pub(crate) kinds: &'a [ReportKind],
+    pub(crate) phase: Option<&'a str>,
+    pub(crate) agent: Option<&'a str>,
+    pub(crate) since_ms: Option<u64>,
 }
 
 /// What one attempt reports, as `who`, over a connection to `state.db`
@@ -129,7 +129,7 @@ impl Reports {
 
     /// A history in memory, for tests.
     #[doc(hidden)]
-    pub fn in_memory(who: Reporter) -> Result<Reports, StoreError> {
+    pub(crate) fn in_memory(who: Reporter) -> Result<Reports, StoreError> {
         let mut conn = Connection::open_in_memory()?;
         schema::migrate(&mut conn, Path::new(":memory:"))?;
         Ok(Reports {
@@ -139,14 +139,14 @@ impl Reports {
     }
 
     /// Another reporter on the same connection.
-    pub fn sharing(&self, who: Reporter) -> Reports {
+    pub(crate) fn sharing(&self, who: Reporter) -> Reports {
         Reports {
             conn: Arc::clone(&self.conn),
             who,
         }
     }
 
-    pub fn reporter(&self) -> &Reporter {
+    pub(crate) fn reporter(&self) -> &Reporter {
         &self.who
     }
 
@@ -156,7 +156,7 @@ impl Reports {
     }
 
     /// Append a report, committed when this returns; its id.
-    pub fn append(
+    pub(crate) fn append(
         &self,
         kind: ReportKind,
         task_id: Option<i64>,
@@ -185,7 +185,7 @@ impl Reports {
     }
 
     /// A report of this run by id.
-    pub fn report(&self, id: i64) -> Result<Option<ReportRow>, StoreError> {
+    pub(crate) fn report(&self, id: i64) -> Result<Option<ReportRow>, StoreError> {
         Ok(self
             .conn()
             .query_row(
@@ -197,13 +197,17 @@ impl Reports {
     }
 
     /// This run's reports that match `filter`, oldest first.
-    pub fn list(&self, filter: &ReportFilter<'_>) -> Result<Vec<ReportRow>, StoreError> {
+    pub(crate) fn list(&self, filter: &ReportFilter<'_>) -> Result<Vec<ReportRow>, StoreError> {
         list(&self.conn(), &self.who.run_id, filter)
     }
 
     /// Add a learning at the starting quality; `Ok(None)` when one with
     /// the same words (whatever the case, spacing and punctuation) exists.
-    pub fn add_learning(&self, l: &NewLearning<'_>, ts_ms: u64) -> Result<Option<i64>, StoreError> {
+    pub(crate) fn add_learning(
+        &self,
+        l: &NewLearning<'_>,
+        ts_ms: u64,
+    ) -> Result<Option<i64>, StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let inserted = tx.execute(
@@ -239,7 +243,7 @@ impl Reports {
     }
 
     /// Learnings of every run that match `query`, best first.
-    pub fn search_learnings(
+    pub(crate) fn search_learnings(
         &self,
         query: &str,
         limit: usize,
@@ -249,13 +253,13 @@ impl Reports {
     }
 
     /// The learnings this run added, oldest first.
-    pub fn run_learnings(&self) -> Result<Vec<LearningRow>, StoreError> {
+    pub(crate) fn run_learnings(&self) -> Result<Vec<LearningRow>, StoreError> {
         run_learnings(&self.conn(), &self.who.run_id)
     }
 
     /// A phase of this run as the engine recorded it so far: its status
     /// (`None` before the engine's writer committed it) and its attempts.
-    pub fn phase_record(&self, phase: &str) -> Result<PhaseRecord, StoreError> {
+    pub(crate) fn phase_record(&self, phase: &str) -> Result<PhaseRecord, StoreError> {
         let conn = self.conn();
         let status = conn
             .query_row(
@@ -282,7 +286,7 @@ impl Reports {
     }
 
     /// This run's events matching `q`, in the order they arrived.
-    pub fn events(&self, q: &EventQuery<'_>) -> Result<Vec<EventRecord>, StoreError> {
+    pub(crate) fn events(&self, q: &EventQuery<'_>) -> Result<Vec<EventRecord>, StoreError> {
         let conn = self.conn();
         let mut st = conn.prepare_cached(
             "SELECT phase, agent, attempt, seq, ts_ms, kind, data_json FROM events
@@ -319,40 +323,40 @@ impl Reports {
 
 /// A phase as the engine recorded it, for `get_phase`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PhaseRecord {
-    pub status: Option<super::status::Status>,
-    pub attempts: Vec<AttemptRecord>,
+pub(crate) struct PhaseRecord {
+    pub(crate) status: Option<super::status::Status>,
+    pub(crate) attempts: Vec<AttemptRecord>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AttemptRecord {
-    pub agent: String,
-    pub attempt: u32,
-    pub status: super::status::Status,
-    pub reason: Option<String>,
+pub(crate) struct AttemptRecord {
+    pub(crate) agent: String,
+    pub(crate) attempt: u32,
+    pub(crate) status: super::status::Status,
+    pub(crate) reason: Option<String>,
 }
 
 /// Which events to read.
 #[derive(Debug, Clone, Default)]
-pub struct EventQuery<'a> {
-    pub phase: Option<&'a str>,
-    pub agent: Option<&'a str>,
-    pub attempt: Option<u32>,
-    pub kind: Option<&'a str>,
-    pub limit: usize,
-    pub offset: usize,
+pub(crate) struct EventQuery<'a> {
+    pub(crate) phase: Option<&'a str>,
+    pub(crate) agent: Option<&'a str>,
+    pub(crate) attempt: Option<u32>,
+    pub(crate) kind: Option<&'a str>,
+    pub(crate) limit: usize,
+    pub(crate) offset: usize,
 }
 
 /// One event as the tools show it (without the raw line).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct EventRecord {
-    pub phase: String,
-    pub agent: String,
-    pub attempt: u32,
-    pub seq: u64,
-    pub ts_ms: u64,
-    pub kind: String,
-    pub data: serde_json::Value,
+pub(crate) struct EventRecord {
+    pub(crate) phase: String,
+    pub(crate) agent: String,
+    pub(crate) attempt: u32,
+    pub(crate) seq: u64,
+    pub(crate) ts_ms: u64,
+    pub(crate) kind: String,
+    pub(crate) data: serde_json::Value,
 }
 
 const REPORT_COLUMNS: &str = "id, phase, agent, attempt, ts_ms, kind, task_id, data_json";
@@ -484,7 +488,7 @@ pub(super) fn fts_query(text: &str) -> Option<String> {
 
 /// The words of `text`, lower case, one space apart: two learnings that
 /// differ only in case, spacing or punctuation are the same learning.
-pub fn normalize(text: &str) -> String {
+pub(crate) fn normalize(text: &str) -> String {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .map(str::to_lowercase)

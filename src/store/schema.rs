@@ -13,17 +13,17 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use super::error::StoreError;
 
 /// The database file inside the state directory.
-pub const DB_FILE: &str = "state.db";
+pub(crate) const DB_FILE: &str = "state.db";
 
 /// The folder of the state directory holding the memory files agents
 /// write through orch's server (`update_memory`).
-pub const MEMORY_DIR: &str = "memory";
+pub(crate) const MEMORY_DIR: &str = "memory";
 
 /// How long a connection waits for another one's lock before giving up.
-pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The schema steps, in order.
-pub const MIGRATIONS: &[&str] = &[
+pub(super) const MIGRATIONS: &[&str] = &[
     // 1: runs, phases, attempts, events, artifacts.
     r#"
     CREATE TABLE runs (
@@ -187,14 +187,14 @@ pub const MIGRATIONS: &[&str] = &[
 ];
 
 /// The schema version this code writes.
-pub fn latest_version() -> i64 {
+pub(super) fn latest_version() -> i64 {
     MIGRATIONS.len() as i64
 }
 
 /// Open `path` (creating it when `create`), set the connection up (WAL,
 /// `synchronous = NORMAL`, foreign keys, busy timeout) and bring the schema
 /// up to date.
-pub fn open(path: &Path, create: bool) -> Result<Connection, StoreError> {
+pub(super) fn open(path: &Path, create: bool) -> Result<Connection, StoreError> {
     let open_err = |source| StoreError::Open {
         path: path.to_path_buf(),
         source,
@@ -262,7 +262,7 @@ fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
 /// Apply the missing migration steps, all in one transaction that holds
 /// the write lock, so two processes opening a fresh database at once
 /// cannot both migrate it. Applying them again is a no-op.
-pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     let known = latest_version();
     let too_new = |found| StoreError::TooNew {
         path: path.to_path_buf(),

@@ -8,8 +8,8 @@
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown {what} `{text}`")]
 pub struct UnknownStatus {
-    pub what: &'static str,
-    pub text: String,
+    pub(crate) what: &'static str,
+    pub(crate) text: String,
 }
 
 /// Parsing, serde and SQLite conversions for a status enum, from the
@@ -18,9 +18,9 @@ macro_rules! status_text {
     ($ty:ident, $what:literal) => {
         impl $ty {
             /// Every status, in declaration order.
-            pub const ALL: &'static [$ty] = <$ty as strum::VariantArray>::VARIANTS;
+            pub(crate) const ALL: &'static [$ty] = <$ty as strum::VariantArray>::VARIANTS;
 
-            pub fn as_str(self) -> &'static str {
+            pub(crate) fn as_str(self) -> &'static str {
                 self.into()
             }
         }
@@ -105,7 +105,7 @@ status_text!(Outcome, "outcome");
     strum::VariantArray,
 )]
 #[strum(serialize_all = "snake_case")]
-pub enum Status {
+pub(crate) enum Status {
     Running,
     Succeeded,
     Failed,
@@ -118,7 +118,7 @@ status_text!(Status, "phase or attempt status");
 
 impl Status {
     /// How it ended, or `None` while it runs.
-    pub fn outcome(self) -> Option<Outcome> {
+    pub(crate) fn outcome(self) -> Option<Outcome> {
         match self {
             Status::Running => None,
             Status::Succeeded => Some(Outcome::Succeeded),

@@ -25,14 +25,14 @@ use super::status::{RunStatus, Status};
 
 /// What an export or import moved.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Moved {
-    pub runs: u64,
-    pub phases: u64,
-    pub attempts: u64,
-    pub events: u64,
-    pub artifacts: u64,
-    pub reports: u64,
-    pub learnings: u64,
+pub(crate) struct Moved {
+    pub(crate) runs: u64,
+    pub(crate) phases: u64,
+    pub(crate) attempts: u64,
+    pub(crate) events: u64,
+    pub(crate) artifacts: u64,
+    pub(crate) reports: u64,
+    pub(crate) learnings: u64,
 }
 
 fn transfer_error(message: String) -> StoreError {
@@ -40,7 +40,7 @@ fn transfer_error(message: String) -> StoreError {
 }
 
 /// Write run `run_id` of `state_dir` to `out` (replaced if present).
-pub fn export(state_dir: &Path, run_id: &str, out: &Path) -> Result<Moved, StoreError> {
+pub(crate) fn export(state_dir: &Path, run_id: &str, out: &Path) -> Result<Moved, StoreError> {
     let src_path = state_dir.join(DB_FILE);
     if !src_path.exists() {
         return Err(StoreError::UnknownRun {
@@ -154,7 +154,7 @@ fn combine_selection(a: &str, b: &str) -> String {
 
 /// Merge the runs of `file` (an export) into `state_dir`'s history; what
 /// moved, and the runs the file holds.
-pub fn import(state_dir: &Path, file: &Path) -> Result<(Moved, Vec<String>), StoreError> {
+pub(crate) fn import(state_dir: &Path, file: &Path) -> Result<(Moved, Vec<String>), StoreError> {
     if !file.is_file() {
         return Err(transfer_error(format!(
             "`{}` is not a file",
@@ -437,19 +437,19 @@ fn merge_learnings(tx: &Connection) -> Result<u64, StoreError> {
 /// A phase the run did not record, with why (`orch state import
 /// --pipeline`): it was skipped because a dependency did not succeed.
 #[derive(Debug, Clone)]
-pub struct Unrecorded {
-    pub phase: String,
-    pub required: bool,
+pub(crate) struct Unrecorded {
+    pub(crate) phase: String,
+    pub(crate) required: bool,
     /// Skipped, or cancelled when nothing explains it.
-    pub status: Status,
-    pub reason: String,
+    pub(crate) status: Status,
+    pub(crate) reason: String,
 }
 
 /// After an import: record the phases no job ran (`unrecorded`, skipped),
 /// and settle the run's status from its phases as one `orch run` would:
 /// interrupted if a phase was cancelled or never ended, failed if a
 /// required phase did not succeed, else succeeded.
-pub fn complete(
+pub(crate) fn complete(
     state_dir: &Path,
     run_id: &str,
     unrecorded: &[Unrecorded],

@@ -33,10 +33,10 @@ use super::record::Record;
 use super::schema::{self, DB_FILE, MEMORY_DIR};
 
 /// Records queued before senders wait.
-pub const CHANNEL_CAPACITY: usize = 8192;
+pub(super) const CHANNEL_CAPACITY: usize = 8192;
 
 /// Most records committed in one transaction.
-pub const BATCH: usize = 4096;
+pub(super) const BATCH: usize = 4096;
 
 /// Tries for a transaction that fails as a whole (the database stayed
 /// locked beyond the busy timeout, say).
@@ -96,12 +96,12 @@ impl Store {
     }
 
     /// The queries, on their own connection.
-    pub fn reader(&self) -> &Reader {
+    pub(crate) fn reader(&self) -> &Reader {
         &self.reader
     }
 
     /// `<state_dir>/state.db`.
-    pub fn db_path(&self) -> &Path {
+    pub(crate) fn db_path(&self) -> &Path {
         self.reader.path()
     }
 
@@ -203,7 +203,7 @@ pub struct WriterStats {
     /// Transactions committed.
     pub batches: u64,
     /// Records in them (written or skipped; flushes not counted).
-    pub records: u64,
+    pub(crate) records: u64,
     /// Records that could not be written.
     pub errors: u64,
 }
@@ -268,7 +268,7 @@ impl Writer {
     /// Commit everything queued, stop the thread (for every clone: later
     /// sends fail with [`StoreError::Closed`]) and wait for it; the first
     /// write error, if any. Blocks the calling thread.
-    pub fn close(self) -> Result<(), StoreError> {
+    pub(crate) fn close(self) -> Result<(), StoreError> {
         self.shutdown()
     }
 

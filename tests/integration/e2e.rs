@@ -492,10 +492,8 @@ fn run_cell(cli: &Cli, level: Level, dir: &Path, script: Value) -> Run {
     let server = ModelServer::start(dir, &script);
     let file = dir.join("pipeline.toml");
     std::fs::write(&file, pipeline(cli, level, &server, dir)).unwrap();
-    let mut settings = orch::settings::Settings {
-        state_dir: Some(dir.join("state")),
-        ..Default::default()
-    };
+    let mut settings = orch::settings::Settings::default();
+    settings.state_dir = Some(dir.join("state"));
     let bin = clis_bin();
     for a in settings.agents.values_mut() {
         a.binary = bin.join(&a.binary).display().to_string();

@@ -10,13 +10,13 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 /// The repository root (where Cargo.toml is).
-pub fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// A command running the built `orch` binary from the repository root,
 /// with no colour, a fixed width, and no user or project settings leaking in.
-pub fn orch() -> Command {
+pub(crate) fn orch() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_orch"));
     c.current_dir(root())
         .env("COLUMNS", "100")
@@ -32,18 +32,18 @@ pub fn orch() -> Command {
 }
 
 /// Run `orch` with these arguments.
-pub fn run(args: &[&str]) -> Output {
+pub(crate) fn run(args: &[&str]) -> Output {
     orch().args(args).output().expect("orch runs")
 }
 
-pub fn stdout(o: &Output) -> String {
+pub(crate) fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// stderr with miette's wrapping undone: the frame characters dropped and
 /// every run of white space one space, so a test can look for a phrase
 /// that was wrapped.
-pub fn flat_stderr(o: &Output) -> String {
+pub(crate) fn flat_stderr(o: &Output) -> String {
     stderr(o)
         .replace(['│', '×', '╭', '╰', '─', '·'], " ")
         .split_whitespace()
@@ -51,13 +51,13 @@ pub fn flat_stderr(o: &Output) -> String {
         .join(" ")
 }
 
-pub fn stderr(o: &Output) -> String {
+pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// stdout as JSON; fails the test, showing both streams, when it is not.
 #[track_caller]
-pub fn json_of(o: &Output) -> Value {
+pub(crate) fn json_of(o: &Output) -> Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
         panic!(
             "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
@@ -71,7 +71,7 @@ pub fn json_of(o: &Output) -> Value {
 /// reading its piped stdout and stderr meanwhile (those not taken already);
 /// on the deadline, kill it and fail the test.
 #[track_caller]
-pub fn finish_within(mut child: Child, limit: Duration, what: &str) -> Output {
+pub(crate) fn finish_within(mut child: Child, limit: Duration, what: &str) -> Output {
     fn drain(pipe: Option<impl Read + Send + 'static>) -> JoinHandle<Vec<u8>> {
         std::thread::spawn(move || {
             let mut buf = Vec::new();
@@ -103,7 +103,7 @@ pub fn finish_within(mut child: Child, limit: Duration, what: &str) -> Output {
 }
 
 /// Write `text` to `dir/name` (folders made as needed); the path written.
-pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+pub(crate) fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).unwrap();
@@ -114,7 +114,7 @@ pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 
 /// The example pipelines, `pipelines/*.toml` relative to the root, sorted;
 /// fails the test when there are none.
-pub fn example_pipelines() -> Vec<String> {
+pub(crate) fn example_pipelines() -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(root().join("pipelines"))
         .expect("pipelines/ is readable")
         .map(|e| e.expect("directory entry").path())
@@ -127,7 +127,7 @@ pub fn example_pipelines() -> Vec<String> {
 }
 
 /// Run `orch` from `dir` (for settings tests).
-pub fn run_in(dir: &Path, args: &[&str]) -> Output {
+pub(crate) fn run_in(dir: &Path, args: &[&str]) -> Output {
     orch()
         .current_dir(dir)
         .args(args)
@@ -141,7 +141,7 @@ pub fn run_in(dir: &Path, args: &[&str]) -> Output {
 /// test whose tool is missing (see [`require!`]); `scripts/test` sets
 /// `ORCH_TEST_REQUIRE_ALL=1`, under which a missing tool fails the test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tool {
+pub(crate) enum Tool {
     /// The five agent CLIs (npm), by `scripts/install-agent-clis.sh`.
     AgentClis,
     /// The MCP Python SDK and the MCP Inspector CLI, by
@@ -152,7 +152,7 @@ pub enum Tool {
 }
 
 /// The variable that turns a skip into a failure.
-pub const REQUIRE_ALL: &str = "ORCH_TEST_REQUIRE_ALL";
+pub(crate) const REQUIRE_ALL: &str = "ORCH_TEST_REQUIRE_ALL";
 
 impl Tool {
     /// What it is, for the reason a test does not run.
@@ -197,7 +197,7 @@ impl Tool {
     }
 
     /// Where it is or would be installed.
-    pub fn dir(self) -> PathBuf {
+    pub(crate) fn dir(self) -> PathBuf {
         std::env::var_os(self.var())
             .filter(|d| !d.is_empty())
             .map(PathBuf::from)
@@ -205,7 +205,7 @@ impl Tool {
     }
 
     /// Why it cannot be used, on one line; `None` when it is installed.
-    pub fn missing(self) -> Option<String> {
+    pub(crate) fn missing(self) -> Option<String> {
         let dir = self.dir();
         let absent: Vec<&str> = self
             .files()
@@ -235,7 +235,7 @@ impl Tool {
     /// [`require!`]; fails the test when it is missing (a test that reaches
     /// here without `require!` fails instead of skipping).
     #[track_caller]
-    pub fn installed_dir(self) -> PathBuf {
+    pub(crate) fn installed_dir(self) -> PathBuf {
         if let Some(why) = self.missing() {
             panic!("{why} (the test should start with require!(Tool::{self:?}))");
         }
@@ -249,7 +249,7 @@ impl Tool {
 /// (past the harness's capture, so plain `cargo test` shows it) and the
 /// result is `None`. Tests call it through [`require!`].
 #[track_caller]
-pub fn installed(tool: Tool) -> Option<PathBuf> {
+pub(crate) fn installed(tool: Tool) -> Option<PathBuf> {
     let Some(why) = tool.missing() else {
         return Some(tool.dir());
     };
@@ -263,7 +263,7 @@ pub fn installed(tool: Tool) -> Option<PathBuf> {
 /// Says `skipped: <test>: <why>` on stderr, past the harness's capture,
 /// for a test that returns early because the machine lacks a feature
 /// (cgroups a process may make, say) rather than a tool.
-pub fn skipped(why: &str) {
+pub(crate) fn skipped(why: &str) {
     // The harness runs each test on a thread named after it.
     let thread = std::thread::current();
     let test = thread.name().unwrap_or("a test");
@@ -292,17 +292,17 @@ pub(crate) use require;
 
 /// Where the pinned agent CLIs are (a test using them starts with
 /// `require!(Tool::AgentClis)`).
-pub fn clis_dir() -> PathBuf {
+pub(crate) fn clis_dir() -> PathBuf {
     Tool::AgentClis.installed_dir()
 }
 
 /// The pinned CLIs' executables (`node_modules/.bin` of [`clis_dir`]).
-pub fn clis_bin() -> PathBuf {
+pub(crate) fn clis_bin() -> PathBuf {
     clis_dir().join("node_modules/.bin")
 }
 
 /// PATH with the pinned CLIs first.
-pub fn path_with_clis() -> String {
+pub(crate) fn path_with_clis() -> String {
     format!(
         "{}:{}",
         clis_bin().display(),
@@ -312,7 +312,7 @@ pub fn path_with_clis() -> String {
 
 /// Whether this machine lets a process make cgroups (v2) in its own: a
 /// folder made and removed in the test's own cgroup.
-pub fn cgroups_here() -> bool {
+pub(crate) fn cgroups_here() -> bool {
     let Some(own) = std::fs::read_to_string("/proc/self/cgroup")
         .ok()
         .and_then(|t| {

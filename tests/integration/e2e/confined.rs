@@ -143,7 +143,7 @@ fn answered(run: &OrchRun, n: usize) -> bool {
 
 /// Every confinement cell of one CLI, each a [`Check`] named after its
 /// column.
-pub fn cells(cli: &Cli) -> Vec<Check> {
+pub(super) fn cells(cli: &Cli) -> Vec<Check> {
     let mut checks = Vec::new();
     let mut off: Vec<String> = Vec::new();
     // Without orch's confinement, Codex's own OS sandbox still holds its
