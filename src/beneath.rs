@@ -57,10 +57,6 @@ impl Root {
         })
     }
 
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// A short path that names this folder through its descriptor
     /// (`/proc/self/fd/N`), for calls that take a path (binding a socket:
     /// at most 107 bytes).

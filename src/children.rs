@@ -92,16 +92,6 @@ pub(crate) fn wait(child: &mut std::process::Child) -> std::io::Result<ExitStatu
     try_wait(child)?.ok_or_else(|| std::io::Error::other("the child ended but was not reaped"))
 }
 
-/// orch's child `pid` has been waited for: a process that later gets its
-/// number is not orch's. (A child still to be reaped is reaped with
-/// [`reaping`], [`try_wait`] or [`wait`] instead: a number forgotten after
-/// the reap may already be a new child's.)
-pub(crate) fn forget(pid: u32) {
-    if let Some(own) = locked().as_mut() {
-        own.remove(&(pid as i32));
-    }
-}
-
 /// Whether `pid` is one of orch's own children.
 pub(crate) fn is_own(own: &Option<HashSet<i32>>, pid: i32) -> bool {
     own.as_ref().is_some_and(|o| o.contains(&pid))

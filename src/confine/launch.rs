@@ -100,11 +100,6 @@ impl Launch {
         self
     }
 
-    /// The program's name.
-    pub(crate) fn program(&self) -> &OsStr {
-        &self.program
-    }
-
     /// Start the process: born in the cgroup `cgroup` (a descriptor of its
     /// folder) when given, in the Landlock ruleset `ruleset` when given.
     /// Returns once the program is executing, or with why it is not (then

@@ -368,12 +368,6 @@ pub(crate) fn cgroups_used() -> bool {
     base().is_some()
 }
 
-/// Whether `dir` is a cgroup folder this process can use (tests).
-#[doc(hidden)]
-pub(crate) fn cgroups_here() -> bool {
-    base().is_some_and(|(d, _)| Path::new(d).is_dir())
-}
-
 /// The parent of `pid`, from `/proc/PID/stat` (the fourth field, counted
 /// after the command name's closing parenthesis: the name may hold spaces
 /// and parentheses).

@@ -23,7 +23,6 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -180,17 +179,12 @@ pub struct Endpoint {
 struct Shared {
     backend: Backend,
     tree: Arc<ProcessTree>,
-    refused: AtomicUsize,
 }
 
 impl Endpoint {
     fn new(backend: Backend, socket: PathBuf, tree: Arc<ProcessTree>) -> Endpoint {
         Endpoint {
-            shared: Arc::new(Shared {
-                backend,
-                tree,
-                refused: AtomicUsize::new(0),
-            }),
+            shared: Arc::new(Shared { backend, tree }),
             socket,
             task: Mutex::new(None),
         }
@@ -204,11 +198,6 @@ impl Endpoint {
         let task = tokio::spawn(accept(listener, shared));
         *self.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
         Ok(())
-    }
-
-    /// Connections refused so far (from processes outside the attempt).
-    pub(crate) fn refused(&self) -> usize {
-        self.shared.refused.load(Ordering::Relaxed)
     }
 
     pub(crate) fn socket(&self) -> &Path {
@@ -290,10 +279,7 @@ async fn accept(listener: tokio::net::UnixListener, shared: Arc<Shared>) {
                     }
                 });
             }
-            None => {
-                shared.refused.fetch_add(1, Ordering::Relaxed);
-                drop(stream);
-            }
+            None => drop(stream),
         }
         // Reap finished connections as we go.
         while connections.try_join_next().is_some() {}

@@ -100,11 +100,6 @@ impl OrchServer {
             all: Arc::new(all),
         }
     }
-
-    /// The tools this server lists (its scope), sorted.
-    pub(crate) fn listed(&self) -> Vec<rmcp::model::Tool> {
-        self.router.list_all()
-    }
 }
 
 /// Every tool of every family, with portable schemas.

@@ -321,15 +321,6 @@ pub(crate) struct ToolSetLayer {
     pub(crate) max_turns: Option<Field<u32>>,
 }
 
-impl ToolSetLayer {
-    pub(crate) fn is_empty(&self) -> bool {
-        self.internal.is_none()
-            && self.mcp.is_none()
-            && self.permission.is_none()
-            && self.max_turns.is_none()
-    }
-}
-
 /// The resolution layers, highest priority first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr, strum::Display)]
 #[serde(rename_all = "snake_case")]

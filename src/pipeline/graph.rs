@@ -94,10 +94,6 @@ impl PhaseGraph {
         self.graph.node_count()
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Stages in order; each a set of phases (declaration order) that can run
     /// together once the earlier stages are done.
     pub fn stages(&self) -> Vec<Vec<usize>> {

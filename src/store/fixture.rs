@@ -104,6 +104,7 @@ impl Attempt {
         }
     }
 
+    #[cfg(test)]
     /// An `assistant_text` event saying `line {seq}`.
     pub(crate) fn event(&self, seq: u64, ts_ms: u64) -> Record {
         self.event_of(
@@ -177,6 +178,7 @@ pub fn dead_pid() -> u32 {
     pid
 }
 
+#[cfg(test)]
 /// A whole run: each phase with one agent `a` whose single attempt ends
 /// with the phase's outcome and has `events` events (a skipped phase has
 /// none); the run ends with `status` unless `None` (still running).
