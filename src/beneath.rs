@@ -147,6 +147,7 @@ impl Root {
 
     /// Create (or truncate) the regular file `rel` for writing, with
     /// `mode` when new; its folder must exist.
+    #[cfg(test)]
     pub(crate) fn create(&self, rel: &Path, mode: u32) -> io::Result<File> {
         self.open_write(rel, false, mode)
     }

@@ -57,6 +57,7 @@ impl ProcessTree {
     }
 
     /// The folder of the tree's cgroup, if it has one.
+    #[cfg(test)]
     pub(crate) fn cgroup_dir(&self) -> Option<&Path> {
         self.cgroup.as_ref().map(|c| c.dir.as_path())
     }

@@ -86,6 +86,7 @@ impl Events {
     }
 
     /// A stream nobody follows (tests).
+    #[cfg(test)]
     pub(crate) fn discard() -> Events {
         Events::new(None, Vec::new())
     }

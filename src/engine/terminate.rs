@@ -63,6 +63,7 @@ impl<S: GroupSignal> Termination<S> {
     }
 
     /// Whether the group was asked to stop.
+    #[cfg(test)]
     pub(crate) fn asked(&self) -> bool {
         self.asked.is_some()
     }

@@ -110,12 +110,14 @@ fn rewrite(v: &mut Value, defs: &Map<String, Value>, depth: usize) {
 
 /// What keeps `schema` from being portable, if anything: the checks the
 /// tests run on every tool.
+#[cfg(test)]
 pub(crate) fn problems(schema: &Value) -> Vec<String> {
     let mut out = Vec::new();
     walk(schema, "", &mut out);
     out
 }
 
+#[cfg(test)]
 fn walk(v: &Value, at: &str, out: &mut Vec<String>) {
     match v {
         Value::Object(m) => {

@@ -58,6 +58,7 @@ impl State {
 impl OrchServer {
     /// The server for `caller`, recording through `reports` (which must
     /// report as the caller) and telling the engine through `ledger`.
+    #[cfg(test)]
     pub(crate) fn new(caller: Caller, reports: Reports, ledger: Arc<Ledger>) -> OrchServer {
         OrchServer::with_peer(caller, reports, ledger, None)
     }

@@ -86,6 +86,7 @@ impl Permission {
         s.parse().ok()
     }
 
+    #[cfg(test)]
     pub(crate) fn as_str(self) -> &'static str {
         self.into()
     }

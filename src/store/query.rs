@@ -592,6 +592,7 @@ impl Reader {
     /// state directory, as `(run_id, pid)` (the newest if several), so a
     /// second `orch run` can refuse to start. This process's own runs do
     /// not count.
+    #[cfg(test)]
     pub(crate) fn active_run(&self) -> Result<Option<(String, u32)>, StoreError> {
         Ok(live_runs_of_others(&self.conn(), None, std::process::id())?
             .into_iter()

@@ -128,6 +128,7 @@ impl Reports {
     }
 
     /// A history in memory, for tests.
+    #[cfg(test)]
     #[doc(hidden)]
     pub(crate) fn in_memory(who: Reporter) -> Result<Reports, StoreError> {
         let mut conn = Connection::open_in_memory()?;

@@ -118,6 +118,7 @@ status_text!(Status, "phase or attempt status");
 
 impl Status {
     /// How it ended, or `None` while it runs.
+    #[cfg(test)]
     pub(crate) fn outcome(self) -> Option<Outcome> {
         match self {
             Status::Running => None,

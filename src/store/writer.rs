@@ -268,6 +268,7 @@ impl Writer {
     /// Commit everything queued, stop the thread (for every clone: later
     /// sends fail with [`StoreError::Closed`]) and wait for it; the first
     /// write error, if any. Blocks the calling thread.
+    #[cfg(test)]
     pub(crate) fn close(self) -> Result<(), StoreError> {
         self.shutdown()
     }
