@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use crate::events::Event;
 use crate::model::toolset::{InternalTool, Permission, ToolSet};
-use crate::pipeline::{Agent, Phase};
+use crate::pipeline::Agent;
 
 use super::invocation::{
     Enforced, Enforcement, EnvValue, EnvVar, Invocation, InvocationFile, Stdin,
@@ -140,7 +140,6 @@ pub(crate) fn unique<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<T>
 /// Everything an adapter needs to build an Invocation.
 #[derive(Debug, Clone)]
 pub struct Request<'a> {
-    pub(crate) phase: &'a Phase,
     pub(crate) agent: &'a Agent,
     /// The program to run (the agent's `binary`, else the settings' binary
     /// for the kind).

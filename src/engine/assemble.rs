@@ -946,7 +946,6 @@ pub fn invocation(
     let model = model(phase, agent, &ctx.settings);
     let no_flags = Vec::new();
     let req = Request {
-        phase,
         agent,
         program: program(agent, &ctx.settings),
         toolset,

@@ -94,7 +94,6 @@ pub(crate) fn parse(yaml: &str, offset: usize) -> (Front, Vec<Problem>) {
     let mut disallowed: Vec<SpStr> = Vec::new();
     let mut max_turns = None;
     let mut permission = None;
-    let mut tools_span = None;
     for (k, v) in map.iter() {
         let Some(key) = k.data.as_str() else {
             problems.push(("a key must be a word".into(), span(k)));
@@ -119,7 +118,6 @@ pub(crate) fn parse(yaml: &str, offset: usize) -> (Front, Vec<Problem>) {
                     disallowed = items;
                     continue;
                 }
-                tools_span = Some(span(v));
                 let (m, i): (Vec<SpStr>, Vec<SpStr>) = items
                     .into_iter()
                     .partition(|t| t.value.starts_with("mcp__"));
@@ -164,13 +162,11 @@ pub(crate) fn parse(yaml: &str, offset: usize) -> (Front, Vec<Problem>) {
         }
     }
     if internal.is_some() || mcp.is_some() || max_turns.is_some() || permission.is_some() {
-        let whole = tools_span.unwrap_or_else(|| span(doc));
         out.tools = Some(RawToolSet {
             internal,
             mcp,
             permission,
             max_turns,
-            span: whole,
         });
     }
     (out, problems)

@@ -30,15 +30,12 @@ pub(crate) struct Entry {
     pub(crate) name: String,
     /// How to reach it, or why orch cannot.
     pub(crate) transport: Result<McpTransport, String>,
-    /// Its name in the file (for diagnostics).
-    pub(crate) span: Range<usize>,
 }
 
 /// A read `.mcp.json`.
 #[derive(Debug, Clone)]
 pub(crate) struct ProjectServers {
     pub(crate) path: PathBuf,
-    pub(crate) source: Arc<SourceFile>,
     pub(crate) entries: Vec<Entry>,
 }
 
@@ -71,7 +68,6 @@ pub(crate) fn read(workspace: &Path) -> Result<Option<ProjectServers>, Box<Diagn
         .map(|entries| {
             Some(ProjectServers {
                 path: shown.clone(),
-                source: Arc::clone(&source),
                 entries,
             })
         })
@@ -109,7 +105,6 @@ fn parse(source: &SourceFile) -> Result<Vec<Entry>, (String, Range<usize>)> {
         .map(|(name, entry)| Entry {
             name: name.clone(),
             transport: transport(entry),
-            span: key_span(text, name),
         })
         .collect())
 }
@@ -279,8 +274,6 @@ mod tests {
                 .unwrap_err()
                 .contains(":-default")
         );
-        let span = get("exa").span.clone();
-        assert_eq!(&text[span], "\"exa\"");
     }
 
     #[test]

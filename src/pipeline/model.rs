@@ -105,8 +105,6 @@ pub struct Agent {
     /// Full argv for `command` agents.
     pub(crate) command: Option<Vec<String>>,
     pub(crate) modes: Vec<(Mode, ModeSettings)>,
-    /// Declared in an `[agents.X]` table (not only used by kind name).
-    pub(crate) declared: bool,
 }
 
 impl Agent {
@@ -122,7 +120,6 @@ impl Agent {
             env: Vec::new(),
             command: None,
             modes: Vec::new(),
-            declared: false,
         }
     }
 
@@ -246,7 +243,6 @@ impl Prompt {
 pub(crate) struct Profile {
     pub(crate) name: String,
     pub(crate) path: PathBuf,
-    pub(crate) description: Option<String>,
     pub(crate) tools: ToolSetLayer,
     /// The model the phase's agents use (over the agent's own `model`).
     pub(crate) model: Option<String>,

@@ -99,8 +99,6 @@ pub(crate) struct RawPipeline {
     /// The phases of the DAG.
     #[schemars(required, length(min = 1))]
     pub(crate) phases: Option<Spanned<Vec<RawPhase>>>,
-    #[schemars(skip)]
-    pub(crate) span: Range<usize>,
 }
 
 /// Values every phase inherits.
@@ -148,8 +146,6 @@ pub(crate) struct RawAgent {
     /// Per-mode tools and raw flags (resolution layer 4).
     #[schemars(with = "Option<BTreeMap<Mode, RawModeSettings>>")]
     pub(crate) modes: SpannedMap<RawModeSettings>,
-    #[schemars(skip)]
-    pub(crate) span: Range<usize>,
 }
 
 /// An agent's settings for one mode.
@@ -186,8 +182,6 @@ pub(crate) struct RawMcpServer {
     /// server (see `orch explain`); not checked by orch.
     #[schemars(with = "Option<bool>")]
     pub(crate) read_only: Option<Spanned<bool>>,
-    #[schemars(skip)]
-    pub(crate) span: Range<usize>,
 }
 
 /// A ToolSet table: what an agent may use.
@@ -206,8 +200,6 @@ pub(crate) struct RawToolSet {
     /// Conversation depth limit, at least 1.
     #[schemars(with = "Option<u32>", range(min = 1))]
     pub(crate) max_turns: Option<Spanned<i64>>,
-    #[schemars(skip)]
-    pub(crate) span: Range<usize>,
 }
 
 /// One phase of the DAG.
@@ -356,8 +348,7 @@ pub(crate) fn decode(source: &Arc<SourceFile>) -> (Option<RawPipeline>, Vec<Diag
         }
         return (None, d.diags);
     }
-    let span = root.span();
-    let raw = d.pipeline(root.get_ref(), span);
+    let raw = d.pipeline(root.get_ref());
     (Some(raw), d.diags)
 }
 
@@ -518,9 +509,8 @@ impl Decoder<'_> {
         out
     }
 
-    fn pipeline(&mut self, root: &DeTable<'_>, span: Range<usize>) -> RawPipeline {
+    fn pipeline(&mut self, root: &DeTable<'_>) -> RawPipeline {
         let mut p = RawPipeline {
-            span,
             ..Default::default()
         };
         for (k, v) in root.iter() {
@@ -566,7 +556,6 @@ impl Decoder<'_> {
     fn agent(&mut self, name: &str, v: &Value<'_>) -> Option<RawAgent> {
         let t = self.table(&format!("agents.{name}"), v)?;
         let mut a = RawAgent {
-            span: v.span(),
             ..Default::default()
         };
         let ctx = format!("`[agents.{name}]`");
@@ -590,7 +579,6 @@ impl Decoder<'_> {
         let t = self.table(&format!("agents.{agent}.modes.{mode}"), v)?;
         let mut m = RawModeSettings {
             tools: RawToolSet {
-                span: v.span(),
                 ..Default::default()
             },
             flags: None,
@@ -609,7 +597,6 @@ impl Decoder<'_> {
     fn mcp_server(&mut self, name: &str, v: &Value<'_>) -> Option<RawMcpServer> {
         let t = self.table(&format!("mcp_servers.{name}"), v)?;
         let mut s = RawMcpServer {
-            span: v.span(),
             ..Default::default()
         };
         let ctx = format!("`[mcp_servers.{name}]`");
@@ -634,7 +621,6 @@ impl Decoder<'_> {
     pub(crate) fn toolset(&mut self, ctx: &str, v: &Value<'_>) -> Option<RawToolSet> {
         let t = self.table(ctx, v)?;
         let mut ts = RawToolSet {
-            span: v.span(),
             ..Default::default()
         };
         for (k, v) in t.iter() {

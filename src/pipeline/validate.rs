@@ -679,7 +679,6 @@ impl<'s> Validator<'s> {
                     .collect(),
                 command,
                 modes,
-                declared: true,
             });
         }
         let declared: HashSet<String> = raw.agents.0.iter().map(|(n, _)| n.value.clone()).collect();
@@ -892,7 +891,6 @@ impl<'s> Validator<'s> {
                         Some(Profile {
                             name: n.value.clone(),
                             path: raw_profile.path.clone(),
-                            description: raw_profile.description.clone(),
                             tools: tools.unwrap_or_default(),
                             model: raw_profile.model.as_ref().map(|m| m.value.clone()),
                             model_at: raw_profile.model.as_ref().map(|m| source.location(&m.span)),
