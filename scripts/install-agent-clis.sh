@@ -3,7 +3,7 @@
 # versions, into .cache/agent-clis/ (gitignored via /.cache). Idempotent: when
 # every pinned package is already installed at its pinned version, its binary
 # is in place and the last install passed the smoke test (the stamp file
-# .installed-pins matches PINS), npm is not run at all (~0.5 s).
+# .installed-pins matches the pins), npm is not run at all (~0.5 s).
 #
 #   scripts/install-agent-clis.sh            # install or verify
 #   scripts/install-agent-clis.sh --check    # only verify; exit 1 if not installed
@@ -17,14 +17,15 @@
 # Prints the binaries' paths on the last lines as NAME=PATH.
 set -euo pipefail
 
-# --- The pins: the one place to change a version. -------------------------
-# npm package                 version    binary
-PINS=(
-  "@anthropic-ai/claude-code  2.1.197    claude"
-  "@openai/codex              0.169.0    codex"
-  "@google/gemini-cli         0.61.0     gemini"
-  "opencode-ai                1.18.33    opencode"
-  "@github/copilot            1.0.102    copilot"
+# --- The pins: ci/agent-clis/package.json, the one place to change a
+# version (orch reads it when it is built: `orch doctor`'s verified versions;
+# exported CI jobs install from it and its lock). Each package's binary:
+BINS=(
+  "@anthropic-ai/claude-code  claude"
+  "@openai/codex              codex"
+  "@google/gemini-cli         gemini"
+  "opencode-ai                opencode"
+  "@github/copilot            copilot"
 )
 # ---------------------------------------------------------------------------
 
@@ -50,8 +51,11 @@ node_major=$(node -p 'process.versions.node.split(".")[0]')
 [ "$node_major" -ge 20 ] || die "Node >= 20 needed (gemini-cli requires it), found $(node -v)"
 
 pkgs=() vers=() bins=()
-for line in "${PINS[@]}"; do
-  read -r p v b <<<"$line"
+for line in "${BINS[@]}"; do
+  read -r p b <<<"$line"
+  v=$(node -e 'const d=require(process.argv[1]).dependencies||{};process.stdout.write(String(d[process.argv[2]]||""))' \
+    "$REPO/ci/agent-clis/package.json" "$p") || die "cannot read ci/agent-clis/package.json"
+  [ -n "$v" ] || die "ci/agent-clis/package.json pins no version of $p"
   pkgs+=("$p") vers+=("$v") bins+=("$b")
 done
 
@@ -129,7 +133,7 @@ for i in "${!pkgs[@]}"; do
     vers[$i]=$near
   else
     log "${pkgs[$i]}: pinned ${vers[$i]} does not exist in the registry; nearest existing is $near" \
-        "(update PINS at the top of $0, or set AGENT_CLIS_ALLOW_NEAREST=1)"
+        "(update its pin in ci/agent-clis/package.json, or set AGENT_CLIS_ALLOW_NEAREST=1)"
     missing=1
   fi
 done

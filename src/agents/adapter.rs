@@ -224,6 +224,10 @@ pub struct Probe {
 pub trait Adapter: Sync {
     fn kind(&self) -> AgentKind;
 
+    /// Every fact about the CLI that is a table: its package, credentials,
+    /// the flags and environment orch controls.
+    fn table(&self) -> &'static super::kind::CliTable;
+
     /// The capability table: how this CLI enforces each field of a ToolSet.
     /// Validation consults it (strict: a `none` is an error).
     fn enforcement(&self, toolset: &ToolSet) -> Enforcement;

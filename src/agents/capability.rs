@@ -147,10 +147,10 @@ fn permission(
         ));
     }
     if let Some(server) = reach.servers.first() {
-        let outside = if kind == AgentKind::Codex {
-            " (outside codex's sandbox)"
+        let outside = if kind.confines_writes(Permission::ReadOnly) {
+            format!(" (outside {kind}'s sandbox)")
         } else {
-            ""
+            String::new()
         };
         return Enforced::none(format!(
             "MCP server `{server}` runs with every right of its user{outside}, and nothing confines it: OS confinement is {why}; set `read_only = true` in `[mcp_servers.{server}]` if its tools only read"

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use super::adapter::{Adapter, PermissionReasons, Probe, Request, shell_bound_permission, unique};
 use super::env;
 use super::invocation::{Enforced, Enforcement, Invocation, InvocationFile, Stdin};
+use super::kind::{CliTable, ORCH_SETS, WIDENS};
 use crate::events::{Event, RateLimit, looks_rate_limited};
 use crate::model::AgentKind;
 use crate::model::toolset::{InternalTool, Permission, ToolSet};
@@ -39,7 +40,142 @@ fn tool_name(t: &InternalTool) -> &'static str {
 /// is denied outright.
 const WRITING_TOOLS: &[&str] = &["Write", "Edit", "NotebookEdit", "Bash"];
 
+/// What orch knows of Claude Code's command line, environment and
+/// package (see [`CliTable`]).
+const TABLE: CliTable = CliTable {
+    npm_package: Some("@anthropic-ai/claude-code"),
+    credentials: &["ANTHROPIC_API_KEY"],
+    default_pass_env: &[
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_BASE_URL",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+    ],
+    controlled_flags: &[
+        ("--tools", "internal"),
+        ("--allowedTools", "internal"),
+        ("--allowed-tools", "internal"),
+        ("--disallowedTools", "internal"),
+        ("--disallowed-tools", "internal"),
+        ("--permission-mode", "permission"),
+        ("--dangerously-skip-permissions", "permission"),
+        ("--allow-dangerously-skip-permissions", "permission"),
+        ("--max-turns", "max_turns"),
+        ("--mcp-config", "mcp"),
+        ("--strict-mcp-config", "mcp"),
+        ("--settings", "permission"),
+        ("--add-dir", "permission"),
+        ("--setting-sources", "permission"),
+        ("--bare", "internal"),
+        // Sub-agents, plugins and settings of their own, and ways to
+        // approve or reach beyond the ToolSet (from 2.1.197's own
+        // option table, hidden options included).
+        ("--agent", "internal"),
+        ("--agents", "internal"),
+        ("--plugin-dir", "internal"),
+        ("--plugin-dir-no-mcp", "internal"),
+        ("--plugin-url", "internal"),
+        ("--init", "internal"),
+        ("--init-only", "internal"),
+        ("--permission-prompt-tool", "permission"),
+        ("--managed-settings", "permission"),
+        ("--sandbox", "permission"),
+        ("--no-sandbox", "permission"),
+        ("--trusted", "permission"),
+        ("--dangerously-load-development-channels", "permission"),
+        ("--dangerously-allow-browser-network-access", "permission"),
+        ("--remote", "permission"),
+        ("--remote-control", "permission"),
+        ("--teleport", "permission"),
+        ("--worktree", "permission"),
+        ("-w", "permission"),
+        ("--tmux", "permission"),
+        ("--bg", "permission"),
+        ("--background", "permission"),
+        ("--channels", "mcp"),
+        ("--chrome", "mcp"),
+        ("--claude-in-chrome-mcp", "mcp"),
+        ("--computer-use-mcp", "mcp"),
+        ("--ide", "mcp"),
+        ("--sdk-url", "output"),
+        ("--maintenance", "internal"),
+        ("--rc", "permission"),
+        ("--cloud", "permission"),
+        ("--handle-uri", "permission"),
+        ("--safe-mode", "mcp"),
+        ("--enable-auto-mode", "permission"),
+        ("--plan-mode-required", "permission"),
+        ("--teammate-mode", "permission"),
+        ("--agent-type", "internal"),
+        ("--agent-id", "internal"),
+        ("--agent-name", "internal"),
+        ("--team-name", "internal"),
+        ("--rewind-files", "permission"),
+        ("--include-partial-messages", "output"),
+        ("--include-hook-events", "output"),
+        ("--replay-user-messages", "output"),
+        ("--session-mirror", "output"),
+        ("--json-schema", "output"),
+        ("-p", "output"),
+        ("--print", "output"),
+        ("--output-format", "output"),
+        ("--input-format", "output"),
+        ("--model", "model"),
+    ],
+    controlled_env: &[
+        ("HOME", ORCH_SETS),
+        ("TMPDIR", ORCH_SETS),
+        ("CLAUDE_CONFIG_DIR", ORCH_SETS),
+        ("DISABLE_AUTOUPDATER", ORCH_SETS),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", ORCH_SETS),
+        ("XDG_CONFIG_HOME", WIDENS),
+        ("IS_SANDBOX", WIDENS),
+        ("ANTHROPIC_CONFIG_DIR", WIDENS),
+        ("CLAUDE_CODE_MANAGED_SETTINGS_PATH", WIDENS),
+        ("CLAUDE_CODE_REMOTE_SETTINGS*", WIDENS),
+        ("CLAUDE_CODE_MOCK_REMOTE_SETTINGS", WIDENS),
+        ("CLAUDE_BG_SESSION_PERMISSION_RULES*", WIDENS),
+        ("CLAUDE_CODE_AUTO_MODE_EXTERNAL_PERMISSIONS", WIDENS),
+        ("CLAUDE_CHROME_PERMISSION_MODE", WIDENS),
+        ("CLAUDE_CODE_PLUGIN_*", WIDENS),
+        ("CLAUDE_CODE_SYNC_PLUGIN*", WIDENS),
+        ("CLAUDE_CODE_USE_COWORK_PLUGINS", WIDENS),
+        ("CLAUDE_CODE_ENABLE_BACKGROUND_PLUGIN_REFRESH", WIDENS),
+        ("CLAUDE_PLUGIN_*", WIDENS),
+        ("CLAUDE_CODE_SHELL", WIDENS),
+        ("CLAUDE_CODE_SHELL_PREFIX", WIDENS),
+        ("CLAUDE_CODE_GIT_BASH_PATH", WIDENS),
+        ("CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD", WIDENS),
+        ("CLAUDE_CODE_MCP_*", WIDENS),
+        ("CLAUDE_CODE_ENABLE_DESIGN_MCP", WIDENS),
+        ("CLAUDE_CODE_TERMINAL_MCP_TOOLS", WIDENS),
+        ("CLAUDE_IN_CHROME_MCP_SERVER_NAME", WIDENS),
+        ("CLAUDE_CODE_USE_POWERSHELL_TOOL", WIDENS),
+        ("CLAUDE_CODE_EXPERIMENTAL_*", WIDENS),
+        ("CLAUDE_SECURESTORAGE_CONFIG_DIR", WIDENS),
+        ("CLAUDE_CODE_SANDBOXED", WIDENS),
+        ("CLAUDE_CODE_FORCE_SANDBOX", WIDENS),
+        ("CLAUDE_AGENT*", WIDENS),
+        ("CLAUDE_CODE_AGENT*", WIDENS),
+        ("CLAUDE_PROJECT_DIR", WIDENS),
+        ("CLAUDE_CODE_BUBBLEWRAP", WIDENS),
+        ("CLAUDE_CODE_SIMPLE", WIDENS),
+        ("CLAUDE_CODE_SAFE_MODE", WIDENS),
+        ("CLAUDE_CODE_SESSION_KIND", WIDENS),
+        ("CLAUDE_ENV_FILE", WIDENS),
+    ],
+    controlled_config_prefixes: &[],
+    config_option: None,
+    controlled_words: &["cc://*", "cc+unix://*"],
+    yargs: false,
+    confines_writes: false,
+};
+
 impl Adapter for Claude {
+    fn table(&self) -> &'static CliTable {
+        &TABLE
+    }
+
     fn kind(&self) -> AgentKind {
         AgentKind::Claude
     }

@@ -12,6 +12,7 @@ use super::adapter::{Adapter, Probe, Request};
 use super::claude::strings;
 use super::env;
 use super::invocation::{Enforced, Enforcement, Invocation, Stdin};
+use super::kind::{CliTable, ORCH_SETS, WIDENS};
 use crate::events::Event;
 use crate::model::AgentKind;
 use crate::model::toolset::{InternalTool, Permission, ToolSet};
@@ -80,7 +81,102 @@ fn toml_list(items: &[String]) -> String {
     .to_string()
 }
 
+/// What orch knows of Codex's command line, environment and
+/// package (see [`CliTable`]).
+const TABLE: CliTable = CliTable {
+    npm_package: Some("@openai/codex"),
+    credentials: &["OPENAI_API_KEY", "CODEX_API_KEY"],
+    default_pass_env: &["OPENAI_API_KEY", "CODEX_API_KEY", "OPENAI_BASE_URL"],
+    controlled_flags: &[
+        ("-s", "permission"),
+        ("--sandbox", "permission"),
+        ("--full-auto", "permission"),
+        ("--dangerously-bypass-approvals-and-sandbox", "permission"),
+        ("--yolo", "permission"),
+        ("-a", "permission"),
+        ("--ask-for-approval", "permission"),
+        ("--add-dir", "permission"),
+        ("--enable", "internal"),
+        ("--disable", "internal"),
+        ("-p", "permission"),
+        ("--profile", "permission"),
+        ("-C", "permission"),
+        ("--cd", "permission"),
+        ("--trust", "permission"),
+        ("--approve-for-me", "permission"),
+        ("--dangerously-bypass-hook-trust", "permission"),
+        ("--not-so-yolo", "permission"),
+        // Files the codex process itself (outside its sandbox) reads
+        // or writes.
+        ("-o", "permission"),
+        ("--output-last-message", "permission"),
+        ("-i", "permission"),
+        ("--image", "permission"),
+        ("--output-schema", "output"),
+        ("--worktree", "permission"),
+        ("--json", "output"),
+        ("-m", "model"),
+        ("--model", "model"),
+        ("--oss", "model"),
+        ("--local-provider", "model"),
+    ],
+    controlled_env: &[
+        ("HOME", ORCH_SETS),
+        ("TMPDIR", ORCH_SETS),
+        ("CODEX_HOME", ORCH_SETS),
+        ("XDG_CONFIG_HOME", WIDENS),
+        ("CODEX_SANDBOX*", WIDENS),
+        ("CODEX_EXEC_SERVER_URL", WIDENS),
+        ("CODEX_MANAGED_PACKAGE_ROOT", WIDENS),
+        ("CODEX_SQLITE_HOME", WIDENS),
+        ("CODEX_BWRAP_SHA256", WIDENS),
+    ],
+    controlled_config_prefixes: &[
+        ("sandbox", "permission"),
+        ("approval_policy", "permission"),
+        ("mcp_servers", "mcp"),
+        ("features", "internal"),
+        ("tools", "internal"),
+        ("web_search", "internal"),
+        ("shell_environment_policy", "permission"),
+        // A profile can hold any of the above; a trusted project
+        // loads its own .codex/config.toml; notify and hooks run
+        // commands.
+        ("profile", "permission"),
+        ("profiles", "permission"),
+        ("projects", "permission"),
+        ("notify", "permission"),
+        ("hooks", "permission"),
+        ("approvals_reviewer", "permission"),
+        ("auto_review", "permission"),
+        ("permissions", "permission"),
+        ("default_permissions", "permission"),
+        ("agents", "internal"),
+        ("apps", "internal"),
+        ("plugins", "internal"),
+        ("marketplaces", "internal"),
+        ("skills", "internal"),
+        ("memories", "internal"),
+        ("orchestrator", "internal"),
+        ("allow_login_shell", "permission"),
+        ("js_repl_node_path", "permission"),
+        ("mcp_oauth", "mcp"),
+        ("mcp_enterprise_managed_auth", "mcp"),
+        ("mcp_optional_startup_grace_ms", "mcp"),
+        ("developer_instructions", "output"),
+        ("model_instructions_file", "output"),
+    ],
+    config_option: Some(("config", 'c')),
+    controlled_words: &["review", "resume", "fork", "help", "apply", "mcp"],
+    yargs: false,
+    confines_writes: true,
+};
+
 impl Adapter for Codex {
+    fn table(&self) -> &'static CliTable {
+        &TABLE
+    }
+
     fn kind(&self) -> AgentKind {
         AgentKind::Codex
     }

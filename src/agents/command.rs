@@ -7,13 +7,33 @@
 use super::adapter::{Adapter, Probe, Request};
 use super::env;
 use super::invocation::{Enforced, Enforcement, Invocation, InvocationFile, Stdin};
+use super::kind::{CliTable, ORCH_SETS};
 use crate::events::Event;
 use crate::model::AgentKind;
 use crate::model::ToolSet;
 
 pub(super) struct Command;
 
+/// What orch knows of a plain command's command line, environment and
+/// package (see [`CliTable`]).
+const TABLE: CliTable = CliTable {
+    npm_package: None,
+    credentials: &[],
+    default_pass_env: &[],
+    controlled_flags: &[],
+    controlled_env: &[("ORCH_PROMPT_FILE", ORCH_SETS)],
+    controlled_config_prefixes: &[],
+    config_option: None,
+    controlled_words: &[],
+    yargs: false,
+    confines_writes: false,
+};
+
 impl Adapter for Command {
+    fn table(&self) -> &'static CliTable {
+        &TABLE
+    }
+
     fn kind(&self) -> AgentKind {
         AgentKind::Command
     }

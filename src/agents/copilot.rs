@@ -14,6 +14,7 @@ use super::adapter::{
 use super::claude::pretty;
 use super::env;
 use super::invocation::{Enforced, Enforcement, EnvVar, Invocation, InvocationFile, Stdin};
+use super::kind::{CliTable, ORCH_SETS, WIDENS};
 use crate::events::Event;
 use crate::model::AgentKind;
 use crate::model::toolset::{InternalTool, Permission, ToolSet};
@@ -48,7 +49,137 @@ fn shell_rule(pattern: &str) -> String {
     }
 }
 
+/// What orch knows of Copilot CLI's command line, environment and
+/// package (see [`CliTable`]).
+const TABLE: CliTable = CliTable {
+    npm_package: Some("@github/copilot"),
+    credentials: &["COPILOT_GITHUB_TOKEN"],
+    default_pass_env: &[
+        "COPILOT_GITHUB_TOKEN",
+        "GH_TOKEN",
+        "GITHUB_TOKEN",
+        "COPILOT_OFFLINE",
+        "COPILOT_PROVIDER_BASE_URL",
+        "COPILOT_PROVIDER_API_KEY",
+        "COPILOT_PROVIDER_TYPE",
+        "COPILOT_MODEL",
+    ],
+    controlled_flags: &[
+        ("--available-tools", "internal"),
+        ("--excluded-tools", "internal"),
+        ("--allow-tool", "internal"),
+        ("--deny-tool", "internal"),
+        ("--allow-all-tools", "permission"),
+        ("--allow-all", "permission"),
+        ("--yolo", "permission"),
+        ("--allow-all-paths", "permission"),
+        ("--add-dir", "permission"),
+        ("--additional-mcp-config", "mcp"),
+        ("--disable-builtin-mcps", "mcp"),
+        ("--agent", "permission"),
+        ("--allow-all-urls", "permission"),
+        // Trusting the folder loads the repository's hooks and MCP servers.
+        ("--trust-folder", "permission"),
+        // Other folders, plugins, extra MCP servers and tools, modes
+        // that approve on their own, remote sessions, sharing.
+        ("-C", "permission"),
+        ("--plugin-dir", "internal"),
+        ("--extension-sdk-path", "internal"),
+        ("--enable-all-github-mcp-tools", "mcp"),
+        ("--add-github-mcp-toolset", "mcp"),
+        ("--add-github-mcp-tool", "mcp"),
+        ("--mcp-github-auth", "mcp"),
+        ("--enable-mcp-server", "mcp"),
+        ("--allow-all-mcp-server-instructions", "mcp"),
+        ("--allow-url", "permission"),
+        ("--mode", "permission"),
+        ("--autopilot", "permission"),
+        ("--plan", "permission"),
+        ("--experimental", "permission"),
+        ("--assisted-approval", "permission"),
+        ("--fleet", "permission"),
+        ("--bash-env", "permission"),
+        ("--remote", "permission"),
+        ("--remote-export", "permission"),
+        ("--environment-host", "permission"),
+        ("--environment-compute-id", "permission"),
+        ("--connect", "permission"),
+        ("--share", "permission"),
+        ("--share-gist", "permission"),
+        // Hidden options: another config directory or package
+        // version, its own sandbox, worktrees and remote or server
+        // modes (`--ahp-*` included), resumed sessions.
+        ("--config-dir", "permission"),
+        ("--prefer-version", "permission"),
+        ("--sandbox", "permission"),
+        ("--no-sandbox", "permission"),
+        ("--worktree", "permission"),
+        ("--cloud", "permission"),
+        ("-r", "permission"),
+        ("--resume", "permission"),
+        ("--continue", "permission"),
+        ("--session-id", "permission"),
+        ("--new-session-id", "permission"),
+        ("--server", "output"),
+        ("--ui-server", "output"),
+        ("--stdio", "output"),
+        ("--port", "output"),
+        ("--managed-server", "output"),
+        ("--embedded-host", "output"),
+        ("--ahp*", "output"),
+        ("--relay", "output"),
+        ("--environment-id", "permission"),
+        ("--disable-mcp-server", "mcp"),
+        ("--auth-token-env", "permission"),
+        ("--additional-content-exclusion-policies", "permission"),
+        ("--attachment", "permission"),
+        ("--stream", "output"),
+        ("--acp", "output"),
+        ("--output-format", "output"),
+        ("-p", "output"),
+        ("--prompt", "output"),
+        ("--model", "model"),
+    ],
+    controlled_env: &[
+        ("HOME", ORCH_SETS),
+        ("TMPDIR", ORCH_SETS),
+        ("COPILOT_HOME", ORCH_SETS),
+        ("COPILOT_AUTO_UPDATE", ORCH_SETS),
+        ("COPILOT_CACHE_HOME", ORCH_SETS),
+        ("XDG_CONFIG_HOME", ORCH_SETS),
+        ("XDG_STATE_HOME", ORCH_SETS),
+        ("COPILOT_ALLOW_ALL", WIDENS),
+        ("COPILOT_ASSISTED_APPROVAL", WIDENS),
+        ("COPILOT_PLAN_THEN_AUTOPILOT", WIDENS),
+        ("COPILOT_CUSTOM_INSTRUCTIONS_DIRS", WIDENS),
+        ("COPILOT_ENABLE_BUILTIN_GITHUB_MCP", WIDENS),
+        ("COPILOT_DYNAMIC_RETRIEVAL_*", WIDENS),
+        ("COPILOT_MCP_*", WIDENS),
+        ("COPILOT_HOOK_*", WIDENS),
+        ("COPILOT_PLUGIN_*", WIDENS),
+        ("COPILOT_BROWSER_*", WIDENS),
+        ("COPILOT_PROVIDERS_CONFIG", WIDENS),
+        ("COPILOT_CLI_*", WIDENS),
+        ("COPILOT_EXP_*", WIDENS),
+        ("COPILOT_E2E_*", WIDENS),
+        ("COPILOT_DETACHED_*", WIDENS),
+        ("GITHUB_COPILOT_PROMPT_MODE_*", WIDENS),
+        ("COPILOT_PKG_CACHE_HOME", WIDENS),
+        ("COPILOT_SKILLS_DIRS", WIDENS),
+        ("COPILOT_PROVIDER_API_KEY_COMMAND", WIDENS),
+    ],
+    controlled_config_prefixes: &[],
+    config_option: None,
+    controlled_words: &[],
+    yargs: false,
+    confines_writes: false,
+};
+
 impl Adapter for Copilot {
+    fn table(&self) -> &'static CliTable {
+        &TABLE
+    }
+
     fn kind(&self) -> AgentKind {
         AgentKind::Copilot
     }

@@ -14,6 +14,7 @@ use super::adapter::{
 use super::claude::pretty;
 use super::env;
 use super::invocation::{Enforced, Enforcement, Invocation, InvocationFile, Stdin};
+use super::kind::{CliTable, ORCH_SETS, WIDENS};
 use crate::events::Event;
 use crate::model::AgentKind;
 use crate::model::toolset::{InternalTool, Permission, ToolSet};
@@ -50,7 +51,89 @@ fn command_prefix(pattern: &str) -> String {
         .to_string()
 }
 
+/// What orch knows of Gemini CLI's command line, environment and
+/// package (see [`CliTable`]).
+const TABLE: CliTable = CliTable {
+    npm_package: Some("@google/gemini-cli"),
+    credentials: &["GEMINI_API_KEY"],
+    default_pass_env: &[
+        "GEMINI_API_KEY",
+        "GOOGLE_API_KEY",
+        "GOOGLE_GEMINI_BASE_URL",
+        "GOOGLE_CLOUD_PROJECT",
+        "GOOGLE_CLOUD_LOCATION",
+        "GOOGLE_GENAI_USE_VERTEXAI",
+    ],
+    controlled_flags: &[
+        ("--approval-mode", "permission"),
+        ("-y", "permission"),
+        ("--yolo", "permission"),
+        ("-s", "permission"),
+        ("--sandbox", "permission"),
+        ("--policy", "internal"),
+        ("--allowed-tools", "internal"),
+        ("--allowed-mcp-server-names", "mcp"),
+        ("-e", "mcp"),
+        ("--extensions", "mcp"),
+        ("--include-directories", "permission"),
+        ("--admin-policy", "internal"),
+        ("-w", "permission"),
+        ("--worktree", "permission"),
+        ("--acp", "output"),
+        ("--experimental-acp", "output"),
+        ("--skip-trust", "permission"),
+        // The model replaced by (or recorded to) a file.
+        ("--fake-responses", "model"),
+        ("--fake-responses-non-strict", "model"),
+        ("--record-responses", "output"),
+        ("-r", "permission"),
+        ("--resume", "permission"),
+        ("--session-file", "permission"),
+        ("-o", "output"),
+        ("--output-format", "output"),
+        ("--raw-output", "output"),
+        ("-p", "output"),
+        ("--prompt", "output"),
+        ("-i", "output"),
+        ("--prompt-interactive", "output"),
+        ("-m", "model"),
+        ("--model", "model"),
+    ],
+    controlled_env: &[
+        ("HOME", ORCH_SETS),
+        ("TMPDIR", ORCH_SETS),
+        ("GEMINI_CLI_HOME", ORCH_SETS),
+        ("GEMINI_CLI_NO_RELAUNCH", ORCH_SETS),
+        ("XDG_CONFIG_HOME", WIDENS),
+        ("GEMINI_CLI_TRUST*", WIDENS),
+        ("GEMINI_CLI_SYSTEM_*", WIDENS),
+        ("GEMINI_CLI_USER_SETTINGS", WIDENS),
+        ("GEMINI_CLI_IDE_*", WIDENS),
+        ("GEMINI_CLI_APPROVAL_MODE", WIDENS),
+        ("GEMINI_CLI_ACTIVE_APPROVAL_MODE", WIDENS),
+        ("GEMINI_YOLO_MODE", WIDENS),
+        ("GEMINI_SANDBOX*", WIDENS),
+        ("GEMINI_RESTRICTED_MODE", WIDENS),
+        ("SANDBOX*", WIDENS),
+        ("SEATBELT_PROFILE", WIDENS),
+        ("GEMINI_EXP", WIDENS),
+        ("GEMINI_CLI_EXP_AGENT", WIDENS),
+        ("GEMINI_CLI_INTEGRATION_TEST", WIDENS),
+        ("VITEST", WIDENS),
+        ("GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES", WIDENS),
+    ],
+    controlled_config_prefixes: &[],
+    config_option: None,
+    controlled_words: &[],
+    yargs: true,
+    confines_writes: false,
+};
+
 impl Adapter for Gemini {
+    fn table(&self) -> &'static CliTable {
+        &TABLE
+    }
+
     fn kind(&self) -> AgentKind {
         AgentKind::Gemini
     }

@@ -12,6 +12,48 @@ pub(crate) type FieldName = &'static str;
 /// exported CI jobs install them from its lock).
 pub(crate) const CLIS_PACKAGE_JSON: &str = include_str!("../../ci/agent-clis/package.json");
 
+/// Why an agent's `env` may not set a variable: orch sets it itself.
+pub(super) const ORCH_SETS: &str = "orch sets it for each attempt";
+
+/// Why an agent's `env` may not set a variable: it widens what the CLI may do.
+pub(super) const WIDENS: &str = "it changes what the CLI allows, which tools it offers or which configuration, plugins, hooks or MCP servers it loads";
+
+/// Every fact about one CLI that is a table, written in its adapter's own
+/// file (its `TABLE`, returned by [`super::adapter::Adapter::table`]):
+/// updating a CLI's flags, environment or package touches that file only.
+/// [`CliFacts`] reads them.
+#[derive(Debug)]
+pub struct CliTable {
+    /// The CLI's npm package (none for a plain command); its pinned
+    /// version is read from `ci/agent-clis/package.json`.
+    pub(crate) npm_package: Option<&'static str>,
+    /// The credentials this CLI reads (the first is the usual one).
+    pub(crate) credentials: &'static [&'static str],
+    /// The variables the CLI reads to reach its model, passed through
+    /// unless settings say otherwise.
+    pub(crate) default_pass_env: &'static [&'static str],
+    /// Raw flags the ToolSet translation controls, with their field (a
+    /// name ending in `*` stands for every flag it starts).
+    pub(crate) controlled_flags: &'static [(&'static str, FieldName)],
+    /// Variables an agent's `env` may not set, with why (a name ending in
+    /// `*` stands for every name it starts).
+    pub(crate) controlled_env: &'static [(&'static str, &'static str)],
+    /// Config keys of a `key=value` override the ToolSet owns.
+    pub(crate) controlled_config_prefixes: &'static [(&'static str, FieldName)],
+    /// The option that takes a `key=value` config override, long and
+    /// short (Codex's `--config`, `-c`).
+    pub(crate) config_option: Option<(&'static str, char)>,
+    /// Bare words in raw flags the CLI reads as more than a prompt word: a
+    /// subcommand, an address that dispatches one (a word ending in `*`
+    /// stands for every word it starts).
+    pub(crate) controlled_words: &'static [&'static str],
+    /// Whether the CLI parses its command line with yargs.
+    pub(crate) yargs: bool,
+    /// Whether the CLI confines writes at the OS level below
+    /// `full-access` (Codex's own sandbox).
+    pub(crate) confines_writes: bool,
+}
+
 /// What orch knows of each CLI's command line, environment and
 /// credentials, asked of an [`AgentKind`]. These facts belong to the agent
 /// CLIs, so they live here and not in the model: bring the trait into scope
@@ -76,51 +118,11 @@ pub(crate) trait CliFacts: Copy {
 
 impl CliFacts for AgentKind {
     fn default_pass_env(self) -> &'static [&'static str] {
-        match self {
-            AgentKind::Claude => &[
-                "ANTHROPIC_API_KEY",
-                "ANTHROPIC_AUTH_TOKEN",
-                "ANTHROPIC_BASE_URL",
-                "CLAUDE_CODE_OAUTH_TOKEN",
-            ],
-            AgentKind::Codex => &["OPENAI_API_KEY", "CODEX_API_KEY", "OPENAI_BASE_URL"],
-            AgentKind::Gemini => &[
-                "GEMINI_API_KEY",
-                "GOOGLE_API_KEY",
-                "GOOGLE_GEMINI_BASE_URL",
-                "GOOGLE_CLOUD_PROJECT",
-                "GOOGLE_CLOUD_LOCATION",
-                "GOOGLE_GENAI_USE_VERTEXAI",
-            ],
-            AgentKind::Opencode => &[
-                "ANTHROPIC_API_KEY",
-                "OPENAI_API_KEY",
-                "GEMINI_API_KEY",
-                "OPENROUTER_API_KEY",
-            ],
-            AgentKind::Copilot => &[
-                "COPILOT_GITHUB_TOKEN",
-                "GH_TOKEN",
-                "GITHUB_TOKEN",
-                "COPILOT_OFFLINE",
-                "COPILOT_PROVIDER_BASE_URL",
-                "COPILOT_PROVIDER_API_KEY",
-                "COPILOT_PROVIDER_TYPE",
-                "COPILOT_MODEL",
-            ],
-            AgentKind::Command => &[],
-        }
+        self.table().default_pass_env
     }
 
     fn npm_package(self) -> Option<&'static str> {
-        Some(match self {
-            AgentKind::Claude => "@anthropic-ai/claude-code",
-            AgentKind::Codex => "@openai/codex",
-            AgentKind::Gemini => "@google/gemini-cli",
-            AgentKind::Opencode => "opencode-ai",
-            AgentKind::Copilot => "@github/copilot",
-            AgentKind::Command => return None,
-        })
+        self.table().npm_package
     }
 
     fn pinned_version(self) -> Option<&'static str> {
@@ -131,410 +133,23 @@ impl CliFacts for AgentKind {
     }
 
     fn credentials(self) -> &'static [&'static str] {
-        match self {
-            AgentKind::Claude => &["ANTHROPIC_API_KEY"],
-            AgentKind::Codex => &["OPENAI_API_KEY", "CODEX_API_KEY"],
-            AgentKind::Gemini => &["GEMINI_API_KEY"],
-            // OpenCode reads the key of the provider its model uses.
-            AgentKind::Opencode => &["ANTHROPIC_API_KEY", "OPENAI_API_KEY"],
-            AgentKind::Copilot => &["COPILOT_GITHUB_TOKEN"],
-            AgentKind::Command => &[],
-        }
+        self.table().credentials
     }
 
     fn default_binary(self) -> Option<&'static str> {
-        match self {
-            AgentKind::Command => None,
-            other => Some(other.as_str()),
-        }
+        self.is_llm().then(|| self.as_str())
     }
 
     fn confines_writes(self, permission: Permission) -> bool {
-        matches!(self, AgentKind::Codex) && permission != Permission::FullAccess
+        self.table().confines_writes && permission != Permission::FullAccess
     }
 
     fn controlled_flags(self) -> &'static [(&'static str, FieldName)] {
-        match self {
-            AgentKind::Claude => &[
-                ("--tools", "internal"),
-                ("--allowedTools", "internal"),
-                ("--allowed-tools", "internal"),
-                ("--disallowedTools", "internal"),
-                ("--disallowed-tools", "internal"),
-                ("--permission-mode", "permission"),
-                ("--dangerously-skip-permissions", "permission"),
-                ("--allow-dangerously-skip-permissions", "permission"),
-                ("--max-turns", "max_turns"),
-                ("--mcp-config", "mcp"),
-                ("--strict-mcp-config", "mcp"),
-                ("--settings", "permission"),
-                ("--add-dir", "permission"),
-                ("--setting-sources", "permission"),
-                ("--bare", "internal"),
-                // Sub-agents, plugins and settings of their own, and ways to
-                // approve or reach beyond the ToolSet (from 2.1.197's own
-                // option table, hidden options included).
-                ("--agent", "internal"),
-                ("--agents", "internal"),
-                ("--plugin-dir", "internal"),
-                ("--plugin-dir-no-mcp", "internal"),
-                ("--plugin-url", "internal"),
-                ("--init", "internal"),
-                ("--init-only", "internal"),
-                ("--permission-prompt-tool", "permission"),
-                ("--managed-settings", "permission"),
-                ("--sandbox", "permission"),
-                ("--no-sandbox", "permission"),
-                ("--trusted", "permission"),
-                ("--dangerously-load-development-channels", "permission"),
-                ("--dangerously-allow-browser-network-access", "permission"),
-                ("--remote", "permission"),
-                ("--remote-control", "permission"),
-                ("--teleport", "permission"),
-                ("--worktree", "permission"),
-                ("-w", "permission"),
-                ("--tmux", "permission"),
-                ("--bg", "permission"),
-                ("--background", "permission"),
-                ("--channels", "mcp"),
-                ("--chrome", "mcp"),
-                ("--claude-in-chrome-mcp", "mcp"),
-                ("--computer-use-mcp", "mcp"),
-                ("--ide", "mcp"),
-                ("--sdk-url", "output"),
-                ("--maintenance", "internal"),
-                ("--rc", "permission"),
-                ("--cloud", "permission"),
-                ("--handle-uri", "permission"),
-                ("--safe-mode", "mcp"),
-                ("--enable-auto-mode", "permission"),
-                ("--plan-mode-required", "permission"),
-                ("--teammate-mode", "permission"),
-                ("--agent-type", "internal"),
-                ("--agent-id", "internal"),
-                ("--agent-name", "internal"),
-                ("--team-name", "internal"),
-                ("--rewind-files", "permission"),
-                ("--include-partial-messages", "output"),
-                ("--include-hook-events", "output"),
-                ("--replay-user-messages", "output"),
-                ("--session-mirror", "output"),
-                ("--json-schema", "output"),
-                ("-p", "output"),
-                ("--print", "output"),
-                ("--output-format", "output"),
-                ("--input-format", "output"),
-                ("--model", "model"),
-            ],
-            AgentKind::Codex => &[
-                ("-s", "permission"),
-                ("--sandbox", "permission"),
-                ("--full-auto", "permission"),
-                ("--dangerously-bypass-approvals-and-sandbox", "permission"),
-                ("--yolo", "permission"),
-                ("-a", "permission"),
-                ("--ask-for-approval", "permission"),
-                ("--add-dir", "permission"),
-                ("--enable", "internal"),
-                ("--disable", "internal"),
-                ("-p", "permission"),
-                ("--profile", "permission"),
-                ("-C", "permission"),
-                ("--cd", "permission"),
-                ("--trust", "permission"),
-                ("--approve-for-me", "permission"),
-                ("--dangerously-bypass-hook-trust", "permission"),
-                ("--not-so-yolo", "permission"),
-                // Files the codex process itself (outside its sandbox) reads
-                // or writes.
-                ("-o", "permission"),
-                ("--output-last-message", "permission"),
-                ("-i", "permission"),
-                ("--image", "permission"),
-                ("--output-schema", "output"),
-                ("--worktree", "permission"),
-                ("--json", "output"),
-                ("-m", "model"),
-                ("--model", "model"),
-                ("--oss", "model"),
-                ("--local-provider", "model"),
-            ],
-            AgentKind::Gemini => &[
-                ("--approval-mode", "permission"),
-                ("-y", "permission"),
-                ("--yolo", "permission"),
-                ("-s", "permission"),
-                ("--sandbox", "permission"),
-                ("--policy", "internal"),
-                ("--allowed-tools", "internal"),
-                ("--allowed-mcp-server-names", "mcp"),
-                ("-e", "mcp"),
-                ("--extensions", "mcp"),
-                ("--include-directories", "permission"),
-                ("--admin-policy", "internal"),
-                ("-w", "permission"),
-                ("--worktree", "permission"),
-                ("--acp", "output"),
-                ("--experimental-acp", "output"),
-                ("--skip-trust", "permission"),
-                // The model replaced by (or recorded to) a file.
-                ("--fake-responses", "model"),
-                ("--fake-responses-non-strict", "model"),
-                ("--record-responses", "output"),
-                ("-r", "permission"),
-                ("--resume", "permission"),
-                ("--session-file", "permission"),
-                ("-o", "output"),
-                ("--output-format", "output"),
-                ("--raw-output", "output"),
-                ("-p", "output"),
-                ("--prompt", "output"),
-                ("-i", "output"),
-                ("--prompt-interactive", "output"),
-                ("-m", "model"),
-                ("--model", "model"),
-            ],
-            AgentKind::Opencode => &[
-                ("--agent", "permission"),
-                ("--auto", "permission"),
-                ("--dangerously-skip-permissions", "permission"),
-                ("--attach", "permission"),
-                ("--dir", "permission"),
-                ("--share", "permission"),
-                ("-i", "output"),
-                ("--interactive", "output"),
-                // `--yolo` is a hidden alias of `--auto`; `--file` reads any
-                // file into the prompt with no permission check.
-                ("--yolo", "permission"),
-                ("-f", "permission"),
-                ("--file", "permission"),
-                ("--pure", "internal"),
-                ("--command", "internal"),
-                ("--port", "permission"),
-                ("-p", "permission"),
-                ("--password", "permission"),
-                ("-u", "permission"),
-                ("--username", "permission"),
-                ("-c", "permission"),
-                ("--continue", "permission"),
-                ("-s", "permission"),
-                ("--session", "permission"),
-                ("--fork", "permission"),
-                ("--format", "output"),
-                ("-m", "model"),
-                ("--model", "model"),
-            ],
-            AgentKind::Copilot => &[
-                ("--available-tools", "internal"),
-                ("--excluded-tools", "internal"),
-                ("--allow-tool", "internal"),
-                ("--deny-tool", "internal"),
-                ("--allow-all-tools", "permission"),
-                ("--allow-all", "permission"),
-                ("--yolo", "permission"),
-                ("--allow-all-paths", "permission"),
-                ("--add-dir", "permission"),
-                ("--additional-mcp-config", "mcp"),
-                ("--disable-builtin-mcps", "mcp"),
-                ("--agent", "permission"),
-                ("--allow-all-urls", "permission"),
-                // Trusting the folder loads the repository's hooks and MCP servers.
-                ("--trust-folder", "permission"),
-                // Other folders, plugins, extra MCP servers and tools, modes
-                // that approve on their own, remote sessions, sharing.
-                ("-C", "permission"),
-                ("--plugin-dir", "internal"),
-                ("--extension-sdk-path", "internal"),
-                ("--enable-all-github-mcp-tools", "mcp"),
-                ("--add-github-mcp-toolset", "mcp"),
-                ("--add-github-mcp-tool", "mcp"),
-                ("--mcp-github-auth", "mcp"),
-                ("--enable-mcp-server", "mcp"),
-                ("--allow-all-mcp-server-instructions", "mcp"),
-                ("--allow-url", "permission"),
-                ("--mode", "permission"),
-                ("--autopilot", "permission"),
-                ("--plan", "permission"),
-                ("--experimental", "permission"),
-                ("--assisted-approval", "permission"),
-                ("--fleet", "permission"),
-                ("--bash-env", "permission"),
-                ("--remote", "permission"),
-                ("--remote-export", "permission"),
-                ("--environment-host", "permission"),
-                ("--environment-compute-id", "permission"),
-                ("--connect", "permission"),
-                ("--share", "permission"),
-                ("--share-gist", "permission"),
-                // Hidden options: another config directory or package
-                // version, its own sandbox, worktrees and remote or server
-                // modes (`--ahp-*` included), resumed sessions.
-                ("--config-dir", "permission"),
-                ("--prefer-version", "permission"),
-                ("--sandbox", "permission"),
-                ("--no-sandbox", "permission"),
-                ("--worktree", "permission"),
-                ("--cloud", "permission"),
-                ("-r", "permission"),
-                ("--resume", "permission"),
-                ("--continue", "permission"),
-                ("--session-id", "permission"),
-                ("--new-session-id", "permission"),
-                ("--server", "output"),
-                ("--ui-server", "output"),
-                ("--stdio", "output"),
-                ("--port", "output"),
-                ("--managed-server", "output"),
-                ("--embedded-host", "output"),
-                ("--ahp*", "output"),
-                ("--relay", "output"),
-                ("--environment-id", "permission"),
-                ("--disable-mcp-server", "mcp"),
-                ("--auth-token-env", "permission"),
-                ("--additional-content-exclusion-policies", "permission"),
-                ("--attachment", "permission"),
-                ("--stream", "output"),
-                ("--acp", "output"),
-                ("--output-format", "output"),
-                ("-p", "output"),
-                ("--prompt", "output"),
-                ("--model", "model"),
-            ],
-            AgentKind::Command => &[],
-        }
+        self.table().controlled_flags
     }
 
     fn controlled_env(self) -> &'static [(&'static str, &'static str)] {
-        const ORCH: &str = "orch sets it for each attempt";
-        const WIDENS: &str = "it changes what the CLI allows, which tools it offers or which configuration, plugins, hooks or MCP servers it loads";
-        match self {
-            AgentKind::Claude => &[
-                ("HOME", ORCH),
-                ("TMPDIR", ORCH),
-                ("CLAUDE_CONFIG_DIR", ORCH),
-                ("DISABLE_AUTOUPDATER", ORCH),
-                ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", ORCH),
-                ("XDG_CONFIG_HOME", WIDENS),
-                ("IS_SANDBOX", WIDENS),
-                ("ANTHROPIC_CONFIG_DIR", WIDENS),
-                ("CLAUDE_CODE_MANAGED_SETTINGS_PATH", WIDENS),
-                ("CLAUDE_CODE_REMOTE_SETTINGS*", WIDENS),
-                ("CLAUDE_CODE_MOCK_REMOTE_SETTINGS", WIDENS),
-                ("CLAUDE_BG_SESSION_PERMISSION_RULES*", WIDENS),
-                ("CLAUDE_CODE_AUTO_MODE_EXTERNAL_PERMISSIONS", WIDENS),
-                ("CLAUDE_CHROME_PERMISSION_MODE", WIDENS),
-                ("CLAUDE_CODE_PLUGIN_*", WIDENS),
-                ("CLAUDE_CODE_SYNC_PLUGIN*", WIDENS),
-                ("CLAUDE_CODE_USE_COWORK_PLUGINS", WIDENS),
-                ("CLAUDE_CODE_ENABLE_BACKGROUND_PLUGIN_REFRESH", WIDENS),
-                ("CLAUDE_PLUGIN_*", WIDENS),
-                ("CLAUDE_CODE_SHELL", WIDENS),
-                ("CLAUDE_CODE_SHELL_PREFIX", WIDENS),
-                ("CLAUDE_CODE_GIT_BASH_PATH", WIDENS),
-                ("CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD", WIDENS),
-                ("CLAUDE_CODE_MCP_*", WIDENS),
-                ("CLAUDE_CODE_ENABLE_DESIGN_MCP", WIDENS),
-                ("CLAUDE_CODE_TERMINAL_MCP_TOOLS", WIDENS),
-                ("CLAUDE_IN_CHROME_MCP_SERVER_NAME", WIDENS),
-                ("CLAUDE_CODE_USE_POWERSHELL_TOOL", WIDENS),
-                ("CLAUDE_CODE_EXPERIMENTAL_*", WIDENS),
-                ("CLAUDE_SECURESTORAGE_CONFIG_DIR", WIDENS),
-                ("CLAUDE_CODE_SANDBOXED", WIDENS),
-                ("CLAUDE_CODE_FORCE_SANDBOX", WIDENS),
-                ("CLAUDE_AGENT*", WIDENS),
-                ("CLAUDE_CODE_AGENT*", WIDENS),
-                ("CLAUDE_PROJECT_DIR", WIDENS),
-                ("CLAUDE_CODE_BUBBLEWRAP", WIDENS),
-                ("CLAUDE_CODE_SIMPLE", WIDENS),
-                ("CLAUDE_CODE_SAFE_MODE", WIDENS),
-                ("CLAUDE_CODE_SESSION_KIND", WIDENS),
-                ("CLAUDE_ENV_FILE", WIDENS),
-            ],
-            AgentKind::Codex => &[
-                ("HOME", ORCH),
-                ("TMPDIR", ORCH),
-                ("CODEX_HOME", ORCH),
-                ("XDG_CONFIG_HOME", WIDENS),
-                ("CODEX_SANDBOX*", WIDENS),
-                ("CODEX_EXEC_SERVER_URL", WIDENS),
-                ("CODEX_MANAGED_PACKAGE_ROOT", WIDENS),
-                ("CODEX_SQLITE_HOME", WIDENS),
-                ("CODEX_BWRAP_SHA256", WIDENS),
-            ],
-            AgentKind::Gemini => &[
-                ("HOME", ORCH),
-                ("TMPDIR", ORCH),
-                ("GEMINI_CLI_HOME", ORCH),
-                ("GEMINI_CLI_NO_RELAUNCH", ORCH),
-                ("XDG_CONFIG_HOME", WIDENS),
-                ("GEMINI_CLI_TRUST*", WIDENS),
-                ("GEMINI_CLI_SYSTEM_*", WIDENS),
-                ("GEMINI_CLI_USER_SETTINGS", WIDENS),
-                ("GEMINI_CLI_IDE_*", WIDENS),
-                ("GEMINI_CLI_APPROVAL_MODE", WIDENS),
-                ("GEMINI_CLI_ACTIVE_APPROVAL_MODE", WIDENS),
-                ("GEMINI_YOLO_MODE", WIDENS),
-                ("GEMINI_SANDBOX*", WIDENS),
-                ("GEMINI_RESTRICTED_MODE", WIDENS),
-                ("SANDBOX*", WIDENS),
-                ("SEATBELT_PROFILE", WIDENS),
-                ("GEMINI_EXP", WIDENS),
-                ("GEMINI_CLI_EXP_AGENT", WIDENS),
-                ("GEMINI_CLI_INTEGRATION_TEST", WIDENS),
-                ("VITEST", WIDENS),
-                ("GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES", WIDENS),
-            ],
-            AgentKind::Opencode => &[
-                ("HOME", ORCH),
-                ("TMPDIR", ORCH),
-                ("OPENCODE_CONFIG_CONTENT", ORCH),
-                ("OPENCODE_DISABLE_*", ORCH),
-                ("XDG_CONFIG_HOME", ORCH),
-                ("XDG_DATA_HOME", ORCH),
-                ("XDG_CACHE_HOME", ORCH),
-                ("XDG_STATE_HOME", ORCH),
-                ("OPENCODE_PERMISSION", WIDENS),
-                ("OPENCODE_CONFIG_DIR", WIDENS),
-                ("OPENCODE_TUI_CONFIG", WIDENS),
-                ("OPENCODE_PLUGIN_META_FILE", WIDENS),
-                ("OPENCODE_TEST_*", WIDENS),
-                ("OPENCODE_DB", WIDENS),
-                ("OPENCODE_EXPERIMENTAL*", WIDENS),
-                ("OPENCODE_ENABLE_*", WIDENS),
-                ("OPENCODE_FAKE_VCS", WIDENS),
-                ("OPENCODE_AUTH_CONTENT", WIDENS),
-                ("OPENCODE_DANGEROUSLY_SKIP_PERMISSIONS", WIDENS),
-            ],
-            AgentKind::Copilot => &[
-                ("HOME", ORCH),
-                ("TMPDIR", ORCH),
-                ("COPILOT_HOME", ORCH),
-                ("COPILOT_AUTO_UPDATE", ORCH),
-                ("COPILOT_CACHE_HOME", ORCH),
-                ("XDG_CONFIG_HOME", ORCH),
-                ("XDG_STATE_HOME", ORCH),
-                ("COPILOT_ALLOW_ALL", WIDENS),
-                ("COPILOT_ASSISTED_APPROVAL", WIDENS),
-                ("COPILOT_PLAN_THEN_AUTOPILOT", WIDENS),
-                ("COPILOT_CUSTOM_INSTRUCTIONS_DIRS", WIDENS),
-                ("COPILOT_ENABLE_BUILTIN_GITHUB_MCP", WIDENS),
-                ("COPILOT_DYNAMIC_RETRIEVAL_*", WIDENS),
-                ("COPILOT_MCP_*", WIDENS),
-                ("COPILOT_HOOK_*", WIDENS),
-                ("COPILOT_PLUGIN_*", WIDENS),
-                ("COPILOT_BROWSER_*", WIDENS),
-                ("COPILOT_PROVIDERS_CONFIG", WIDENS),
-                ("COPILOT_CLI_*", WIDENS),
-                ("COPILOT_EXP_*", WIDENS),
-                ("COPILOT_E2E_*", WIDENS),
-                ("COPILOT_DETACHED_*", WIDENS),
-                ("GITHUB_COPILOT_PROMPT_MODE_*", WIDENS),
-                ("COPILOT_PKG_CACHE_HOME", WIDENS),
-                ("COPILOT_SKILLS_DIRS", WIDENS),
-                ("COPILOT_PROVIDER_API_KEY_COMMAND", WIDENS),
-            ],
-            AgentKind::Command => &[("ORCH_PROMPT_FILE", ORCH)],
-        }
+        self.table().controlled_env
     }
 
     fn controlled_env_reason(self, name: &str) -> Option<&'static str> {
@@ -560,44 +175,7 @@ impl CliFacts for AgentKind {
     }
 
     fn controlled_config_prefixes(self) -> &'static [(&'static str, FieldName)] {
-        match self {
-            AgentKind::Codex => &[
-                ("sandbox", "permission"),
-                ("approval_policy", "permission"),
-                ("mcp_servers", "mcp"),
-                ("features", "internal"),
-                ("tools", "internal"),
-                ("web_search", "internal"),
-                ("shell_environment_policy", "permission"),
-                // A profile can hold any of the above; a trusted project
-                // loads its own .codex/config.toml; notify and hooks run
-                // commands.
-                ("profile", "permission"),
-                ("profiles", "permission"),
-                ("projects", "permission"),
-                ("notify", "permission"),
-                ("hooks", "permission"),
-                ("approvals_reviewer", "permission"),
-                ("auto_review", "permission"),
-                ("permissions", "permission"),
-                ("default_permissions", "permission"),
-                ("agents", "internal"),
-                ("apps", "internal"),
-                ("plugins", "internal"),
-                ("marketplaces", "internal"),
-                ("skills", "internal"),
-                ("memories", "internal"),
-                ("orchestrator", "internal"),
-                ("allow_login_shell", "permission"),
-                ("js_repl_node_path", "permission"),
-                ("mcp_oauth", "mcp"),
-                ("mcp_enterprise_managed_auth", "mcp"),
-                ("mcp_optional_startup_grace_ms", "mcp"),
-                ("developer_instructions", "output"),
-                ("model_instructions_file", "output"),
-            ],
-            _ => &[],
-        }
+        self.table().controlled_config_prefixes
     }
 
     fn controlled_field(self, flag: &str, next: Option<&str>) -> Option<FieldName> {
@@ -610,7 +188,7 @@ impl CliFacts for AgentKind {
                 })
                 .map(|(_, field)| *field)
         };
-        if self == AgentKind::Command {
+        if !self.is_llm() {
             return None;
         }
         if flag == "--" {
@@ -640,7 +218,11 @@ impl CliFacts for AgentKind {
                     return Some(field);
                 }
             }
-            if self == AgentKind::Codex && name == "config" {
+            if self
+                .table()
+                .config_option
+                .is_some_and(|(long, _)| long == name)
+            {
                 return self.config_field(value.or(next)?);
             }
             return None;
@@ -650,7 +232,11 @@ impl CliFacts for AgentKind {
             if !c.is_ascii_alphanumeric() {
                 break;
             }
-            if self == AgentKind::Codex && c == 'c' {
+            if self
+                .table()
+                .config_option
+                .is_some_and(|(_, short)| short == c)
+            {
                 let rest = &short[i + c.len_utf8()..];
                 let value = rest.strip_prefix('=').unwrap_or(rest);
                 return self.config_field(if value.is_empty() { next? } else { value });
@@ -664,31 +250,32 @@ impl CliFacts for AgentKind {
 }
 
 impl AgentKind {
+    /// The facts of its adapter's table.
+    fn table(self) -> &'static CliTable {
+        super::adapter::adapter(self).table()
+    }
+
     /// Whether the CLI parses its command line with yargs, which also
     /// accepts each `--kebab-case` option as `--camelCase` and a boolean
     /// one as `--no-option`.
     fn yargs(self) -> bool {
-        matches!(self, AgentKind::Gemini | AgentKind::Opencode)
+        self.table().yargs
     }
 
     /// A bare word in raw flags that the CLI reads as more than a prompt
-    /// word: a Codex subcommand (`review`, `resume`, `fork`, `help`), or a
-    /// `cc://` address that makes Claude dispatch its subcommands.
+    /// word (see [`CliTable::controlled_words`]).
     fn controlled_word(self, word: &str) -> Option<FieldName> {
-        match self {
-            AgentKind::Codex
-                if ["review", "resume", "fork", "help", "apply", "mcp"].contains(&word) =>
-            {
-                Some("output")
-            }
-            AgentKind::Claude if word.starts_with("cc://") || word.starts_with("cc+unix://") => {
-                Some("output")
-            }
-            _ => None,
-        }
+        self.table()
+            .controlled_words
+            .iter()
+            .any(|w| match w.strip_suffix('*') {
+                Some(prefix) => word.starts_with(prefix),
+                None => word == *w,
+            })
+            .then_some("output")
     }
 
-    /// For a Codex `key=value` config override, the field its key belongs
+    /// For a `key=value` config override (Codex's `-c`), the field its key belongs
     /// to (keys compared without quotes and spaces).
     fn config_field(self, kv: &str) -> Option<FieldName> {
         let key: String = kv

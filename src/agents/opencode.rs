@@ -12,6 +12,7 @@ use serde_json::{Map, Value, json};
 use super::adapter::{Adapter, PermissionReasons, Probe, Request, shell_bound_permission};
 use super::env::{self, EnvRef};
 use super::invocation::{Enforced, Enforcement, EnvValue, EnvVar, Invocation, Stdin};
+use super::kind::{CliTable, ORCH_SETS, WIDENS};
 use crate::events::{Event, rate_limit};
 use crate::model::AgentKind;
 use crate::model::toolset::{InternalTool, Permission, ToolSet};
@@ -86,7 +87,81 @@ fn granted(key: &str, tools: &[InternalTool]) -> bool {
     })
 }
 
+/// What orch knows of OpenCode's command line, environment and
+/// package (see [`CliTable`]).
+const TABLE: CliTable = CliTable {
+    npm_package: Some("opencode-ai"),
+    // OpenCode reads the key of the provider its model uses.
+    credentials: &["ANTHROPIC_API_KEY", "OPENAI_API_KEY"],
+    default_pass_env: &[
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "GEMINI_API_KEY",
+        "OPENROUTER_API_KEY",
+    ],
+    controlled_flags: &[
+        ("--agent", "permission"),
+        ("--auto", "permission"),
+        ("--dangerously-skip-permissions", "permission"),
+        ("--attach", "permission"),
+        ("--dir", "permission"),
+        ("--share", "permission"),
+        ("-i", "output"),
+        ("--interactive", "output"),
+        // `--yolo` is a hidden alias of `--auto`; `--file` reads any
+        // file into the prompt with no permission check.
+        ("--yolo", "permission"),
+        ("-f", "permission"),
+        ("--file", "permission"),
+        ("--pure", "internal"),
+        ("--command", "internal"),
+        ("--port", "permission"),
+        ("-p", "permission"),
+        ("--password", "permission"),
+        ("-u", "permission"),
+        ("--username", "permission"),
+        ("-c", "permission"),
+        ("--continue", "permission"),
+        ("-s", "permission"),
+        ("--session", "permission"),
+        ("--fork", "permission"),
+        ("--format", "output"),
+        ("-m", "model"),
+        ("--model", "model"),
+    ],
+    controlled_env: &[
+        ("HOME", ORCH_SETS),
+        ("TMPDIR", ORCH_SETS),
+        ("OPENCODE_CONFIG_CONTENT", ORCH_SETS),
+        ("OPENCODE_DISABLE_*", ORCH_SETS),
+        ("XDG_CONFIG_HOME", ORCH_SETS),
+        ("XDG_DATA_HOME", ORCH_SETS),
+        ("XDG_CACHE_HOME", ORCH_SETS),
+        ("XDG_STATE_HOME", ORCH_SETS),
+        ("OPENCODE_PERMISSION", WIDENS),
+        ("OPENCODE_CONFIG_DIR", WIDENS),
+        ("OPENCODE_TUI_CONFIG", WIDENS),
+        ("OPENCODE_PLUGIN_META_FILE", WIDENS),
+        ("OPENCODE_TEST_*", WIDENS),
+        ("OPENCODE_DB", WIDENS),
+        ("OPENCODE_EXPERIMENTAL*", WIDENS),
+        ("OPENCODE_ENABLE_*", WIDENS),
+        ("OPENCODE_FAKE_VCS", WIDENS),
+        ("OPENCODE_AUTH_CONTENT", WIDENS),
+        ("OPENCODE_DANGEROUSLY_SKIP_PERMISSIONS", WIDENS),
+    ],
+    controlled_config_prefixes: &[],
+    config_option: None,
+    controlled_words: &[],
+    yargs: true,
+    confines_writes: false,
+};
+
 impl Adapter for Opencode {
+    fn table(&self) -> &'static CliTable {
+        &TABLE
+    }
+
     fn kind(&self) -> AgentKind {
         AgentKind::Opencode
     }
