@@ -76,76 +76,144 @@ impl<T: JsonSchema> JsonSchema for SpannedMap<T> {
 pub(crate) type SpStr = Spanned<String>;
 type SpList = Spanned<Vec<SpStr>>;
 
-/// An orch pipeline file (version 1).
-#[derive(Debug, Default, JsonSchema)]
-#[schemars(deny_unknown_fields, title = "orch pipeline")]
-pub(crate) struct RawPipeline {
-    /// Format version; must be `1`.
-    #[schemars(required, range(min = 1, max = 1))]
-    pub(crate) version: Option<Spanned<i64>>,
-    /// Pipeline name, `[a-z0-9][a-z0-9_-]*`.
-    #[schemars(required, regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"))]
-    pub(crate) name: Option<SpStr>,
-    /// Free text.
-    pub(crate) description: Option<SpStr>,
+/// Declares one table of the file, once: its struct (each field documented,
+/// with the schema's attributes: `schemas/pipeline.schema.json` is
+/// generated from it), the keys it accepts ([`keys`], in the order written
+/// here, which is the order the docs and an unknown key's message list
+/// them) and how each key's value is decoded: a function of the decoder,
+/// the key, the value and where the table is (`at`, for the tables
+/// inside it). Adding a key to a table is one entry here; its check
+/// and its place in the model follow (ARCHITECTURE.md).
+macro_rules! table {
+    (
+        $(#[$meta:meta])*
+        struct $name:ident {
+            $(
+                $(#[$fmeta:meta])*
+                $field:ident: $ty:ty = $decode:expr,
+            )*
+        }
+        $(beside {
+            $( $(#[$xmeta:meta])* $xfield:ident: $xty:ty, )*
+        })?
+    ) => {
+        #[derive(Debug, Default, JsonSchema)]
+        $(#[$meta])*
+        pub(crate) struct $name {
+            $( $(#[$fmeta])* pub(crate) $field: $ty, )*
+            $($( $(#[$xmeta])* pub(crate) $xfield: $xty, )*)?
+        }
+
+        impl Table for $name {
+            const KEYS: &'static [&'static str] = &[$(stringify!($field)),*];
+
+            // Each key's decoder is written beside its field, as a closure
+            // this calls.
+            #[allow(clippy::redundant_closure_call)]
+            fn decode_key(&mut self, d: &mut Decoder<'_>, key: &str, v: &Value<'_>, at: &str) -> bool {
+                match key {
+                    $(
+                        stringify!($field) => {
+                            let decode: fn(&mut Decoder<'_>, &str, &Value<'_>, &str) -> $ty = $decode;
+                            self.$field = decode(d, key, v, at);
+                            true
+                        }
+                    )*
+                    _ => false,
+                }
+            }
+        }
+    };
+}
+
+/// A table of the file, declared with [`table!`].
+pub(crate) trait Table: Default {
+    /// The keys the table accepts, in order.
+    const KEYS: &'static [&'static str];
+
+    /// Decode `v`, the value of `key`, into its field; false when the
+    /// table has no such key. `at` is where the table is, for the tables
+    /// within it (`phases.<name>`, an agent's name).
+    fn decode_key(&mut self, d: &mut Decoder<'_>, key: &str, v: &Value<'_>, at: &str) -> bool;
+}
+
+table! {
+    /// An orch pipeline file (version 1).
+    #[schemars(deny_unknown_fields, title = "orch pipeline")]
+    struct RawPipeline {
+        /// Format version; must be `1`.
+        #[schemars(required, range(min = 1, max = 1))]
+        version: Option<Spanned<i64>> = |d, k, v, _| d.integer(k, v),
+        /// Pipeline name, `[a-z0-9][a-z0-9_-]*`.
+        #[schemars(required, regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"))]
+        name: Option<SpStr> = |d, k, v, _| d.string(k, v),
+        /// Free text.
+        description: Option<SpStr> = |d, k, v, _| d.string(k, v),
+        /// Values every phase inherits.
+        defaults: Option<RawDefaults> = |d, k, v, _| {
+            d.table(k, v).map(|t| d.fields(t, "", || "`[defaults]`".to_string()))
+        },
+        /// Agent configuration; built-in kinds work without a table.
+        #[schemars(with = "Option<BTreeMap<String, RawAgent>>")]
+        agents: SpannedMap<RawAgent> = |d, k, v, _| d.map(k, v, |d, name, v| d.agent(name, v)),
+        /// MCP servers orch hands to agents per invocation.
+        #[schemars(with = "Option<BTreeMap<String, RawMcpServer>>")]
+        mcp_servers: SpannedMap<RawMcpServer> = |d, k, v, _| d.map(k, v, |d, name, v| d.mcp_server(name, v)),
+        /// The phases of the DAG.
+        #[schemars(required, length(min = 1))]
+        phases: Option<Spanned<Vec<RawPhase>>> = |d, _, v, _| d.phases(v),
+    }
+}
+
+table! {
     /// Values every phase inherits.
-    pub(crate) defaults: Option<RawDefaults>,
-    /// Agent configuration; built-in kinds work without a table.
-    #[schemars(with = "Option<BTreeMap<String, RawAgent>>")]
-    pub(crate) agents: SpannedMap<RawAgent>,
-    /// MCP servers orch hands to agents per invocation.
-    #[schemars(with = "Option<BTreeMap<String, RawMcpServer>>")]
-    pub(crate) mcp_servers: SpannedMap<RawMcpServer>,
-    /// The phases of the DAG.
-    #[schemars(required, length(min = 1))]
-    pub(crate) phases: Option<Spanned<Vec<RawPhase>>>,
+    #[schemars(deny_unknown_fields, rename = "Defaults")]
+    struct RawDefaults {
+        /// `plan`, `fix`, `audit` or `review` (default `fix`).
+        #[schemars(with = "Option<Mode>")]
+        mode: Option<SpStr> = |d, k, v, _| d.string(k, v),
+        /// Wall clock per agent attempt, like "90s", "30m", "2h".
+        #[schemars(with = "Option<String>")]
+        timeout: Option<SpStr> = |d, k, v, _| d.string(k, v),
+        /// No output for this long kills the attempt.
+        #[schemars(with = "Option<String>")]
+        stall_timeout: Option<SpStr> = |d, k, v, _| d.string(k, v),
+        /// Extra attempts after a failed one.
+        #[schemars(with = "Option<u32>")]
+        retries: Option<Spanned<i64>> = |d, k, v, _| d.integer(k, v),
+        /// Agent processes running at once, pipeline-wide.
+        #[schemars(with = "Option<u32>", range(min = 1))]
+        max_parallel: Option<Spanned<i64>> = |d, k, v, _| d.integer(k, v),
+        /// `strict` (default) or `best-effort`.
+        #[schemars(with = "Option<crate::pipeline::model::Enforcement>")]
+        enforcement: Option<SpStr> = |d, k, v, _| d.string(k, v),
+    }
 }
 
-/// Values every phase inherits.
-#[derive(Debug, Default, JsonSchema)]
-#[schemars(deny_unknown_fields, rename = "Defaults")]
-pub(crate) struct RawDefaults {
-    /// `plan`, `fix`, `audit` or `review` (default `fix`).
-    #[schemars(with = "Option<Mode>")]
-    pub(crate) mode: Option<SpStr>,
-    /// Wall clock per agent attempt, like "90s", "30m", "2h".
-    #[schemars(with = "Option<String>")]
-    pub(crate) timeout: Option<SpStr>,
-    /// No output for this long kills the attempt.
-    #[schemars(with = "Option<String>")]
-    pub(crate) stall_timeout: Option<SpStr>,
-    /// Extra attempts after a failed one.
-    #[schemars(with = "Option<u32>")]
-    pub(crate) retries: Option<Spanned<i64>>,
-    /// Agent processes running at once, pipeline-wide.
-    #[schemars(with = "Option<u32>", range(min = 1))]
-    pub(crate) max_parallel: Option<Spanned<i64>>,
-    /// `strict` (default) or `best-effort`.
-    #[schemars(with = "Option<crate::pipeline::model::Enforcement>")]
-    pub(crate) enforcement: Option<SpStr>,
-}
-
-/// One agent in the registry.
-#[derive(Debug, Default, JsonSchema)]
-#[schemars(deny_unknown_fields, rename = "Agent")]
-pub(crate) struct RawAgent {
-    /// `claude`, `codex`, `gemini`, `opencode`, `copilot` or `command`;
-    /// defaults to the table name when that is a kind.
-    #[schemars(with = "Option<crate::model::AgentKind>")]
-    pub(crate) kind: Option<SpStr>,
-    /// Program looked up on PATH.
-    pub(crate) binary: Option<SpStr>,
-    /// Model name passed to the CLI.
-    pub(crate) model: Option<SpStr>,
-    /// Extra environment variables for the agent.
-    #[schemars(with = "Option<BTreeMap<String, String>>")]
-    pub(crate) env: SpannedMap<SpStr>,
-    /// The argv of a `command` agent.
-    #[schemars(with = "Option<Vec<String>>")]
-    pub(crate) command: Option<SpList>,
-    /// Per-mode tools and raw flags (resolution layer 4).
-    #[schemars(with = "Option<BTreeMap<Mode, RawModeSettings>>")]
-    pub(crate) modes: SpannedMap<RawModeSettings>,
+table! {
+    /// One agent in the registry.
+    #[schemars(deny_unknown_fields, rename = "Agent")]
+    struct RawAgent {
+        /// `claude`, `codex`, `gemini`, `opencode`, `copilot` or `command`;
+        /// defaults to the table name when that is a kind.
+        #[schemars(with = "Option<crate::model::AgentKind>")]
+        kind: Option<SpStr> = |d, k, v, _| d.string(k, v),
+        /// Program looked up on PATH.
+        binary: Option<SpStr> = |d, k, v, _| d.string(k, v),
+        /// Model name passed to the CLI.
+        model: Option<SpStr> = |d, k, v, _| d.string(k, v),
+        /// Extra environment variables for the agent.
+        #[schemars(with = "Option<BTreeMap<String, String>>")]
+        env: SpannedMap<SpStr> = |d, k, v, _| d.map(k, v, |d, key, v| d.string(key, v)),
+        /// The argv of a `command` agent.
+        #[schemars(with = "Option<Vec<String>>")]
+        command: Option<SpList> = |d, k, v, _| d.strings(k, v),
+        /// Per-mode tools and raw flags (resolution layer 4).
+        #[schemars(with = "Option<BTreeMap<Mode, RawModeSettings>>")]
+        modes: SpannedMap<RawModeSettings> = |d, k, v, agent| {
+            d.map(k, v, |d, mode, v| d.mode_settings(agent, mode, v))
+        },
+    }
 }
 
 /// An agent's settings for one mode.
@@ -159,164 +227,136 @@ pub(crate) struct RawModeSettings {
     pub(crate) flags: Option<SpList>,
 }
 
-/// An MCP server orch passes to agents.
-#[derive(Debug, Default, JsonSchema)]
-#[schemars(deny_unknown_fields, rename = "McpServer")]
-pub(crate) struct RawMcpServer {
-    /// The server's argv (stdio transport). Give `command` or `url`.
-    #[schemars(with = "Option<Vec<String>>", length(min = 1))]
-    pub(crate) command: Option<SpList>,
-    /// A remote server's address (streamable HTTP transport): `https://` or
-    /// `http://`. Give `command` or `url`.
-    #[schemars(with = "Option<String>")]
-    pub(crate) url: Option<SpStr>,
-    /// HTTP headers sent to a remote server; `${VAR}` is taken from orch's
-    /// environment. Their values never go into a config file.
-    #[schemars(with = "Option<BTreeMap<String, String>>")]
-    pub(crate) headers: SpannedMap<SpStr>,
-    /// Environment for the server; `${VAR}` is taken from orch's environment.
-    #[schemars(with = "Option<BTreeMap<String, String>>")]
-    pub(crate) env: SpannedMap<SpStr>,
-    /// The pipeline's word that the server's tools only read. Needed to
-    /// grant them in a `read-only` phase where orch cannot confine the
-    /// server (see `orch explain`); not checked by orch.
-    #[schemars(with = "Option<bool>")]
-    pub(crate) read_only: Option<Spanned<bool>>,
+table! {
+    /// An MCP server orch passes to agents.
+    #[schemars(deny_unknown_fields, rename = "McpServer")]
+    struct RawMcpServer {
+        /// The server's argv (stdio transport). Give `command` or `url`.
+        #[schemars(with = "Option<Vec<String>>", length(min = 1))]
+        command: Option<SpList> = |d, k, v, _| d.strings(k, v),
+        /// Environment for the server; `${VAR}` is taken from orch's environment.
+        #[schemars(with = "Option<BTreeMap<String, String>>")]
+        env: SpannedMap<SpStr> = |d, k, v, _| d.map(k, v, |d, key, v| d.string(key, v)),
+        /// A remote server's address (streamable HTTP transport): `https://` or
+        /// `http://`. Give `command` or `url`.
+        #[schemars(with = "Option<String>")]
+        url: Option<SpStr> = |d, k, v, _| d.string(k, v),
+        /// HTTP headers sent to a remote server; `${VAR}` is taken from orch's
+        /// environment. Their values never go into a config file.
+        #[schemars(with = "Option<BTreeMap<String, String>>")]
+        headers: SpannedMap<SpStr> = |d, k, v, _| d.map(k, v, |d, key, v| d.string(key, v)),
+        /// The pipeline's word that the server's tools only read. Needed to
+        /// grant them in a `read-only` phase where orch cannot confine the
+        /// server (see `orch explain`); not checked by orch.
+        #[schemars(with = "Option<bool>")]
+        read_only: Option<Spanned<bool>> = |d, k, v, _| d.boolean(k, v),
+    }
 }
 
-/// A ToolSet table: what an agent may use.
-#[derive(Debug, Default, JsonSchema)]
-#[schemars(deny_unknown_fields, rename = "ToolSet")]
-pub(crate) struct RawToolSet {
-    /// The agent's own tools, in orch's canonical vocabulary.
-    #[schemars(with = "Option<Vec<String>>")]
-    pub(crate) internal: Option<SpList>,
-    /// MCP tools, `mcp__<server>__<tool>` or `mcp__<server>__*`.
-    #[schemars(with = "Option<Vec<String>>")]
-    pub(crate) mcp: Option<SpList>,
-    /// `read-only`, `workspace-write` or `full-access`.
-    #[schemars(with = "Option<Permission>")]
-    pub(crate) permission: Option<SpStr>,
-    /// Conversation depth limit, at least 1.
-    #[schemars(with = "Option<u32>", range(min = 1))]
-    pub(crate) max_turns: Option<Spanned<i64>>,
+table! {
+    /// A ToolSet table: what an agent may use.
+    #[schemars(deny_unknown_fields, rename = "ToolSet")]
+    struct RawToolSet {
+        /// The agent's own tools, in orch's canonical vocabulary.
+        #[schemars(with = "Option<Vec<String>>")]
+        internal: Option<SpList> = |d, k, v, _| d.strings(k, v),
+        /// MCP tools, `mcp__<server>__<tool>` or `mcp__<server>__*`.
+        #[schemars(with = "Option<Vec<String>>")]
+        mcp: Option<SpList> = |d, k, v, _| d.strings(k, v),
+        /// `read-only`, `workspace-write` or `full-access`.
+        #[schemars(with = "Option<Permission>")]
+        permission: Option<SpStr> = |d, k, v, _| d.string(k, v),
+        /// Conversation depth limit, at least 1.
+        #[schemars(with = "Option<u32>", range(min = 1))]
+        max_turns: Option<Spanned<i64>> = |d, k, v, _| d.integer(k, v),
+    }
 }
 
-/// One phase of the DAG.
-#[derive(Debug, Default, JsonSchema)]
-#[schemars(deny_unknown_fields, rename = "Phase")]
-pub(crate) struct RawPhase {
-    /// Unique phase name, `[a-z0-9][a-z0-9_-]*`.
-    #[schemars(required, with = "String", regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"))]
-    pub(crate) name: Option<SpStr>,
-    /// Agents that run in this phase.
-    #[schemars(required, with = "Vec<String>", length(min = 1))]
-    pub(crate) agents: Option<SpList>,
-    /// `plan`, `fix`, `audit` or `review`.
-    #[schemars(with = "Option<Mode>")]
-    pub(crate) mode: Option<SpStr>,
-    /// Run this phase's agents at the same time.
-    #[schemars(with = "Option<bool>")]
-    pub(crate) parallel: Option<Spanned<bool>>,
-    /// A failed required phase fails the run.
-    #[schemars(with = "Option<bool>")]
-    pub(crate) required: Option<Spanned<bool>>,
-    /// Phases that must finish first.
-    #[schemars(with = "Option<Vec<String>>")]
-    pub(crate) depends_on: Option<SpList>,
-    /// The prompt text.
-    pub(crate) prompt: Option<SpStr>,
-    /// A file holding the prompt, relative to the pipeline file.
-    pub(crate) prompt_file: Option<SpStr>,
-    /// A profile, `profiles/<name>.md`.
-    pub(crate) profile: Option<SpStr>,
-    /// The model every agent of the phase uses (over its profile's and the
-    /// agent's own).
-    pub(crate) model: Option<SpStr>,
-    /// Wall clock per agent attempt.
-    #[schemars(with = "Option<String>")]
-    pub(crate) timeout: Option<SpStr>,
-    /// No output for this long kills the attempt.
-    #[schemars(with = "Option<String>")]
-    pub(crate) stall_timeout: Option<SpStr>,
-    /// Extra attempts after a failed one.
-    #[schemars(with = "Option<u32>")]
-    pub(crate) retries: Option<Spanned<i64>>,
-    /// Paths the phase must leave behind.
-    #[schemars(with = "Option<Vec<String>>")]
-    pub(crate) artifacts: Option<SpList>,
-    /// The phase's contract: the Markdown artifact it must write, a path
-    /// template with `{run}` and `{phase}` (relative to the workspace).
-    pub(crate) artifact: Option<SpStr>,
-    /// Level-2 headings (`## Name`) the artifact must have.
-    #[schemars(with = "Option<Vec<String>>")]
-    pub(crate) required_sections: Option<SpList>,
-    /// How the artifact is checked: `structural` (it exists, with every
-    /// required section), `judge` (then a judge approves or rejects it) or
-    /// `trust` (the checks only warn).
-    #[schemars(with = "Option<String>", extend("enum" = ["structural", "judge", "trust"]))]
-    pub(crate) validation: Option<SpStr>,
-    /// The agent that judges the artifact (`validation = "judge"`); not one
-    /// of the phase's own agents.
-    pub(crate) judge: Option<SpStr>,
-    /// Rounds of work and judgement before a rejected phase fails.
-    #[schemars(with = "Option<u32>", range(min = 1, max = 10))]
-    pub(crate) max_attempts: Option<Spanned<i64>>,
-    /// Tools for every agent of the phase (layer 2).
-    pub(crate) tools: Option<RawToolSet>,
-    /// Tools for one agent of the phase (layer 1).
-    #[schemars(with = "Option<BTreeMap<String, RawToolSet>>")]
-    pub(crate) agent_tools: SpannedMap<RawToolSet>,
-    #[schemars(skip)]
-    pub(crate) span: Range<usize>,
+table! {
+    /// One phase of the DAG.
+    #[schemars(deny_unknown_fields, rename = "Phase")]
+    struct RawPhase {
+        /// Unique phase name, `[a-z0-9][a-z0-9_-]*`.
+        #[schemars(required, with = "String", regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"))]
+        name: Option<SpStr> = |d, k, v, _| d.string(k, v),
+        /// Agents that run in this phase.
+        #[schemars(required, with = "Vec<String>", length(min = 1))]
+        agents: Option<SpList> = |d, k, v, _| d.strings(k, v),
+        /// `plan`, `fix`, `audit` or `review`.
+        #[schemars(with = "Option<Mode>")]
+        mode: Option<SpStr> = |d, k, v, _| d.string(k, v),
+        /// Run this phase's agents at the same time.
+        #[schemars(with = "Option<bool>")]
+        parallel: Option<Spanned<bool>> = |d, k, v, _| d.boolean(k, v),
+        /// A failed required phase fails the run.
+        #[schemars(with = "Option<bool>")]
+        required: Option<Spanned<bool>> = |d, k, v, _| d.boolean(k, v),
+        /// Phases that must finish first.
+        #[schemars(with = "Option<Vec<String>>")]
+        depends_on: Option<SpList> = |d, k, v, _| d.strings(k, v),
+        /// The prompt text.
+        prompt: Option<SpStr> = |d, k, v, _| d.string(k, v),
+        /// A file holding the prompt, relative to the pipeline file.
+        prompt_file: Option<SpStr> = |d, k, v, _| d.string(k, v),
+        /// A profile, `profiles/<name>.md`.
+        profile: Option<SpStr> = |d, k, v, _| d.string(k, v),
+        /// The model every agent of the phase uses (over its profile's and the
+        /// agent's own).
+        model: Option<SpStr> = |d, k, v, _| d.string(k, v),
+        /// Wall clock per agent attempt.
+        #[schemars(with = "Option<String>")]
+        timeout: Option<SpStr> = |d, k, v, _| d.string(k, v),
+        /// No output for this long kills the attempt.
+        #[schemars(with = "Option<String>")]
+        stall_timeout: Option<SpStr> = |d, k, v, _| d.string(k, v),
+        /// Extra attempts after a failed one.
+        #[schemars(with = "Option<u32>")]
+        retries: Option<Spanned<i64>> = |d, k, v, _| d.integer(k, v),
+        /// Paths the phase must leave behind.
+        #[schemars(with = "Option<Vec<String>>")]
+        artifacts: Option<SpList> = |d, k, v, _| d.strings(k, v),
+        /// The phase's contract: the Markdown artifact it must write, a path
+        /// template with `{run}` and `{phase}` (relative to the workspace).
+        artifact: Option<SpStr> = |d, k, v, _| d.string(k, v),
+        /// Level-2 headings (`## Name`) the artifact must have.
+        #[schemars(with = "Option<Vec<String>>")]
+        required_sections: Option<SpList> = |d, k, v, _| d.strings(k, v),
+        /// How the artifact is checked: `structural` (it exists, with every
+        /// required section), `judge` (then a judge approves or rejects it) or
+        /// `trust` (the checks only warn).
+        #[schemars(with = "Option<String>", extend("enum" = ["structural", "judge", "trust"]))]
+        validation: Option<SpStr> = |d, k, v, _| d.string(k, v),
+        /// The agent that judges the artifact (`validation = "judge"`); not one
+        /// of the phase's own agents.
+        judge: Option<SpStr> = |d, k, v, _| d.string(k, v),
+        /// Rounds of work and judgement before a rejected phase fails.
+        #[schemars(with = "Option<u32>", range(min = 1, max = 10))]
+        max_attempts: Option<Spanned<i64>> = |d, k, v, _| d.integer(k, v),
+        /// Tools for every agent of the phase (layer 2).
+        tools: Option<RawToolSet> = |d, _, v, at| d.toolset(&format!("{at}.tools"), v),
+        /// Tools for one agent of the phase (layer 1).
+        #[schemars(with = "Option<BTreeMap<String, RawToolSet>>")]
+        agent_tools: SpannedMap<RawToolSet> = |d, k, v, at| {
+            d.map(k, v, |d, agent, v| d.toolset(&format!("{at}.agent_tools.{agent}"), v))
+        },
+    }
+    beside {
+        #[schemars(skip)]
+        span: Range<usize>,
+    }
 }
 
 /// Keys each table accepts, in the order they are documented.
 pub mod keys {
-    pub const PIPELINE: &[&str] = &[
-        "version",
-        "name",
-        "description",
-        "defaults",
-        "agents",
-        "mcp_servers",
-        "phases",
-    ];
-    pub const DEFAULTS: &[&str] = &[
-        "mode",
-        "timeout",
-        "stall_timeout",
-        "retries",
-        "max_parallel",
-        "enforcement",
-    ];
-    pub const AGENT: &[&str] = &["kind", "binary", "model", "env", "command", "modes"];
+    use super::Table;
+    pub const PIPELINE: &[&str] = super::RawPipeline::KEYS;
+    pub const DEFAULTS: &[&str] = super::RawDefaults::KEYS;
+    pub const AGENT: &[&str] = super::RawAgent::KEYS;
+    /// A ToolSet's keys and `flags` (the ToolSet is flattened in).
     pub const MODE_SETTINGS: &[&str] = &["internal", "mcp", "permission", "max_turns", "flags"];
-    pub const MCP_SERVER: &[&str] = &["command", "env", "url", "headers", "read_only"];
-    pub const TOOLSET: &[&str] = &["internal", "mcp", "permission", "max_turns"];
-    pub const PHASE: &[&str] = &[
-        "name",
-        "agents",
-        "mode",
-        "parallel",
-        "required",
-        "depends_on",
-        "prompt",
-        "prompt_file",
-        "profile",
-        "model",
-        "timeout",
-        "stall_timeout",
-        "retries",
-        "artifacts",
-        "artifact",
-        "required_sections",
-        "validation",
-        "judge",
-        "max_attempts",
-        "tools",
-        "agent_tools",
-    ];
+    pub const MCP_SERVER: &[&str] = super::RawMcpServer::KEYS;
+    pub const TOOLSET: &[&str] = super::RawToolSet::KEYS;
+    pub const PHASE: &[&str] = super::RawPhase::KEYS;
 }
 
 /// Parse and decode a pipeline file. Syntax errors stop here; otherwise the
@@ -509,24 +549,20 @@ impl Decoder<'_> {
         out
     }
 
-    fn pipeline(&mut self, root: &DeTable<'_>) -> RawPipeline {
-        let mut p = RawPipeline {
-            ..Default::default()
-        };
-        for (k, v) in root.iter() {
-            match k.get_ref().as_ref() {
-                "version" => p.version = self.integer("version", v),
-                "name" => p.name = self.string("name", v),
-                "description" => p.description = self.string("description", v),
-                "defaults" => p.defaults = self.table("defaults", v).map(|t| self.defaults(t)),
-                "agents" => p.agents = self.map("agents", v, |d, name, v| d.agent(name, v)),
-                "mcp_servers" => {
-                    p.mcp_servers = self.map("mcp_servers", v, |d, name, v| d.mcp_server(name, v))
-                }
-                "phases" => p.phases = self.phases(v),
-                _ => self.unknown_key(k, keys::PIPELINE, "the pipeline"),
+    /// The table `t` decoded into `T` (its tables within at `at`), each
+    /// key it does not accept reported as one of `table` (made only then).
+    fn fields<T: Table>(&mut self, t: &DeTable<'_>, at: &str, table: impl Fn() -> String) -> T {
+        let mut out = T::default();
+        for (k, v) in t.iter() {
+            if !out.decode_key(self, k.get_ref(), v, at) {
+                self.unknown_key(k, T::KEYS, &table());
             }
         }
+        out
+    }
+
+    fn pipeline(&mut self, root: &DeTable<'_>) -> RawPipeline {
+        let p: RawPipeline = self.fields(root, "", || "the pipeline".to_string());
         // A key that is there with a wrong value has been reported already.
         let head = first_content_line(&self.source.text);
         for key in ["version", "name", "phases"] {
@@ -537,58 +573,21 @@ impl Decoder<'_> {
         p
     }
 
-    fn defaults(&mut self, t: &DeTable<'_>) -> RawDefaults {
-        let mut d = RawDefaults::default();
-        for (k, v) in t.iter() {
-            match k.get_ref().as_ref() {
-                "mode" => d.mode = self.string("mode", v),
-                "timeout" => d.timeout = self.string("timeout", v),
-                "stall_timeout" => d.stall_timeout = self.string("stall_timeout", v),
-                "retries" => d.retries = self.integer("retries", v),
-                "max_parallel" => d.max_parallel = self.integer("max_parallel", v),
-                "enforcement" => d.enforcement = self.string("enforcement", v),
-                _ => self.unknown_key(k, keys::DEFAULTS, "`[defaults]`"),
-            }
-        }
-        d
-    }
-
     fn agent(&mut self, name: &str, v: &Value<'_>) -> Option<RawAgent> {
         let t = self.table(&format!("agents.{name}"), v)?;
-        let mut a = RawAgent {
-            ..Default::default()
-        };
-        let ctx = format!("`[agents.{name}]`");
-        for (k, v) in t.iter() {
-            match k.get_ref().as_ref() {
-                "kind" => a.kind = self.string("kind", v),
-                "binary" => a.binary = self.string("binary", v),
-                "model" => a.model = self.string("model", v),
-                "env" => a.env = self.map("env", v, |d, key, v| d.string(key, v)),
-                "command" => a.command = self.strings("command", v),
-                "modes" => {
-                    a.modes = self.map("modes", v, |d, mode, v| d.mode_settings(name, mode, v))
-                }
-                _ => self.unknown_key(k, keys::AGENT, &ctx),
-            }
-        }
-        Some(a)
+        Some(self.fields(t, name, || format!("`[agents.{name}]`")))
     }
 
     fn mode_settings(&mut self, agent: &str, mode: &str, v: &Value<'_>) -> Option<RawModeSettings> {
         let t = self.table(&format!("agents.{agent}.modes.{mode}"), v)?;
-        let mut m = RawModeSettings {
-            tools: RawToolSet {
-                ..Default::default()
-            },
-            flags: None,
-        };
-        let ctx = format!("`[agents.{agent}.modes.{mode}]`");
+        let mut m = RawModeSettings::default();
         for (k, v) in t.iter() {
-            match k.get_ref().as_ref() {
-                "flags" => m.flags = self.strings("flags", v),
-                key if keys::TOOLSET.contains(&key) => self.toolset_field(&mut m.tools, key, v),
-                _ => self.unknown_key(k, keys::MODE_SETTINGS, &ctx),
+            let key = k.get_ref().as_ref();
+            if key == "flags" {
+                m.flags = self.strings("flags", v);
+            } else if !m.tools.decode_key(self, key, v, "") {
+                let ctx = format!("`[agents.{agent}.modes.{mode}]`");
+                self.unknown_key(k, keys::MODE_SETTINGS, &ctx);
             }
         }
         Some(m)
@@ -596,23 +595,11 @@ impl Decoder<'_> {
 
     fn mcp_server(&mut self, name: &str, v: &Value<'_>) -> Option<RawMcpServer> {
         let t = self.table(&format!("mcp_servers.{name}"), v)?;
-        let mut s = RawMcpServer {
-            ..Default::default()
-        };
-        let ctx = format!("`[mcp_servers.{name}]`");
-        for (k, v) in t.iter() {
-            match k.get_ref().as_ref() {
-                "command" => s.command = self.strings("command", v),
-                "env" => s.env = self.map("env", v, |d, key, v| d.string(key, v)),
-                "url" => s.url = self.string("url", v),
-                "headers" => s.headers = self.map("headers", v, |d, key, v| d.string(key, v)),
-                "read_only" => s.read_only = self.boolean("read_only", v),
-                _ => self.unknown_key(k, keys::MCP_SERVER, &ctx),
-            }
-        }
+        let ctx = || format!("`[mcp_servers.{name}]`");
+        let s: RawMcpServer = self.fields(t, "", ctx);
         let has = |key: &str| t.iter().any(|(k, _)| k.get_ref() == key);
         if !has("command") && !has("url") {
-            self.missing("command", &ctx, v.span());
+            self.missing("command", &ctx(), v.span());
         }
         Some(s)
     }
@@ -620,26 +607,7 @@ impl Decoder<'_> {
     /// Decode a ToolSet table (shared by `tools`, `agent_tools.X`, profiles).
     pub(crate) fn toolset(&mut self, ctx: &str, v: &Value<'_>) -> Option<RawToolSet> {
         let t = self.table(ctx, v)?;
-        let mut ts = RawToolSet {
-            ..Default::default()
-        };
-        for (k, v) in t.iter() {
-            match k.get_ref().as_ref() {
-                key if keys::TOOLSET.contains(&key) => self.toolset_field(&mut ts, key, v),
-                _ => self.unknown_key(k, keys::TOOLSET, &format!("`[{ctx}]`")),
-            }
-        }
-        Some(ts)
-    }
-
-    fn toolset_field(&mut self, ts: &mut RawToolSet, key: &str, v: &Value<'_>) {
-        match key {
-            "internal" => ts.internal = self.strings("internal", v),
-            "mcp" => ts.mcp = self.strings("mcp", v),
-            "permission" => ts.permission = self.string("permission", v),
-            "max_turns" => ts.max_turns = self.integer("max_turns", v),
-            _ => unreachable!("toolset_field is called with ToolSet keys only"),
-        }
+        Some(self.fields(t, "", || format!("`[{ctx}]`")))
     }
 
     fn phases(&mut self, v: &Value<'_>) -> Option<Spanned<Vec<RawPhase>>> {
@@ -660,10 +628,6 @@ impl Decoder<'_> {
     }
 
     fn phase(&mut self, t: &DeTable<'_>, span: Range<usize>) -> RawPhase {
-        let mut p = RawPhase {
-            span: span.clone(),
-            ..Default::default()
-        };
         let name = t
             .get("name")
             .and_then(|v| v.get_ref().as_str())
@@ -674,36 +638,8 @@ impl Decoder<'_> {
             None => "a phase".to_string(),
         };
         let prefix = format!("phases.{}", name.as_deref().unwrap_or("?"));
-        for (k, v) in t.iter() {
-            match k.get_ref().as_ref() {
-                "name" => p.name = self.string("name", v),
-                "agents" => p.agents = self.strings("agents", v),
-                "mode" => p.mode = self.string("mode", v),
-                "parallel" => p.parallel = self.boolean("parallel", v),
-                "required" => p.required = self.boolean("required", v),
-                "depends_on" => p.depends_on = self.strings("depends_on", v),
-                "prompt" => p.prompt = self.string("prompt", v),
-                "prompt_file" => p.prompt_file = self.string("prompt_file", v),
-                "profile" => p.profile = self.string("profile", v),
-                "model" => p.model = self.string("model", v),
-                "timeout" => p.timeout = self.string("timeout", v),
-                "stall_timeout" => p.stall_timeout = self.string("stall_timeout", v),
-                "retries" => p.retries = self.integer("retries", v),
-                "artifacts" => p.artifacts = self.strings("artifacts", v),
-                "artifact" => p.artifact = self.string("artifact", v),
-                "required_sections" => p.required_sections = self.strings("required_sections", v),
-                "validation" => p.validation = self.string("validation", v),
-                "judge" => p.judge = self.string("judge", v),
-                "max_attempts" => p.max_attempts = self.integer("max_attempts", v),
-                "tools" => p.tools = self.toolset(&format!("{prefix}.tools"), v),
-                "agent_tools" => {
-                    p.agent_tools = self.map("agent_tools", v, |d, agent, v| {
-                        d.toolset(&format!("{prefix}.agent_tools.{agent}"), v)
-                    })
-                }
-                _ => self.unknown_key(k, keys::PHASE, &ctx()),
-            }
-        }
+        let mut p: RawPhase = self.fields(t, &prefix, ctx);
+        p.span = span.clone();
         if !t.contains_key("name") {
             self.missing("name", &ctx(), span.clone());
         }
