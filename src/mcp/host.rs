@@ -237,12 +237,24 @@ fn bind(socket: &Path) -> io::Result<tokio::net::UnixListener> {
     tokio::net::UnixListener::from_std(listener)
 }
 
+/// At most this many connections to one endpoint at once: a CLI opens
+/// one for each server, and each holds some of orch's memory (a line being
+/// read, requests waiting for a server), which an agent opening thousands
+/// would fill.
+const MAX_CONNECTIONS: usize = 16;
+
 async fn accept(listener: tokio::net::UnixListener, shared: Arc<Shared>) {
     let mut connections = tokio::task::JoinSet::new();
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
+        // Reap finished connections first: only live ones count.
+        while connections.try_join_next().is_some() {}
+        if connections.len() >= MAX_CONNECTIONS {
+            drop(stream);
+            continue;
+        }
         match admit(&stream, &shared).await {
             Some(peer_cwd) => {
                 let shared = Arc::clone(&shared);

@@ -82,13 +82,7 @@ pub(super) async fn serve<R, W>(
                     break;
                 }
             }
-            let waiting = awaited.lock().unwrap_or_else(|e| e.into_inner()).drain();
-            for id in waiting {
-                let why = format!("MCP server `{name}` ended before it answered");
-                if tx.send(error_line(id, &why)).await.is_err() {
-                    break;
-                }
-            }
+            answer_waiting(&awaited, &name, &tx).await;
             let _ = gone.send(());
         })
     };
@@ -98,6 +92,17 @@ pub(super) async fn serve<R, W>(
         let read = tokio::select! {
             read = crate::lines::read_capped(&mut reader, &mut buf, MAX_MESSAGE) => read,
             _ = &mut server_gone => break,
+            // The server exited, though its output may stay open (a child
+            // of its holds it): what it wrote gets a moment to arrive,
+            // then what still waits is answered all the same.
+            _ = child.ended() => {
+                let arrived = tokio::time::timeout(SERVER_END_GRACE, &mut server_gone).await;
+                if arrived.is_err() {
+                    answers.abort();
+                    answer_waiting(&awaited, &spawn.name, &tx).await;
+                }
+                break;
+            }
         };
         match read {
             Ok((0, _)) | Err(_) => break,
@@ -124,6 +129,21 @@ pub(super) async fn serve<R, W>(
     answers.abort();
     drop(tx);
     let _ = writer.await;
+}
+
+/// How long the output of a server that exited is read before what still
+/// waits is answered with an error.
+const SERVER_END_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Answer every request still waiting for server `name` with an error.
+async fn answer_waiting(awaited: &Awaited, name: &str, tx: &mpsc::Sender<String>) {
+    let waiting = awaited.lock().unwrap_or_else(|e| e.into_inner()).drain();
+    for id in waiting {
+        let why = format!("MCP server `{name}` ended before it answered");
+        if tx.send(error_line(id, &why)).await.is_err() {
+            break;
+        }
+    }
 }
 
 /// Start the server, confined as the attempt is, as one of orch's own
@@ -191,9 +211,42 @@ pub(super) struct Pending {
     next: u64,
     /// orch's id: the client's, and what the request asked.
     by_id: HashMap<u64, (Value, Option<Asked>)>,
+    /// The client's id (as JSON text): orch's ids for it (a cancel names
+    /// the client's, and costs one lookup).
+    by_theirs: HashMap<String, Vec<u64>>,
 }
 
 impl Pending {
+    /// Note a request the client sent under `theirs`: orch's id for it,
+    /// or none when too many wait already.
+    fn note(&mut self, theirs: &Value, asked: Option<Asked>) -> Option<u64> {
+        if self.by_id.len() >= MAX_PENDING {
+            return None;
+        }
+        self.next += 1;
+        let ours = self.next;
+        self.by_id.insert(ours, (theirs.clone(), asked));
+        self.by_theirs
+            .entry(theirs.to_string())
+            .or_default()
+            .push(ours);
+        Some(ours)
+    }
+
+    /// The request orch sent under `ours`, forgotten: the client's id and
+    /// what it asked.
+    fn answered(&mut self, ours: u64) -> Option<(Value, Option<Asked>)> {
+        let (theirs, asked) = self.by_id.remove(&ours)?;
+        let key = theirs.to_string();
+        if let Some(list) = self.by_theirs.get_mut(&key) {
+            list.retain(|o| *o != ours);
+            if list.is_empty() {
+                self.by_theirs.remove(&key);
+            }
+        }
+        Some((theirs, asked))
+    }
+
     /// The client's ids of every request still waiting, forgotten.
     pub(super) fn drain(&mut self) -> Vec<Value> {
         let mut waiting: Vec<(u64, Value)> = self
@@ -201,6 +254,7 @@ impl Pending {
             .drain()
             .map(|(ours, (theirs, _))| (ours, theirs))
             .collect();
+        self.by_theirs.clear();
         waiting.sort_by_key(|(ours, _)| *ours);
         waiting.into_iter().map(|(_, theirs)| theirs).collect()
     }
@@ -208,13 +262,10 @@ impl Pending {
     /// orch's ids of the requests the client sent under `theirs`,
     /// forgotten (their answers, if any come, are not passed on).
     fn cancel(&mut self, theirs: &Value) -> Vec<u64> {
-        let mut ours: Vec<u64> = self
-            .by_id
-            .iter()
-            .filter(|(_, (t, _))| t == theirs)
-            .map(|(o, _)| *o)
-            .collect();
-        ours.sort_unstable();
+        let ours = self
+            .by_theirs
+            .remove(&theirs.to_string())
+            .unwrap_or_default();
         for o in &ours {
             self.by_id.remove(o);
         }
@@ -295,14 +346,19 @@ pub(super) fn check_request(
         }
     };
     let id = v.get("id").cloned();
+    // Ids orch keeps: integers (a fraction, or a number beyond 64 bits,
+    // which orch reads as a float, could be two ids that read the same)
+    // and short strings.
     if v.get("method").is_some()
         && let Some(id) = &id
-        && !matches!(id, Value::Number(_))
+        && !matches!(id, Value::Number(n) if n.is_i64() || n.is_u64())
         && !matches!(id, Value::String(s) if s.len() <= MAX_ID_BYTES)
     {
         return Err(refuse(
             -32600,
-            &format!("a request's id must be a number or a string of at most {MAX_ID_BYTES} bytes"),
+            &format!(
+                "a request's id must be an integer or a string of at most {MAX_ID_BYTES} bytes"
+            ),
         ));
     }
     // A request gets orch's own id on its way to the server (what it asked
@@ -312,16 +368,13 @@ pub(super) fn check_request(
         if let Some(id) = &id
             && v.get("method").is_some()
         {
-            let mut pending = awaited.lock().unwrap_or_else(|e| e.into_inner());
-            if pending.by_id.len() >= MAX_PENDING {
-                return Err(error_line(
-                    id.clone(),
-                    "too many requests wait for the server's answers",
-                ));
-            }
-            pending.next += 1;
-            let ours = pending.next;
-            pending.by_id.insert(ours, (id.clone(), asked));
+            let ours = awaited
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .note(id, asked);
+            let Some(ours) = ours else {
+                return Err(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message": "too many requests wait for the server's answers"}}).to_string() + "\n");
+            };
             v["id"] = json!(ours);
         }
         serde_json::to_vec(&v).map_err(|e| refuse(-32603, &e.to_string()))
@@ -357,6 +410,9 @@ pub(super) fn check_request(
         // The client names its request by its own id; the server knows it
         // by orch's. A cancel of no request waiting is not passed on.
         "notifications/cancelled" => {
+            if id.is_some() {
+                return Err(refuse(-32600, "a notification has no id"));
+            }
             let theirs = &v["params"]["requestId"];
             let ours = awaited
                 .lock()
@@ -423,8 +479,7 @@ pub(super) fn narrow_answer(line: &[u8], scope: Option<&[String]>, awaited: &Awa
     let Some((theirs, asked)) = awaited
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .by_id
-        .remove(&ours)
+        .answered(ours)
     else {
         return String::new();
     };
@@ -571,6 +626,22 @@ mod tests {
             check_request(cancel("99").as_bytes(), Some(&scope), &awaited, "fx").unwrap_err(),
             ""
         );
+        // A cancel that carries an id of its own is not a notification.
+        let with_id = r#"{"jsonrpc":"2.0","id":4,"method":"notifications/cancelled","params":{"requestId":3}}"#;
+        assert!(
+            check_request(with_id.as_bytes(), Some(&scope), &awaited, "fx")
+                .unwrap_err()
+                .contains("-32600")
+        );
+        // Answered: a cancel of it goes nowhere.
+        let done =
+            sent_id(&check_request(call("6").as_bytes(), Some(&scope), &awaited, "fx").unwrap());
+        let answer = format!(r#"{{"jsonrpc":"2.0","id":{done},"result":{{}}}}"#);
+        assert!(!narrow_answer(answer.as_bytes(), Some(&scope), &awaited).is_empty());
+        assert_eq!(
+            check_request(cancel("6").as_bytes(), Some(&scope), &awaited, "fx").unwrap_err(),
+            ""
+        );
         // Two requests under one id: both are cancelled, one line each.
         let a =
             sent_id(&check_request(call("8").as_bytes(), Some(&scope), &awaited, "fx").unwrap());
@@ -691,15 +762,22 @@ mod tests {
                 "{passes}"
             );
         }
-        // Whatever the client's ids (a float, beyond 64 bits, the same id
-        // twice), the server sees orch's, and each answer comes back
-        // narrowed under the client's own; what the server writes as an id
-        // (a float for an integer, a guess) reaches the client not at all.
+        // A fraction or a number beyond 64 bits (read as a float, so two
+        // such ids may read the same) is refused as an id.
+        for theirs in ["1.0", "1e0", "123456789012345678901234567890", "-0.0"] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{theirs},"method":"tools/list"}}"#);
+            let answer = check_request(line.as_bytes(), Some(&scope), &awaited, "fx").unwrap_err();
+            assert!(answer.contains("-32600"), "{theirs}: {answer}");
+        }
+        // Whatever the client's ids (beyond 32 bits, the same id twice),
+        // the server sees orch's, and each answer comes back narrowed
+        // under the client's own; what the server writes as an id (a float
+        // for an integer, a guess) reaches the client not at all.
         let mut sent = Vec::new();
         for theirs in [
-            "1.0",
-            "1e0",
-            "123456789012345678901234567890",
+            "1",
+            "18446744073709551615",
+            "-9223372036854775808",
             "5",
             "5",
             r#""5""#,

@@ -22,8 +22,23 @@ use super::wire::MAX_MESSAGE;
 /// How long one exchange with the server may take.
 const EXCHANGE_LIMIT: Duration = Duration::from_secs(300);
 
+/// What goes back to the client: the server's answers (narrowed where the
+/// grant limits its tools, under the client's ids) or orch's own answers,
+/// which already carry the client's id.
+enum Back {
+    Server(String),
+    Orch(String),
+}
+
+/// The server's session, as its answers set it.
+#[derive(Default)]
+struct Session {
+    id: Option<String>,
+    version: Option<String>,
+}
+
 /// Serve a client with `spawn`'s remote server.
-pub(super) async fn serve<R, W>(from_client: R, mut to_client: W, spawn: ServerSpawn)
+pub(crate) async fn serve<R, W>(from_client: R, mut to_client: W, spawn: ServerSpawn)
 where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -33,26 +48,61 @@ where
     };
     let scope = spawn.tools.clone();
     let awaited: Arc<Awaited> = Default::default();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(EXCHANGE_LIMIT))
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let session: Arc<std::sync::Mutex<Session>> = Default::default();
     // Messages to post, in order, on a thread of their own (the HTTP
-    // client blocks); what comes back, to the client.
+    // client blocks); cancels on another, so that one reaches the server
+    // while the request it cancels is still being answered; what comes
+    // back, to the client.
     let (post_tx, post_rx) = std::sync::mpsc::channel::<Vec<u8>>();
-    let (back_tx, mut back_rx) = mpsc::channel::<String>(64);
+    let (cancel_tx, cancel_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    let (back_tx, mut back_rx) = mpsc::channel::<Back>(64);
     let poster = {
         let back_tx = back_tx.clone();
         let name = spawn.name.clone();
+        let (agent, url, headers, session) = (
+            agent.clone(),
+            url.clone(),
+            headers.clone(),
+            Arc::clone(&session),
+        );
         std::thread::Builder::new()
             .name(format!("mcp-{name}"))
-            .spawn(move || post_all(&url, &headers, &name, post_rx, back_tx))
+            .spawn(move || post_all(&agent, &url, &headers, &session, &name, post_rx, back_tx))
     };
-    if poster.is_err() {
+    let canceller = {
+        let name = spawn.name.clone();
+        std::thread::Builder::new()
+            .name(format!("mcp-{name}-cancel"))
+            .spawn(move || {
+                for message in cancel_rx {
+                    if let Ok(mut resp) = post(&agent, &url, &headers, &session, &message) {
+                        let _ = std::io::copy(
+                            &mut resp.body_mut().as_reader().take(MAX_MESSAGE as u64),
+                            &mut std::io::sink(),
+                        );
+                    }
+                }
+            })
+    };
+    if poster.is_err() || canceller.is_err() {
         return;
     }
     let writer = {
         let scope = scope.clone();
         let awaited = Arc::clone(&awaited);
         tokio::spawn(async move {
-            while let Some(line) = back_rx.recv().await {
-                let line = narrow_answer(line.trim_end().as_bytes(), scope.as_deref(), &awaited);
+            while let Some(back) = back_rx.recv().await {
+                let line = match back {
+                    Back::Server(line) => {
+                        narrow_answer(line.trim_end().as_bytes(), scope.as_deref(), &awaited)
+                    }
+                    Back::Orch(line) => line,
+                };
                 if to_client.write_all(line.as_bytes()).await.is_err() {
                     break;
                 }
@@ -70,15 +120,16 @@ where
             // One message a post (a cancel of a request the client sent
             // twice under one id comes as one line for each).
             Ok(lines) => {
-                if lines
-                    .split(|b| *b == b'\n')
-                    .any(|m| post_tx.send(m.to_vec()).is_err())
-                {
+                let sent = lines.split(|b| *b == b'\n').all(|m| {
+                    let queue = if is_cancel(m) { &cancel_tx } else { &post_tx };
+                    queue.send(m.to_vec()).is_ok()
+                });
+                if !sent {
                     break;
                 }
             }
             Err(answer) if !answer.is_empty() => {
-                if back_tx.send(answer).await.is_err() {
+                if back_tx.send(Back::Orch(answer)).await.is_err() {
                     break;
                 }
             }
@@ -86,50 +137,65 @@ where
         }
     }
     drop(post_tx);
+    drop(cancel_tx);
     drop(back_tx);
     let _ = writer.await;
 }
 
-/// Post each message to the server, in order; send back what it answers.
-fn post_all(
+/// Whether a message is a cancel (`notifications/cancelled`).
+fn is_cancel(message: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(message).is_ok_and(|v| v["method"] == "notifications/cancelled")
+}
+
+/// Post one message to the server, with its headers and the session's.
+fn post(
+    agent: &ureq::Agent,
     url: &str,
     headers: &[(String, String)],
+    session: &std::sync::Mutex<Session>,
+    message: &[u8],
+) -> Result<ureq::http::Response<ureq::Body>, ureq::Error> {
+    let mut req = agent
+        .post(url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream");
+    for (k, v) in headers {
+        req = req.header(k.as_str(), v.as_str());
+    }
+    {
+        let session = session.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = &session.id {
+            req = req.header("Mcp-Session-Id", s.as_str());
+        }
+        if let Some(v) = &session.version {
+            req = req.header("MCP-Protocol-Version", v.as_str());
+        }
+    }
+    req.send(message)
+}
+
+/// Post each message to the server, in order; send back what it answers.
+fn post_all(
+    agent: &ureq::Agent,
+    url: &str,
+    headers: &[(String, String)],
+    session: &std::sync::Mutex<Session>,
     name: &str,
     messages: std::sync::mpsc::Receiver<Vec<u8>>,
-    back: mpsc::Sender<String>,
+    back: mpsc::Sender<Back>,
 ) {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(EXCHANGE_LIMIT))
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let mut session: Option<String> = None;
-    let mut version: Option<String> = None;
     for message in messages {
         let id = serde_json::from_slice::<Value>(&message)
             .ok()
             .and_then(|v| v.get("id").cloned());
-        let mut req = agent
-            .post(url)
-            .header("Content-Type", "application/json")
-            .header("Accept", "application/json, text/event-stream");
-        for (k, v) in headers {
-            req = req.header(k.as_str(), v.as_str());
-        }
-        if let Some(s) = &session {
-            req = req.header("Mcp-Session-Id", s.as_str());
-        }
-        if let Some(v) = &version {
-            req = req.header("MCP-Protocol-Version", v.as_str());
-        }
-        let answers = match req.send(&message[..]) {
+        let answers = match post(agent, url, headers, session, &message) {
             Ok(mut resp) => {
                 if let Some(s) = resp
                     .headers()
                     .get("mcp-session-id")
                     .and_then(|v| v.to_str().ok())
                 {
-                    session = Some(s.to_string());
+                    session.lock().unwrap_or_else(|e| e.into_inner()).id = Some(s.to_string());
                 }
                 let status = resp.status().as_u16();
                 let kind = resp
@@ -154,18 +220,22 @@ fn post_all(
             Err(e) => error_for(id.clone(), name, &e.to_string()),
         };
         for a in answers {
-            if version.is_none()
-                && let Ok(v) = serde_json::from_str::<Value>(&a)
-                && let Some(p) = v["result"]["protocolVersion"].as_str()
             {
-                version = Some(p.to_string());
+                let mut session = session.lock().unwrap_or_else(|e| e.into_inner());
+                if session.version.is_none()
+                    && let Ok(v) = serde_json::from_str::<Value>(&a)
+                    && let Some(p) = v["result"]["protocolVersion"].as_str()
+                {
+                    session.version = Some(p.to_string());
+                }
             }
-            if back.blocking_send(a + "\n").is_err() {
+            if back.blocking_send(Back::Server(a + "\n")).is_err() {
                 return;
             }
         }
     }
-    if let Some(s) = &session {
+    let id = session.lock().unwrap_or_else(|e| e.into_inner()).id.clone();
+    if let Some(s) = id {
         let _ = agent
             .delete(url)
             .header("Mcp-Session-Id", s.as_str())

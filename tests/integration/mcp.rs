@@ -574,13 +574,22 @@ fn a_server_that_ends_mid_request_leaves_no_client_waiting() {
         "[mcp_servers.dies]\ncommand = [\"python3\", \"{}\"]\n",
         root().join("tests/mcp/dies_server.py").display()
     );
-    for grant in [r#"["mcp__dies__echo"]"#, r#"["mcp__dies__*"]"#] {
+    let forks = format!(
+        "[mcp_servers.dies]\ncommand = [\"python3\", \"{}\", \"--fork\"]\n",
+        root().join("tests/mcp/dies_server.py").display()
+    );
+    for (grant, server) in [
+        (r#"["mcp__dies__echo"]"#, &server),
+        (r#"["mcp__dies__*"]"#, &server),
+        // It exits, but a child of its holds its output open.
+        (r#"["mcp__dies__echo"]"#, &forks),
+    ] {
         let client = json!({
             "argv": ["python3", root().join("tests/mcp/raw_client.py"), "lines.txt", "--", "{server}"],
             "out": "client-out.json",
             "server": "dies",
         });
-        let t = through(client, grant, &["claude"], &server, |ws| {
+        let t = through(client, grant, &["claude"], server, |ws| {
             std::fs::write(
                 ws.join("lines.txt"),
                 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{}}}\n@end",
@@ -608,6 +617,65 @@ fn a_server_that_ends_mid_request_leaves_no_client_waiting() {
             );
         }
     }
+}
+
+/// orch's own answers to a client of a remote server (a refused tool)
+/// reach it under its own id, never as the answer to another request: a
+/// refusal under the client's id 2 went through the narrowing meant for
+/// the server's answers, where 2 was orch's id for the client's `"s"`.
+#[test]
+fn a_refusal_for_a_remote_server_answers_its_own_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut fixture = std::process::Command::new("python3")
+        .arg(root().join("tests/e2e/mcp_fixture.py"))
+        .args(["--http", "--max-seconds", "120"])
+        .env("MCP_FIXTURE_LOG", dir.path().join("remote.jsonl"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(fixture.stdout.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    let port: u16 = first.trim().trim_start_matches("PORT=").parse().unwrap();
+    let server =
+        format!("[mcp_servers.remote]\nurl = \"http://127.0.0.1:{port}/mcp\"\nread_only = true\n");
+    let client = json!({
+        "argv": ["python3", root().join("tests/mcp/raw_client.py"), "lines.txt", "--", "{server}"],
+        "out": "client-out.json",
+        "server": "remote",
+    });
+    let t = through(
+        client,
+        r#"["mcp__remote__echo"]"#,
+        &["claude"],
+        &server,
+        |ws| {
+            std::fs::write(
+            ws.join("lines.txt"),
+            [
+                r#"{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#,
+                r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"danger","arguments":{}}}"#,
+            ]
+            .join("\n"),
+        )
+        .unwrap();
+        },
+    );
+    let _ = fixture.kill();
+    let _ = fixture.wait();
+    let got = t.client("client-out.json");
+    let a = &got["answers"];
+    assert_eq!(a["2"]["result"]["isError"], true, "{got}");
+    assert!(a["2"].to_string().contains("`danger`"), "{got}");
+    assert!(!a["s"].to_string().contains("danger"), "{got}");
+    assert!(
+        a["s"].to_string().contains("hi"),
+        "the echo's own answer: {got}"
+    );
 }
 
 /// A relay started by hand (outside the attempt's process tree) gets

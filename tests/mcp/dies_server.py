@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """An MCP server (stdio) that answers `initialize` and lists one tool, then
 ends without a word on the first other request: a server that crashed, or
-was killed, with a request in flight."""
+was killed, with a request in flight. With `--fork` it first starts a
+child that holds its standard output open for 30 s (its output does not
+end when it does)."""
 
 import json
+import subprocess
 import sys
 
 for line in sys.stdin:
@@ -16,5 +19,7 @@ for line in sys.stdin:
     elif m.get("method") == "tools/list":
         result = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
     else:
+        if "--fork" in sys.argv:
+            subprocess.Popen(["sleep", "30"], stdout=sys.stdout)
         sys.exit(0)
     print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": result}), flush=True)
