@@ -31,7 +31,14 @@ pub(crate) type Cycle = Vec<usize>;
 /// Node `i` is `pipeline.phases[i]`; edges go from a dependency to its
 /// dependent.
 #[derive(Debug, Clone)]
-pub(crate) struct Dependencies(DiGraph<(), ()>);
+pub(crate) struct Dependencies {
+    graph: DiGraph<(), ()>,
+    /// Each phase's stage ([`PhaseGraph`]) when the edges have no cycle:
+    /// a dependency's stage is always lower than its dependent's, which
+    /// lets [`Dependencies::depends_on`] answer most questions without a
+    /// walk.
+    stage_of: Option<Vec<usize>>,
+}
 
 impl Dependencies {
     pub(crate) fn of(pipeline: &Pipeline) -> Self {
@@ -55,13 +62,48 @@ impl Dependencies {
                 }
             }
         }
-        Dependencies(graph)
+        let stage_of = stages(&graph);
+        Dependencies { graph, stage_of }
     }
 
     /// Every phase `phase` depends on, directly or not, in declaration
     /// order (`phase` itself only when it is on a cycle).
     pub(crate) fn ancestors(&self, phase: usize) -> Vec<usize> {
-        ancestors(&self.0, phase)
+        ancestors(&self.graph, phase)
+    }
+
+    /// Whether `before` is among [`Dependencies::ancestors`] of `phase`.
+    /// Without cycles, a phase only depends on phases of lower stages, so
+    /// the walk up from `phase` stops at once when `before` is not lower,
+    /// skips every phase at or below `before`'s stage, and ends when it
+    /// meets `before`: asked once per phase, the usual answer costs no walk
+    /// and no allocation (a walk of the whole ancestry per question made
+    /// `validate` of a long chain quadratic).
+    pub(crate) fn depends_on(&self, phase: usize, before: usize) -> bool {
+        let Some(stage_of) = &self.stage_of else {
+            return self.ancestors(phase).binary_search(&before).is_ok();
+        };
+        let floor = stage_of[before];
+        if stage_of[phase] <= floor {
+            return false;
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut todo = vec![phase];
+        while let Some(v) = todo.pop() {
+            for u in self
+                .graph
+                .neighbors_directed(NodeIndex::new(v), Direction::Incoming)
+            {
+                let u = u.index();
+                if u == before {
+                    return true;
+                }
+                if stage_of[u] > floor && seen.insert(u) {
+                    todo.push(u);
+                }
+            }
+        }
+        false
     }
 }
 
@@ -69,25 +111,24 @@ impl PhaseGraph {
     /// Build the graph; on cycles, every cycle (one per strongly connected
     /// component) as a path.
     pub fn build(pipeline: &Pipeline) -> Result<Self, Vec<Cycle>> {
-        Self::from_graph(Dependencies::of(pipeline).0)
+        Self::of(Dependencies::of(pipeline))
     }
 
-    fn from_graph(graph: DiGraph<(), ()>) -> Result<Self, Vec<Cycle>> {
-        match topological_order(&graph) {
-            Some(order) => {
-                let mut stage_of = vec![0; graph.node_count()];
-                for &v in &order {
-                    let s = graph
-                        .neighbors_directed(v, Direction::Incoming)
-                        .map(|u| stage_of[u.index()] + 1)
-                        .max()
-                        .unwrap_or(0);
-                    stage_of[v.index()] = s;
-                }
-                Ok(Self { graph, stage_of })
-            }
-            None => Err(find_cycles(&graph)),
+    /// The graph of these edges, or its cycles.
+    pub(crate) fn of(deps: Dependencies) -> Result<Self, Vec<Cycle>> {
+        match deps.stage_of {
+            Some(stage_of) => Ok(Self {
+                graph: deps.graph,
+                stage_of,
+            }),
+            None => Err(find_cycles(&deps.graph)),
         }
+    }
+
+    #[cfg(test)]
+    fn from_graph(graph: DiGraph<(), ()>) -> Result<Self, Vec<Cycle>> {
+        let stage_of = stages(&graph);
+        Self::of(Dependencies { graph, stage_of })
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -189,6 +230,22 @@ where
         .collect();
     seen.sort_unstable();
     seen
+}
+
+/// Each node's stage: 0 without dependencies, else one more than the
+/// latest stage among its dependencies. `None` when the graph has a cycle.
+fn stages(graph: &DiGraph<(), ()>) -> Option<Vec<usize>> {
+    let order = topological_order(graph)?;
+    let mut stage_of = vec![0; graph.node_count()];
+    for &v in &order {
+        let s = graph
+            .neighbors_directed(v, Direction::Incoming)
+            .map(|u| stage_of[u.index()] + 1)
+            .max()
+            .unwrap_or(0);
+        stage_of[v.index()] = s;
+    }
+    Some(stage_of)
 }
 
 /// Kahn's algorithm, taking ready nodes in declaration order. `None` when

@@ -65,11 +65,25 @@ pub struct Pipeline {
     /// Each phase's place in `phases`, by name.
     index: HashMap<String, usize>,
     /// The agents that may write the workspace (LLM agents at
-    /// `workspace-write` or `full-access`) as (phase, agent), in the order they run:
-    /// listed once, when first asked ([`Pipeline::writer_before`]).
-    writers: std::sync::OnceLock<Vec<(String, String)>>,
+    /// `workspace-write` or `full-access`), in the order they run: listed
+    /// once, when first asked ([`Pipeline::writer_before`]).
+    writers: std::sync::OnceLock<Vec<Writer>>,
     /// The `depends_on` edges, built when first walked.
     dependencies: std::sync::OnceLock<super::graph::Dependencies>,
+}
+
+/// One agent that may write the workspace, by places rather than cloned
+/// names.
+#[derive(Debug, Clone)]
+struct Writer {
+    /// Its phase's place in `phases` (the phase it judges, for a judge).
+    phase: usize,
+    /// Its place in `agents`.
+    agent: usize,
+    /// The place `index` gives its phase's name, which the order test walks
+    /// from (the same place unless two phases share the name); `None` when
+    /// the name has no place, and the writer comes before every phase.
+    walk_from: Option<usize>,
 }
 
 /// What a pipeline is besides its agents, servers and phases.
@@ -426,38 +440,71 @@ impl Pipeline {
         phase: &Phase,
     ) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
         let writers = self.writers.get_or_init(|| {
-            self.runs()
-                .filter(|(w, a)| {
-                    a.kind.is_llm() && self.resolve(w, a).toolset.permission != Permission::ReadOnly
-                })
-                .map(|(w, a)| (w.name.clone(), a.name.clone()))
-                .collect()
+            let mut writers = Vec::new();
+            let workers = self.phases.iter().enumerate().flat_map(|(i, p)| {
+                p.agents
+                    .iter()
+                    .map(move |a| (i, Cow::Borrowed(p), a.as_str()))
+            });
+            let judges = self.phases.iter().enumerate().filter_map(|(i, p)| {
+                let j = p.judge_preview()?;
+                let agent = j.agents.first()?.clone();
+                Some((i, Cow::Owned(j), agent))
+            });
+            // Every (phase, agent) that runs, as `runs` lists them.
+            let mut add = |i: usize, w: &Phase, a: &str| {
+                let Some(j) = self.agents.iter().position(|x| x.name == a) else {
+                    return;
+                };
+                let agent = &self.agents[j];
+                if agent.kind.is_llm()
+                    && self.resolve(w, agent).toolset.permission != Permission::ReadOnly
+                {
+                    writers.push(Writer {
+                        phase: i,
+                        agent: j,
+                        walk_from: self
+                            .phase(&w.name)
+                            .and_then(|p| self.index.get(&p.name).copied()),
+                    });
+                }
+            };
+            for (i, w, a) in workers {
+                add(i, &w, a);
+            }
+            for (i, w, a) in judges {
+                add(i, &w, &a);
+            }
+            writers
         });
         // Those that do not come after `phase`: lazily, and each test
-        // stops as soon as it meets `phase` among the writer's ancestors
-        // (the first writer usually answers).
-        let name = phase.name.clone();
+        // usually answers from the phases' stages without a walk (the
+        // first writer usually answers).
+        let before = self.index.get(&phase.name).copied();
         writers
             .iter()
-            .filter(move |(w, _)| self.phase(w).is_none_or(|p| !self.comes_after(p, &name)))
-            .map(|(w, a)| (w.as_str(), a.as_str()))
+            .filter(move |w| match (w.walk_from, before) {
+                (Some(i), Some(b)) => !self.dependencies().depends_on(i, b),
+                _ => true,
+            })
+            .map(|w| {
+                (
+                    self.phases[w.phase].name.as_str(),
+                    self.agents[w.agent].name.as_str(),
+                )
+            })
     }
 
-    /// Whether `phase` depends on `before`, directly or not: it can only
-    /// start once `before` has ended.
-    fn comes_after(&self, phase: &Phase, before: &str) -> bool {
-        let (Some(&i), Some(&b)) = (self.index.get(&phase.name), self.index.get(before)) else {
-            return false;
-        };
-        self.ancestors(i).binary_search(&b).is_ok()
+    /// The `depends_on` edges, built when first asked.
+    pub(super) fn dependencies(&self) -> &super::graph::Dependencies {
+        self.dependencies
+            .get_or_init(|| super::graph::Dependencies::of(self))
     }
 
     /// Every phase `phases[i]` depends on, directly or not, in declaration
     /// order, on the file's `depends_on` (cycles and all).
     pub(crate) fn ancestors(&self, i: usize) -> Vec<usize> {
-        self.dependencies
-            .get_or_init(|| super::graph::Dependencies::of(self))
-            .ancestors(i)
+        self.dependencies().ancestors(i)
     }
 
     /// Every (phase, agent) pair that runs: the phases' agents in

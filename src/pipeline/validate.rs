@@ -18,7 +18,7 @@ use crate::model::suggest;
 use crate::model::toolset::{
     Field, InternalTool, Layer, McpTool, Mode, ORCH_MCP_SERVER, Permission, ToolSetLayer,
 };
-use crate::pipeline::graph::PhaseGraph;
+use crate::pipeline::graph::{Cycle, PhaseGraph};
 
 /// Above this many candidates, "did you mean" is not computed (it would make
 /// huge broken files quadratic to diagnose).
@@ -1067,8 +1067,11 @@ impl<'s> Validator<'s> {
         let pipeline = Pipeline::new(head, agents, mcp_servers, phases);
 
         self.prompts(&pipeline, &agent_spans);
-        self.cycles(&pipeline, &dep_spans);
-        self.templates(&pipeline, &prompt_places);
+        // One graph for both checks, from the edges the pipeline keeps for
+        // the enforcement pass (built once, not three times).
+        let graph = PhaseGraph::of(pipeline.dependencies().clone());
+        self.cycles(&pipeline, &graph, &dep_spans);
+        self.templates(&pipeline, graph.as_ref().ok(), &prompt_places);
         let spans = Spans {
             source: self.source,
             profiles: &self.extra_sources,
@@ -1234,16 +1237,20 @@ impl<'s> Validator<'s> {
     /// Every variable in a prompt names something that will have a value:
     /// `{{artifacts.X}}` an earlier phase (one this phase depends on) that
     /// declares artifacts.
-    fn templates(&mut self, pipeline: &Pipeline, places: &[Vec<TextAt>]) {
+    fn templates(
+        &mut self,
+        pipeline: &Pipeline,
+        graph: Option<&PhaseGraph>,
+        places: &[Vec<TextAt>],
+    ) {
         use super::template::{self, Meaning};
-        let graph = PhaseGraph::build(pipeline).ok();
         for (i, (phase, places)) in pipeline.phases.iter().zip(places).enumerate() {
             for place in places {
                 for v in template::variables(&place.text) {
                     let why = match template::meaning(&v.name) {
                         Err(why) => Some(why),
                         Ok(Meaning::Artifacts(p)) => {
-                            let earlier = graph.as_ref().map(|g| g.upstream(&[i]));
+                            let earlier = graph.map(|g| g.upstream(&[i]));
                             match pipeline.phases.iter().position(|x| x.name == p) {
                                 None => {
                                     Some(format!("`{{{{{}}}}}`: there is no phase `{p}`", v.name))
@@ -1306,8 +1313,13 @@ impl<'s> Validator<'s> {
         }
     }
 
-    fn cycles(&mut self, pipeline: &Pipeline, dep_spans: &[Vec<Range<usize>>]) {
-        let Err(cycles) = PhaseGraph::build(pipeline) else {
+    fn cycles(
+        &mut self,
+        pipeline: &Pipeline,
+        graph: &Result<PhaseGraph, Vec<Cycle>>,
+        dep_spans: &[Vec<Range<usize>>],
+    ) {
+        let Err(cycles) = graph else {
             return;
         };
         for cycle in cycles {
