@@ -189,7 +189,7 @@ fn cell(e: &Enforced, notes: &mut Vec<String>) -> String {
     if let Some(i) = notes.iter().position(|n| *n == e.reason) {
         format!("{by} [{}]", i + 1)
     } else {
-        notes.push(e.reason.clone());
+        notes.push(e.reason.to_string());
         format!("{by} [{}]", notes.len())
     }
 }

@@ -195,7 +195,7 @@ impl CliChecks for Checks<'_> {
                             agent: agent.name.clone(),
                             phase: phase.name.clone(),
                             kind: "a command agent".into(),
-                            reason: report.permission.reason,
+                            reason: report.permission.reason.into_owned(),
                             strict,
                         };
                         out.push(if strict {

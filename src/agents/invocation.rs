@@ -4,6 +4,7 @@
 //! `explain`, `doctor --probe` and `run` all print or execute the same
 //! value, so what a user previews is what runs.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -31,29 +32,31 @@ pub(crate) enum By {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Enforced {
     pub(crate) by: By,
-    pub(crate) reason: String,
+    /// Most reasons are fixed sentences: borrowed, not copied into a new
+    /// `String` for every (phase, agent) validation checks.
+    pub(crate) reason: Cow<'static, str>,
 }
 
 impl Enforced {
-    pub(crate) fn cli(reason: impl Into<String>) -> Self {
+    pub(crate) fn cli(reason: impl Into<Cow<'static, str>>) -> Self {
         Self {
             by: By::Cli,
             reason: reason.into(),
         }
     }
-    pub(crate) fn orch(reason: impl Into<String>) -> Self {
+    pub(crate) fn orch(reason: impl Into<Cow<'static, str>>) -> Self {
         Self {
             by: By::Orch,
             reason: reason.into(),
         }
     }
-    pub(crate) fn os(reason: impl Into<String>) -> Self {
+    pub(crate) fn os(reason: impl Into<Cow<'static, str>>) -> Self {
         Self {
             by: By::Os,
             reason: reason.into(),
         }
     }
-    pub(crate) fn none(reason: impl Into<String>) -> Self {
+    pub(crate) fn none(reason: impl Into<Cow<'static, str>>) -> Self {
         Self {
             by: By::None,
             reason: reason.into(),
@@ -81,7 +84,7 @@ impl Enforcement {
         ]
         .into_iter()
         .filter(|(_, e)| e.by == By::None)
-        .map(|(f, e)| (f, e.reason.as_str()))
+        .map(|(f, e)| (f, e.reason.as_ref()))
         .collect()
     }
 }
