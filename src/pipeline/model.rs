@@ -58,10 +58,11 @@ pub struct Pipeline {
     /// Each (phase, agent)'s resolved ToolSet: computed once when the
     /// pipeline is sealed, read by validation, the adapters, the scheduler
     /// and `explain`. By the phase's place in `phases` (as `index` finds
-    /// it by name), then the agent's name: a lookup borrows the names
-    /// rather than cloning both into a key, and sealing neither hashes nor
-    /// rehashes a table of every pair (it showed in profiles).
-    resolved: Vec<Vec<(String, Resolved)>>,
+    /// it by name), then the place in `agents` of the first agent of the
+    /// agent's name: a lookup borrows the names rather than cloning both
+    /// into a key, and sealing neither hashes nor rehashes a table of every
+    /// pair nor copies a name per pair (both showed in profiles).
+    resolved: Vec<Vec<(usize, Resolved)>>,
     /// Each phase's place in `phases`, by name.
     index: HashMap<String, usize>,
     /// The agents that may write the workspace (LLM agents at
@@ -372,7 +373,7 @@ impl Pipeline {
             .enumerate()
             .map(|(i, ph)| (ph.name.clone(), i))
             .collect();
-        let mut resolved: Vec<Vec<(String, Resolved)>> = p
+        let mut resolved: Vec<Vec<(usize, Resolved)>> = p
             .phases
             .iter()
             .map(|ph| Vec::with_capacity(ph.agents.len()))
@@ -382,13 +383,17 @@ impl Pipeline {
                 continue;
             };
             let r = resolve(Self::layers(&phase, agent), phase.mode);
+            // `runs` gives the first agent of each name.
+            let Some(j) = p.agents.iter().position(|a| std::ptr::eq(a, agent)) else {
+                continue;
+            };
             // A later pair of the same names replaces an earlier one (a
             // judge that is also one of its phase's agents; phases of one
             // name, which validation reports).
             let slot = &mut resolved[i];
-            match slot.iter_mut().find(|(a, _)| *a == agent.name) {
+            match slot.iter_mut().find(|(a, _)| *a == j) {
                 Some(e) => e.1 = r,
-                None => slot.push((agent.name.clone(), r)),
+                None => slot.push((j, r)),
             }
         }
         p.resolved = resolved;
@@ -399,11 +404,12 @@ impl Pipeline {
     /// an agent's tools are resolved"), with each field's provenance: the one computed when
     /// the pipeline was made (a pair it does not hold is resolved now).
     pub fn resolve(&self, phase: &Phase, agent: &Agent) -> Cow<'_, Resolved> {
+        let j = self.agents.iter().position(|a| a.name == agent.name);
         let sealed = self
             .index
             .get(phase.name.as_str())
             .and_then(|&i| self.resolved.get(i))
-            .and_then(|v| v.iter().find(|(a, _)| *a == agent.name));
+            .and_then(|v| v.iter().find(|(a, _)| Some(*a) == j));
         match sealed {
             Some((_, r)) => Cow::Borrowed(r),
             None => Cow::Owned(resolve(Self::layers(phase, agent), phase.mode)),
