@@ -99,17 +99,22 @@ pub fn run_bounded_started(
     let out = reader(child.stdout.take());
     let err = reader(child.stderr.take());
     let mut timed_out = false;
-    while !child.has_ended()? {
-        if start.elapsed() > timeout {
-            timed_out = true;
-            break;
+    let ended = loop {
+        match child.has_ended() {
+            Ok(false) if start.elapsed() > timeout => {
+                timed_out = true;
+                break Ok(());
+            }
+            Ok(false) => std::thread::sleep(Duration::from_millis(5)),
+            Ok(true) => break Ok(()),
+            Err(e) => break Err(e),
         }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    };
     // The group goes (children that outlived the leader, or all of it at
-    // the deadline) before the leader is reaped: until then the group's
-    // number names no other process.
+    // the deadline, or on an error) before the leader is reaped: until
+    // then the group's number names no other process.
     let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+    ended?;
     let status = child.wait_blocking()?;
     Ok(Bounded {
         code: status.code(),

@@ -81,7 +81,19 @@ pub(crate) fn sweep() -> usize {
             // it is waited for, here.
             let pid = nix::unistd::Pid::from_raw(pid);
             let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-            let _ = nix::sys::wait::waitpid(pid, None);
+            // Reaped without blocking, within the sweep's time: one stuck
+            // in the kernel (an NFS or FUSE wait) holds back every attempt's
+            // end no longer than that. Left unreaped, its number stays
+            // its own.
+            while started.elapsed() < SWEEP_LIMIT {
+                match nix::sys::wait::waitpid(pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG)) {
+                    Ok(nix::sys::wait::WaitStatus::StillAlive) => {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    Err(nix::errno::Errno::EINTR) => {}
+                    _ => break,
+                }
+            }
             killed += 1;
         }
     }

@@ -95,12 +95,8 @@ pub(super) async fn serve<R, W>(
             // The server exited, though its output may stay open (a child
             // of its holds it): what it wrote gets a moment to arrive,
             // then what still waits is answered all the same.
-            _ = child.ended() => {
-                let arrived = tokio::time::timeout(SERVER_END_GRACE, &mut server_gone).await;
-                if arrived.is_err() {
-                    answers.abort();
-                    answer_waiting(&awaited, &spawn.name, &tx).await;
-                }
+            Ok(()) = child.ended() => {
+                server_ended(&mut server_gone, &answers, &awaited, &spawn.name, &tx).await;
                 break;
             }
         };
@@ -111,7 +107,15 @@ pub(super) async fn serve<R, W>(
         match check_request(&buf, scope.as_deref(), &awaited, &spawn.name) {
             Ok(mut line) => {
                 line.push(b'\n');
-                if to_server.write_all(&line).await.is_err() {
+                // A write the server does not read (it exited, a child of
+                // its holds its input) must not keep orch from seeing it
+                // exit.
+                let wrote = tokio::select! {
+                    wrote = to_server.write_all(&line) => wrote.is_ok(),
+                    Ok(()) = child.ended() => false,
+                };
+                if !wrote {
+                    server_ended(&mut server_gone, &answers, &awaited, &spawn.name, &tx).await;
                     break;
                 }
             }
@@ -123,6 +127,13 @@ pub(super) async fn serve<R, W>(
         }
     }
     drop(to_server);
+    // Its whole process group (it leads one: `npx` and the node it starts,
+    // a child holding its output), while it is not reaped yet: until then
+    // the group's number names no other process.
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
     child.kill();
     // Reaped and forgotten by orch's registry at once.
     let _ = child.wait().await;
@@ -134,6 +145,25 @@ pub(super) async fn serve<R, W>(
 /// How long the output of a server that exited is read before what still
 /// waits is answered with an error.
 const SERVER_END_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The server's process exited (or stopped reading): what it wrote gets
+/// [`SERVER_END_GRACE`] to arrive (its output may stay open, a child of
+/// its holding it), then what still waits is answered with an error.
+async fn server_ended(
+    server_gone: &mut tokio::sync::oneshot::Receiver<()>,
+    answers: &tokio::task::JoinHandle<()>,
+    awaited: &Awaited,
+    name: &str,
+    tx: &mpsc::Sender<String>,
+) {
+    if tokio::time::timeout(SERVER_END_GRACE, server_gone)
+        .await
+        .is_err()
+    {
+        answers.abort();
+        answer_waiting(awaited, name, tx).await;
+    }
+}
 
 /// Answer every request still waiting for server `name` with an error.
 async fn answer_waiting(awaited: &Awaited, name: &str, tx: &mpsc::Sender<String>) {

@@ -37,6 +37,15 @@ struct Session {
     version: Option<String>,
 }
 
+/// The remote server one connection posts to.
+struct Server {
+    agent: ureq::Agent,
+    url: String,
+    headers: Vec<(String, String)>,
+    session: std::sync::Mutex<Session>,
+    name: String,
+}
+
 /// Serve a client with `spawn`'s remote server.
 pub(crate) async fn serve<R, W>(from_client: R, mut to_client: W, spawn: ServerSpawn)
 where
@@ -48,48 +57,36 @@ where
     };
     let scope = spawn.tools.clone();
     let awaited: Arc<Awaited> = Default::default();
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(EXCHANGE_LIMIT))
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let session: Arc<std::sync::Mutex<Session>> = Default::default();
+    let server = Server {
+        agent: ureq::Agent::config_builder()
+            .timeout_global(Some(EXCHANGE_LIMIT))
+            .http_status_as_error(false)
+            .build()
+            .into(),
+        url,
+        headers,
+        session: Default::default(),
+        name: spawn.name.clone(),
+    };
     // Messages to post, in order, on a thread of their own (the HTTP
-    // client blocks); cancels on another, so that one reaches the server
-    // while the request it cancels is still being answered; what comes
-    // back, to the client.
-    let (post_tx, post_rx) = std::sync::mpsc::channel::<Vec<u8>>();
-    let (cancel_tx, cancel_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    // client blocks), a few at most waiting (the client waits meanwhile:
+    // what it sends is not orch's memory to fill); what comes back, to the
+    // client. A cancel waits its turn like any message: posted beside the
+    // request it cancels, a server may leave that request's answer open
+    // and every later message behind it (round z2). Once the client is
+    // gone, nothing still waiting is posted.
+    let (post_tx, post_rx) = mpsc::channel::<Vec<u8>>(POST_QUEUE);
     let (back_tx, mut back_rx) = mpsc::channel::<Back>(64);
+    let client_gone = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let poster = {
         let back_tx = back_tx.clone();
         let name = spawn.name.clone();
-        let (agent, url, headers, session) = (
-            agent.clone(),
-            url.clone(),
-            headers.clone(),
-            Arc::clone(&session),
-        );
+        let client_gone = Arc::clone(&client_gone);
         std::thread::Builder::new()
             .name(format!("mcp-{name}"))
-            .spawn(move || post_all(&agent, &url, &headers, &session, &name, post_rx, back_tx))
+            .spawn(move || post_all(&server, post_rx, back_tx, &client_gone))
     };
-    let canceller = {
-        let name = spawn.name.clone();
-        std::thread::Builder::new()
-            .name(format!("mcp-{name}-cancel"))
-            .spawn(move || {
-                for message in cancel_rx {
-                    if let Ok(mut resp) = post(&agent, &url, &headers, &session, &message) {
-                        let _ = std::io::copy(
-                            &mut resp.body_mut().as_reader().take(MAX_MESSAGE as u64),
-                            &mut std::io::sink(),
-                        );
-                    }
-                }
-            })
-    };
-    if poster.is_err() || canceller.is_err() {
+    if poster.is_err() {
         return;
     }
     let writer = {
@@ -120,10 +117,10 @@ where
             // One message a post (a cancel of a request the client sent
             // twice under one id comes as one line for each).
             Ok(lines) => {
-                let sent = lines.split(|b| *b == b'\n').all(|m| {
-                    let queue = if is_cancel(m) { &cancel_tx } else { &post_tx };
-                    queue.send(m.to_vec()).is_ok()
-                });
+                let mut sent = true;
+                for m in lines.split(|b| *b == b'\n') {
+                    sent = sent && post_tx.send(m.to_vec()).await.is_ok();
+                }
                 if !sent {
                     break;
                 }
@@ -136,34 +133,27 @@ where
             Err(_) => {}
         }
     }
+    client_gone.store(true, std::sync::atomic::Ordering::SeqCst);
     drop(post_tx);
-    drop(cancel_tx);
     drop(back_tx);
     let _ = writer.await;
 }
 
-/// Whether a message is a cancel (`notifications/cancelled`).
-fn is_cancel(message: &[u8]) -> bool {
-    serde_json::from_slice::<Value>(message).is_ok_and(|v| v["method"] == "notifications/cancelled")
-}
+/// At most this many messages wait to be posted to a remote server.
+const POST_QUEUE: usize = 8;
 
 /// Post one message to the server, with its headers and the session's.
-fn post(
-    agent: &ureq::Agent,
-    url: &str,
-    headers: &[(String, String)],
-    session: &std::sync::Mutex<Session>,
-    message: &[u8],
-) -> Result<ureq::http::Response<ureq::Body>, ureq::Error> {
-    let mut req = agent
-        .post(url)
+fn post(server: &Server, message: &[u8]) -> Result<ureq::http::Response<ureq::Body>, ureq::Error> {
+    let mut req = server
+        .agent
+        .post(&server.url)
         .header("Content-Type", "application/json")
         .header("Accept", "application/json, text/event-stream");
-    for (k, v) in headers {
+    for (k, v) in &server.headers {
         req = req.header(k.as_str(), v.as_str());
     }
     {
-        let session = session.lock().unwrap_or_else(|e| e.into_inner());
+        let session = server.session.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(s) = &session.id {
             req = req.header("Mcp-Session-Id", s.as_str());
         }
@@ -176,19 +166,20 @@ fn post(
 
 /// Post each message to the server, in order; send back what it answers.
 fn post_all(
-    agent: &ureq::Agent,
-    url: &str,
-    headers: &[(String, String)],
-    session: &std::sync::Mutex<Session>,
-    name: &str,
-    messages: std::sync::mpsc::Receiver<Vec<u8>>,
+    server: &Server,
+    mut messages: mpsc::Receiver<Vec<u8>>,
     back: mpsc::Sender<Back>,
+    client_gone: &std::sync::atomic::AtomicBool,
 ) {
-    for message in messages {
+    let (session, name) = (&server.session, server.name.as_str());
+    while let Some(message) = messages.blocking_recv() {
+        if client_gone.load(std::sync::atomic::Ordering::SeqCst) {
+            break;
+        }
         let id = serde_json::from_slice::<Value>(&message)
             .ok()
             .and_then(|v| v.get("id").cloned());
-        let answers = match post(agent, url, headers, session, &message) {
+        let answers = match post(server, &message) {
             Ok(mut resp) => {
                 if let Some(s) = resp
                     .headers()
@@ -236,8 +227,9 @@ fn post_all(
     }
     let id = session.lock().unwrap_or_else(|e| e.into_inner()).id.clone();
     if let Some(s) = id {
-        let _ = agent
-            .delete(url)
+        let _ = server
+            .agent
+            .delete(&server.url)
             .header("Mcp-Session-Id", s.as_str())
             .call();
     }

@@ -578,11 +578,15 @@ fn a_server_that_ends_mid_request_leaves_no_client_waiting() {
         "[mcp_servers.dies]\ncommand = [\"python3\", \"{}\", \"--fork\"]\n",
         root().join("tests/mcp/dies_server.py").display()
     );
+    let holds = forks.replace("--fork", "--hold");
     for (grant, server) in [
         (r#"["mcp__dies__echo"]"#, &server),
         (r#"["mcp__dies__*"]"#, &server),
         // It exits, but a child of its holds its output open.
         (r#"["mcp__dies__echo"]"#, &forks),
+        // It exits, and a child of its holds its input, which orch is
+        // writing a large message to, and its output.
+        (r#"["mcp__dies__*"]"#, &holds),
     ] {
         let client = json!({
             "argv": ["python3", root().join("tests/mcp/raw_client.py"), "lines.txt", "--", "{server}"],
@@ -592,7 +596,7 @@ fn a_server_that_ends_mid_request_leaves_no_client_waiting() {
         let t = through(client, grant, &["claude"], server, |ws| {
             std::fs::write(
                 ws.join("lines.txt"),
-                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{}}}\n@end",
+                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{}}}\n@big 3000000\n@end",
             )
             .unwrap();
         });
