@@ -78,6 +78,9 @@ where
     let (post_tx, post_rx) = mpsc::channel::<Vec<u8>>(POST_QUEUE);
     let (back_tx, mut back_rx) = mpsc::channel::<Back>(64);
     let client_gone = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Also when this connection's task is dropped (its attempt ended) with
+    // the reader waiting for room in the queue.
+    let _gone = GoneOnDrop(Arc::clone(&client_gone));
     let poster = {
         let back_tx = back_tx.clone();
         let name = spawn.name.clone();
@@ -92,6 +95,7 @@ where
     let writer = {
         let scope = scope.clone();
         let awaited = Arc::clone(&awaited);
+        let client_gone = Arc::clone(&client_gone);
         tokio::spawn(async move {
             while let Some(back) = back_rx.recv().await {
                 let line = match back {
@@ -101,6 +105,7 @@ where
                     Back::Orch(line) => line,
                 };
                 if to_client.write_all(line.as_bytes()).await.is_err() {
+                    client_gone.store(true, std::sync::atomic::Ordering::SeqCst);
                     break;
                 }
             }
@@ -137,6 +142,15 @@ where
     drop(post_tx);
     drop(back_tx);
     let _ = writer.await;
+}
+
+/// Marks the client gone when dropped.
+struct GoneOnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for GoneOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// At most this many messages wait to be posted to a remote server.
@@ -221,7 +235,8 @@ fn post_all(
                 }
             }
             if back.blocking_send(Back::Server(a + "\n")).is_err() {
-                return;
+                // The client is gone: the session still ends (below).
+                client_gone.store(true, std::sync::atomic::Ordering::SeqCst);
             }
         }
     }
