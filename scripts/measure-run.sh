@@ -319,6 +319,14 @@ def rss_runs_of(path, tag):
     return rsss, walls, how
 
 
+def run_events(db):
+    """`events WHERE <the run's, ? its id>`, for the schema of either orch
+    (before step 7 an event held its run's id; now its attempt's)."""
+    if "run_id" in [c[1] for c in db.execute("PRAGMA table_info(events)")]:
+        return "events WHERE run_id = ?"
+    return "events WHERE attempt_id IN (SELECT id FROM attempts WHERE run_id = ?)"
+
+
 def stored_events(sdir, run_id=None):
     """(rows, distinct seq, min seq, max seq) of the events of the run."""
     db = sqlite3.connect(f"file:{os.path.join(sdir, 'state.db')}?mode=ro", uri=True)
@@ -326,7 +334,7 @@ def stored_events(sdir, run_id=None):
         if run_id is None:
             (run_id,) = db.execute("SELECT run_id FROM runs ORDER BY started_ms DESC LIMIT 1").fetchone()
         return db.execute("SELECT count(*), count(DISTINCT seq), min(seq), max(seq)"
-                          " FROM events WHERE run_id = ?", (run_id,)).fetchone()
+                          f" FROM {run_events(db)}", (run_id,)).fetchone()
     finally:
         db.close()
 
@@ -412,7 +420,7 @@ def measure_events():
     db = sqlite3.connect(f"file:{os.path.join(sdir, 'state.db')}?mode=ro", uri=True)
     wrong = 0
     for n, (seq, kind, raw) in enumerate(db.execute(
-            "SELECT seq, kind, raw FROM events WHERE run_id = ? ORDER BY seq", (run_id,))):
+            f"SELECT seq, kind, raw FROM {run_events(db)} ORDER BY seq", (run_id,))):
         if seq != n or raw != '{"type":"x","n":%d}' % n:
             wrong += 1
     db.close()

@@ -111,14 +111,16 @@ const EVENT_SPANS: &str = "SELECT first_id, last_id FROM event_spans
                            ORDER BY first_id";
 
 /// A run's events in one stretch of rowids: `?1` run, above `?2`, up to
-/// `?3`, `?4` the phase or NULL, at most `?5`. Read by rowid range (see the
-/// query-plan test); `+run_id` and `+phase` keep the primary key's index,
-/// which is not in arrival order, out of it.
-const EVENTS_IN_SPAN: &str = "SELECT rowid, phase, agent, attempt, seq, ts_ms, kind, data_json, raw
-                              FROM events
-                              WHERE rowid > ?2 AND rowid <= ?3 AND +run_id = ?1
-                                AND (?4 IS NULL OR +phase = ?4)
-                              ORDER BY rowid
+/// `?3`, `?4` the phase or NULL, at most `?5`. Read by rowid range, each
+/// event's attempt by its id (see the query-plan test); `CROSS JOIN` keeps
+/// SQLite from starting at the run's attempts, whose events are not in
+/// arrival order.
+const EVENTS_IN_SPAN: &str = "SELECT e.rowid, a.phase, a.agent, a.attempt, e.seq, e.ts_ms, e.kind,
+                                     e.data_json, e.raw
+                              FROM events e CROSS JOIN attempts a ON a.id = e.attempt_id
+                              WHERE e.rowid > ?2 AND e.rowid <= ?3 AND a.run_id = ?1
+                                AND (?4 IS NULL OR a.phase = ?4)
+                              ORDER BY e.rowid
                               LIMIT ?5";
 
 impl Reader {
@@ -283,14 +285,13 @@ impl Reader {
             "SELECT phase, agent, attempt, outcome, exit_code, reason, session_id, turns,
                     tokens_in, tokens_out, cost_usd, started_ms, ended_ms, argv_json, env_json,
                     prompt_json,
-                    (SELECT count(*) FROM events e
-                      WHERE e.run_id = a.run_id AND e.phase = a.phase
-                        AND e.agent = a.agent AND e.attempt = a.attempt)
-             FROM attempts a WHERE run_id = ?1 ORDER BY rowid",
+                    (SELECT count(*) FROM events e WHERE e.attempt_id = a.id), id
+             FROM attempts a WHERE run_id = ?1 ORDER BY id",
         )?;
         let rows = st.query_map([run_id], |r| {
             Ok((
                 r.get::<_, String>(0)?,
+                r.get::<_, i64>(17)?,
                 AttemptDetail {
                     agent: r.get(1)?,
                     attempt: r.get(2)?,
@@ -313,20 +314,13 @@ impl Reader {
             ))
         })?;
         let mut tail = conn.prepare_cached(
-            "SELECT kind, data_json, raw FROM events
-             WHERE run_id = ?1 AND phase = ?2 AND agent = ?3 AND attempt = ?4
-             ORDER BY seq DESC",
+            "SELECT kind, data_json, raw FROM events WHERE attempt_id = ?1 ORDER BY seq DESC",
         )?;
         for row in rows {
-            let (phase, mut attempt) = row?;
+            let (phase, attempt_id, mut attempt) = row?;
             // Newest first, until the tail is full.
             let mut lines: Vec<String> = Vec::new();
-            let mut ev = tail.query(rusqlite::params![
-                run_id,
-                phase,
-                attempt.agent,
-                attempt.attempt
-            ])?;
+            let mut ev = tail.query([attempt_id])?;
             while lines.len() < crate::events::TAIL_LINES
                 && let Some(e) = ev.next()?
             {
@@ -466,7 +460,8 @@ impl Reader {
     pub fn event_count(&self, run_id: &str) -> Result<u64, StoreError> {
         let conn = self.conn();
         Ok(conn.query_row(
-            "SELECT count(*) FROM events WHERE run_id = ?1",
+            "SELECT count(*) FROM events
+             WHERE attempt_id IN (SELECT id FROM attempts WHERE run_id = ?1)",
             [run_id],
             |r| r.get(0),
         )?)
@@ -557,9 +552,7 @@ impl Reader {
             tx.execute(
                 "UPDATE attempts SET outcome = ?2,
                      ended_ms = coalesce(
-                         (SELECT e.ts_ms FROM events e
-                           WHERE e.run_id = attempts.run_id AND e.phase = attempts.phase
-                             AND e.agent = attempts.agent AND e.attempt = attempts.attempt
+                         (SELECT e.ts_ms FROM events e WHERE e.attempt_id = attempts.id
                            ORDER BY e.seq DESC LIMIT 1),
                          started_ms)
                  WHERE run_id = ?1 AND outcome = 'running'",
@@ -976,7 +969,10 @@ mod tests {
         for phase in [None, Some("build")] {
             assert_eq!(
                 plan(EVENTS_IN_SPAN, params!["20250102-bbb", 3, 9, phase, 10]),
-                ["SEARCH events USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"],
+                [
+                    "SEARCH e USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)",
+                    "SEARCH a USING INTEGER PRIMARY KEY (rowid=?)"
+                ],
                 "phase {phase:?}"
             );
         }
@@ -992,8 +988,9 @@ mod tests {
         {
             let conn = store.conn();
             conn.execute(
-                "INSERT INTO events SELECT run_id, phase, agent, attempt, 999, ts_ms, kind,
-                 data_json, 'unspanned' FROM events WHERE run_id = ?1 LIMIT 1",
+                "INSERT INTO events SELECT attempt_id, 999, ts_ms, kind, data_json, 'unspanned'
+                 FROM events WHERE attempt_id IN (SELECT id FROM attempts WHERE run_id = ?1)
+                 LIMIT 1",
                 [run],
             )
             .unwrap();

@@ -4,9 +4,11 @@
 //! phases, attempts, events, artifacts); the agents' MCP servers, one
 //! process each, append to their own (`reports.rs`, `knowledge.rs`).
 //!
-//! Rows are keyed naturally: a run by `run_id`; a phase by (run, phase); an
-//! attempt by (run, phase, agent, attempt); an event by (run, phase, agent,
-//! attempt, seq). Times are Unix milliseconds.
+//! Records name rows naturally: a run by `run_id`; a phase by (run, phase);
+//! an attempt by (run, phase, agent, attempt); an event by its attempt and
+//! `seq`. In the database an attempt also has an integer `id`, which its
+//! events carry instead of the four texts (the writer looks it up once per
+//! attempt). Times are Unix milliseconds.
 
 use std::sync::Arc;
 

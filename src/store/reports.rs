@@ -290,10 +290,12 @@ impl Reports {
     pub(crate) fn events(&self, q: &EventQuery<'_>) -> Result<Vec<EventRecord>, StoreError> {
         let conn = self.conn();
         let mut st = conn.prepare_cached(
-            "SELECT phase, agent, attempt, seq, ts_ms, kind, data_json FROM events
-             WHERE run_id = ?1 AND (?2 IS NULL OR phase = ?2) AND (?3 IS NULL OR agent = ?3)
-               AND (?4 IS NULL OR attempt = ?4) AND (?5 IS NULL OR kind = ?5)
-             ORDER BY rowid LIMIT ?6 OFFSET ?7",
+            "SELECT a.phase, a.agent, a.attempt, e.seq, e.ts_ms, e.kind, e.data_json
+             FROM attempts a JOIN events e ON e.attempt_id = a.id
+             WHERE a.run_id = ?1 AND (?2 IS NULL OR a.phase = ?2)
+               AND (?3 IS NULL OR a.agent = ?3) AND (?4 IS NULL OR a.attempt = ?4)
+               AND (?5 IS NULL OR e.kind = ?5)
+             ORDER BY e.rowid LIMIT ?6 OFFSET ?7",
         )?;
         let rows = st.query_map(
             params![

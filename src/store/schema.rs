@@ -184,6 +184,67 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE phases ADD COLUMN required INTEGER NOT NULL DEFAULT 1;
     ALTER TABLE phases ADD COLUMN reason TEXT;
     "#,
+    // 7: an event names its attempt by an integer id, not by the four
+    // texts of the attempt's key. Every insert seeks the events' key and
+    // checked the foreign key: comparing (run, phase, agent) strings at
+    // each level of both B-trees was most of the writer's time (a profile
+    // of 200,000 events). No foreign key any more: the writer, which alone
+    // writes events, takes the id from the attempt's row (see
+    // `writer::AttemptIds`), and nothing deletes attempts; the check cost
+    // a seek per event. Rowids are kept: an attempt's `id` is its old
+    // rowid, an event's rowid (and with it `event_spans`) is unchanged.
+    r#"
+    CREATE TABLE attempts_v7 (
+        id         INTEGER PRIMARY KEY,
+        run_id     TEXT NOT NULL,
+        phase      TEXT NOT NULL,
+        agent      TEXT NOT NULL,
+        attempt    INTEGER NOT NULL,
+        argv_json  TEXT NOT NULL DEFAULT '[]',
+        env_json   TEXT NOT NULL DEFAULT '{}',
+        outcome    TEXT NOT NULL,
+        exit_code  INTEGER,
+        reason     TEXT,
+        session_id TEXT,
+        turns      INTEGER NOT NULL DEFAULT 0,
+        tokens_in  INTEGER NOT NULL DEFAULT 0,
+        tokens_out INTEGER NOT NULL DEFAULT 0,
+        cost_usd   REAL,
+        started_ms INTEGER,
+        ended_ms   INTEGER,
+        prompt_json TEXT NOT NULL DEFAULT '{}',
+        UNIQUE (run_id, phase, agent, attempt),
+        FOREIGN KEY (run_id, phase) REFERENCES phases (run_id, phase) ON DELETE CASCADE
+    );
+    INSERT INTO attempts_v7 (id, run_id, phase, agent, attempt, argv_json, env_json, outcome,
+                             exit_code, reason, session_id, turns, tokens_in, tokens_out,
+                             cost_usd, started_ms, ended_ms, prompt_json)
+        SELECT rowid, run_id, phase, agent, attempt, argv_json, env_json, outcome,
+               exit_code, reason, session_id, turns, tokens_in, tokens_out,
+               cost_usd, started_ms, ended_ms, prompt_json
+        FROM attempts ORDER BY rowid;
+
+    CREATE TABLE events_v7 (
+        attempt_id INTEGER NOT NULL,
+        seq        INTEGER NOT NULL,
+        ts_ms      INTEGER NOT NULL,
+        kind       TEXT NOT NULL,
+        data_json  TEXT NOT NULL,
+        raw        TEXT NOT NULL,
+        PRIMARY KEY (attempt_id, seq)
+    );
+    INSERT INTO events_v7 (rowid, attempt_id, seq, ts_ms, kind, data_json, raw)
+        SELECT e.rowid, a.id, e.seq, e.ts_ms, e.kind, e.data_json, e.raw
+        FROM events e JOIN attempts_v7 a
+          ON a.run_id = e.run_id AND a.phase = e.phase AND a.agent = e.agent
+             AND a.attempt = e.attempt
+        ORDER BY e.rowid;
+
+    DROP TABLE events;
+    DROP TABLE attempts;
+    ALTER TABLE attempts_v7 RENAME TO attempts;
+    ALTER TABLE events_v7 RENAME TO events;
+    "#,
 ];
 
 /// The schema version this code writes.
@@ -432,6 +493,88 @@ mod tests {
         };
         assert_eq!(raws("a"), ["a0", "a3"]);
         assert_eq!(raws("b"), ["b1", "b2"]);
+    }
+
+    /// A history from before attempt ids: every event is kept, under its
+    /// attempt's id, with its rowid (so its run's spans still hold).
+    #[test]
+    fn a_version_six_history_keeps_its_events_under_attempt_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            for step in &MIGRATIONS[..6] {
+                conn.execute_batch(step).unwrap();
+            }
+            conn.pragma_update(None, "user_version", 6).unwrap();
+            for run in ["a", "b"] {
+                conn.execute_batch(&format!(
+                    "INSERT INTO runs VALUES ('{run}', 'p', 'p.toml', 'd', '{{}}', 'all', 1, 'failed', 0, 1);
+                     INSERT INTO phases (run_id, phase, status) VALUES ('{run}', 'x', 'failed');
+                     INSERT INTO attempts (run_id, phase, agent, attempt, outcome, turns)
+                         VALUES ('{run}', 'x', 'y', 1, 'failed', 7), ('{run}', 'x', 'y', 2, 'failed', 8);"
+                ))
+                .unwrap();
+            }
+            for (seq, (run, attempt)) in [("a", 2), ("b", 1), ("b", 2), ("a", 1), ("a", 2)]
+                .into_iter()
+                .enumerate()
+            {
+                conn.execute(
+                    "INSERT INTO events VALUES (?1, 'x', 'y', ?2, ?3, 0, 'raw', 'null', ?4)",
+                    params![run, attempt, seq, format!("{run}{attempt}.{seq}")],
+                )
+                .unwrap();
+                let id = conn.last_insert_rowid();
+                conn.execute(
+                    "INSERT INTO event_spans VALUES (?1, ?2, ?2)",
+                    params![run, id],
+                )
+                .unwrap();
+            }
+        }
+        let conn = open(&path, false).unwrap();
+        assert_eq!(user_version(&conn).unwrap(), latest_version());
+        let mut st = conn
+            .prepare(
+                "SELECT e.rowid, a.run_id, a.attempt, a.turns, e.raw
+                 FROM events e JOIN attempts a ON a.id = e.attempt_id ORDER BY e.rowid",
+            )
+            .unwrap();
+        let rows: Vec<(i64, String, u32, u32, String)> = st
+            .query_map([], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let want = [
+            (1, "a", 2, 8, "a2.0"),
+            (2, "b", 1, 7, "b1.1"),
+            (3, "b", 2, 8, "b2.2"),
+            (4, "a", 1, 7, "a1.3"),
+            (5, "a", 2, 8, "a2.4"),
+        ];
+        let want: Vec<(i64, String, u32, u32, String)> = want
+            .into_iter()
+            .map(|(i, r, a, t, raw)| (i, r.into(), a, t, raw.into()))
+            .collect();
+        assert_eq!(rows, want);
+        drop(st);
+        let reader = super::super::query::Reader::new(conn, path);
+        let read = |run| -> Vec<(u32, String)> {
+            let page = reader.events(run, None, 0, 100).unwrap();
+            page.events
+                .into_iter()
+                .map(|e| (e.attempt, e.raw))
+                .collect()
+        };
+        assert_eq!(
+            read("a"),
+            [(2, "a2.0".into()), (1, "a1.3".into()), (2, "a2.4".into())]
+        );
+        assert_eq!(read("b"), [(1, "b1.1".into()), (2, "b2.2".into())]);
+        assert_eq!(reader.event_count("a").unwrap(), 3);
     }
 
     #[test]

@@ -95,15 +95,21 @@ pub(crate) fn export(state_dir: &Path, run_id: &str, out: &Path) -> Result<Moved
         };
         moved.runs = copy("runs", "rowid")?;
         moved.phases = copy("phases", "rowid")?;
-        moved.attempts = copy("attempts", "rowid")?;
-        moved.events = copy("events", "rowid")?;
+        // Attempts keep their ids, so the events' `attempt_id` holds.
+        moved.attempts = copy("attempts", "id")?;
+        moved.events = tx.execute(
+            "INSERT INTO dst.events SELECT * FROM main.events
+             WHERE attempt_id IN (SELECT id FROM main.attempts WHERE run_id = ?1)
+             ORDER BY rowid",
+            [run_id],
+        )? as u64;
         moved.artifacts = copy("artifacts", "rowid")?;
         moved.reports = copy("reports", "id")?;
         moved.learnings = copy("learnings", "id")?;
         tx.execute(
             "INSERT INTO dst.event_spans (run_id, first_id, last_id)
-             SELECT run_id, min(rowid), max(rowid) FROM dst.events GROUP BY run_id",
-            [],
+             SELECT ?1, min(rowid), max(rowid) FROM dst.events HAVING count(*) > 0",
+            [run_id],
         )?;
         tx.execute(
             "INSERT INTO dst.learnings_fts (rowid, pattern, context, applies_to)
@@ -292,8 +298,15 @@ fn merge(tx: &Connection, file: &Path) -> Result<Moved, StoreError> {
            AND (main.phases.ended_ms IS NULL OR excluded.ended_ms > main.phases.ended_ms)",
         [],
     )? as u64;
+    // Attempts: ids are each database's own; a new attempt takes one here.
     moved.attempts = tx.execute(
-        "INSERT INTO main.attempts SELECT * FROM src.attempts WHERE true
+        "INSERT INTO main.attempts (run_id, phase, agent, attempt, argv_json, env_json, outcome,
+                                    exit_code, reason, session_id, turns, tokens_in,
+                                    tokens_out, cost_usd, started_ms, ended_ms, prompt_json)
+         SELECT run_id, phase, agent, attempt, argv_json, env_json, outcome, exit_code, reason,
+                session_id, turns, tokens_in, tokens_out, cost_usd, started_ms, ended_ms,
+                prompt_json
+         FROM src.attempts WHERE true
          ON CONFLICT (run_id, phase, agent, attempt) DO UPDATE SET
              outcome = excluded.outcome, exit_code = excluded.exit_code,
              reason = excluded.reason, session_id = excluded.session_id,
@@ -304,18 +317,25 @@ fn merge(tx: &Connection, file: &Path) -> Result<Moved, StoreError> {
         [],
     )? as u64;
     // Events: new ones go in run by run, so each run's land in one span of
-    // rowids (`event_spans`).
+    // rowids (`event_spans`), under this database's id of their attempt.
     let before: i64 = tx.query_row("SELECT coalesce(max(rowid), 0) FROM main.events", [], |r| {
         r.get(0)
     })?;
     moved.events = tx.execute(
-        "INSERT OR IGNORE INTO main.events
-         SELECT * FROM src.events ORDER BY run_id, phase, agent, attempt, seq",
+        "INSERT OR IGNORE INTO main.events (attempt_id, seq, ts_ms, kind, data_json, raw)
+         SELECT m.id, e.seq, e.ts_ms, e.kind, e.data_json, e.raw
+         FROM src.events e
+         JOIN src.attempts s ON s.id = e.attempt_id
+         JOIN main.attempts m ON m.run_id = s.run_id AND m.phase = s.phase
+                             AND m.agent = s.agent AND m.attempt = s.attempt
+         ORDER BY s.run_id, s.phase, s.agent, s.attempt, e.seq",
         [],
     )? as u64;
     tx.execute(
         "INSERT INTO main.event_spans (run_id, first_id, last_id)
-         SELECT run_id, min(rowid), max(rowid) FROM main.events WHERE rowid > ?1 GROUP BY run_id",
+         SELECT a.run_id, min(e.rowid), max(e.rowid)
+         FROM main.events e JOIN main.attempts a ON a.id = e.attempt_id
+         WHERE e.rowid > ?1 GROUP BY a.run_id",
         [before],
     )?;
     moved.artifacts = tx.execute(
@@ -547,6 +567,16 @@ mod tests {
         (content, ids)
     }
 
+    /// A run's events as `orch runs show` reads them.
+    fn events(state: &Path, run: &str) -> Vec<(String, String, u32, u64, String)> {
+        let reader = crate::store::Reader::open(state).unwrap().unwrap();
+        let page = reader.events(run, None, 0, 1000).unwrap();
+        page.events
+            .into_iter()
+            .map(|e| (e.phase, e.agent, e.attempt, e.seq, e.raw))
+            .collect()
+    }
+
     fn learnings(state: &Path) -> i64 {
         let conn = Connection::open(state.join(DB_FILE)).unwrap();
         conn.query_row("SELECT count(*) FROM learnings", [], |r| r.get(0))
@@ -617,6 +647,10 @@ mod tests {
         assert_eq!(moved.learnings, 1);
         let (got, ids) = contents(dst, "r1");
         assert_eq!(got, want, "nothing lost, doubled or misattached");
+        // The events too, under the destination's ids of their attempts.
+        assert_eq!(moved.events, 2);
+        assert_eq!(events(dst, "r1"), events(src, "r1"));
+        assert_eq!(events(dst, "r0").len(), 1);
 
         // Again: nothing moves, nothing changes.
         let (moved, _) = import(dst, &file).unwrap();

@@ -25,11 +25,11 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use rusqlite::{Connection, Statement, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, Statement, TransactionBehavior, params};
 
 use super::error::StoreError;
 use super::query::Reader;
-use super::record::Record;
+use super::record::{AttemptKey, Record};
 use super::schema::{self, DB_FILE, MEMORY_DIR};
 
 /// Records queued before senders wait.
@@ -296,6 +296,7 @@ impl Writer {
 /// handle is gone.
 fn write_loop(mut conn: Connection, rx: Receiver<Message>, shared: &Shared) {
     let mut batch: Vec<Record> = Vec::with_capacity(BATCH);
+    let mut ids = AttemptIds::default();
     let mut flushes: Vec<mpsc::Sender<()>> = Vec::new();
     loop {
         let mut closing = match rx.recv() {
@@ -315,7 +316,7 @@ fn write_loop(mut conn: Connection, rx: Receiver<Message>, shared: &Shared) {
             }
         }
         if !batch.is_empty() {
-            commit(&mut conn, &batch, shared);
+            commit(&mut conn, &batch, &mut ids, shared);
             batch.clear();
         }
         for reply in flushes.drain(..) {
@@ -357,10 +358,10 @@ struct Skipped {
     count: u64,
 }
 
-fn commit(conn: &mut Connection, batch: &[Record], shared: &Shared) {
+fn commit(conn: &mut Connection, batch: &[Record], ids: &mut AttemptIds, shared: &Shared) {
     let mut last = None;
     for _ in 0..COMMIT_TRIES {
-        match write_batch(conn, batch) {
+        match write_batch(conn, batch, ids) {
             Ok(skipped) => {
                 shared.batches.fetch_add(1, Ordering::Relaxed);
                 shared
@@ -372,6 +373,9 @@ fn commit(conn: &mut Connection, batch: &[Record], shared: &Shared) {
                 return;
             }
             Err(e) => {
+                // Ids looked up in the undone transaction may be of rows
+                // it made.
+                ids.forget();
                 let retry = matches!(
                     e.sqlite_error_code(),
                     Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
@@ -394,7 +398,11 @@ fn commit(conn: &mut Connection, batch: &[Record], shared: &Shared) {
 /// One transaction for the batch. A record that fails is skipped (SQLite
 /// undoes just that statement); an error that ends the transaction itself
 /// fails the whole batch.
-fn write_batch(conn: &mut Connection, batch: &[Record]) -> rusqlite::Result<Skipped> {
+fn write_batch(
+    conn: &mut Connection,
+    batch: &[Record],
+    ids: &mut AttemptIds,
+) -> rusqlite::Result<Skipped> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut skipped = Skipped::default();
     let mut spans = EventSpans::default();
@@ -403,7 +411,7 @@ fn write_batch(conn: &mut Connection, batch: &[Record]) -> rusqlite::Result<Skip
         // once per batch, not once per event.
         let mut insert_event = tx.prepare_cached(INSERT_EVENT)?;
         for record in batch {
-            match apply(&tx, &mut insert_event, &mut spans, record) {
+            match apply(&tx, &mut insert_event, ids, &mut spans, record) {
                 Ok(()) => {}
                 Err(Failure::Sql(e)) if tx.is_autocommit() => return Err(e),
                 Err(f) => {
@@ -468,9 +476,66 @@ impl<'a> EventSpans<'a> {
     }
 }
 
-const INSERT_EVENT: &str = "INSERT INTO events (run_id, phase, agent, attempt, seq, ts_ms, kind,
-                                                data_json, raw)
-                            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+const INSERT_EVENT: &str = "INSERT INTO events (attempt_id, seq, ts_ms, kind, data_json, raw)
+                            VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+
+/// How many attempts' ids the writer keeps at hand: more than run at once
+/// in any pipeline it is built for; one past it costs a lookup.
+const KNOWN_ATTEMPTS: usize = 256;
+
+/// The database ids of the attempts whose events are arriving. Events
+/// share their attempt's key (`Arc`), so the usual lookup is a pointer
+/// compare with the last one used; the entry holds its `Arc`, so the
+/// address cannot be taken by another key while it is here.
+#[derive(Default)]
+struct AttemptIds {
+    known: Vec<(Arc<AttemptKey>, i64)>,
+    last: usize,
+}
+
+impl AttemptIds {
+    fn id(&mut self, tx: &Connection, key: &Arc<AttemptKey>) -> Result<i64, Failure> {
+        if let Some((k, id)) = self.known.get(self.last)
+            && Arc::ptr_eq(k, key)
+        {
+            return Ok(*id);
+        }
+        if let Some(i) = self.known.iter().position(|(k, _)| Arc::ptr_eq(k, key)) {
+            self.last = i;
+            return Ok(self.known[i].1);
+        }
+        let id: Option<i64> = tx
+            .prepare_cached(
+                "SELECT id FROM attempts
+                 WHERE run_id = ?1 AND phase = ?2 AND agent = ?3 AND attempt = ?4",
+            )?
+            .query_row(
+                params![key.run_id, key.phase, key.agent, key.attempt],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let id = id.ok_or_else(|| Failure::Refused("no such attempt".into()))?;
+        if self.known.len() >= KNOWN_ATTEMPTS {
+            self.known.remove(0);
+        }
+        self.known.push((Arc::clone(key), id));
+        self.last = self.known.len() - 1;
+        Ok(id)
+    }
+
+    /// An attempt that ended sends no more events.
+    fn ended(&mut self, run_id: &str, phase: &str, agent: &str, attempt: u32) {
+        self.known.retain(|(k, _)| {
+            !(k.attempt == attempt && k.agent == agent && k.phase == phase && k.run_id == run_id)
+        });
+        self.last = 0;
+    }
+
+    fn forget(&mut self) {
+        self.known.clear();
+        self.last = 0;
+    }
+}
 
 /// What a record is about, for error messages.
 fn describe(record: &Record) -> String {
@@ -524,6 +589,7 @@ fn require_row(changed: usize, what: &str) -> Result<(), Failure> {
 fn apply<'r>(
     tx: &Connection,
     insert_event: &mut Statement<'_>,
+    ids: &mut AttemptIds,
     spans: &mut EventSpans<'r>,
     record: &'r Record,
 ) -> Result<(), Failure> {
@@ -536,17 +602,8 @@ fn apply<'r>(
             data_json,
             raw,
         } => {
-            let id = insert_event.insert(params![
-                key.run_id,
-                key.phase,
-                key.agent,
-                key.attempt,
-                seq,
-                ts_ms,
-                kind,
-                data_json,
-                raw
-            ])?;
+            let attempt_id = ids.id(tx, key)?;
+            let id = insert_event.insert(params![attempt_id, seq, ts_ms, kind, data_json, raw])?;
             spans.add(&key.run_id, id);
         }
         Record::RunStarted {
@@ -687,6 +744,7 @@ fn apply<'r>(
             ended_ms,
             ..
         } => {
+            ids.ended(run_id, phase, agent, *attempt);
             // An attempt can end without a recorded start (it could not be
             // spawned).
             tx.prepare_cached(
@@ -907,12 +965,39 @@ mod tests {
         assert_eq!(reader.event_count("r1").unwrap(), 100);
     }
 
+    /// Events of more attempts than the writer keeps ids for, in turns:
+    /// each is stored under its own attempt.
+    #[test]
+    fn events_of_many_attempts_at_once_stay_with_their_attempt() {
+        let (_dir, store) = store_with([run_started("r1", 1, 0), phase_started("r1", "p", 0)]);
+        let w = store.writer();
+        let n = KNOWN_ATTEMPTS + 40;
+        let attempts: Vec<_> = (0..n)
+            .map(|i| attempt("r1", "p", &format!("a{i}"), 1))
+            .collect();
+        for a in &attempts {
+            w.send(a.start(0)).unwrap();
+        }
+        for round in 0..3u64 {
+            for (i, a) in attempts.iter().enumerate() {
+                w.send(a.event_of(round, 0, "raw", "null", &format!("a{i}.{round}")))
+                    .unwrap();
+            }
+        }
+        w.flush().unwrap();
+        let page = store.events("r1", None, 0, 10_000).unwrap();
+        assert_eq!(page.events.len(), 3 * n);
+        for e in page.events {
+            assert_eq!(e.raw, format!("{}.{}", e.agent, e.seq));
+        }
+    }
+
     #[test]
     fn a_bad_record_is_reported_and_the_rest_of_its_batch_kept() {
         let (_dir, store) = store_with([run_started("r1", 1, 0)]);
         let w = store.writer();
         w.send(phase_started("r1", "before", 1)).unwrap();
-        // No such attempt: the foreign key refuses it.
+        // No such attempt: it has no id to be stored under.
         w.send(attempt("r1", "nowhere", "ghost", 1).event(0, 2))
             .unwrap();
         w.send(phase_started("r1", "after", 3)).unwrap();
@@ -924,7 +1009,7 @@ mod tests {
             message.contains("event 0 of attempt 1 of `nowhere/ghost` in run `r1`"),
             "{message}"
         );
-        assert!(message.contains("FOREIGN KEY"), "{message}");
+        assert!(message.contains("no such attempt"), "{message}");
         assert!(message.contains("and 1 more write errors"), "{message}");
         assert_eq!(w.stats().errors, 2);
         let detail = store.run("r1").unwrap().unwrap();
@@ -945,18 +1030,29 @@ mod tests {
         commit(
             &mut conn,
             &whole_run("r1", 1, 0, &[("p", Outcome::Succeeded)], 5, None),
+            &mut AttemptIds::default(),
             &shared,
         );
         shared.status().unwrap();
         // Another connection holds the write lock past every try.
         let holder = lock_for(&path, Duration::from_millis(500));
-        commit(&mut conn, &[phase_started("r1", "q", 1)], &shared);
+        commit(
+            &mut conn,
+            &[phase_started("r1", "q", 1)],
+            &mut AttemptIds::default(),
+            &shared,
+        );
         let err = shared.status().unwrap_err().to_string();
         assert!(err.contains("1 records were not saved"), "{err}");
         assert!(err.contains("locked"), "{err}");
         holder.join().unwrap();
         // Earlier batches are intact, and the next one is written.
-        commit(&mut conn, &[phase_started("r1", "r", 2)], &shared);
+        commit(
+            &mut conn,
+            &[phase_started("r1", "r", 2)],
+            &mut AttemptIds::default(),
+            &shared,
+        );
         assert_eq!(shared.batches.load(Ordering::Relaxed), 2);
         let reader = Reader::new(schema::open(&path, false).unwrap(), path);
         assert_eq!(reader.event_count("r1").unwrap(), 5);

@@ -296,7 +296,8 @@ command = ["python3", "-c", "import glob, sys, time\nend = time.time() + 60\nn =
     assert!(per_agent.iter().all(|(_, n)| *n == 500), "{per_agent:?}");
     let events: u64 = conn
         .query_row(
-            "SELECT count(*) FROM events WHERE run_id = ?1 AND agent = 'talker' AND kind = 'raw'",
+            "SELECT count(*) FROM events e JOIN attempts a ON a.id = e.attempt_id
+             WHERE a.run_id = ?1 AND a.agent = 'talker' AND e.kind = 'raw'",
             [&run],
             |r| r.get(0),
         )
