@@ -270,6 +270,9 @@ pub(crate) fn run(req: Request) -> Result<Finished, Refused> {
         .await
     });
     runtime.shutdown_timeout(Duration::from_secs(1));
+    // The remote MCP servers' sessions end as their connections were
+    // dropped; a moment for the `DELETE`s to go out.
+    crate::mcp::settle_remote_sessions(Duration::from_secs(2));
     super::reaper::sweep();
     crate::confine::tree::remove_base();
     events.record(Record::RunFinished {

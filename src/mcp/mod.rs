@@ -28,6 +28,7 @@ pub use ledger::Ledger;
 pub use phase::sha256_hex;
 #[cfg(test)]
 use portable::problems as schema_problems;
+pub(crate) use remote::settle as settle_remote_sessions;
 #[cfg(test)]
 use server::OrchServer;
 

@@ -8,8 +8,10 @@
 //! with GET) are not carried.
 
 use std::io::{BufRead, BufReader as StdBufReader, Read};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncWriteExt, BufReader};
@@ -21,6 +23,13 @@ use super::wire::MAX_MESSAGE;
 
 /// How long one exchange with the server may take.
 const EXCHANGE_LIMIT: Duration = Duration::from_secs(300);
+
+/// How long ending the session (`DELETE`) may take.
+const END_LIMIT: Duration = Duration::from_secs(5);
+
+/// How often the poster looks whether its client is still there while an
+/// exchange runs.
+const GONE_CHECK: Duration = Duration::from_millis(50);
 
 /// What goes back to the client: the server's answers (narrowed where the
 /// grant limits its tools, under the client's ids) or orch's own answers,
@@ -57,7 +66,7 @@ where
     };
     let scope = spawn.tools.clone();
     let awaited: Arc<Awaited> = Default::default();
-    let server = Server {
+    let server = Arc::new(Server {
         agent: ureq::Agent::config_builder()
             .timeout_global(Some(EXCHANGE_LIMIT))
             .http_status_as_error(false)
@@ -67,17 +76,20 @@ where
         headers,
         session: Default::default(),
         name: spawn.name.clone(),
-    };
+    });
     // Messages to post, in order, on a thread of their own (the HTTP
     // client blocks), a few at most waiting (the client waits meanwhile:
     // what it sends is not orch's memory to fill); what comes back, to the
     // client. A cancel waits its turn like any message: posted beside the
     // request it cancels, a server may leave that request's answer open
-    // and every later message behind it (round z2). Once the client is
-    // gone, nothing still waiting is posted.
+    // and every later message behind it (round z2). When the client's
+    // input ends, what it sent is still posted (it may be reading the
+    // answers). Once it is gone (writing back to it failed, or its
+    // connection ended with its attempt), nothing more is posted, the
+    // exchange in flight is dropped and the session ended at once.
     let (post_tx, post_rx) = mpsc::channel::<Vec<u8>>(POST_QUEUE);
     let (back_tx, mut back_rx) = mpsc::channel::<Back>(64);
-    let client_gone = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let client_gone = Arc::new(AtomicBool::new(false));
     // Also when this connection's task is dropped (its attempt ended) with
     // the reader waiting for room in the queue.
     let _gone = GoneOnDrop(Arc::clone(&client_gone));
@@ -85,9 +97,13 @@ where
         let back_tx = back_tx.clone();
         let name = spawn.name.clone();
         let client_gone = Arc::clone(&client_gone);
+        let live = Poster::start();
         std::thread::Builder::new()
             .name(format!("mcp-{name}"))
-            .spawn(move || post_all(&server, post_rx, back_tx, &client_gone))
+            .spawn(move || {
+                let _live = live;
+                post_all(&server, post_rx, back_tx, &client_gone);
+            })
     };
     if poster.is_err() {
         return;
@@ -105,7 +121,7 @@ where
                     Back::Orch(line) => line,
                 };
                 if to_client.write_all(line.as_bytes()).await.is_err() {
-                    client_gone.store(true, std::sync::atomic::Ordering::SeqCst);
+                    client_gone.store(true, Ordering::SeqCst);
                     break;
                 }
             }
@@ -138,18 +154,58 @@ where
             Err(_) => {}
         }
     }
-    client_gone.store(true, std::sync::atomic::Ordering::SeqCst);
     drop(post_tx);
     drop(back_tx);
     let _ = writer.await;
 }
 
 /// Marks the client gone when dropped.
-struct GoneOnDrop(Arc<std::sync::atomic::AtomicBool>);
+struct GoneOnDrop(Arc<AtomicBool>);
 
 impl Drop for GoneOnDrop {
     fn drop(&mut self) {
-        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// The posters still running (each ends its server's session as it
+/// stops), so that orch can give them a moment before it exits.
+static POSTERS: (Mutex<usize>, Condvar) = (Mutex::new(0), Condvar::new());
+
+/// One running poster, counted in [`POSTERS`] while it lives.
+struct Poster;
+
+impl Poster {
+    fn start() -> Poster {
+        *POSTERS.0.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        Poster
+    }
+}
+
+impl Drop for Poster {
+    fn drop(&mut self) {
+        let mut n = POSTERS.0.lock().unwrap_or_else(|e| e.into_inner());
+        *n = n.saturating_sub(1);
+        POSTERS.1.notify_all();
+    }
+}
+
+/// Wait, at most `limit`, for every poster to end its session: called
+/// once the run's connections are dropped, before orch exits (which would
+/// leave the sessions open on their servers).
+pub(crate) fn settle(limit: Duration) {
+    let deadline = Instant::now() + limit;
+    let mut n = POSTERS.0.lock().unwrap_or_else(|e| e.into_inner());
+    while *n > 0 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        n = POSTERS
+            .1
+            .wait_timeout(n, left)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
     }
 }
 
@@ -179,54 +235,25 @@ fn post(server: &Server, message: &[u8]) -> Result<ureq::http::Response<ureq::Bo
 }
 
 /// Post each message to the server, in order; send back what it answers.
+/// Each exchange runs on a thread of its own, so that the client's leaving
+/// ends the session at once (a server may hold a stream open for the whole
+/// `EXCHANGE_LIMIT`); a dropped exchange ends by itself within that limit.
 fn post_all(
-    server: &Server,
+    server: &Arc<Server>,
     mut messages: mpsc::Receiver<Vec<u8>>,
     back: mpsc::Sender<Back>,
-    client_gone: &std::sync::atomic::AtomicBool,
+    client_gone: &AtomicBool,
 ) {
-    let (session, name) = (&server.session, server.name.as_str());
     while let Some(message) = messages.blocking_recv() {
-        if client_gone.load(std::sync::atomic::Ordering::SeqCst) {
+        if client_gone.load(Ordering::SeqCst) {
             break;
         }
-        let id = serde_json::from_slice::<Value>(&message)
-            .ok()
-            .and_then(|v| v.get("id").cloned());
-        let answers = match post(server, &message) {
-            Ok(mut resp) => {
-                if let Some(s) = resp
-                    .headers()
-                    .get("mcp-session-id")
-                    .and_then(|v| v.to_str().ok())
-                {
-                    session.lock().unwrap_or_else(|e| e.into_inner()).id = Some(s.to_string());
-                }
-                let status = resp.status().as_u16();
-                let kind = resp
-                    .headers()
-                    .get("content-type")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("")
-                    .to_ascii_lowercase();
-                let body = resp.body_mut().as_reader();
-                if status == 202 || status == 204 {
-                    Vec::new()
-                } else if !(200..300).contains(&status) {
-                    error_for(id.clone(), name, &format!("it answered HTTP {status}"))
-                } else if kind.starts_with("text/event-stream") {
-                    events(body)
-                } else {
-                    let mut text = String::new();
-                    let _ = body.take(MAX_MESSAGE as u64).read_to_string(&mut text);
-                    json_lines(&text)
-                }
-            }
-            Err(e) => error_for(id.clone(), name, &e.to_string()),
+        let Some(answers) = exchange_while_there(server, message, client_gone) else {
+            break;
         };
         for a in answers {
             {
-                let mut session = session.lock().unwrap_or_else(|e| e.into_inner());
+                let mut session = server.session.lock().unwrap_or_else(|e| e.into_inner());
                 if session.version.is_none()
                     && let Ok(v) = serde_json::from_str::<Value>(&a)
                     && let Some(p) = v["result"]["protocolVersion"].as_str()
@@ -236,17 +263,94 @@ fn post_all(
             }
             if back.blocking_send(Back::Server(a + "\n")).is_err() {
                 // The client is gone: the session still ends (below).
-                client_gone.store(true, std::sync::atomic::Ordering::SeqCst);
+                client_gone.store(true, Ordering::SeqCst);
             }
         }
     }
-    let id = session.lock().unwrap_or_else(|e| e.into_inner()).id.clone();
+    let id = server
+        .session
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .id
+        .clone();
     if let Some(s) = id {
         let _ = server
             .agent
             .delete(&server.url)
             .header("Mcp-Session-Id", s.as_str())
+            .config()
+            .timeout_global(Some(END_LIMIT))
+            .build()
             .call();
+    }
+}
+
+/// One exchange, waited for while the client is there: its answers, or
+/// `None` when the client left first (the exchange is left to end alone).
+fn exchange_while_there(
+    server: &Arc<Server>,
+    message: Vec<u8>,
+    client_gone: &AtomicBool,
+) -> Option<Vec<String>> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let id = serde_json::from_slice::<Value>(&message)
+        .ok()
+        .and_then(|v| v.get("id").cloned());
+    let on_its_own = Arc::clone(server);
+    let started = std::thread::Builder::new()
+        .name(format!("mcp-{}-post", server.name))
+        .spawn(move || {
+            let _ = tx.send(exchange(&on_its_own, &message));
+        });
+    if let Err(e) = started {
+        return Some(error_for(id, &server.name, &e.to_string()));
+    }
+    loop {
+        match rx.recv_timeout(GONE_CHECK) {
+            Ok(answers) => return Some(answers),
+            Err(RecvTimeoutError::Timeout) if client_gone.load(Ordering::SeqCst) => return None,
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return Some(Vec::new()),
+        }
+    }
+}
+
+/// Post one message and read what the server answers to it.
+fn exchange(server: &Server, message: &[u8]) -> Vec<String> {
+    let name = server.name.as_str();
+    let id = serde_json::from_slice::<Value>(message)
+        .ok()
+        .and_then(|v| v.get("id").cloned());
+    match post(server, message) {
+        Ok(mut resp) => {
+            if let Some(s) = resp
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
+            {
+                server.session.lock().unwrap_or_else(|e| e.into_inner()).id = Some(s.to_string());
+            }
+            let status = resp.status().as_u16();
+            let kind = resp
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            let body = resp.body_mut().as_reader();
+            if status == 202 || status == 204 {
+                Vec::new()
+            } else if !(200..300).contains(&status) {
+                error_for(id, name, &format!("it answered HTTP {status}"))
+            } else if kind.starts_with("text/event-stream") {
+                events(body)
+            } else {
+                let mut text = String::new();
+                let _ = body.take(MAX_MESSAGE as u64).read_to_string(&mut text);
+                json_lines(&text)
+            }
+        }
+        Err(e) => error_for(id, name, &e.to_string()),
     }
 }
 

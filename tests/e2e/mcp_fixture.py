@@ -17,12 +17,16 @@ With `--http` it is a remote server instead (streamable HTTP, JSON
 answers): it listens on 127.0.0.1 only, prints `PORT=<n>` first, serves
 `POST /mcp`, and logs with each call the `X-Fixture-Token` header it got
 (so a test sees what the CLI sent). It stops after `--max-seconds`
-(default 300) or on SIGTERM.
+(default 300) or on SIGTERM. Over HTTP it also has a tool `hold` (not
+listed) that answers after `seconds` (a slow tool, or one holding its
+exchange open), and it logs each `DELETE` (the end of a session) with the
+time, as it logs each call.
 """
 import json
 import os
 import sys
 import threading
+import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -175,6 +179,14 @@ class Http(BaseHTTPRequestHandler):
         except ValueError:
             return self.send(400, {"error": "not JSON"})
         extra = {"token": self.headers.get("X-Fixture-Token")}
+        if isinstance(msg, dict) and msg.get("method") == "tools/call" \
+                and (msg.get("params") or {}).get("name") == "hold":
+            args = msg["params"].get("arguments") or {}
+            log({"tool": "hold", "arguments": args, "t": time.time()})
+            time.sleep(float(args.get("seconds", 1)))
+            text = "held %s s" % args.get("seconds", 1)
+            return self.send(200, answer(msg.get("id"), {"content": [{"type": "text", "text": text}]}),
+                             [("Mcp-Session-Id", "fixture-session")])
         if isinstance(msg, list):
             out = [a for a in (handle(m, extra) for m in msg) if a is not None]
             out = out or None
@@ -190,6 +202,7 @@ class Http(BaseHTTPRequestHandler):
         self.send(405, None, [("Allow", "POST")])
 
     def do_DELETE(self):
+        log({"event": "delete", "session": self.headers.get("Mcp-Session-Id"), "t": time.time()})
         self.send(200, None)
 
 

@@ -624,17 +624,13 @@ fn a_server_that_ends_mid_request_leaves_no_client_waiting() {
     }
 }
 
-/// orch's own answers to a client of a remote server (a refused tool)
-/// reach it under its own id, never as the answer to another request: a
-/// refusal under the client's id 2 went through the narrowing meant for
-/// the server's answers, where 2 was orch's id for the client's `"s"`.
-#[test]
-fn a_refusal_for_a_remote_server_answers_its_own_request() {
-    let dir = tempfile::tempdir().unwrap();
+/// The HTTP fixture (a remote MCP server on 127.0.0.1), logging to `log`:
+/// the process and its port.
+fn remote_fixture(log: &Path) -> (std::process::Child, u16) {
     let mut fixture = std::process::Command::new("python3")
         .arg(root().join("tests/e2e/mcp_fixture.py"))
         .args(["--http", "--max-seconds", "120"])
-        .env("MCP_FIXTURE_LOG", dir.path().join("remote.jsonl"))
+        .env("MCP_FIXTURE_LOG", log)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -646,6 +642,90 @@ fn a_refusal_for_a_remote_server_answers_its_own_request() {
     )
     .unwrap();
     let port: u16 = first.trim().trim_start_matches("PORT=").parse().unwrap();
+    (fixture, port)
+}
+
+/// What the HTTP fixture logged.
+fn fixture_log(log: &Path) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// A client that leaves a remote server while an exchange runs: nothing
+/// it queued is posted once its attempt has ended, and its session on the
+/// server ends then, not when the exchange in flight ends (a server may
+/// hold it open for orch's whole exchange limit), even when orch exits
+/// right after (round z4). A client that only closes its input is still
+/// answered what it sent before.
+#[test]
+fn a_client_that_leaves_a_remote_server_ends_its_session_at_once() {
+    for (mode, seconds) in [("exit", "60"), ("close", "2")] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("remote.jsonl");
+        let (mut fixture, port) = remote_fixture(&log);
+        let server = format!(
+            "[mcp_servers.remote]\nurl = \"http://127.0.0.1:{port}/mcp\"\nread_only = true\n"
+        );
+        let client = json!({
+            "argv": ["python3", root().join("tests/mcp/leave_client.py"), mode, seconds, "--", "{server}"],
+            "out": "client-out.json",
+            "server": "remote",
+        });
+        let started = std::time::Instant::now();
+        let t = through(
+            client,
+            r#"["mcp__remote__hold", "mcp__remote__echo"]"#,
+            &["claude"],
+            &server,
+            |_| {},
+        );
+        let took = started.elapsed();
+        // A moment for a late post to show (none should).
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let _ = fixture.kill();
+        let _ = fixture.wait();
+        let got = fixture_log(&log);
+        let at = |what: &str| {
+            got.iter()
+                .find(|e| e["tool"] == what || e["event"] == what)
+                .and_then(|e| e["t"].as_f64())
+        };
+        let held = at("hold").unwrap_or_else(|| panic!("{mode}: no hold: {got:?}"));
+        let ended = at("delete").unwrap_or_else(|| {
+            panic!(
+                "{mode}: the session never ended: {got:?}\n{}",
+                stderr(&t.out)
+            )
+        });
+        assert!(
+            ended - held < 15.0,
+            "{mode}: the session ended {:.1} s after the call began",
+            ended - held
+        );
+        assert!(took.as_secs() < 40, "{mode}: orch ran {took:?}");
+        let echoes = got.iter().filter(|e| e["tool"] == "echo").count();
+        if mode == "exit" {
+            assert_eq!(echoes, 0, "{mode}: posted after the attempt ended");
+        } else {
+            let answered = t.client("client-out.json");
+            let answered = answered["answered"].as_array().unwrap();
+            assert_eq!(echoes, 20, "{mode}: {got:?}");
+            assert_eq!(answered.len(), 22, "{mode}: {answered:?}");
+        }
+    }
+}
+
+/// orch's own answers to a client of a remote server (a refused tool)
+/// reach it under its own id, never as the answer to another request: a
+/// refusal under the client's id 2 went through the narrowing meant for
+/// the server's answers, where 2 was orch's id for the client's `"s"`.
+#[test]
+fn a_refusal_for_a_remote_server_answers_its_own_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut fixture, port) = remote_fixture(&dir.path().join("remote.jsonl"));
     let server =
         format!("[mcp_servers.remote]\nurl = \"http://127.0.0.1:{port}/mcp\"\nread_only = true\n");
     let client = json!({
