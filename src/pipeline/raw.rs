@@ -90,6 +90,7 @@ macro_rules! table {
         struct $name:ident {
             $(
                 $(#[$fmeta:meta])*
+                $(@$required:ident)?
                 $field:ident: $ty:ty = $decode:expr,
             )*
         }
@@ -100,12 +101,14 @@ macro_rules! table {
         #[derive(Debug, Default, JsonSchema)]
         $(#[$meta])*
         pub(crate) struct $name {
-            $( $(#[$fmeta])* pub(crate) $field: $ty, )*
+            $( $(#[$fmeta])* $(#[schemars($required)])? pub(crate) $field: $ty, )*
             $($( $(#[$xmeta])* pub(crate) $xfield: $xty, )*)?
         }
 
         impl Table for $name {
             const KEYS: &'static [&'static str] = &[$(stringify!($field)),*];
+            const REQUIRED: &'static [Option<&'static str>] =
+                &[$( required!($($required)? ; $field) ),*];
 
             // Each key's decoder is written beside its field, as a closure
             // this calls.
@@ -126,10 +129,28 @@ macro_rules! table {
     };
 }
 
+/// `Some(key)` for a field marked `@required` in [`table!`].
+macro_rules! required {
+    (required ; $field:ident) => {
+        Some(stringify!($field))
+    };
+    ( ; $field:ident) => {
+        None
+    };
+}
+
 /// A table of the file, declared with [`table!`].
 pub(crate) trait Table: Default {
     /// The keys the table accepts, in order.
     const KEYS: &'static [&'static str];
+    /// Per key, whether it must be there (its name) or not (`None`): a
+    /// field marked `@required`, which the schema requires too.
+    const REQUIRED: &'static [Option<&'static str>];
+
+    /// The keys that must be there.
+    fn required() -> impl Iterator<Item = &'static str> {
+        Self::REQUIRED.iter().flatten().copied()
+    }
 
     /// Decode `v`, the value of `key`, into its field; false when the
     /// table has no such key. `at` is where the table is, for the tables
@@ -142,11 +163,11 @@ table! {
     #[schemars(deny_unknown_fields, title = "orch pipeline")]
     struct RawPipeline {
         /// Format version; must be `1`.
-        #[schemars(required, range(min = 1, max = 1))]
-        version: Option<Spanned<i64>> = |d, k, v, _| d.integer(k, v),
+        #[schemars(range(min = 1, max = 1))]
+        @required version: Option<Spanned<i64>> = |d, k, v, _| d.integer(k, v),
         /// Pipeline name, `[a-z0-9][a-z0-9_-]*`.
-        #[schemars(required, regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"))]
-        name: Option<SpStr> = |d, k, v, _| d.string(k, v),
+        #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"))]
+        @required name: Option<SpStr> = |d, k, v, _| d.string(k, v),
         /// Free text.
         description: Option<SpStr> = |d, k, v, _| d.string(k, v),
         /// Values every phase inherits.
@@ -160,8 +181,8 @@ table! {
         #[schemars(with = "Option<BTreeMap<String, RawMcpServer>>")]
         mcp_servers: SpannedMap<RawMcpServer> = |d, k, v, _| d.map(k, v, |d, name, v| d.mcp_server(name, v)),
         /// The phases of the DAG.
-        #[schemars(required, length(min = 1))]
-        phases: Option<Spanned<Vec<RawPhase>>> = |d, _, v, _| d.phases(v),
+        #[schemars(length(min = 1))]
+        @required phases: Option<Spanned<Vec<RawPhase>>> = |d, _, v, _| d.phases(v),
     }
 }
 
@@ -277,11 +298,11 @@ table! {
     #[schemars(deny_unknown_fields, rename = "Phase")]
     struct RawPhase {
         /// Unique phase name, `[a-z0-9][a-z0-9_-]*`.
-        #[schemars(required, with = "String", regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"))]
-        name: Option<SpStr> = |d, k, v, _| d.string(k, v),
+        #[schemars(with = "String", regex(pattern = r"^[a-z0-9][a-z0-9_-]*$"))]
+        @required name: Option<SpStr> = |d, k, v, _| d.string(k, v),
         /// Agents that run in this phase.
-        #[schemars(required, with = "Vec<String>", length(min = 1))]
-        agents: Option<SpList> = |d, k, v, _| d.strings(k, v),
+        #[schemars(with = "Vec<String>", length(min = 1))]
+        @required agents: Option<SpList> = |d, k, v, _| d.strings(k, v),
         /// `plan`, `fix`, `audit` or `review`.
         #[schemars(with = "Option<Mode>")]
         mode: Option<SpStr> = |d, k, v, _| d.string(k, v),
@@ -353,7 +374,17 @@ pub mod keys {
     pub const DEFAULTS: &[&str] = super::RawDefaults::KEYS;
     pub const AGENT: &[&str] = super::RawAgent::KEYS;
     /// A ToolSet's keys and `flags` (the ToolSet is flattened in).
-    pub const MODE_SETTINGS: &[&str] = &["internal", "mcp", "permission", "max_turns", "flags"];
+    pub const MODE_SETTINGS: &[&str] = &{
+        const N: usize = super::RawToolSet::KEYS.len();
+        let mut out = [""; N + 1];
+        let mut i = 0;
+        while i < N {
+            out[i] = super::RawToolSet::KEYS[i];
+            i += 1;
+        }
+        out[N] = "flags";
+        out
+    };
     pub const MCP_SERVER: &[&str] = super::RawMcpServer::KEYS;
     pub const TOOLSET: &[&str] = super::RawToolSet::KEYS;
     pub const PHASE: &[&str] = super::RawPhase::KEYS;
@@ -565,7 +596,7 @@ impl Decoder<'_> {
         let p: RawPipeline = self.fields(root, "", || "the pipeline".to_string());
         // A key that is there with a wrong value has been reported already.
         let head = first_content_line(&self.source.text);
-        for key in ["version", "name", "phases"] {
+        for key in RawPipeline::required() {
             if !root.contains_key(key) {
                 self.missing(key, "the pipeline", head.clone());
             }
@@ -640,11 +671,10 @@ impl Decoder<'_> {
         let prefix = format!("phases.{}", name.as_deref().unwrap_or("?"));
         let mut p: RawPhase = self.fields(t, &prefix, ctx);
         p.span = span.clone();
-        if !t.contains_key("name") {
-            self.missing("name", &ctx(), span.clone());
-        }
-        if !t.contains_key("agents") {
-            self.missing("agents", &ctx(), span);
+        for key in RawPhase::required() {
+            if !t.contains_key(key) {
+                self.missing(key, &ctx(), span.clone());
+            }
         }
         p
     }
