@@ -446,42 +446,20 @@ impl Pipeline {
         phase: &Phase,
     ) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
         let writers = self.writers.get_or_init(|| {
-            let mut writers = Vec::new();
-            let workers = self.phases.iter().enumerate().flat_map(|(i, p)| {
-                p.agents
-                    .iter()
-                    .map(move |a| (i, Cow::Borrowed(p), a.as_str()))
-            });
-            let judges = self.phases.iter().enumerate().filter_map(|(i, p)| {
-                let j = p.judge_preview()?;
-                let agent = j.agents.first()?.clone();
-                Some((i, Cow::Owned(j), agent))
-            });
-            // Every (phase, agent) that runs, as `runs` lists them.
-            let mut add = |i: usize, w: &Phase, a: &str| {
-                let Some(j) = self.agents.iter().position(|x| x.name == a) else {
-                    return;
-                };
-                let agent = &self.agents[j];
-                if agent.kind.is_llm()
-                    && self.resolve(w, agent).toolset.permission != Permission::ReadOnly
-                {
-                    writers.push(Writer {
-                        phase: i,
-                        agent: j,
-                        walk_from: self
-                            .phase(&w.name)
-                            .and_then(|p| self.index.get(&p.name).copied()),
-                    });
-                }
-            };
-            for (i, w, a) in workers {
-                add(i, &w, a);
-            }
-            for (i, w, a) in judges {
-                add(i, &w, &a);
-            }
-            writers
+            self.positions()
+                .filter(|&(_, ref w, j)| {
+                    let agent = &self.agents[j];
+                    agent.kind.is_llm()
+                        && self.resolve(w, agent).toolset.permission != Permission::ReadOnly
+                })
+                .map(|(i, w, j)| Writer {
+                    phase: i,
+                    agent: j,
+                    walk_from: self
+                        .phase(&w.name)
+                        .and_then(|p| self.index.get(&p.name).copied()),
+                })
+                .collect()
         });
         // Those that do not come after `phase`: lazily, and each test
         // usually answers from the phases' stages without a walk (the
@@ -517,11 +495,23 @@ impl Pipeline {
     /// declaration order, then each phase's judge, as the phase it runs as
     /// ([`Phase::judge_preview`]: the phase in `review` mode).
     pub(crate) fn runs(&self) -> impl Iterator<Item = (Cow<'_, Phase>, &Agent)> {
-        let workers = self.invocations().map(|(p, a)| (Cow::Borrowed(p), a));
-        let judges = self.phases.iter().filter_map(move |p| {
+        self.positions().map(|(_, p, j)| (p, &self.agents[j]))
+    }
+
+    /// [`Pipeline::runs`] by position: the phase's index in `phases` (a
+    /// judge's: the phase it judges), the phase it runs as, the agent's
+    /// index in `agents`.
+    fn positions(&self) -> impl Iterator<Item = (usize, Cow<'_, Phase>, usize)> {
+        let place = |name: &str| self.agents.iter().position(|a| a.name == name);
+        let workers = self.phases.iter().enumerate().flat_map(move |(i, p)| {
+            p.agents
+                .iter()
+                .filter_map(move |a| Some((i, Cow::Borrowed(p), place(a)?)))
+        });
+        let judges = self.phases.iter().enumerate().filter_map(move |(i, p)| {
             let j = p.judge_preview()?;
-            let agent = self.agent(j.agents.first()?)?;
-            Some((Cow::Owned(j), agent))
+            let agent = place(j.agents.first()?)?;
+            Some((i, Cow::Owned(j), agent))
         });
         workers.chain(judges)
     }
