@@ -3,13 +3,21 @@
 //! `SCM_RIGHTS`, so that orch reads and writes them itself and nothing
 //! more passes through the relay. orch checks the process that connected
 //! before it reads this message (see [`super::host`]), and answers one
-//! byte once it took them.
+//! byte: [`TAKEN`] once it took them, [`BUSY`] when the attempt's process
+//! already holds as many connections as the endpoint serves. A process
+//! that is not the attempt's is answered nothing.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// The relay passes its standard input and output.
 pub(super) const FDS: u8 = b'F';
+
+/// orch took the pipes.
+pub(super) const TAKEN: &[u8] = b"k";
+
+/// orch serves no more connections of this attempt's at once.
+pub(super) const BUSY: &[u8] = b"b";
 
 /// Send `tag` with `fds` over the Unix socket `sock`.
 pub(super) fn send(sock: &impl AsRawFd, tag: u8, fds: &[RawFd]) -> io::Result<()> {

@@ -241,7 +241,7 @@ fn bind(socket: &Path) -> io::Result<tokio::net::UnixListener> {
 /// one for each server, and each holds some of orch's memory (a line being
 /// read, requests waiting for a server), which an agent opening thousands
 /// would fill.
-const MAX_CONNECTIONS: usize = 16;
+pub(super) const MAX_CONNECTIONS: usize = 16;
 
 async fn accept(listener: tokio::net::UnixListener, shared: Arc<Shared>) {
     let mut connections = tokio::task::JoinSet::new();
@@ -251,11 +251,13 @@ async fn accept(listener: tokio::net::UnixListener, shared: Arc<Shared>) {
         };
         // Reap finished connections first: only live ones count.
         while connections.try_join_next().is_some() {}
-        if connections.len() >= MAX_CONNECTIONS {
-            drop(stream);
-            continue;
-        }
         match admit(&stream, &shared).await {
+            // The attempt's own process, one connection too many: told so
+            // (`BUSY`), where another process is told nothing.
+            Some(_) if connections.len() >= MAX_CONNECTIONS => {
+                let _ = stream.try_write(super::handover::BUSY);
+                drop(stream);
+            }
             Some(peer_cwd) => {
                 let shared = Arc::clone(&shared);
                 connections.spawn(async move {
@@ -336,7 +338,7 @@ async fn take_over(stream: UnixStream) -> io::Result<Conn> {
             let to = tokio::net::unix::pipe::Sender::from_owned_fd_unchecked(out)?;
             // Tell the relay its pipes are taken: it waits from now on.
             stream.writable().await?;
-            stream.try_write(b"k")?;
+            stream.try_write(super::handover::TAKEN)?;
             Ok(Conn {
                 from,
                 to,

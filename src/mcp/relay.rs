@@ -29,6 +29,13 @@ pub(crate) enum RelayError {
         socket.display()
     )]
     Refused { socket: PathBuf },
+    /// orch serves no more connections of this attempt at once.
+    #[error(
+        "orch serves at most {} connections of an attempt to `{}` at once, and this attempt's processes hold them all: close one and connect again",
+        super::host::MAX_CONNECTIONS,
+        socket.display()
+    )]
+    Busy { socket: PathBuf },
 }
 
 /// Relay standard input and output to `socket` until either side ends.
@@ -40,14 +47,28 @@ pub(crate) fn relay(socket: &Path) -> Result<(), RelayError> {
     // Hand orch the pipes to the CLI: it reads and writes them itself,
     // and this process only waits for the session to end (orch closes the
     // connection then).
-    super::handover::send(&stream, super::handover::FDS, &[0, 1]).map_err(|e| {
-        match e.kind() {
-            // orch closed it at once: this process is not the attempt's.
-            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => refused(socket),
+    if let Err(e) = super::handover::send(&stream, super::handover::FDS, &[0, 1]) {
+        return Err(match e.kind() {
+            // orch closed it at once: why, if it said.
+            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => {
+                closed(stream, socket)
+            }
             _ => RelayError::Handover(e),
-        }
-    })?;
+        });
+    }
     wait_for_the_end(stream, socket)
+}
+
+/// Why orch closed the connection before taking the pipes: the byte it
+/// left (`BUSY`), or none (this process is not the attempt's).
+fn closed(mut stream: UnixStream, socket: &Path) -> RelayError {
+    let mut byte = [0u8];
+    match stream.read(&mut byte) {
+        Ok(1) if byte[..] == *super::handover::BUSY => RelayError::Busy {
+            socket: socket.to_path_buf(),
+        },
+        _ => refused(socket),
+    }
 }
 
 /// After handing the pipes over: wait until orch closes the connection.
@@ -56,7 +77,12 @@ pub(crate) fn relay(socket: &Path) -> Result<(), RelayError> {
 fn wait_for_the_end(mut stream: UnixStream, socket: &Path) -> Result<(), RelayError> {
     let mut byte = [0u8];
     match stream.read(&mut byte) {
-        Ok(1) => {}
+        Ok(1) if byte[..] == *super::handover::TAKEN => {}
+        Ok(1) if byte[..] == *super::handover::BUSY => {
+            return Err(RelayError::Busy {
+                socket: socket.to_path_buf(),
+            });
+        }
         _ => return Err(refused(socket)),
     }
     let mut rest = [0u8; 64];

@@ -718,6 +718,29 @@ fn a_client_that_leaves_a_remote_server_ends_its_session_at_once() {
     }
 }
 
+/// An attempt's endpoint serves 16 of its connections at once; the next
+/// relay of the attempt is refused at once and says why (it read "serves
+/// only the attempt it was opened for", as if it were another process).
+#[test]
+fn a_relay_past_the_connection_cap_is_told_why() {
+    let t = through(
+        json!({"argv": ["python3", root().join("tests/mcp/many_relays.py"), "16", "--", "{server}"], "out": "client-out.json"}),
+        r#"["mcp__orch__*"]"#,
+        &["claude"],
+        "",
+        |_| {},
+    );
+    let got = t.client("client-out.json");
+    assert_eq!(got["answered"], 16, "{got}");
+    assert_ne!(got["last_rc"], 0, "{got}");
+    assert!(got["last_rc"].is_number(), "refused at once: {got}");
+    let err = got["last_err"].as_str().unwrap();
+    assert!(
+        err.contains("serves at most 16 connections of an attempt"),
+        "{err}"
+    );
+}
+
 /// orch's own answers to a client of a remote server (a refused tool)
 /// reach it under its own id, never as the answer to another request: a
 /// refusal under the client's id 2 went through the narrowing meant for
