@@ -179,12 +179,21 @@ pub struct Endpoint {
 struct Shared {
     backend: Backend,
     tree: Arc<ProcessTree>,
+    /// A remote server's exchanges still running, those of connections
+    /// that are gone included (each ends alone, within its time limit):
+    /// they count against [`MAX_CONNECTIONS`] too, so that an agent
+    /// leaving connections mid-exchange cannot pile them up in orch.
+    exchanges: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Endpoint {
     fn new(backend: Backend, socket: PathBuf, tree: Arc<ProcessTree>) -> Endpoint {
         Endpoint {
-            shared: Arc::new(Shared { backend, tree }),
+            shared: Arc::new(Shared {
+                backend,
+                tree,
+                exchanges: Default::default(),
+            }),
             socket,
             task: Mutex::new(None),
         }
@@ -254,7 +263,11 @@ async fn accept(listener: tokio::net::UnixListener, shared: Arc<Shared>) {
         match admit(&stream, &shared).await {
             // The attempt's own process, one connection too many: told so
             // (`BUSY`), where another process is told nothing.
-            Some(_) if connections.len() >= MAX_CONNECTIONS => {
+            Some(_)
+                if connections.len() >= MAX_CONNECTIONS
+                    || shared.exchanges.load(std::sync::atomic::Ordering::SeqCst)
+                        >= MAX_CONNECTIONS =>
+            {
                 let _ = stream.try_write(super::handover::BUSY);
                 drop(stream);
             }
@@ -286,7 +299,14 @@ async fn accept(listener: tokio::net::UnixListener, shared: Arc<Shared>) {
                                         .await
                                 }
                                 ServerTransport::Http { .. } => {
-                                    super::remote::serve(conn.from, conn.to, spawn.clone()).await
+                                    let exchanges = Arc::clone(&shared.exchanges);
+                                    super::remote::serve(
+                                        conn.from,
+                                        conn.to,
+                                        spawn.clone(),
+                                        exchanges,
+                                    )
+                                    .await
                                 }
                             }
                         }

@@ -31,7 +31,7 @@ pub(crate) enum RelayError {
     Refused { socket: PathBuf },
     /// orch serves no more connections of this attempt at once.
     #[error(
-        "orch serves at most {} connections of an attempt to `{}` at once, and this attempt's processes hold them all: close one and connect again",
+        "orch serves at most {} connections of an attempt to `{}` at once, and this attempt's processes hold them all (or calls of connections they left still run): close one and connect again",
         super::host::MAX_CONNECTIONS,
         socket.display()
     )]

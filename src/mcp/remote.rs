@@ -8,7 +8,7 @@
 //! with GET) are not carried.
 
 use std::io::{BufRead, BufReader as StdBufReader, Read};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -53,11 +53,18 @@ struct Server {
     headers: Vec<(String, String)>,
     session: std::sync::Mutex<Session>,
     name: String,
+    /// The endpoint's exchanges still running.
+    exchanges: Arc<AtomicUsize>,
 }
 
-/// Serve a client with `spawn`'s remote server.
-pub(crate) async fn serve<R, W>(from_client: R, mut to_client: W, spawn: ServerSpawn)
-where
+/// Serve a client with `spawn`'s remote server. `exchanges` counts the
+/// endpoint's exchanges still running (see `host::Shared`).
+pub(crate) async fn serve<R, W>(
+    from_client: R,
+    mut to_client: W,
+    spawn: ServerSpawn,
+    exchanges: Arc<AtomicUsize>,
+) where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -76,6 +83,7 @@ where
         headers,
         session: Default::default(),
         name: spawn.name.clone(),
+        exchanges,
     });
     // Messages to post, in order, on a thread of their own (the HTTP
     // client blocks), a few at most waiting (the client waits meanwhile:
@@ -297,9 +305,11 @@ fn exchange_while_there(
         .ok()
         .and_then(|v| v.get("id").cloned());
     let on_its_own = Arc::clone(server);
+    let running = Running::start(&server.exchanges);
     let started = std::thread::Builder::new()
         .name(format!("mcp-{}-post", server.name))
         .spawn(move || {
+            let _running = running;
             let _ = tx.send(exchange(&on_its_own, &message));
         });
     if let Err(e) = started {
@@ -312,6 +322,22 @@ fn exchange_while_there(
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return Some(Vec::new()),
         }
+    }
+}
+
+/// One exchange counted in its endpoint's running exchanges while it lives.
+struct Running(Arc<AtomicUsize>);
+
+impl Running {
+    fn start(count: &Arc<AtomicUsize>) -> Running {
+        count.fetch_add(1, Ordering::SeqCst);
+        Running(Arc::clone(count))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

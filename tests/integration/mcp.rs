@@ -741,6 +741,47 @@ fn a_relay_past_the_connection_cap_is_told_why() {
     );
 }
 
+/// Exchanges a client left running count against its endpoint's 16
+/// connections until they end: an agent that leaves connections
+/// mid-exchange and opens new ones cannot pile up threads and sockets in
+/// orch (round z5: 960 left in 20 s, held for 300 s).
+#[test]
+fn exchanges_left_running_count_against_the_connection_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("remote.jsonl");
+    let (mut fixture, port) = remote_fixture(&log);
+    let server =
+        format!("[mcp_servers.remote]\nurl = \"http://127.0.0.1:{port}/mcp\"\nread_only = true\n");
+    let client = json!({
+        "argv": ["python3", root().join("tests/mcp/pile_client.py"), "16", "--", "{server}"],
+        "out": "client-out.json",
+        "server": "remote",
+    });
+    let t = through(
+        client,
+        r#"["mcp__remote__hold"]"#,
+        &["claude"],
+        &server,
+        |_| {},
+    );
+    let _ = fixture.kill();
+    let _ = fixture.wait();
+    let held = fixture_log(&log)
+        .iter()
+        .filter(|e| e["tool"] == "hold")
+        .count();
+    assert_eq!(held, 16, "every call reached the server");
+    let got = t.client("client-out.json");
+    assert_eq!(got["answered"], false, "{got}");
+    assert!(
+        got["last_err"]
+            .as_str()
+            .unwrap()
+            .contains("serves at most 16 connections"),
+        "{got}"
+    );
+}
+
 /// orch's own answers to a client of a remote server (a refused tool)
 /// reach it under its own id, never as the answer to another request: a
 /// refusal under the client's id 2 went through the narrowing meant for
