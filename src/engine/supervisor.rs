@@ -182,6 +182,9 @@ enum Line {
     Err(String, bool),
 }
 
+/// Most lines handled in one turn of an attempt's loop.
+const LINE_BATCH: usize = 256;
+
 /// Read lines with a cap; a longer line is cut (the flag says so) and the
 /// rest of it skipped. Ends at EOF or when the receiver is gone.
 async fn read_lines<R: AsyncRead + Unpin>(r: R, tx: mpsc::Sender<Line>, stdout: bool) {
@@ -514,77 +517,94 @@ pub(crate) async fn run_attempt(
                     continue;
                 };
                 last_output = Instant::now();
-                match line {
-                    Line::Out(text, cut) => {
-                        let text = if cut { format!("{text} [line cut at {MAX_LINE} bytes]") } else { text };
-                        if let Some(f) = raw_out.as_mut() {
-                            use std::io::Write;
-                            let _ = writeln!(f, "{text}");
-                        }
-                        let mut events = if cut { Vec::new() } else { adapter.parse_line(&text) };
-                        if inv.confinement.is_some() {
-                            refusals.note(&mut events);
-                        }
-                        let unparsed = events.is_empty();
-                        for ev in events {
-                            if matches!(ev, Event::ToolCall { .. } | Event::TurnEnd) {
-                                let last_tool = match &ev {
-                                    Event::ToolCall { name, .. } => Some(name.clone()),
-                                    _ => None,
-                                };
-                                stream.emit(RunEvent::Activity {
-                                    phase: spec.phase.clone(),
-                                    agent: spec.agent.clone(),
-                                    turns: tally.turns + u32::from(matches!(ev, Event::TurnEnd)),
-                                    last_tool,
-                                });
+                // The lines already waiting, up to LINE_BATCH, in this one
+                // turn: the checks above (clocks, the cancel) run once per
+                // batch, not once per line. A turn limit reached or weaker
+                // rules seen end the batch at once, so the stop they call
+                // for is not held back.
+                let mut line = line;
+                let mut taken = 0;
+                loop {
+                    match line {
+                        Line::Out(text, cut) => {
+                            let text = if cut { format!("{text} [line cut at {MAX_LINE} bytes]") } else { text };
+                            if let Some(f) = raw_out.as_mut() {
+                                use std::io::Write;
+                                let _ = writeln!(f, "{text}");
                             }
-                            // A process the CLI started can write lines into
-                            // its stdout (docs/confinement.md, "Lines that
-                            // pass for the CLI's"): no line lowers a figure
-                            // or changes the session once the CLI named it.
-                            tally.apply(&ev, stop.is_some(), spec.max_turns);
-                            let data = serde_json::to_string(&ev).unwrap_or_else(|_| "null".into());
-                            record(ev.kind().into(), data, text.clone());
-                        }
-                        if unparsed {
-                            record("raw".into(), "null".into(), text);
-                        }
-                    }
-                    Line::Err(text, cut) => {
-                        let text = if cut { format!("{text} [line cut at {MAX_LINE} bytes]") } else { text };
-                        if let Some(f) = raw_err.as_mut() {
-                            use std::io::Write;
-                            let _ = writeln!(f, "{text}");
-                        }
-                        let said = text.trim();
-                        if !said.is_empty() {
-                            last_err = Some(said.chars().take(LAST_ERR_CHARS).collect());
-                        }
-                        if weakened.is_none()
-                            && let Some(why) = adapter.weakened(&text)
-                        {
-                            // The CLI runs with weaker rules than asked: stop
-                            // it now, before the model acts under them.
-                            weakened = Some(format!("{why}: {}", text.trim()));
-                            if stop.is_none() {
-                                ending.ask(Instant::now());
+                            let mut events = if cut { Vec::new() } else { adapter.parse_line(&text) };
+                            if inv.confinement.is_some() {
+                                refusals.note(&mut events);
                             }
-                        }
-                        if let Some(limit) = rate_limit::read(&text) {
-                            tally.rate_limit(limit);
-                        }
-                        // A stderr line is stored once: as what it means, or
-                        // as plain stderr.
-                        let events = adapter.parse_stderr_line(&text);
-                        if events.is_empty() {
-                            record("stderr".into(), "null".into(), text);
-                        } else {
+                            let unparsed = events.is_empty();
                             for ev in events {
+                                if matches!(ev, Event::ToolCall { .. } | Event::TurnEnd) {
+                                    let last_tool = match &ev {
+                                        Event::ToolCall { name, .. } => Some(name.clone()),
+                                        _ => None,
+                                    };
+                                    stream.emit(RunEvent::Activity {
+                                        phase: spec.phase.clone(),
+                                        agent: spec.agent.clone(),
+                                        turns: tally.turns + u32::from(matches!(ev, Event::TurnEnd)),
+                                        last_tool,
+                                    });
+                                }
+                                // A process the CLI started can write lines into
+                                // its stdout (docs/confinement.md, "Lines that
+                                // pass for the CLI's"): no line lowers a figure
+                                // or changes the session once the CLI named it.
+                                tally.apply(&ev, stop.is_some(), spec.max_turns);
                                 let data = serde_json::to_string(&ev).unwrap_or_else(|_| "null".into());
                                 record(ev.kind().into(), data, text.clone());
                             }
+                            if unparsed {
+                                record("raw".into(), "null".into(), text);
+                            }
                         }
+                        Line::Err(text, cut) => {
+                            let text = if cut { format!("{text} [line cut at {MAX_LINE} bytes]") } else { text };
+                            if let Some(f) = raw_err.as_mut() {
+                                use std::io::Write;
+                                let _ = writeln!(f, "{text}");
+                            }
+                            let said = text.trim();
+                            if !said.is_empty() {
+                                last_err = Some(said.chars().take(LAST_ERR_CHARS).collect());
+                            }
+                            if weakened.is_none()
+                                && let Some(why) = adapter.weakened(&text)
+                            {
+                                // The CLI runs with weaker rules than asked: stop
+                                // it now, before the model acts under them.
+                                weakened = Some(format!("{why}: {}", text.trim()));
+                                if stop.is_none() {
+                                    ending.ask(Instant::now());
+                                }
+                            }
+                            if let Some(limit) = rate_limit::read(&text) {
+                                tally.rate_limit(limit);
+                            }
+                            // A stderr line is stored once: as what it means, or
+                            // as plain stderr.
+                            let events = adapter.parse_stderr_line(&text);
+                            if events.is_empty() {
+                                record("stderr".into(), "null".into(), text);
+                            } else {
+                                for ev in events {
+                                    let data = serde_json::to_string(&ev).unwrap_or_else(|_| "null".into());
+                                    record(ev.kind().into(), data, text.clone());
+                                }
+                            }
+                        }
+                    }
+                    taken += 1;
+                    if taken == LINE_BATCH || tally.over_budget || weakened.is_some() {
+                        break;
+                    }
+                    match rx.try_recv() {
+                        Ok(next) => line = next,
+                        Err(_) => break,
                     }
                 }
                 if rx.is_empty() {
