@@ -753,7 +753,7 @@ fn exchanges_left_running_count_against_the_connection_cap() {
     let server =
         format!("[mcp_servers.remote]\nurl = \"http://127.0.0.1:{port}/mcp\"\nread_only = true\n");
     let client = json!({
-        "argv": ["python3", root().join("tests/mcp/pile_client.py"), "16", "--", "{server}"],
+        "argv": ["python3", root().join("tests/mcp/many_relays.py"), "16", "--leave", "--", "{server}"],
         "out": "client-out.json",
         "server": "remote",
     });
@@ -772,7 +772,7 @@ fn exchanges_left_running_count_against_the_connection_cap() {
         .count();
     assert_eq!(held, 16, "every call reached the server");
     let got = t.client("client-out.json");
-    assert_eq!(got["answered"], false, "{got}");
+    assert_eq!(got["last_answered"], false, "{got}");
     assert!(
         got["last_err"]
             .as_str()
