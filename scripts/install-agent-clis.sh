@@ -171,9 +171,11 @@ fi
 # The pin file's dependencies (at the versions chosen above) and its
 # `allowScripts`: npm 11 blocks install scripts nobody approved. The pin
 # file approves the CLIs whose postinstall puts the native binary in place,
-# for their pinned version only (here the version installed), and denies
-# gemini's optional native addons (they would need node-gyp and Node
-# headers; gemini ships a prebuilt @lydell/node-pty).
+# for their pinned version only (a version chosen in its place with
+# AGENT_CLIS_ALLOW_NEAREST=1 is not approved: its binary may then be
+# missing, which the smoke test below reports), and denies gemini's
+# optional native addons (they would need node-gyp and Node headers;
+# gemini ships a prebuilt @lydell/node-pty).
 node -e '
   const f = require(process.argv[1]);
   const chosen = JSON.parse(process.argv[2]);
@@ -181,7 +183,8 @@ node -e '
   for (const [key, yes] of Object.entries(f.allowScripts || {})) {
     const at = key.lastIndexOf("@");
     const p = at > 0 ? key.slice(0, at) : key;
-    allow[at > 0 && p in chosen ? `${p}@${chosen[p]}` : key] = yes;
+    if (at > 0 && p in chosen && key.slice(at + 1) !== chosen[p]) continue;
+    allow[key] = yes;
   }
   process.stdout.write(JSON.stringify({
     name: "orch-agent-clis", private: true,

@@ -181,8 +181,9 @@ struct Shared {
     tree: Arc<ProcessTree>,
     /// A remote server's exchanges still running, those of connections
     /// that are gone included (each ends alone, within its time limit):
-    /// they count against [`MAX_CONNECTIONS`] too, so that an agent
-    /// leaving connections mid-exchange cannot pile them up in orch.
+    /// no connection is taken while [`MAX_CONNECTIONS`] of them run, so an
+    /// agent leaving connections mid-exchange cannot pile them up in orch
+    /// (at most that many left running plus one per live connection).
     exchanges: Arc<std::sync::atomic::AtomicUsize>,
 }
 

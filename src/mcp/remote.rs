@@ -44,6 +44,9 @@ enum Back {
 struct Session {
     id: Option<String>,
     version: Option<String>,
+    /// The poster has stopped (and ended the session it knew of): a
+    /// session an exchange left running learns of later is ended there.
+    ended: bool,
 }
 
 /// The remote server one connection posts to.
@@ -275,22 +278,26 @@ fn post_all(
             }
         }
     }
-    let id = server
-        .session
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .id
-        .clone();
+    let id = {
+        let mut session = server.session.lock().unwrap_or_else(|e| e.into_inner());
+        session.ended = true;
+        session.id.clone()
+    };
     if let Some(s) = id {
-        let _ = server
-            .agent
-            .delete(&server.url)
-            .header("Mcp-Session-Id", s.as_str())
-            .config()
-            .timeout_global(Some(END_LIMIT))
-            .build()
-            .call();
+        end_session(server, &s);
     }
+}
+
+/// Tell the server the session `id` is over (`DELETE`).
+fn end_session(server: &Server, id: &str) {
+    let _ = server
+        .agent
+        .delete(&server.url)
+        .header("Mcp-Session-Id", id)
+        .config()
+        .timeout_global(Some(END_LIMIT))
+        .build()
+        .call();
 }
 
 /// One exchange, waited for while the client is there: its answers, or
@@ -306,11 +313,12 @@ fn exchange_while_there(
         .and_then(|v| v.get("id").cloned());
     let on_its_own = Arc::clone(server);
     let running = Running::start(&server.exchanges);
+    let its_id = id.clone();
     let started = std::thread::Builder::new()
         .name(format!("mcp-{}-post", server.name))
         .spawn(move || {
             let _running = running;
-            let _ = tx.send(exchange(&on_its_own, &message));
+            let _ = tx.send(exchange(&on_its_own, &message, its_id));
         });
     if let Err(e) = started {
         return Some(error_for(id, &server.name, &e.to_string()));
@@ -320,7 +328,10 @@ fn exchange_while_there(
             Ok(answers) => return Some(answers),
             Err(RecvTimeoutError::Timeout) if client_gone.load(Ordering::SeqCst) => return None,
             Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return Some(Vec::new()),
+            // The exchange's thread died without a word.
+            Err(RecvTimeoutError::Disconnected) => {
+                return Some(error_for(id, &server.name, "the exchange failed"));
+            }
         }
     }
 }
@@ -341,12 +352,10 @@ impl Drop for Running {
     }
 }
 
-/// Post one message and read what the server answers to it.
-fn exchange(server: &Server, message: &[u8]) -> Vec<String> {
+/// Post one message (`id` its JSON-RPC id, if a request) and read what
+/// the server answers to it.
+fn exchange(server: &Server, message: &[u8], id: Option<Value>) -> Vec<String> {
     let name = server.name.as_str();
-    let id = serde_json::from_slice::<Value>(message)
-        .ok()
-        .and_then(|v| v.get("id").cloned());
     match post(server, message) {
         Ok(mut resp) => {
             if let Some(s) = resp
@@ -354,7 +363,18 @@ fn exchange(server: &Server, message: &[u8]) -> Vec<String> {
                 .get("mcp-session-id")
                 .and_then(|v| v.to_str().ok())
             {
-                server.session.lock().unwrap_or_else(|e| e.into_inner()).id = Some(s.to_string());
+                let ended = {
+                    let mut session = server.session.lock().unwrap_or_else(|e| e.into_inner());
+                    let new = session.id.as_deref() != Some(s);
+                    session.id = Some(s.to_string());
+                    session.ended && new
+                };
+                // Left running by a client that is gone, after the
+                // poster ended the session it knew of: this one ends here.
+                if ended {
+                    end_session(server, s);
+                    return Vec::new();
+                }
             }
             let status = resp.status().as_u16();
             let kind = resp

@@ -35,6 +35,21 @@ pub enum StoreError {
         known: i64,
     },
 
+    #[error(
+        "the run history `{path}` needs an upgrade that the orch running `{run}` (pid {pid}) cannot write to"
+    )]
+    #[diagnostic(
+        code(orch::store::upgrade_waits),
+        help(
+            "an older orch is running there: let it finish (or stop it), then run this again; or use another `--state-dir`"
+        )
+    )]
+    UpgradeWaits {
+        path: PathBuf,
+        run: String,
+        pid: u32,
+    },
+
     #[error("run history: {0}")]
     #[diagnostic(code(orch::store::sqlite))]
     Sqlite(#[from] rusqlite::Error),

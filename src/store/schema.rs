@@ -188,14 +188,16 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // texts of the attempt's key. Every insert seeks the events' key and
     // checked the foreign key: comparing (run, phase, agent) strings at
     // each level of both B-trees was most of the writer's time (a profile
-    // of 200,000 events). No foreign key any more: the writer, which alone
-    // writes events, takes the id from the attempt's row (see
-    // `writer::AttemptIds`), and nothing deletes attempts; the check cost
-    // a seek per event. Rowids are kept: an attempt's `id` is its old
-    // rowid, an event's rowid (and with it `event_spans`) is unchanged.
+    // of 200,000 events). No foreign key any more: the writer takes the id
+    // from the attempt's row (see `writer::AttemptIds`), as an import does
+    // (`transfer::merge`), and nothing deletes attempts; the check cost a
+    // seek per event. An id is never given twice (AUTOINCREMENT), so
+    // events left by a deleted attempt could never pass for a later one's.
+    // Rowids are kept: an attempt's `id` is its old rowid, an event's
+    // rowid (and with it `event_spans`) is unchanged.
     r#"
     CREATE TABLE attempts_v7 (
-        id         INTEGER PRIMARY KEY,
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
         run_id     TEXT NOT NULL,
         phase      TEXT NOT NULL,
         agent      TEXT NOT NULL,
@@ -247,6 +249,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "#,
 ];
 
+/// The first step after which an older orch can no longer write here
+/// (7: events name their attempt by id).
+const FIRST_BREAKING: i64 = 7;
+
 /// The schema version this code writes.
 pub(super) fn latest_version() -> i64 {
     MIGRATIONS.len() as i64
@@ -268,14 +274,15 @@ pub(super) fn open(path: &Path, create: bool) -> Result<Connection, StoreError> 
     }
     let mut conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
     configure(&conn).map_err(open_err)?;
-    migrate(&mut conn, path)?;
+    let mut dropped = migrate(&mut conn, path)?;
     if create {
-        for (kind, name) in drop_foreign_objects(&conn).map_err(open_err)? {
-            eprintln!(
-                "warning: removed {kind} `{name}` from {}: orch defines none, so something else that could write the database (an agent granted orch's server, or one whose workspace holds it) planted it",
-                path.display()
-            );
-        }
+        dropped.extend(drop_foreign_objects(&conn).map_err(open_err)?);
+    }
+    for (kind, name) in dropped {
+        eprintln!(
+            "warning: removed {kind} `{name}` from {}: orch defines none, so something else that could write the database (an agent granted orch's server, or one whose workspace holds it) planted it",
+            path.display()
+        );
     }
     Ok(conn)
 }
@@ -322,8 +329,14 @@ fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
 
 /// Apply the missing migration steps, all in one transaction that holds
 /// the write lock, so two processes opening a fresh database at once
-/// cannot both migrate it. Applying them again is a no-op.
-pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+/// cannot both migrate it. Applying them again is a no-op. Triggers and
+/// views go first, in the same transaction (orch defines none; one that
+/// names a table a step rebuilds would fail the step, and with it every
+/// later open): the ones dropped, as (kind, name).
+pub(super) fn migrate(
+    conn: &mut Connection,
+    path: &Path,
+) -> Result<Vec<(String, String)>, StoreError> {
     let known = latest_version();
     let too_new = |found| StoreError::TooNew {
         path: path.to_path_buf(),
@@ -333,7 +346,7 @@ pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreErr
     // The common case (up to date) takes no write lock.
     let found = user_version(conn)?;
     if found == known {
-        return Ok(());
+        return Ok(Vec::new());
     }
     if found > known {
         return Err(too_new(found));
@@ -343,12 +356,27 @@ pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreErr
     if found > known {
         return Err(too_new(found));
     }
+    // A step that changes what an older orch writes (7: events by attempt
+    // id) waits until no other orch runs here: one still running would
+    // lose every record it sends after it.
+    if (1..FIRST_BREAKING).contains(&found)
+        && let Some((run, pid)) = super::query::live_runs_of_others(&tx, None, std::process::id())?
+            .into_iter()
+            .next()
+    {
+        return Err(StoreError::UpgradeWaits {
+            path: path.to_path_buf(),
+            run,
+            pid,
+        });
+    }
+    let dropped = drop_foreign_objects(&tx)?;
     for (i, step) in MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
         tx.execute_batch(step)?;
         tx.pragma_update(None, "user_version", i as i64 + 1)?;
     }
     tx.commit()?;
-    Ok(())
+    Ok(dropped)
 }
 
 #[cfg(test)]
@@ -393,7 +421,8 @@ mod tests {
                 "learnings_fts_idx",
                 "phases",
                 "reports",
-                "runs"
+                "runs",
+                "sqlite_sequence"
             ]
         );
         assert_eq!(user_version(&conn).unwrap(), latest_version());
@@ -443,7 +472,7 @@ mod tests {
         Connection::open(&path).unwrap();
         let conn = open(&path, false).unwrap();
         assert_eq!(user_version(&conn).unwrap(), latest_version());
-        assert_eq!(tables(&conn).len(), 20);
+        assert_eq!(tables(&conn).len(), 21);
     }
 
     /// A history from before `event_spans`: a span per run, from its
@@ -575,6 +604,73 @@ mod tests {
         );
         assert_eq!(read("b"), [(1, "b1.1".into()), (2, "b2.2".into())]);
         assert_eq!(reader.event_count("a").unwrap(), 3);
+    }
+
+    /// A view or trigger naming a table step 7 rebuilds (planted, or a
+    /// user's own report) made the step fail, and every later open with
+    /// it: it goes first, in the migration's transaction.
+    #[test]
+    fn a_view_on_the_events_does_not_stop_the_migration() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            for step in &MIGRATIONS[..6] {
+                conn.execute_batch(step).unwrap();
+            }
+            conn.pragma_update(None, "user_version", 6).unwrap();
+            conn.execute_batch(
+                "CREATE VIEW mine AS SELECT run_id, count(*) FROM events GROUP BY run_id;
+                 CREATE TRIGGER t AFTER INSERT ON runs BEGIN
+                     INSERT INTO events SELECT run_id, 'x', 'y', 1, 0, 0, 'k', 'null', 'r'
+                     FROM runs LIMIT 0;
+                 END;",
+            )
+            .unwrap();
+        }
+        let conn = open(&path, false).unwrap();
+        assert_eq!(user_version(&conn).unwrap(), latest_version());
+        let left: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE type IN ('view', 'trigger')",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(left, 0);
+    }
+
+    /// An orch from before step 7 still running here would lose every
+    /// event it sends after the upgrade: the upgrade waits for it.
+    #[test]
+    fn the_upgrade_waits_for_an_older_orch_still_running() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let mut older = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        {
+            let conn = Connection::open(&path).unwrap();
+            for step in &MIGRATIONS[..6] {
+                conn.execute_batch(step).unwrap();
+            }
+            conn.pragma_update(None, "user_version", 6).unwrap();
+            conn.execute(
+                "INSERT INTO runs VALUES ('r', 'p', 'p.toml', 'd', '{}', 'all', ?1, 'running', 0, NULL)",
+                [older.id()],
+            )
+            .unwrap();
+        }
+        let err = open(&path, false).unwrap_err();
+        assert!(
+            matches!(err, StoreError::UpgradeWaits { pid, .. } if pid == older.id()),
+            "{err}"
+        );
+        let _ = older.kill();
+        let _ = older.wait();
+        let conn = open(&path, false).unwrap();
+        assert_eq!(user_version(&conn).unwrap(), latest_version());
     }
 
     #[test]

@@ -744,7 +744,8 @@ fn a_relay_past_the_connection_cap_is_told_why() {
 /// Exchanges a client left running count against its endpoint's 16
 /// connections until they end: an agent that leaves connections
 /// mid-exchange and opens new ones cannot pile up threads and sockets in
-/// orch (round z5: 960 left in 20 s, held for 300 s).
+/// orch (round z5: 960 left in 20 s, held for 300 s); once they have
+/// ended, new connections are served again.
 #[test]
 fn exchanges_left_running_count_against_the_connection_cap() {
     let dir = tempfile::tempdir().unwrap();
@@ -753,7 +754,7 @@ fn exchanges_left_running_count_against_the_connection_cap() {
     let server =
         format!("[mcp_servers.remote]\nurl = \"http://127.0.0.1:{port}/mcp\"\nread_only = true\n");
     let client = json!({
-        "argv": ["python3", root().join("tests/mcp/many_relays.py"), "16", "--leave", "--", "{server}"],
+        "argv": ["python3", root().join("tests/mcp/many_relays.py"), "16", "--leave", "12", "--", "{server}"],
         "out": "client-out.json",
         "server": "remote",
     });
@@ -780,6 +781,8 @@ fn exchanges_left_running_count_against_the_connection_cap() {
             .contains("serves at most 16 connections"),
         "{got}"
     );
+    // Once they have ended, the endpoint serves again.
+    assert_eq!(got["after"], true, "{got}");
 }
 
 /// orch's own answers to a client of a remote server (a refused tool)
