@@ -23,6 +23,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -179,12 +180,8 @@ pub struct Endpoint {
 struct Shared {
     backend: Backend,
     tree: Arc<ProcessTree>,
-    /// A remote server's exchanges still running, those of connections
-    /// that are gone included (each ends alone, within its time limit):
-    /// no connection is taken while [`MAX_CONNECTIONS`] of them run, so an
-    /// agent leaving connections mid-exchange cannot pile them up in orch
-    /// (at most that many left running plus one per live connection).
-    exchanges: Arc<std::sync::atomic::AtomicUsize>,
+    /// The endpoint's [`Slot`]s taken: at most [`MAX_CONNECTIONS`].
+    slots: Arc<AtomicUsize>,
 }
 
 impl Endpoint {
@@ -193,7 +190,7 @@ impl Endpoint {
             shared: Arc::new(Shared {
                 backend,
                 tree,
-                exchanges: Default::default(),
+                slots: Default::default(),
             }),
             socket,
             task: Mutex::new(None),
@@ -253,6 +250,26 @@ fn bind(socket: &Path) -> io::Result<tokio::net::UnixListener> {
 /// would fill.
 pub(super) const MAX_CONNECTIONS: usize = 16;
 
+/// One of an endpoint's [`MAX_CONNECTIONS`] places, taken when a
+/// connection is admitted and given back when everything of it has ended:
+/// for a remote server, also the exchange it left running when its client
+/// went (which ends alone, within its time limit), so that an agent
+/// leaving connections mid-exchange cannot pile them up in orch.
+pub(super) struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    fn take(count: &Arc<AtomicUsize>) -> Slot {
+        count.fetch_add(1, Ordering::SeqCst);
+        Slot(Arc::clone(count))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 async fn accept(listener: tokio::net::UnixListener, shared: Arc<Shared>) {
     let mut connections = tokio::task::JoinSet::new();
     loop {
@@ -264,16 +281,13 @@ async fn accept(listener: tokio::net::UnixListener, shared: Arc<Shared>) {
         match admit(&stream, &shared).await {
             // The attempt's own process, one connection too many: told so
             // (`BUSY`), where another process is told nothing.
-            Some(_)
-                if connections.len() >= MAX_CONNECTIONS
-                    || shared.exchanges.load(std::sync::atomic::Ordering::SeqCst)
-                        >= MAX_CONNECTIONS =>
-            {
+            Some(_) if shared.slots.load(Ordering::SeqCst) >= MAX_CONNECTIONS => {
                 let _ = stream.try_write(super::handover::BUSY);
                 drop(stream);
             }
             Some(peer_cwd) => {
                 let shared = Arc::clone(&shared);
+                let slot = Slot::take(&shared.slots);
                 connections.spawn(async move {
                     let Ok(conn) = take_over(stream).await else {
                         return;
@@ -291,23 +305,19 @@ async fn accept(listener: tokio::net::UnixListener, shared: Arc<Shared>) {
                                 peer_cwd,
                             );
                             serve(conn.from, conn.to, server).await;
+                            drop(slot);
                         }
                         Backend::Server(spawn) => {
                             let tree = Arc::clone(&shared.tree);
                             match &spawn.transport {
                                 ServerTransport::Stdio { .. } => {
                                     super::proxy::serve(conn.from, conn.to, spawn.clone(), tree)
-                                        .await
+                                        .await;
+                                    drop(slot);
                                 }
                                 ServerTransport::Http { .. } => {
-                                    let exchanges = Arc::clone(&shared.exchanges);
-                                    super::remote::serve(
-                                        conn.from,
-                                        conn.to,
-                                        spawn.clone(),
-                                        exchanges,
-                                    )
-                                    .await
+                                    super::remote::serve(conn.from, conn.to, spawn.clone(), slot)
+                                        .await
                                 }
                             }
                         }

@@ -8,7 +8,7 @@
 //! with GET) are not carried.
 
 use std::io::{BufRead, BufReader as StdBufReader, Read};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -56,17 +56,19 @@ struct Server {
     headers: Vec<(String, String)>,
     session: std::sync::Mutex<Session>,
     name: String,
-    /// The endpoint's exchanges still running.
-    exchanges: Arc<AtomicUsize>,
+    /// The connection's place at its endpoint: held by every exchange
+    /// (through this server), so given back when the last has ended.
+    _slot: super::host::Slot,
 }
 
-/// Serve a client with `spawn`'s remote server. `exchanges` counts the
-/// endpoint's exchanges still running (see `host::Shared`).
+/// Serve a client with `spawn`'s remote server. The connection's `slot`
+/// is given back when the last of its exchanges has ended, those left
+/// running after the client went included.
 pub(crate) async fn serve<R, W>(
     from_client: R,
     mut to_client: W,
     spawn: ServerSpawn,
-    exchanges: Arc<AtomicUsize>,
+    slot: super::host::Slot,
 ) where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -86,7 +88,7 @@ pub(crate) async fn serve<R, W>(
         headers,
         session: Default::default(),
         name: spawn.name.clone(),
-        exchanges,
+        _slot: slot,
     });
     // Messages to post, in order, on a thread of their own (the HTTP
     // client blocks), a few at most waiting (the client waits meanwhile:
@@ -312,12 +314,10 @@ fn exchange_while_there(
         .ok()
         .and_then(|v| v.get("id").cloned());
     let on_its_own = Arc::clone(server);
-    let running = Running::start(&server.exchanges);
     let its_id = id.clone();
     let started = std::thread::Builder::new()
         .name(format!("mcp-{}-post", server.name))
         .spawn(move || {
-            let _running = running;
             let _ = tx.send(exchange(&on_its_own, &message, its_id));
         });
     if let Err(e) = started {
@@ -333,22 +333,6 @@ fn exchange_while_there(
                 return Some(error_for(id, &server.name, "the exchange failed"));
             }
         }
-    }
-}
-
-/// One exchange counted in its endpoint's running exchanges while it lives.
-struct Running(Arc<AtomicUsize>);
-
-impl Running {
-    fn start(count: &Arc<AtomicUsize>) -> Running {
-        count.fetch_add(1, Ordering::SeqCst);
-        Running(Arc::clone(count))
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -298,6 +298,28 @@ fn merge(tx: &Connection, file: &Path) -> Result<Moved, StoreError> {
            AND (main.phases.ended_ms IS NULL OR excluded.ended_ms > main.phases.ended_ms)",
         [],
     )? as u64;
+    // An attempt known here by its number must be the same attempt (its
+    // start and command): two histories that each resumed the run have
+    // numbered different attempts alike, and merging them would mix their
+    // events (round z6).
+    let clash: Option<(String, String, String, u32)> = tx
+        .query_row(
+            "SELECT s.run_id, s.phase, s.agent, s.attempt
+             FROM src.attempts s JOIN main.attempts m
+               ON m.run_id = s.run_id AND m.phase = s.phase AND m.agent = s.agent
+                  AND m.attempt = s.attempt
+             WHERE s.started_ms IS NOT m.started_ms OR s.argv_json IS NOT m.argv_json
+             LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .optional()?;
+    if let Some((run, phase, agent, n)) = clash {
+        return Err(transfer_error(format!(
+            "attempt {n} of `{phase}/{agent}` in run `{run}` is another attempt in `{}` than in this history (both resumed the run on their own?): nothing was imported",
+            file.display()
+        )));
+    }
     // Attempts: ids are each database's own; a new attempt takes one here.
     moved.attempts = tx.execute(
         "INSERT INTO main.attempts (run_id, phase, agent, attempt, argv_json, env_json, outcome,
@@ -575,6 +597,30 @@ mod tests {
             .into_iter()
             .map(|e| (e.phase, e.agent, e.attempt, e.seq, e.raw))
             .collect()
+    }
+
+    /// Two histories that each resumed a run number their new attempts
+    /// alike: importing one into the other is refused, not merged into
+    /// the other's attempts (their events would mix).
+    #[test]
+    fn an_attempt_numbered_alike_elsewhere_is_not_merged() {
+        let ok = [("p", Outcome::Succeeded)];
+        let (src, _s) = store_with(whole_run("r1", 1, 0, &ok, 3, Some(RunStatus::Succeeded)));
+        let (dst, _d) = store_with(whole_run("r1", 1, 50, &ok, 2, Some(RunStatus::Succeeded)));
+        let file = src.path().join("r1.db");
+        export(src.path(), "r1", &file).unwrap();
+        let before = events(dst.path(), "r1");
+        let err = import(dst.path(), &file).unwrap_err().to_string();
+        assert!(
+            err.contains("attempt 1 of `p/a` in run `r1` is another attempt"),
+            "{err}"
+        );
+        assert_eq!(events(dst.path(), "r1"), before);
+        // The same history again is still welcome.
+        let again = src.path().join("again.db");
+        export(src.path(), "r1", &again).unwrap();
+        let (moved, _) = import(src.path(), &again).unwrap();
+        assert_eq!(moved.events, 0);
     }
 
     fn learnings(state: &Path) -> i64 {

@@ -20,7 +20,8 @@ answers): it listens on 127.0.0.1 only, prints `PORT=<n>` first, serves
 (default 300) or on SIGTERM. Over HTTP it also has a tool `hold` (not
 listed) that answers after `seconds` (a slow tool, or one holding its
 exchange open), and it logs each `DELETE` (the end of a session) with the
-time, as it logs each call.
+time, as it logs each call. It answers an `initialize` from a client named
+`slow-init` after 3 s.
 """
 import json
 import os
@@ -179,6 +180,9 @@ class Http(BaseHTTPRequestHandler):
         except ValueError:
             return self.send(400, {"error": "not JSON"})
         extra = {"token": self.headers.get("X-Fixture-Token")}
+        if isinstance(msg, dict) and msg.get("method") == "initialize" and \
+                ((msg.get("params") or {}).get("clientInfo") or {}).get("name") == "slow-init":
+            time.sleep(3)
         if isinstance(msg, dict) and msg.get("method") == "tools/call" \
                 and (msg.get("params") or {}).get("name") == "hold":
             args = msg["params"].get("arguments") or {}

@@ -718,6 +718,61 @@ fn a_client_that_leaves_a_remote_server_ends_its_session_at_once() {
     }
 }
 
+/// A client that leaves while its `initialize` is still on its way: the
+/// session the server opens with its late answer is ended when that
+/// answer comes (the poster, which ends sessions, had stopped knowing
+/// none), while orch still runs the next phase.
+#[test]
+fn a_session_opened_after_its_client_left_is_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let log = dir.path().join("remote.jsonl");
+    let (mut fixture, port) = remote_fixture(&log);
+    std::fs::write(
+        ws.join("client.json"),
+        json!({
+            "argv": ["python3", root().join("tests/mcp/leave_client.py"), "init", "0", "--", "{server}"],
+            "out": "client-out.json",
+            "server": "remote",
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let stand_in = root().join("tests/mcp/stand_in_cli.py");
+    std::fs::write(
+        ws.join("p.toml"),
+        format!(
+            "version = 1\nname = \"t\"\n[agents.claude]\nkind = \"claude\"\nbinary = \"{}\"\n\
+             [agents.wait]\nkind = \"command\"\ncommand = [\"sleep\", \"6\"]\n\
+             [mcp_servers.remote]\nurl = \"http://127.0.0.1:{port}/mcp\"\nread_only = true\n\
+             [[phases]]\nname = \"plan\"\nagents = [\"claude\"]\nmode = \"fix\"\nprompt = \"x\"\n\
+             [phases.tools]\ninternal = [\"Read\", \"Write\"]\nmcp = [\"mcp__remote__echo\"]\npermission = \"workspace-write\"\n\
+             [[phases]]\nname = \"after\"\nagents = [\"wait\"]\ndepends_on = [\"plan\"]\n",
+            stand_in.display()
+        ),
+    )
+    .unwrap();
+    let child = orch()
+        .current_dir(&ws)
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .args(["run", "p.toml", "--format", "json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = finish_within(child, std::time::Duration::from_secs(120), "orch run");
+    let _ = fixture.kill();
+    let _ = fixture.wait();
+    let got = fixture_log(&log);
+    assert!(
+        got.iter().any(|e| e["event"] == "delete"),
+        "the session was never ended: {got:?}\n{}",
+        stderr(&out)
+    );
+}
+
 /// An attempt's endpoint serves 16 of its connections at once; the next
 /// relay of the attempt is refused at once and says why (it read "serves
 /// only the attempt it was opened for", as if it were another process).

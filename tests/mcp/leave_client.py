@@ -10,6 +10,9 @@ SECONDS), sends 20 `echo` calls at once (queued behind it), then:
 - `close`: closes its side of the relay's input while the `hold` runs, and
   keeps reading what comes back for SECONDS + 3 s before it exits.
 
+In mode `init` it only sends an `initialize` the fixture answers late
+(client `slow-init`) and exits 1 s later.
+
 It prints one JSON document: the ids answered.
 """
 
@@ -46,7 +49,11 @@ def send(message):
 
 send({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {},
-    "clientInfo": {"name": "leave", "version": "1"}}})
+    "clientInfo": {"name": "slow-init" if mode == "init" else "leave", "version": "1"}}})
+if mode == "init":
+    time.sleep(1)
+    print(json.dumps({"answered": answered}))
+    sys.exit(0)
 end = time.time() + 30
 while "init" not in answered and time.time() < end:
     time.sleep(0.02)
