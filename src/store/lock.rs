@@ -22,8 +22,8 @@ pub struct RunLock {
 /// Why the lock could not be taken.
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
-    #[error("another orch run (process {pid}) is using `{}`", dir.display())]
-    Held { pid: String, dir: PathBuf },
+    #[error("another orch run ({who}) is using `{}`", dir.display())]
+    Held { who: String, dir: PathBuf },
     #[error("cannot open the run lock `{}`: {source}", path.display())]
     Open {
         path: PathBuf,
@@ -53,19 +53,29 @@ fn try_flock(f: &File, how: libc::c_int) -> bool {
 impl RunLock {
     /// Take the lock of `state_dir` (which exists), or say who holds it.
     pub fn take(state_dir: &Path) -> Result<RunLock, LockError> {
-        use std::io::{Read, Seek, Write};
+        use std::io::Read;
+        use std::os::unix::fs::FileExt;
         let mut f = open(state_dir)?;
         if !try_flock(&f, libc::LOCK_EX) {
             let mut pid = String::new();
             let _ = f.read_to_string(&mut pid);
+            let pid: String = pid.trim().chars().take(20).collect();
+            // Empty only while the holder's first pid is on its way.
+            let who = if pid.is_empty() {
+                "just starting".to_string()
+            } else {
+                format!("process {pid}")
+            };
             return Err(LockError::Held {
-                pid: pid.trim().chars().take(20).collect(),
+                who,
                 dir: state_dir.to_path_buf(),
             });
         }
-        let _ = f.set_len(0);
-        let _ = f.rewind();
-        let _ = writeln!(f, "{}", std::process::id());
+        // Written over the last holder's, then cut to length: a reader
+        // sees one pid or the other, never an empty file.
+        let line = format!("{}\n", std::process::id());
+        let _ = f.write_all_at(line.as_bytes(), 0);
+        let _ = f.set_len(line.len() as u64);
         Ok(RunLock { _file: f })
     }
 
@@ -102,6 +112,26 @@ mod tests {
         drop(held);
         assert!(RunLock::is_free(dir.path()));
         RunLock::take(dir.path()).unwrap();
+    }
+
+    /// The pid is written over the last holder's and cut to length, so a
+    /// second orch never reads an empty file ("process )", round z6); a
+    /// holder that has not written yet is "just starting".
+    #[test]
+    fn the_holders_pid_is_never_read_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(LOCK_FILE), "4194304999\n").unwrap();
+        let held = RunLock::take(dir.path()).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(LOCK_FILE)).unwrap(),
+            format!("{}\n", std::process::id())
+        );
+        drop(held);
+        let held = RunLock::take(dir.path()).unwrap();
+        std::fs::write(dir.path().join(LOCK_FILE), "").unwrap();
+        let e = RunLock::take(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("(just starting)"), "{e}");
+        drop(held);
     }
 
     #[test]
