@@ -336,7 +336,7 @@ impl Phase {
 
 impl Pipeline {
     pub(crate) fn agent(&self, name: &str) -> Option<&Agent> {
-        self.agents.iter().find(|a| a.name == name)
+        self.place(name).map(|i| &self.agents[i])
     }
 
     pub(crate) fn phase(&self, name: &str) -> Option<&Phase> {
@@ -502,26 +502,34 @@ impl Pipeline {
     /// judge's: the phase it judges), the phase it runs as, the agent's
     /// index in `agents`.
     fn positions(&self) -> impl Iterator<Item = (usize, Cow<'_, Phase>, usize)> {
-        let place = |name: &str| self.agents.iter().position(|a| a.name == name);
-        let workers = self.phases.iter().enumerate().flat_map(move |(i, p)| {
-            p.agents
-                .iter()
-                .filter_map(move |a| Some((i, Cow::Borrowed(p), place(a)?)))
-        });
+        let workers = self
+            .workers()
+            .map(|(i, p, agent)| (i, Cow::Borrowed(p), agent));
         let judges = self.phases.iter().enumerate().filter_map(move |(i, p)| {
             let j = p.judge_preview()?;
-            let agent = place(j.agents.first()?)?;
+            let agent = self.place(j.agents.first()?)?;
             Some((i, Cow::Owned(j), agent))
         });
         workers.chain(judges)
     }
 
-    /// Every (phase, agent) pair in declaration order.
-    pub fn invocations(&self) -> impl Iterator<Item = (&Phase, &Agent)> {
-        self.phases.iter().flat_map(move |p| {
+    /// Each phase's agents in declaration order, by position (see
+    /// [`Pipeline::positions`]); an agent the file does not define is left out.
+    fn workers(&self) -> impl Iterator<Item = (usize, &Phase, usize)> {
+        self.phases.iter().enumerate().flat_map(move |(i, p)| {
             p.agents
                 .iter()
-                .filter_map(move |a| self.agent(a).map(|agent| (p, agent)))
+                .filter_map(move |a| Some((i, p, self.place(a)?)))
         })
+    }
+
+    /// Where the agent `name` is in `agents`.
+    fn place(&self, name: &str) -> Option<usize> {
+        self.agents.iter().position(|a| a.name == name)
+    }
+
+    /// Every (phase, agent) pair in declaration order.
+    pub fn invocations(&self) -> impl Iterator<Item = (&Phase, &Agent)> {
+        self.workers().map(|(_, p, j)| (p, &self.agents[j]))
     }
 }
