@@ -66,6 +66,18 @@ fn through(
     extra_agents: &str,
     prepare: impl Fn(&Path),
 ) -> Through {
+    through_then(client, mcp, names, extra_agents, "", prepare)
+}
+
+/// [`through`], with `then` (more agents and phases) after the phase.
+fn through_then(
+    client: Value,
+    mcp: &str,
+    names: &[&str],
+    extra_agents: &str,
+    then: &str,
+    prepare: impl Fn(&Path),
+) -> Through {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
     std::fs::create_dir(&ws).unwrap();
@@ -87,6 +99,7 @@ fn through(
         "[[phases]]\nname = \"plan\"\nagents = {names:?}\nparallel = true\nmode = \"fix\"\nprompt = \"x\"\n\
          [phases.tools]\ninternal = [\"Read\", \"Write\"]\nmcp = {mcp}\npermission = \"workspace-write\"\n"
     ));
+    p.push_str(then);
     std::fs::write(ws.join("p.toml"), p).unwrap();
     let child = orch()
         .current_dir(&ws)
@@ -725,51 +738,33 @@ fn a_client_that_leaves_a_remote_server_ends_its_session_at_once() {
 #[test]
 fn a_session_opened_after_its_client_left_is_ended() {
     let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
     let log = dir.path().join("remote.jsonl");
     let (mut fixture, port) = remote_fixture(&log);
-    std::fs::write(
-        ws.join("client.json"),
-        json!({
-            "argv": ["python3", root().join("tests/mcp/leave_client.py"), "init", "0", "--", "{server}"],
-            "out": "client-out.json",
-            "server": "remote",
-        })
-        .to_string(),
-    )
-    .unwrap();
-    let stand_in = root().join("tests/mcp/stand_in_cli.py");
-    std::fs::write(
-        ws.join("p.toml"),
-        format!(
-            "version = 1\nname = \"t\"\n[agents.claude]\nkind = \"claude\"\nbinary = \"{}\"\n\
-             [agents.wait]\nkind = \"command\"\ncommand = [\"sleep\", \"6\"]\n\
-             [mcp_servers.remote]\nurl = \"http://127.0.0.1:{port}/mcp\"\nread_only = true\n\
-             [[phases]]\nname = \"plan\"\nagents = [\"claude\"]\nmode = \"fix\"\nprompt = \"x\"\n\
-             [phases.tools]\ninternal = [\"Read\", \"Write\"]\nmcp = [\"mcp__remote__echo\"]\npermission = \"workspace-write\"\n\
-             [[phases]]\nname = \"after\"\nagents = [\"wait\"]\ndepends_on = [\"plan\"]\n",
-            stand_in.display()
-        ),
-    )
-    .unwrap();
-    let child = orch()
-        .current_dir(&ws)
-        .arg("--state-dir")
-        .arg(dir.path().join("state"))
-        .args(["run", "p.toml", "--format", "json"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = finish_within(child, std::time::Duration::from_secs(120), "orch run");
+    let server =
+        format!("[mcp_servers.remote]\nurl = \"http://127.0.0.1:{port}/mcp\"\nread_only = true\n");
+    let client = json!({
+        "argv": ["python3", root().join("tests/mcp/leave_client.py"), "init", "0", "--", "{server}"],
+        "out": "client-out.json",
+        "server": "remote",
+    });
+    // orch still runs (the next phase) when the late answer comes.
+    let then = "[agents.wait]\nkind = \"command\"\ncommand = [\"sleep\", \"6\"]\n\
+                [[phases]]\nname = \"after\"\nagents = [\"wait\"]\ndepends_on = [\"plan\"]\n";
+    let t = through_then(
+        client,
+        r#"["mcp__remote__echo"]"#,
+        &["claude"],
+        &server,
+        then,
+        |_| {},
+    );
     let _ = fixture.kill();
     let _ = fixture.wait();
     let got = fixture_log(&log);
     assert!(
         got.iter().any(|e| e["event"] == "delete"),
         "the session was never ended: {got:?}\n{}",
-        stderr(&out)
+        stderr(&t.out)
     );
 }
 
