@@ -36,7 +36,7 @@ pub enum StoreError {
     },
 
     #[error(
-        "the run history `{path}` needs an upgrade that the orch running `{run}` (pid {pid}) cannot write to"
+        "the run history `{path}` needs an upgrade that the orch running there ({who}) cannot write to"
     )]
     #[diagnostic(
         code(orch::store::upgrade_waits),
@@ -44,11 +44,7 @@ pub enum StoreError {
             "an older orch is running there: let it finish (or stop it), then run this again; or use another `--state-dir`"
         )
     )]
-    UpgradeWaits {
-        path: PathBuf,
-        run: String,
-        pid: u32,
-    },
+    UpgradeWaits { path: PathBuf, who: String },
 
     #[error("run history: {0}")]
     #[diagnostic(code(orch::store::sqlite))]

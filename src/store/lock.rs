@@ -17,6 +17,25 @@ pub(crate) const LOCK_FILE: &str = "run.lock";
 #[derive(Debug)]
 pub struct RunLock {
     _file: File,
+    /// The state directory, as `held_here` knows it.
+    dir: PathBuf,
+}
+
+/// The state directories whose lock this process holds.
+static HELD_HERE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// A state directory as the lock's bookkeeping names it.
+fn key(state_dir: &Path) -> PathBuf {
+    std::fs::canonicalize(state_dir).unwrap_or_else(|_| state_dir.to_path_buf())
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        let mut held = HELD_HERE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = held.iter().position(|d| *d == self.dir) {
+            held.swap_remove(i);
+        }
+    }
 }
 
 /// Why the lock could not be taken.
@@ -59,7 +78,16 @@ impl RunLock {
         if !try_flock(&f, libc::LOCK_EX) {
             let mut pid = String::new();
             let _ = f.read_to_string(&mut pid);
-            let pid: String = pid.trim().chars().take(20).collect();
+            // The first line: a longer old pid's tail may follow it for
+            // the moment between the holder's write and its cut.
+            let pid: String = pid
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .chars()
+                .take(20)
+                .collect();
             // Empty only while the holder's first pid is on its way.
             let who = if pid.is_empty() {
                 "just starting".to_string()
@@ -76,7 +104,23 @@ impl RunLock {
         let line = format!("{}\n", std::process::id());
         let _ = f.write_all_at(line.as_bytes(), 0);
         let _ = f.set_len(line.len() as u64);
-        Ok(RunLock { _file: f })
+        let dir = key(state_dir);
+        HELD_HERE
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(dir.clone());
+        Ok(RunLock { _file: f, dir })
+    }
+
+    /// Whether another orch (not this process) holds the lock of
+    /// `state_dir` now: the truth about a run marked running there, which
+    /// a recorded pid is not (pid 1 in a container, or a number reused).
+    pub(crate) fn held_elsewhere(state_dir: &Path) -> bool {
+        let here = HELD_HERE
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&key(state_dir));
+        !here && !RunLock::is_free(state_dir)
     }
 
     /// Whether no orch holds the lock of `state_dir` now (so every run

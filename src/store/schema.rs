@@ -358,16 +358,22 @@ pub(super) fn migrate(
     }
     // A step that changes what an older orch writes (7: events by attempt
     // id) waits until no other orch runs here: one still running would
-    // lose every record it sends after it.
+    // lose every record it sends after it. Whether one runs is the run
+    // lock's word, not a recorded pid (round z7: a run left `running`
+    // under pid 1 by an orch killed with its container blocked every
+    // later open).
     if (1..FIRST_BREAKING).contains(&found)
-        && let Some((run, pid)) = super::query::live_runs_of_others(&tx, None, std::process::id())?
-            .into_iter()
-            .next()
+        && path
+            .parent()
+            .is_some_and(super::lock::RunLock::held_elsewhere)
     {
+        let who = match super::query::live_runs_of_others(&tx, None, std::process::id())?.first() {
+            Some((run, pid)) => format!("run `{run}`, pid {pid}"),
+            None => "it holds the run lock".to_string(),
+        };
         return Err(StoreError::UpgradeWaits {
             path: path.to_path_buf(),
-            run,
-            pid,
+            who,
         });
     }
     let dropped = drop_foreign_objects(&tx)?;
@@ -644,12 +650,15 @@ mod tests {
     /// event it sends after the upgrade: the upgrade waits for it.
     #[test]
     fn the_upgrade_waits_for_an_older_orch_still_running() {
+        use std::os::fd::AsRawFd;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.db");
-        let mut older = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .unwrap();
+        // The older orch's run lock: another open of the file, as another
+        // process holds it.
+        let lock = std::fs::File::create(dir.path().join(super::super::lock::LOCK_FILE)).unwrap();
+        // SAFETY: flock on a descriptor this test owns.
+        let taken = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        assert_eq!(taken, 0);
         {
             let conn = Connection::open(&path).unwrap();
             for step in &MIGRATIONS[..6] {
@@ -657,18 +666,16 @@ mod tests {
             }
             conn.pragma_update(None, "user_version", 6).unwrap();
             conn.execute(
-                "INSERT INTO runs VALUES ('r', 'p', 'p.toml', 'd', '{}', 'all', ?1, 'running', 0, NULL)",
-                [older.id()],
+                "INSERT INTO runs VALUES ('r', 'p', 'p.toml', 'd', '{}', 'all', 1, 'running', 0, NULL)",
+                [],
             )
             .unwrap();
         }
         let err = open(&path, false).unwrap_err();
-        assert!(
-            matches!(err, StoreError::UpgradeWaits { pid, .. } if pid == older.id()),
-            "{err}"
-        );
-        let _ = older.kill();
-        let _ = older.wait();
+        assert!(matches!(err, StoreError::UpgradeWaits { .. }), "{err}");
+        // Gone (the lock free), the row left `running` under pid 1 (an
+        // orch killed with its container) no longer holds the upgrade.
+        drop(lock);
         let conn = open(&path, false).unwrap();
         assert_eq!(user_version(&conn).unwrap(), latest_version());
     }
