@@ -280,12 +280,15 @@ impl Reader {
             })?
             .collect::<Result<_, _>>()?;
 
-        // The event count is a seek in the events' key per attempt.
+        // The event count is a seek in the attempt's spans of rowids, then
+        // a read of each span (step 8).
         let mut st = conn.prepare_cached(
             "SELECT phase, agent, attempt, outcome, exit_code, reason, session_id, turns,
                     tokens_in, tokens_out, cost_usd, started_ms, ended_ms, argv_json, env_json,
                     prompt_json,
-                    (SELECT count(*) FROM events e WHERE e.attempt_id = a.id), id
+                    (SELECT count(*) FROM attempt_spans s
+                       CROSS JOIN events e ON e.rowid BETWEEN s.first_id AND s.last_id
+                      WHERE s.attempt_id = a.id AND e.attempt_id = a.id), id
              FROM attempts a WHERE run_id = ?1 ORDER BY id",
         )?;
         let rows = st.query_map([run_id], |r| {
@@ -314,7 +317,10 @@ impl Reader {
             ))
         })?;
         let mut tail = conn.prepare_cached(
-            "SELECT kind, data_json, raw FROM events WHERE attempt_id = ?1 ORDER BY seq DESC",
+            "SELECT e.kind, e.data_json, e.raw
+             FROM attempt_spans s CROSS JOIN events e ON e.rowid BETWEEN s.first_id AND s.last_id
+             WHERE s.attempt_id = ?1 AND e.attempt_id = ?1
+             ORDER BY s.first_id DESC, e.rowid DESC",
         )?;
         for row in rows {
             let (phase, attempt_id, mut attempt) = row?;
@@ -460,8 +466,9 @@ impl Reader {
     pub fn event_count(&self, run_id: &str) -> Result<u64, StoreError> {
         let conn = self.conn();
         Ok(conn.query_row(
-            "SELECT count(*) FROM events
-             WHERE attempt_id IN (SELECT id FROM attempts WHERE run_id = ?1)",
+            "SELECT count(*) FROM event_spans s
+             CROSS JOIN events e ON e.rowid BETWEEN s.first_id AND s.last_id
+             WHERE s.run_id = ?1",
             [run_id],
             |r| r.get(0),
         )?)
@@ -552,8 +559,10 @@ impl Reader {
             tx.execute(
                 "UPDATE attempts SET outcome = ?2,
                      ended_ms = coalesce(
-                         (SELECT e.ts_ms FROM events e WHERE e.attempt_id = attempts.id
-                           ORDER BY e.seq DESC LIMIT 1),
+                         (SELECT e.ts_ms FROM attempt_spans s
+                           CROSS JOIN events e ON e.rowid BETWEEN s.first_id AND s.last_id
+                           WHERE s.attempt_id = attempts.id AND e.attempt_id = attempts.id
+                           ORDER BY s.first_id DESC, e.rowid DESC LIMIT 1),
                          started_ms)
                  WHERE run_id = ?1 AND outcome = 'running'",
                 params![run_id, Outcome::Cancelled.as_str()],

@@ -291,11 +291,13 @@ impl Reports {
         let conn = self.conn();
         let mut st = conn.prepare_cached(
             "SELECT a.phase, a.agent, a.attempt, e.seq, e.ts_ms, e.kind, e.data_json
-             FROM attempts a JOIN events e ON e.attempt_id = a.id
-             WHERE a.run_id = ?1 AND (?2 IS NULL OR a.phase = ?2)
+             FROM event_spans s
+             CROSS JOIN events e ON e.rowid BETWEEN s.first_id AND s.last_id
+             CROSS JOIN attempts a ON a.id = e.attempt_id
+             WHERE s.run_id = ?1 AND a.run_id = ?1 AND (?2 IS NULL OR a.phase = ?2)
                AND (?3 IS NULL OR a.agent = ?3) AND (?4 IS NULL OR a.attempt = ?4)
                AND (?5 IS NULL OR e.kind = ?5)
-             ORDER BY e.rowid LIMIT ?6 OFFSET ?7",
+             ORDER BY s.first_id, e.rowid LIMIT ?6 OFFSET ?7",
         )?;
         let rows = st.query_map(
             params![

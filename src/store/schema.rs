@@ -247,11 +247,47 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE attempts_v7 RENAME TO attempts;
     ALTER TABLE events_v7 RENAME TO events;
     "#,
+    // 8: events are found by spans of rowids alone, no key of their own.
+    // Keeping `(attempt_id, seq)` as the table's primary key cost a second
+    // B-tree insert per event, about a third of the writer's time (a
+    // profile of 200,000 events). The writer gives each attempt's events
+    // increasing `seq` in arrival order, so rowid order is seq order within
+    // an attempt; an import refuses a file that repeats one and adds only
+    // what is past the attempt's last event here (`transfer::merge`).
+    // `attempt_spans` lists, per attempt, stretches of rowids that hold all
+    // of its events; a stretch may hold other attempts' events too (the
+    // writer extends an attempt's last stretch over a short gap rather than
+    // start a new one when attempts interleave), so readers also match
+    // `attempt_id`.
+    r#"
+    CREATE TABLE attempt_spans (
+        attempt_id INTEGER NOT NULL,
+        first_id   INTEGER NOT NULL,
+        last_id    INTEGER NOT NULL,
+        PRIMARY KEY (attempt_id, first_id)
+    ) WITHOUT ROWID;
+    INSERT INTO attempt_spans (attempt_id, first_id, last_id)
+        SELECT attempt_id, min(rowid), max(rowid) FROM events GROUP BY attempt_id;
+
+    CREATE TABLE events_v8 (
+        attempt_id INTEGER NOT NULL,
+        seq        INTEGER NOT NULL,
+        ts_ms      INTEGER NOT NULL,
+        kind       TEXT NOT NULL,
+        data_json  TEXT NOT NULL,
+        raw        TEXT NOT NULL
+    );
+    INSERT INTO events_v8 (rowid, attempt_id, seq, ts_ms, kind, data_json, raw)
+        SELECT rowid, attempt_id, seq, ts_ms, kind, data_json, raw FROM events ORDER BY rowid;
+    DROP TABLE events;
+    ALTER TABLE events_v8 RENAME TO events;
+    "#,
 ];
 
-/// The first step after which an older orch can no longer write here
-/// (7: events name their attempt by id).
-const FIRST_BREAKING: i64 = 7;
+/// The last step that changes what an older orch writes (7: events name
+/// their attempt by id; 8: the writer keeps `attempt_spans`): an orch that
+/// stops before it could no longer write here.
+const LAST_BREAKING: i64 = 8;
 
 /// The schema version this code writes.
 pub(super) fn latest_version() -> i64 {
@@ -357,12 +393,13 @@ pub(super) fn migrate(
         return Err(too_new(found));
     }
     // A step that changes what an older orch writes (7: events by attempt
-    // id) waits until no other orch runs here: one still running would
-    // lose every record it sends after it. Whether one runs is the run
+    // id; 8: attempt spans) waits until no other orch runs here: one still
+    // running would lose every record it sends after it (or leave its
+    // events out of every span). Whether one runs is the run
     // lock's word, not a recorded pid (round z7: a run left `running`
     // under pid 1 by an orch killed with its container blocked every
     // later open).
-    if (1..FIRST_BREAKING).contains(&found)
+    if (1..LAST_BREAKING).contains(&found)
         && path
             .parent()
             .is_some_and(super::lock::RunLock::held_elsewhere)
@@ -409,6 +446,7 @@ mod tests {
             tables(&conn),
             [
                 "artifacts",
+                "attempt_spans",
                 "attempts",
                 "event_spans",
                 "events",
@@ -478,7 +516,7 @@ mod tests {
         Connection::open(&path).unwrap();
         let conn = open(&path, false).unwrap();
         assert_eq!(user_version(&conn).unwrap(), latest_version());
-        assert_eq!(tables(&conn).len(), 21);
+        assert_eq!(tables(&conn).len(), 22);
     }
 
     /// A history from before `event_spans`: a span per run, from its
@@ -610,6 +648,75 @@ mod tests {
         );
         assert_eq!(read("b"), [(1, "b1.1".into()), (2, "b2.2".into())]);
         assert_eq!(reader.event_count("a").unwrap(), 3);
+    }
+
+    /// A history from before attempt spans: each attempt gets one span
+    /// over all of its events, the events lose their key and keep their
+    /// rowids, and counts and tails per attempt read as before.
+    #[test]
+    fn a_version_seven_history_gets_its_attempt_spans() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            for step in &MIGRATIONS[..7] {
+                conn.execute_batch(step).unwrap();
+            }
+            conn.pragma_update(None, "user_version", 7).unwrap();
+            conn.execute_batch(
+                "INSERT INTO runs VALUES ('a', 'p', 'p.toml', 'd', '{}', 'all', 1, 'failed', 0, 1);
+                 INSERT INTO phases (run_id, phase, status) VALUES ('a', 'x', 'failed');
+                 INSERT INTO attempts (run_id, phase, agent, attempt, outcome)
+                     VALUES ('a', 'x', 'y', 1, 'failed'), ('a', 'x', 'z', 1, 'failed');",
+            )
+            .unwrap();
+            // y's and z's events interleaved, as two agents side by side.
+            let mut seqs = [0, 0];
+            for who in [1, 2, 1, 1, 2, 1] {
+                let seq = seqs[who - 1];
+                seqs[who - 1] += 1;
+                conn.execute(
+                    "INSERT INTO events VALUES (?1, ?2, 0, 'raw', 'null', ?3)",
+                    params![who, seq, format!("{who}.{seq}")],
+                )
+                .unwrap();
+            }
+            conn.execute("INSERT INTO event_spans VALUES ('a', 1, 6)", [])
+                .unwrap();
+        }
+        let conn = open(&path, false).unwrap();
+        assert_eq!(user_version(&conn).unwrap(), latest_version());
+        let spans: Vec<(i64, i64, i64)> = conn
+            .prepare("SELECT attempt_id, first_id, last_id FROM attempt_spans ORDER BY attempt_id")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(spans, [(1, 1, 6), (2, 2, 5)]);
+        let keys: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'events'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(keys, 0);
+        let reader = super::super::query::Reader::new(conn, path);
+        let run = reader.run("a").unwrap().unwrap();
+        let agents: Vec<(String, u64, Vec<String>)> = run.phases[0]
+            .agents
+            .iter()
+            .map(|a| (a.agent.clone(), a.events, a.output.clone()))
+            .collect();
+        let lines = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            agents,
+            [
+                ("y".to_string(), 4, lines(&["1.0", "1.1", "1.2", "1.3"])),
+                ("z".to_string(), 2, lines(&["2.0", "2.1"])),
+            ]
+        );
     }
 
     /// A view or trigger naming a table step 7 rebuilds (planted, or a

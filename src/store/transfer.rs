@@ -97,10 +97,17 @@ pub(crate) fn export(state_dir: &Path, run_id: &str, out: &Path) -> Result<Moved
         moved.phases = copy("phases", "rowid")?;
         // Attempts keep their ids, so the events' `attempt_id` holds.
         moved.attempts = copy("attempts", "id")?;
+        // The run's events are in its spans of rowids (and, from an orch
+        // that kept no spans, above every span).
         moved.events = tx.execute(
-            "INSERT INTO dst.events SELECT * FROM main.events
-             WHERE attempt_id IN (SELECT id FROM main.attempts WHERE run_id = ?1)
-             ORDER BY rowid",
+            "INSERT INTO dst.events
+             SELECT e.* FROM main.event_spans s
+               CROSS JOIN main.events e ON e.rowid BETWEEN s.first_id AND s.last_id
+              WHERE s.run_id = ?1
+             UNION ALL
+             SELECT * FROM main.events
+              WHERE rowid > (SELECT coalesce(max(last_id), 0) FROM main.event_spans)
+                AND attempt_id IN (SELECT id FROM main.attempts WHERE run_id = ?1)",
             [run_id],
         )? as u64;
         moved.artifacts = copy("artifacts", "rowid")?;
@@ -110,6 +117,11 @@ pub(crate) fn export(state_dir: &Path, run_id: &str, out: &Path) -> Result<Moved
             "INSERT INTO dst.event_spans (run_id, first_id, last_id)
              SELECT ?1, min(rowid), max(rowid) FROM dst.events HAVING count(*) > 0",
             [run_id],
+        )?;
+        tx.execute(
+            "INSERT INTO dst.attempt_spans (attempt_id, first_id, last_id)
+             SELECT attempt_id, min(rowid), max(rowid) FROM dst.events GROUP BY attempt_id",
+            [],
         )?;
         tx.execute(
             "INSERT INTO dst.learnings_fts (rowid, pattern, context, applies_to)
@@ -338,26 +350,67 @@ fn merge(tx: &Connection, file: &Path) -> Result<Moved, StoreError> {
          WHERE main.attempts.outcome = 'running' AND excluded.outcome != 'running'",
         [],
     )? as u64;
-    // Events: new ones go in run by run, so each run's land in one span of
-    // rowids (`event_spans`), under this database's id of their attempt.
+    // Events: an attempt's are numbered from 0 in the order they came, so
+    // the file's events of an attempt known here are the ones here up to
+    // the last one here, and only those past it are new. A file that
+    // numbers two events of an attempt alike is not one orch wrote.
+    let repeated: Option<(i64, i64)> = tx
+        .query_row(
+            "SELECT attempt_id, seq FROM src.events GROUP BY attempt_id, seq
+             HAVING count(*) > 1 LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    if let Some((attempt_id, seq)) = repeated {
+        return Err(transfer_error(format!(
+            "`{}` holds event {seq} of one attempt (id {attempt_id}) twice: nothing was imported",
+            file.display()
+        )));
+    }
+    tx.execute_batch(
+        "DROP TABLE IF EXISTS temp.known_events;
+         CREATE TEMP TABLE known_events (attempt_id INTEGER PRIMARY KEY, top INTEGER NOT NULL);",
+    )?;
+    tx.execute(
+        "INSERT INTO temp.known_events (attempt_id, top)
+         SELECT m.id, (SELECT max(e.seq) FROM main.attempt_spans sp
+                         CROSS JOIN main.events e ON e.rowid BETWEEN sp.first_id AND sp.last_id
+                        WHERE sp.attempt_id = m.id AND e.attempt_id = m.id)
+         FROM main.attempts m
+         WHERE m.run_id IN (SELECT run_id FROM src.runs)
+           AND EXISTS (SELECT 1 FROM main.attempt_spans sp WHERE sp.attempt_id = m.id)",
+        [],
+    )?;
+    // New ones go in run by run, so each run's land in one span of rowids
+    // (`event_spans`), under this database's id of their attempt.
     let before: i64 = tx.query_row("SELECT coalesce(max(rowid), 0) FROM main.events", [], |r| {
         r.get(0)
     })?;
     moved.events = tx.execute(
-        "INSERT OR IGNORE INTO main.events (attempt_id, seq, ts_ms, kind, data_json, raw)
+        "INSERT INTO main.events (attempt_id, seq, ts_ms, kind, data_json, raw)
          SELECT m.id, e.seq, e.ts_ms, e.kind, e.data_json, e.raw
          FROM src.events e
          JOIN src.attempts s ON s.id = e.attempt_id
          JOIN main.attempts m ON m.run_id = s.run_id AND m.phase = s.phase
                              AND m.agent = s.agent AND m.attempt = s.attempt
+         LEFT JOIN temp.known_events k ON k.attempt_id = m.id
+         WHERE k.top IS NULL OR e.seq > k.top
          ORDER BY s.run_id, s.phase, s.agent, s.attempt, e.seq",
         [],
     )? as u64;
+    tx.execute_batch("DROP TABLE temp.known_events")?;
     tx.execute(
         "INSERT INTO main.event_spans (run_id, first_id, last_id)
          SELECT a.run_id, min(e.rowid), max(e.rowid)
          FROM main.events e JOIN main.attempts a ON a.id = e.attempt_id
          WHERE e.rowid > ?1 GROUP BY a.run_id",
+        [before],
+    )?;
+    tx.execute(
+        "INSERT INTO main.attempt_spans (attempt_id, first_id, last_id)
+         SELECT attempt_id, min(rowid), max(rowid) FROM main.events
+         WHERE rowid > ?1 GROUP BY attempt_id",
         [before],
     )?;
     moved.artifacts = tx.execute(
@@ -621,6 +674,36 @@ mod tests {
         export(src.path(), "r1", &again).unwrap();
         let (moved, _) = import(src.path(), &again).unwrap();
         assert_eq!(moved.events, 0);
+    }
+
+    /// Events carry no key of their own (schema step 8): an import adds
+    /// an attempt's events past the last one here, once, and refuses a
+    /// file that numbers two events of an attempt alike.
+    #[test]
+    fn import_adds_only_events_past_the_last_one_here_and_refuses_repeats() {
+        let ok = [("p", Outcome::Succeeded)];
+        let (src, _s) = store_with(whole_run("r1", 1, 0, &ok, 5, Some(RunStatus::Succeeded)));
+        let (dst, _d) = store_with(whole_run("r1", 1, 0, &ok, 3, None));
+        let file = src.path().join("r1.db");
+        export(src.path(), "r1", &file).unwrap();
+        let (moved, _) = import(dst.path(), &file).unwrap();
+        assert_eq!(moved.events, 2);
+        assert_eq!(events(dst.path(), "r1"), events(src.path(), "r1"));
+        let (moved, _) = import(dst.path(), &file).unwrap();
+        assert_eq!(moved.events, 0);
+        assert_eq!(events(dst.path(), "r1").len(), 5);
+
+        // A file with an event twice (forged, or not from orch).
+        let (other, _o) = store_with(whole_run("r2", 1, 0, &ok, 3, Some(RunStatus::Succeeded)));
+        let forged = src.path().join("forged.db");
+        export(other.path(), "r2", &forged).unwrap();
+        Connection::open(&forged)
+            .unwrap()
+            .execute("INSERT INTO events SELECT * FROM events WHERE seq = 1", [])
+            .unwrap();
+        let err = import(dst.path(), &forged).unwrap_err().to_string();
+        assert!(err.contains("holds event 1 of one attempt"), "{err}");
+        assert!(events(dst.path(), "r2").is_empty(), "nothing was imported");
     }
 
     fn learnings(state: &Path) -> i64 {

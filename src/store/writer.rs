@@ -25,7 +25,7 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use rusqlite::{Connection, OptionalExtension, Statement, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::error::StoreError;
 use super::query::Reader;
@@ -405,31 +405,183 @@ fn write_batch(
 ) -> rusqlite::Result<Skipped> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut skipped = Skipped::default();
+    let mut skip = |record: &Record, f: Failure| {
+        skipped.count += 1;
+        if skipped.first.is_none() {
+            let why = match f {
+                Failure::Sql(e) => e.to_string(),
+                Failure::Refused(m) => m,
+            };
+            skipped.first = Some(format!("{}: {why}", describe(record)));
+        }
+    };
     let mut spans = EventSpans::default();
-    {
-        // Events are nearly every record: their statement is looked up
-        // once per batch, not once per event.
-        let mut insert_event = tx.prepare_cached(INSERT_EVENT)?;
-        for record in batch {
-            match apply(&tx, &mut insert_event, ids, &mut spans, record) {
-                Ok(()) => {}
-                Err(Failure::Sql(e)) if tx.is_autocommit() => return Err(e),
-                Err(f) => {
-                    skipped.count += 1;
-                    if skipped.first.is_none() {
-                        let why = match f {
-                            Failure::Sql(e) => e.to_string(),
-                            Failure::Refused(m) => m,
-                        };
-                        skipped.first = Some(format!("{}: {why}", describe(record)));
-                    }
-                }
-            }
+    let mut events = EventRows::new(&tx)?;
+    for record in batch {
+        let result = match record {
+            Record::Event { key, .. } => match ids.id(&tx, key) {
+                Ok(attempt_id) => events.push(&tx, attempt_id, record, &mut spans, &mut skip),
+                Err(f) => Err(f),
+            },
+            _ => events
+                .flush(&tx, &mut spans, &mut skip)
+                .and_then(|()| apply(&tx, ids, record)),
+        };
+        match result {
+            Ok(()) => {}
+            Err(Failure::Sql(e)) if tx.is_autocommit() => return Err(e),
+            Err(f) => skip(record, f),
         }
     }
+    match events.flush(&tx, &mut spans, &mut skip) {
+        Err(Failure::Sql(e)) if tx.is_autocommit() => return Err(e),
+        _ => {}
+    }
+    drop(events);
     spans.save(&tx)?;
     tx.commit()?;
     Ok(skipped)
+}
+
+/// How many events one statement inserts: one statement per event cost
+/// as much in SQLite's per-statement work (cursors opened and closed, the
+/// statement reset) as the insert itself.
+const EVENTS_PER_STATEMENT: usize = 32;
+
+/// A batch's events on their way into `events`, `EVENTS_PER_STATEMENT`
+/// at a time.
+struct EventRows<'r> {
+    pending: Vec<(i64, &'r Record)>,
+    /// The rowid the next event gets: SQLite gives a new row one more
+    /// than the largest rowid, so a statement's rows take consecutive
+    /// ones. `None` when the largest is too near the end of the range
+    /// (SQLite would then pick free rowids at random): events then go in
+    /// one at a time, each telling its own rowid.
+    next_id: Option<i64>,
+}
+
+impl<'r> EventRows<'r> {
+    fn new(tx: &Connection) -> rusqlite::Result<Self> {
+        let max: i64 = tx.query_row("SELECT coalesce(max(rowid), 0) FROM events", [], |r| {
+            r.get(0)
+        })?;
+        Ok(EventRows {
+            pending: Vec::with_capacity(EVENTS_PER_STATEMENT),
+            next_id: (max < i64::MAX / 2).then_some(max + 1),
+        })
+    }
+
+    fn push(
+        &mut self,
+        tx: &Connection,
+        attempt_id: i64,
+        record: &'r Record,
+        spans: &mut EventSpans<'r>,
+        skip: &mut impl FnMut(&Record, Failure),
+    ) -> Result<(), Failure> {
+        self.pending.push((attempt_id, record));
+        if self.pending.len() == EVENTS_PER_STATEMENT {
+            self.flush(tx, spans, skip)?;
+        }
+        Ok(())
+    }
+
+    /// Insert what is pending. A full statement's worth goes in as one
+    /// statement; fewer (or a full one SQLite refused) one by one, each
+    /// failure skipped on its own.
+    fn flush(
+        &mut self,
+        tx: &Connection,
+        spans: &mut EventSpans<'r>,
+        skip: &mut impl FnMut(&Record, Failure),
+    ) -> Result<(), Failure> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut self.pending);
+        if pending.len() == EVENTS_PER_STATEMENT
+            && let Some(first) = self.next_id
+        {
+            match insert_events(tx, &pending) {
+                Ok(()) => {
+                    for (i, (attempt_id, record)) in pending.iter().enumerate() {
+                        spans.add(record, *attempt_id, first + i as i64);
+                    }
+                    self.next_id = Some(first + pending.len() as i64);
+                    self.pending = pending;
+                    self.pending.clear();
+                    return Ok(());
+                }
+                Err(e) if tx.is_autocommit() => return Err(Failure::Sql(e)),
+                Err(_) => {}
+            }
+        }
+        let mut st = tx.prepare_cached(INSERT_EVENT)?;
+        for (attempt_id, record) in &pending {
+            let Record::Event {
+                seq,
+                ts_ms,
+                kind,
+                data_json,
+                raw,
+                ..
+            } = record
+            else {
+                continue;
+            };
+            match st.insert(params![attempt_id, seq, ts_ms, kind, data_json, raw]) {
+                Ok(id) => {
+                    spans.add(record, *attempt_id, id);
+                    self.next_id = self.next_id.map(|_| id + 1);
+                }
+                Err(e) if tx.is_autocommit() => return Err(Failure::Sql(e)),
+                Err(e) => skip(record, Failure::Sql(e)),
+            }
+        }
+        self.pending = pending;
+        self.pending.clear();
+        Ok(())
+    }
+}
+
+/// One statement for `EVENTS_PER_STATEMENT` events.
+fn insert_events(tx: &Connection, rows: &[(i64, &Record)]) -> rusqlite::Result<()> {
+    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        let mut sql = String::from(
+            "INSERT INTO events (attempt_id, seq, ts_ms, kind, data_json, raw) VALUES ",
+        );
+        for i in 0..EVENTS_PER_STATEMENT {
+            if i > 0 {
+                sql.push(',');
+            }
+            sql.push_str("(?,?,?,?,?,?)");
+        }
+        sql
+    });
+    let mut st = tx.prepare_cached(&SQL)?;
+    let mut n = 1;
+    for (attempt_id, record) in rows {
+        let Record::Event {
+            seq,
+            ts_ms,
+            kind,
+            data_json,
+            raw,
+            ..
+        } = record
+        else {
+            continue;
+        };
+        st.raw_bind_parameter(n, attempt_id)?;
+        st.raw_bind_parameter(n + 1, seq)?;
+        st.raw_bind_parameter(n + 2, ts_ms)?;
+        st.raw_bind_parameter(n + 3, kind.as_ref())?;
+        st.raw_bind_parameter(n + 4, data_json.as_ref())?;
+        st.raw_bind_parameter(n + 5, raw.as_str())?;
+        n += 6;
+    }
+    st.raw_execute()?;
+    Ok(())
 }
 
 /// Make the run's (`?1`) last span end at `?3` if it ends right before
@@ -439,27 +591,62 @@ const EXTEND_SPAN: &str = "UPDATE event_spans SET last_id = ?3
                              AND first_id = (SELECT max(first_id) FROM event_spans
                                              WHERE run_id = ?1)";
 
-/// Where a batch's events went, for `event_spans` (schema step 2). A
-/// batch's events take consecutive rowids (one transaction, holding the
-/// write lock; an insert that fails takes none), so consecutive events of
-/// one run make one span.
+/// How many rows of other attempts an attempt's span may stretch over
+/// rather than end: attempts running side by side interleave their
+/// events, and a span per event would cost what the key on events did.
+const ATTEMPT_SPAN_GAP: i64 = 1024;
+
+/// Make the attempt's (`?1`) last span end at `?3` if it ends at most
+/// `ATTEMPT_SPAN_GAP` rows before `?2`.
+const EXTEND_ATTEMPT_SPAN: &str = "UPDATE attempt_spans SET last_id = ?3
+                                   WHERE attempt_id = ?1 AND last_id >= ?2 - 1 - ?4
+                                     AND first_id = (SELECT max(first_id) FROM attempt_spans
+                                                     WHERE attempt_id = ?1)";
+
+/// Where a batch's events went, for `event_spans` (schema step 2) and
+/// `attempt_spans` (step 8). A batch's events take consecutive rowids
+/// (one transaction, holding the write lock; an insert that fails takes
+/// none), so consecutive events of one run make one span.
 #[derive(Default)]
 struct EventSpans<'a> {
     /// (run, first rowid, last rowid), in order.
     spans: Vec<(&'a str, i64, i64)>,
+    /// (attempt id, first rowid, last rowid), in order of their first.
+    attempts: Vec<(i64, i64, i64)>,
+    /// Where in `attempts` the last span of the attempt last seen is.
+    last: usize,
 }
 
 impl<'a> EventSpans<'a> {
-    fn add(&mut self, run_id: &'a str, id: i64) {
+    fn add(&mut self, record: &'a Record, attempt_id: i64, id: i64) {
+        let Record::Event { key, .. } = record else {
+            return;
+        };
+        let run_id = key.run_id.as_str();
         match self.spans.last_mut() {
             Some((run, _, last)) if *run == run_id => *last = id,
             _ => self.spans.push((run_id, id, id)),
+        }
+        let at = match self.attempts.get(self.last) {
+            Some((a, _, _)) if *a == attempt_id => Some(self.last),
+            _ => self.attempts.iter().rposition(|(a, _, _)| *a == attempt_id),
+        };
+        match at {
+            Some(i) if self.attempts[i].2 >= id - 1 - ATTEMPT_SPAN_GAP => {
+                self.attempts[i].2 = id;
+                self.last = i;
+            }
+            _ => {
+                self.attempts.push((attempt_id, id, id));
+                self.last = self.attempts.len() - 1;
+            }
         }
     }
 
     /// Record the spans; one that continues its run's last span (no other
     /// event in between) extends it, so a run keeps one span per stretch
-    /// of the database it wrote alone, however small its batches.
+    /// of the database it wrote alone, however small its batches. An
+    /// attempt's span extends its last one over a short gap as well.
     fn save(&self, tx: &Connection) -> rusqlite::Result<()> {
         for (run_id, first, last) in &self.spans {
             let extended = tx
@@ -470,6 +657,20 @@ impl<'a> EventSpans<'a> {
                     "INSERT INTO event_spans (run_id, first_id, last_id) VALUES (?1, ?2, ?3)",
                 )?
                 .execute(params![run_id, first, last])?;
+            }
+        }
+        for (attempt_id, first, last) in &self.attempts {
+            let extended = tx.prepare_cached(EXTEND_ATTEMPT_SPAN)?.execute(params![
+                attempt_id,
+                first,
+                last,
+                ATTEMPT_SPAN_GAP
+            ])?;
+            if extended == 0 {
+                tx.prepare_cached(
+                    "INSERT INTO attempt_spans (attempt_id, first_id, last_id) VALUES (?1, ?2, ?3)",
+                )?
+                .execute(params![attempt_id, first, last])?;
             }
         }
         Ok(())
@@ -584,28 +785,11 @@ fn require_row(changed: usize, what: &str) -> Result<(), Failure> {
     }
 }
 
-/// Write one record. An event goes in with the batch's [`INSERT_EVENT`]
-/// statement, and its rowid into the batch's spans.
-fn apply<'r>(
-    tx: &Connection,
-    insert_event: &mut Statement<'_>,
-    ids: &mut AttemptIds,
-    spans: &mut EventSpans<'r>,
-    record: &'r Record,
-) -> Result<(), Failure> {
+/// Write one record other than an event (those go through [`EventRows`]).
+fn apply(tx: &Connection, ids: &mut AttemptIds, record: &Record) -> Result<(), Failure> {
     match record {
-        Record::Event {
-            key,
-            seq,
-            ts_ms,
-            kind,
-            data_json,
-            raw,
-        } => {
-            let attempt_id = ids.id(tx, key)?;
-            let id = insert_event.insert(params![attempt_id, seq, ts_ms, kind, data_json, raw])?;
-            spans.add(&key.run_id, id);
-        }
+        // Events go through `EventRows`.
+        Record::Event { .. } => {}
         Record::RunStarted {
             run_id,
             pipeline_name,
@@ -1165,6 +1349,76 @@ mod tests {
     }
 
     /// Extending a run's last span is two seeks, however many spans.
+    /// Each attempt's events are found through `attempt_spans` (step 8):
+    /// attempts side by side share one stretch each, a long stretch of
+    /// other events starts a new one, and counts and tails stay exact.
+    #[test]
+    fn attempt_spans_stretch_over_interleaved_events_and_end_at_a_long_gap() {
+        let (_dir, store) = store_with([run_started("r1", 1, 0), phase_started("r1", "p", 0)]);
+        let w = store.writer();
+        let (a, b) = (attempt("r1", "p", "a", 1), attempt("r1", "p", "b", 1));
+        w.send(a.start(0)).unwrap();
+        w.send(b.start(0)).unwrap();
+        // 100 each, one after the other's (more than one statement's worth,
+        // and a last statement that is not full).
+        for seq in 0..100 {
+            w.send(a.event_of(seq, 0, "raw", "null", &format!("a.{seq}")))
+                .unwrap();
+            w.send(b.event_of(seq, 0, "raw", "null", &format!("b.{seq}")))
+                .unwrap();
+        }
+        w.flush().unwrap();
+        // b alone for longer than an attempt's span stretches, in small
+        // batches; then a again.
+        for seq in 100..(100 + ATTEMPT_SPAN_GAP as u64 + 50) {
+            w.send(b.event_of(seq, 0, "raw", "null", &format!("b.{seq}")))
+                .unwrap();
+            if seq % 300 == 0 {
+                w.flush().unwrap();
+            }
+        }
+        w.send(a.event_of(100, 0, "raw", "null", "a.100")).unwrap();
+        w.flush().unwrap();
+        let conn = Connection::open(store.db_path()).unwrap();
+        let spans: Vec<(String, i64, i64)> = conn
+            .prepare(
+                "SELECT a.agent, s.first_id, s.last_id FROM attempt_spans s
+                 JOIN attempts a ON a.id = s.attempt_id ORDER BY s.first_id",
+            )
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let b_last = 200 + ATTEMPT_SPAN_GAP + 50;
+        assert_eq!(
+            spans,
+            [
+                ("a".to_string(), 1, 199),
+                ("b".to_string(), 2, b_last),
+                ("a".to_string(), b_last + 1, b_last + 1),
+            ]
+        );
+        let events: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'events'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(events, 0, "events have no key of their own");
+        let run = store.run("r1").unwrap().unwrap();
+        let agents = &run.phases[0].agents;
+        let of = |name: &str| agents.iter().find(|x| x.agent == name).unwrap();
+        assert_eq!(of("a").events, 101);
+        assert_eq!(of("b").events, 100 + ATTEMPT_SPAN_GAP as u64 + 50);
+        assert_eq!(of("a").output.last().map(String::as_str), Some("a.100"));
+        assert_eq!(of("a").output.first().map(String::as_str), Some("a.81"));
+        let page = store.events("r1", None, 0, 100_000).unwrap();
+        assert_eq!(page.events.len(), 201 + ATTEMPT_SPAN_GAP as usize + 50);
+        assert_eq!(store.event_count("r1").unwrap(), page.events.len() as u64);
+    }
+
     #[test]
     fn extending_a_span_seeks_the_last_one() {
         let dir = tempfile::tempdir().unwrap();
