@@ -49,7 +49,8 @@ fn event(key: &Arc<AttemptKey>, seq: u64) -> Record {
         kind: "tool_call".into(),
         data_json: format!(
             r#"{{"kind":"tool_call","id":"call_{seq}","name":"Read","input":{{"file_path":"src/lib.rs"}}}}"#
-        ),
+        )
+        .into(),
         raw: format!(
             r#"{{"type":"tool_use","id":"call_{seq}","name":"Read","input":{{"file_path":"src/lib.rs"}}}}"#
         ),

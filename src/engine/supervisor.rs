@@ -10,6 +10,7 @@
 //! short grace longer ([`PIPES_GRACE`]), so a process out of its reach that
 //! holds the pipes open cannot keep the attempt waiting.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -198,7 +199,11 @@ async fn read_lines<R: AsyncRead + Unpin>(r: R, tx: mpsc::Sender<Line>, stdout: 
         if n == 0 {
             break;
         }
-        let line = String::from_utf8_lossy(&buf).into_owned();
+        // The bytes become the line (no copy) when they are UTF-8.
+        let line = match String::from_utf8(std::mem::take(&mut buf)) {
+            Ok(line) => line,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        };
         let sent = tx
             .send(if stdout {
                 Line::Out(line, cut)
@@ -408,7 +413,7 @@ pub(crate) async fn run_attempt(
     let mut seq: u64 = 0;
     // The ids once per attempt; each event shares them.
     let key = AttemptKey::new(&spec.run_id, &spec.phase, &spec.agent, spec.attempt);
-    let mut record = |kind: String, data_json: String, raw: String| {
+    let mut record = |kind: Cow<'static, str>, data_json: Cow<'static, str>, raw: String| {
         stream.record(Record::Event {
             key: std::sync::Arc::clone(&key),
             seq,
@@ -564,7 +569,7 @@ pub(crate) async fn run_attempt(
                                 // or changes the session once the CLI named it.
                                 tally.apply(&ev, stop.is_some(), spec.max_turns);
                                 let data = serde_json::to_string(&ev).unwrap_or_else(|_| "null".into());
-                                record(ev.kind().into(), data, text.clone());
+                                record(ev.kind().into(), data.into(), text.clone());
                             }
                             if unparsed {
                                 record("raw".into(), "null".into(), text);
@@ -601,7 +606,7 @@ pub(crate) async fn run_attempt(
                             } else {
                                 for ev in events {
                                     let data = serde_json::to_string(&ev).unwrap_or_else(|_| "null".into());
-                                    record(ev.kind().into(), data, text.clone());
+                                    record(ev.kind().into(), data.into(), text.clone());
                                 }
                             }
                         }

@@ -107,21 +107,59 @@ const TAIL_LINE_CHARS: usize = 400;
 /// nothing for the rest. One rule for a live run and a stored one, so
 /// their reports read the same.
 pub(crate) fn readable_lines(kind: &str, data_json: &str, raw: &str) -> Vec<String> {
-    let data = || serde_json::from_str::<serde_json::Value>(data_json).unwrap_or_default();
-    let text = match kind {
-        "raw" | "stderr" => raw.to_string(),
-        "assistant_text" => data()["text"].as_str().unwrap_or_default().to_string(),
-        "tool_call" => format!("tool: {}", data()["name"].as_str().unwrap_or_default()),
-        "permission_denied" => format!("refused: {}", data()["tool"].as_str().unwrap_or_default()),
-        "error" => format!("error: {}", data()["message"].as_str().unwrap_or_default()),
-        _ => return Vec::new(),
+    let mut lines = Vec::new();
+    for_each_readable_line(kind, data_json, raw, |l| lines.push(l));
+    lines
+}
+
+/// [`readable_lines`], each handed to `f` as it is made: the live view
+/// follows every event of a run this way, with no list built per event
+/// and an unparsed line not copied twice.
+pub(crate) fn for_each_readable_line(
+    kind: &str,
+    data_json: &str,
+    raw: &str,
+    mut f: impl FnMut(String),
+) {
+    /// The fields the readable kinds take their line from.
+    #[derive(serde::Deserialize, Default)]
+    struct Fields<'a> {
+        #[serde(borrow, default)]
+        text: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow, default)]
+        name: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow, default)]
+        tool: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow, default)]
+        message: Option<std::borrow::Cow<'a, str>>,
+    }
+    let data = || serde_json::from_str::<Fields<'_>>(data_json).unwrap_or_default();
+    let field = |v: Option<std::borrow::Cow<'_, str>>| v.unwrap_or_default().into_owned();
+    let made;
+    let text: &str = match kind {
+        "raw" | "stderr" => raw,
+        "assistant_text" => {
+            made = field(data().text);
+            &made
+        }
+        "tool_call" => {
+            made = format!("tool: {}", field(data().name));
+            &made
+        }
+        "permission_denied" => {
+            made = format!("refused: {}", field(data().tool));
+            &made
+        }
+        "error" => {
+            made = format!("error: {}", field(data().message));
+            &made
+        }
+        _ => return,
     };
-    text.lines()
-        .map(str::trim_end)
-        .filter(|l| !l.is_empty())
-        .map(|l| match l.char_indices().nth(TAIL_LINE_CHARS) {
+    for l in text.lines().map(str::trim_end).filter(|l| !l.is_empty()) {
+        f(match l.char_indices().nth(TAIL_LINE_CHARS) {
             Some((cut, _)) => format!("{}…", &l[..cut]),
             None => l.to_string(),
-        })
-        .collect()
+        });
+    }
 }

@@ -9,13 +9,14 @@
 //! [`Reader::run`]: super::Reader::run
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde::Serialize;
 
 use super::query::RunInfo;
 use super::record::{AttemptKey, Record};
 use super::status::{RunStatus, Status};
-use crate::events::{TAIL_LINES, readable_lines};
+use crate::events::{TAIL_LINES, for_each_readable_line};
 
 /// A run with its phases, their attempts and the artifacts.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -96,7 +97,13 @@ pub(crate) struct ArtifactRow {
 /// Never part of what a detail is: two details with the same runs are equal
 /// whatever either has looked up.
 #[derive(Clone, Default)]
-struct Index(HashMap<AttemptKey, (usize, usize)>);
+struct Index(
+    HashMap<AttemptKey, (usize, usize)>,
+    /// The attempt whose event came last, by its shared key: an attempt's
+    /// events come one after another, and hashing its key for each cost
+    /// more than the rest of following it.
+    Option<(Arc<AttemptKey>, (usize, usize))>,
+);
 
 impl PartialEq for Index {
     fn eq(&self, _: &Index) -> bool {
@@ -260,16 +267,25 @@ impl RunDetail {
                 raw,
                 ..
             } => {
-                let Some(a) = self.attempt(key) else {
+                let at = match &self.index.1 {
+                    Some((k, at)) if Arc::ptr_eq(k, key) => Some(*at),
+                    _ => {
+                        let at = self.place(key);
+                        self.index.1 = at.map(|at| (Arc::clone(key), at));
+                        at
+                    }
+                };
+                let Some(a) = at.and_then(|(k, a)| self.phases.get_mut(k)?.agents.get_mut(a))
+                else {
                     return;
                 };
                 a.events += 1;
-                for line in readable_lines(kind, data_json, raw) {
+                for_each_readable_line(kind, data_json, raw, |line| {
                     if a.output.len() == TAIL_LINES {
                         a.output.remove(0);
                     }
                     a.output.push(line);
-                }
+                });
             }
             Record::AttemptFinished {
                 run_id,
@@ -393,10 +409,16 @@ impl RunDetail {
     /// The attempt `key` names, found through the index (filled from the
     /// phases when the detail was read from the store).
     fn attempt(&mut self, key: &AttemptKey) -> Option<&mut AttemptDetail> {
+        let at = self.place(key)?;
+        self.phases.get_mut(at.0)?.agents.get_mut(at.1)
+    }
+
+    /// Where the attempt `key` names is in `phases` (phase, then attempt).
+    fn place(&mut self, key: &AttemptKey) -> Option<(usize, usize)> {
         if key.run_id != self.run.run_id {
             return None;
         }
-        let at = match self.index.0.get(key) {
+        Some(match self.index.0.get(key) {
             Some(&at) => at,
             None => {
                 let k = self.phases.iter().position(|p| p.name == key.phase)?;
@@ -407,8 +429,7 @@ impl RunDetail {
                 self.index.0.insert(key.clone(), (k, a));
                 (k, a)
             }
-        };
-        self.phases.get_mut(at.0)?.agents.get_mut(at.1)
+        })
     }
 
     /// The same run with only the phases named (in the order recorded),

@@ -122,8 +122,8 @@ impl Attempt {
             key: Arc::clone(&self.key),
             seq,
             ts_ms,
-            kind: kind.into(),
-            data_json: data_json.into(),
+            kind: kind.to_string().into(),
+            data_json: data_json.to_string().into(),
             raw: raw.into(),
         }
     }

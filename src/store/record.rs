@@ -10,6 +10,7 @@
 //! events carry instead of the four texts (the writer looks it up once per
 //! attempt). Times are Unix milliseconds.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 pub(crate) use super::status::{Outcome, RunStatus};
@@ -116,10 +117,13 @@ pub enum Record {
         seq: u64,
         ts_ms: u64,
         /// The normalized kind (`tool_call`, ...), or `raw` for a line that
-        /// gave no normalized event, `stderr` for a stderr line.
-        kind: String,
+        /// gave no normalized event, `stderr` for a stderr line. Borrowed
+        /// when it is one of the names orch knows (nearly always), as is
+        /// the `null` of a raw line: an event is freed on the writer's
+        /// thread, and each allocation it carries cost a free there.
+        kind: Cow<'static, str>,
         /// The normalized event as JSON (`null` for raw/stderr lines).
-        data_json: String,
+        data_json: Cow<'static, str>,
         /// The line as the CLI printed it (capped).
         raw: String,
     },
