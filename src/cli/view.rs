@@ -143,7 +143,7 @@ pub(super) fn progress_view(view: View) -> (Arc<dyn Listener>, Option<indicatif:
             let mut err = std::io::stderr().lock();
             match p {
                 RunEvent::Recorded(Record::PhaseStarted { .. }) => {
-                    let _ = writeln!(err, "{line}");
+                    let _ = err.write_all(format!("{line}\n").as_bytes());
                 }
                 RunEvent::Recorded(Record::PhaseFinished { .. }) => {
                     let lines = held.remove(phase).unwrap_or_default();
@@ -163,7 +163,10 @@ pub(super) fn progress_view(view: View) -> (Arc<dyn Listener>, Option<indicatif:
     if view == View::Plain {
         let f: Arc<dyn Listener> = Arc::new(|p: &RunEvent| {
             if let Some((_, line)) = progress_line(p) {
-                let _ = writeln!(std::io::stderr(), "[{}] {line}", time_of_day(now_ms()));
+                // One write per line: stderr is unbuffered, and a formatted
+                // write is a system call per piece.
+                let line = format!("[{}] {line}\n", time_of_day(now_ms()));
+                let _ = std::io::stderr().write_all(line.as_bytes());
             }
         });
         return (f, None);
