@@ -97,17 +97,20 @@ pub(crate) fn export(state_dir: &Path, run_id: &str, out: &Path) -> Result<Moved
         moved.phases = copy("phases", "rowid")?;
         // Attempts keep their ids, so the events' `attempt_id` holds.
         moved.attempts = copy("attempts", "id")?;
-        // The run's events are in its spans of rowids (and, from an orch
-        // that kept no spans, above every span).
+        // The run's events are in its attempts' spans of rowids (and, from
+        // an orch that kept no spans, above every span), each once.
         moved.events = tx.execute(
             "INSERT INTO dst.events
-             SELECT e.* FROM main.event_spans s
-               CROSS JOIN main.events e ON e.rowid BETWEEN s.first_id AND s.last_id
-              WHERE s.run_id = ?1
-             UNION ALL
-             SELECT * FROM main.events
-              WHERE rowid > (SELECT coalesce(max(last_id), 0) FROM main.event_spans)
-                AND attempt_id IN (SELECT id FROM main.attempts WHERE run_id = ?1)",
+             SELECT * FROM main.events WHERE rowid IN (
+                 SELECT e.rowid FROM main.attempts a
+                 JOIN main.attempt_spans s ON s.attempt_id = a.id
+                 CROSS JOIN main.events e ON e.rowid BETWEEN s.first_id AND s.last_id
+                 WHERE a.run_id = ?1 AND e.attempt_id = a.id
+                 UNION
+                 SELECT rowid FROM main.events
+                 WHERE rowid > (SELECT coalesce(max(last_id), 0) FROM main.attempt_spans)
+                   AND attempt_id IN (SELECT id FROM main.attempts WHERE run_id = ?1))
+             ORDER BY rowid",
             [run_id],
         )? as u64;
         moved.artifacts = copy("artifacts", "rowid")?;
@@ -350,10 +353,23 @@ fn merge(tx: &Connection, file: &Path) -> Result<Moved, StoreError> {
          WHERE main.attempts.outcome = 'running' AND excluded.outcome != 'running'",
         [],
     )? as u64;
-    // Events: an attempt's are numbered from 0 in the order they came, so
-    // the file's events of an attempt known here are the ones here up to
-    // the last one here, and only those past it are new. A file that
-    // numbers two events of an attempt alike is not one orch wrote.
+    // Events: an event of an attempt known here is known by its number. A
+    // file that holds an attempt twice, or numbers two events of an
+    // attempt alike, is not one orch wrote.
+    let twin: Option<(String, String, String, u32)> = tx
+        .query_row(
+            "SELECT run_id, phase, agent, attempt FROM src.attempts
+             GROUP BY run_id, phase, agent, attempt HAVING count(*) > 1 LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .optional()?;
+    if let Some((run, phase, agent, n)) = twin {
+        return Err(transfer_error(format!(
+            "`{}` holds attempt {n} of `{phase}/{agent}` in run `{run}` twice: nothing was imported",
+            file.display()
+        )));
+    }
     let repeated: Option<(i64, i64)> = tx
         .query_row(
             "SELECT attempt_id, seq FROM src.events GROUP BY attempt_id, seq
@@ -368,51 +384,59 @@ fn merge(tx: &Connection, file: &Path) -> Result<Moved, StoreError> {
             file.display()
         )));
     }
+    // The numbers of the events here of the file's runs, read once
+    // through their attempts' spans (events have no key of their own).
     tx.execute_batch(
         "DROP TABLE IF EXISTS temp.known_events;
-         CREATE TEMP TABLE known_events (attempt_id INTEGER PRIMARY KEY, top INTEGER NOT NULL);",
+         CREATE TEMP TABLE known_events (
+             attempt_id INTEGER NOT NULL,
+             seq        INTEGER NOT NULL,
+             PRIMARY KEY (attempt_id, seq)
+         ) WITHOUT ROWID;",
     )?;
     tx.execute(
-        "INSERT INTO temp.known_events (attempt_id, top)
-         SELECT m.id, (SELECT max(e.seq) FROM main.attempt_spans sp
-                         CROSS JOIN main.events e ON e.rowid BETWEEN sp.first_id AND sp.last_id
-                        WHERE sp.attempt_id = m.id AND e.attempt_id = m.id)
+        "INSERT OR IGNORE INTO temp.known_events (attempt_id, seq)
+         SELECT e.attempt_id, e.seq
          FROM main.attempts m
-         WHERE m.run_id IN (SELECT run_id FROM src.runs)
-           AND EXISTS (SELECT 1 FROM main.attempt_spans sp WHERE sp.attempt_id = m.id)",
+         JOIN main.attempt_spans sp ON sp.attempt_id = m.id
+         CROSS JOIN main.events e ON e.rowid BETWEEN sp.first_id AND sp.last_id
+         WHERE m.run_id IN (SELECT run_id FROM src.runs) AND e.attempt_id = m.id",
         [],
     )?;
-    // New ones go in run by run, so each run's land in one span of rowids
-    // (`event_spans`), under this database's id of their attempt.
-    let before: i64 = tx.query_row("SELECT coalesce(max(rowid), 0) FROM main.events", [], |r| {
-        r.get(0)
-    })?;
-    moved.events = tx.execute(
-        "INSERT INTO main.events (attempt_id, seq, ts_ms, kind, data_json, raw)
-         SELECT m.id, e.seq, e.ts_ms, e.kind, e.data_json, e.raw
-         FROM src.events e
-         JOIN src.attempts s ON s.id = e.attempt_id
-         JOIN main.attempts m ON m.run_id = s.run_id AND m.phase = s.phase
-                             AND m.agent = s.agent AND m.attempt = s.attempt
-         LEFT JOIN temp.known_events k ON k.attempt_id = m.id
-         WHERE k.top IS NULL OR e.seq > k.top
-         ORDER BY s.run_id, s.phase, s.agent, s.attempt, e.seq",
-        [],
-    )? as u64;
+    // New ones go in run by run, in order; the rowids they took make their
+    // runs' and attempts' spans (SQLite may hand out any free rowid when
+    // the largest is taken, so they are read back, not assumed).
+    let mut added: Vec<(i64, i64)> = tx
+        .prepare(
+            "INSERT INTO main.events (attempt_id, seq, ts_ms, kind, data_json, raw)
+             SELECT m.id, e.seq, e.ts_ms, e.kind, e.data_json, e.raw
+             FROM src.events e
+             JOIN src.attempts s ON s.id = e.attempt_id
+             JOIN main.attempts m ON m.run_id = s.run_id AND m.phase = s.phase
+                                 AND m.agent = s.agent AND m.attempt = s.attempt
+             WHERE NOT EXISTS (SELECT 1 FROM temp.known_events k
+                               WHERE k.attempt_id = m.id AND k.seq = e.seq)
+             ORDER BY s.run_id, s.phase, s.agent, s.attempt, e.seq
+             RETURNING rowid, attempt_id",
+        )?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
     tx.execute_batch("DROP TABLE temp.known_events")?;
-    tx.execute(
-        "INSERT INTO main.event_spans (run_id, first_id, last_id)
-         SELECT a.run_id, min(e.rowid), max(e.rowid)
-         FROM main.events e JOIN main.attempts a ON a.id = e.attempt_id
-         WHERE e.rowid > ?1 GROUP BY a.run_id",
-        [before],
-    )?;
-    tx.execute(
-        "INSERT INTO main.attempt_spans (attempt_id, first_id, last_id)
-         SELECT attempt_id, min(rowid), max(rowid) FROM main.events
-         WHERE rowid > ?1 GROUP BY attempt_id",
-        [before],
-    )?;
+    moved.events = added.len() as u64;
+    added.sort_unstable();
+    let runs_of: std::collections::HashMap<i64, String> = tx
+        .prepare(
+            "SELECT id, run_id FROM main.attempts WHERE run_id IN (SELECT run_id FROM src.runs)",
+        )?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    let mut spans = super::writer::EventSpans::default();
+    for (id, attempt_id) in added {
+        if let Some(run_id) = runs_of.get(&attempt_id) {
+            spans.add_ids(run_id, attempt_id, id);
+        }
+    }
+    spans.save(tx)?;
     moved.artifacts = tx.execute(
         "INSERT INTO main.artifacts SELECT * FROM src.artifacts WHERE true
          ON CONFLICT (run_id, phase, path) DO UPDATE SET sha256 = excluded.sha256
@@ -704,6 +728,63 @@ mod tests {
         let err = import(dst.path(), &forged).unwrap_err().to_string();
         assert!(err.contains("holds event 1 of one attempt"), "{err}");
         assert!(events(dst.path(), "r2").is_empty(), "nothing was imported");
+    }
+
+    /// Round z8: an event missing from one file arrives with a later one;
+    /// a file holding an attempt twice is refused; a history whose largest
+    /// rowid was planted still takes each event once and finds it.
+    #[test]
+    fn import_fills_gaps_refuses_twins_and_survives_a_planted_rowid() {
+        let ok = [("p", Outcome::Succeeded)];
+        let (src, _s) = store_with(whole_run("r1", 1, 0, &ok, 5, Some(RunStatus::Succeeded)));
+        let (dst, _d) = store_with(whole_run("r1", 1, 0, &ok, 3, None));
+        let full = src.path().join("full.db");
+        export(src.path(), "r1", &full).unwrap();
+        let gap = src.path().join("gap.db");
+        std::fs::copy(&full, &gap).unwrap();
+        Connection::open(&gap)
+            .unwrap()
+            .execute("DELETE FROM events WHERE seq = 3", [])
+            .unwrap();
+        let sorted = |state: &Path| {
+            let mut v = events(state, "r1");
+            v.sort_by_key(|e| e.3);
+            v
+        };
+        assert_eq!(import(dst.path(), &gap).unwrap().0.events, 1);
+        assert_eq!(import(dst.path(), &full).unwrap().0.events, 1);
+        assert_eq!(sorted(dst.path()), sorted(src.path()));
+
+        let twin = src.path().join("twin.db");
+        std::fs::copy(&full, &twin).unwrap();
+        Connection::open(&twin)
+            .unwrap()
+            .execute_batch(
+                "CREATE TABLE loose AS SELECT * FROM attempts;
+                 INSERT INTO loose SELECT * FROM attempts;
+                 UPDATE loose SET id = id + 100 WHERE rowid > (SELECT count(*) FROM attempts);
+                 DROP TABLE attempts;
+                 ALTER TABLE loose RENAME TO attempts;",
+            )
+            .unwrap();
+        let err = import(dst.path(), &twin).unwrap_err().to_string();
+        assert!(
+            err.contains("holds attempt 1 of `p/a` in run `r1` twice"),
+            "{err}"
+        );
+
+        let (planted, _p) = store_with([]);
+        Connection::open(planted.path().join(DB_FILE))
+            .unwrap()
+            .execute(
+                "INSERT INTO events (rowid, attempt_id, seq, ts_ms, kind, data_json, raw)
+                 VALUES (9223372036854775807, 999999, 0, 0, 'raw', 'null', 'planted')",
+                [],
+            )
+            .unwrap();
+        assert_eq!(import(planted.path(), &full).unwrap().0.events, 5);
+        assert_eq!(import(planted.path(), &full).unwrap().0.events, 0);
+        assert_eq!(sorted(planted.path()), sorted(src.path()));
     }
 
     fn learnings(state: &Path) -> i64 {

@@ -467,7 +467,7 @@ impl<'r> EventRows<'r> {
         })?;
         Ok(EventRows {
             pending: Vec::with_capacity(EVENTS_PER_STATEMENT),
-            next_id: (max < i64::MAX / 2).then_some(max + 1),
+            next_id: (max < i64::MAX / 2).then(|| max + 1),
         })
     }
 
@@ -600,15 +600,30 @@ const ATTEMPT_SPAN_GAP: i64 = 1024;
 /// `ATTEMPT_SPAN_GAP` rows before `?2`.
 const EXTEND_ATTEMPT_SPAN: &str = "UPDATE attempt_spans SET last_id = ?3
                                    WHERE attempt_id = ?1 AND last_id >= ?2 - 1 - ?4
+                                     AND last_id < ?2 AND first_id <= last_id
                                      AND first_id = (SELECT max(first_id) FROM attempt_spans
                                                      WHERE attempt_id = ?1)";
+
+/// A new span of a run. One that starts where a span already starts (only
+/// a planted row could) takes the larger end rather than fail the batch
+/// and lose its events.
+const INSERT_RUN_SPAN: &str =
+    "INSERT INTO event_spans (run_id, first_id, last_id) VALUES (?1, ?2, ?3)
+                               ON CONFLICT (run_id, first_id)
+                               DO UPDATE SET last_id = max(last_id, excluded.last_id)";
+
+/// A new span of an attempt, as [`INSERT_RUN_SPAN`].
+const INSERT_ATTEMPT_SPAN: &str = "INSERT INTO attempt_spans (attempt_id, first_id, last_id)
+                                   VALUES (?1, ?2, ?3)
+                                   ON CONFLICT (attempt_id, first_id)
+                                   DO UPDATE SET last_id = max(last_id, excluded.last_id)";
 
 /// Where a batch's events went, for `event_spans` (schema step 2) and
 /// `attempt_spans` (step 8). A batch's events take consecutive rowids
 /// (one transaction, holding the write lock; an insert that fails takes
 /// none), so consecutive events of one run make one span.
 #[derive(Default)]
-struct EventSpans<'a> {
+pub(super) struct EventSpans<'a> {
     /// (run, first rowid, last rowid), in order.
     spans: Vec<(&'a str, i64, i64)>,
     /// (attempt id, first rowid, last rowid), in order of their first.
@@ -622,9 +637,17 @@ impl<'a> EventSpans<'a> {
         let Record::Event { key, .. } = record else {
             return;
         };
-        let run_id = key.run_id.as_str();
+        self.add_ids(&key.run_id, attempt_id, id);
+    }
+
+    /// `add` by ids. A span only ever grows upwards: SQLite gives a new
+    /// row one more than the largest rowid, unless the largest is the last
+    /// one there is (planted), and then any free one, lower included.
+    pub(super) fn add_ids(&mut self, run_id: &'a str, attempt_id: i64, id: i64) {
         match self.spans.last_mut() {
-            Some((run, _, last)) if *run == run_id => *last = id,
+            Some((run, _, last)) if *run == run_id && id.checked_sub(1) == Some(*last) => {
+                *last = id
+            }
             _ => self.spans.push((run_id, id, id)),
         }
         let at = match self.attempts.get(self.last) {
@@ -632,7 +655,10 @@ impl<'a> EventSpans<'a> {
             _ => self.attempts.iter().rposition(|(a, _, _)| *a == attempt_id),
         };
         match at {
-            Some(i) if self.attempts[i].2 >= id - 1 - ATTEMPT_SPAN_GAP => {
+            Some(i)
+                if self.attempts[i].2 < id
+                    && self.attempts[i].2 >= id.saturating_sub(1 + ATTEMPT_SPAN_GAP) =>
+            {
                 self.attempts[i].2 = id;
                 self.last = i;
             }
@@ -647,16 +673,14 @@ impl<'a> EventSpans<'a> {
     /// event in between) extends it, so a run keeps one span per stretch
     /// of the database it wrote alone, however small its batches. An
     /// attempt's span extends its last one over a short gap as well.
-    fn save(&self, tx: &Connection) -> rusqlite::Result<()> {
+    pub(super) fn save(&self, tx: &Connection) -> rusqlite::Result<()> {
         for (run_id, first, last) in &self.spans {
             let extended = tx
                 .prepare_cached(EXTEND_SPAN)?
                 .execute(params![run_id, first, last])?;
             if extended == 0 {
-                tx.prepare_cached(
-                    "INSERT INTO event_spans (run_id, first_id, last_id) VALUES (?1, ?2, ?3)",
-                )?
-                .execute(params![run_id, first, last])?;
+                tx.prepare_cached(INSERT_RUN_SPAN)?
+                    .execute(params![run_id, first, last])?;
             }
         }
         for (attempt_id, first, last) in &self.attempts {
@@ -667,10 +691,8 @@ impl<'a> EventSpans<'a> {
                 ATTEMPT_SPAN_GAP
             ])?;
             if extended == 0 {
-                tx.prepare_cached(
-                    "INSERT INTO attempt_spans (attempt_id, first_id, last_id) VALUES (?1, ?2, ?3)",
-                )?
-                .execute(params![attempt_id, first, last])?;
+                tx.prepare_cached(INSERT_ATTEMPT_SPAN)?
+                    .execute(params![attempt_id, first, last])?;
             }
         }
         Ok(())
@@ -1417,6 +1439,59 @@ mod tests {
         let page = store.events("r1", None, 0, 100_000).unwrap();
         assert_eq!(page.events.len(), 201 + ATTEMPT_SPAN_GAP as usize + 50);
         assert_eq!(store.event_count("r1").unwrap(), page.events.len() as u64);
+    }
+
+    /// Rows planted in the database (the largest rowid there is, a span
+    /// that starts where the next attempt's will) neither lose nor hide an
+    /// event: SQLite then hands out rowids anywhere, and every span still
+    /// grows upwards (round z8).
+    #[test]
+    fn planted_rows_neither_lose_nor_hide_events() {
+        let (_dir, store) = store_with([run_started("r1", 1, 0), phase_started("r1", "p", 0)]);
+        {
+            let conn = Connection::open(store.db_path()).unwrap();
+            conn.execute_batch(
+                "INSERT INTO events (rowid, attempt_id, seq, ts_ms, kind, data_json, raw)
+                     VALUES (9223372036854775807, 999999, 0, 0, 'raw', 'null', 'planted');
+                 INSERT INTO attempt_spans VALUES (2, 1, 0);",
+            )
+            .unwrap();
+        }
+        let w = store.writer();
+        let (a, b) = (attempt("r1", "p", "a", 1), attempt("r1", "p", "b", 1));
+        w.send(a.start(0)).unwrap();
+        w.send(b.start(0)).unwrap();
+        for seq in 0..300 {
+            w.send(a.event_of(seq, 0, "raw", "null", &format!("a.{seq}")))
+                .unwrap();
+            w.send(b.event_of(seq, 0, "raw", "null", &format!("b.{seq}")))
+                .unwrap();
+            if seq % 100 == 0 {
+                w.flush().unwrap();
+            }
+        }
+        w.flush().unwrap();
+        let run = store.run("r1").unwrap().unwrap();
+        let counts: Vec<(String, u64)> = run.phases[0]
+            .agents
+            .iter()
+            .map(|x| (x.agent.clone(), x.events))
+            .collect();
+        assert_eq!(counts, [("a".to_string(), 300), ("b".to_string(), 300)]);
+        assert_eq!(store.event_count("r1").unwrap(), 600);
+        let mut seen: Vec<String> = store
+            .events("r1", None, 0, 100_000)
+            .unwrap()
+            .events
+            .into_iter()
+            .map(|e| e.raw)
+            .collect();
+        seen.sort();
+        let mut want: Vec<String> = (0..300)
+            .flat_map(|s| [format!("a.{s}"), format!("b.{s}")])
+            .collect();
+        want.sort();
+        assert_eq!(seen, want);
     }
 
     #[test]
