@@ -217,6 +217,14 @@ async fn read_lines<R: AsyncRead + Unpin>(r: R, tx: mpsc::Sender<Line>, stdout: 
     }
 }
 
+/// One line into a raw log (buffered): two copies, not the formatting
+/// machinery a `writeln!` runs per line.
+fn log_line(f: &mut std::io::BufWriter<std::fs::File>, text: &str) {
+    use std::io::Write;
+    let _ = f.write_all(text.as_bytes());
+    let _ = f.write_all(b"\n");
+}
+
 /// Write out what the raw logs hold so far.
 fn flush_logs(
     out: &mut Option<std::io::BufWriter<std::fs::File>>,
@@ -542,8 +550,7 @@ pub(crate) async fn run_attempt(
                         Line::Out(text, cut) => {
                             let text = if cut { format!("{text} [line cut at {MAX_LINE} bytes]") } else { text };
                             if let Some(f) = raw_out.as_mut() {
-                                use std::io::Write;
-                                let _ = writeln!(f, "{text}");
+                                log_line(f, &text);
                             }
                             let mut events = if cut { Vec::new() } else { adapter.parse_line(&text) };
                             if inv.confinement.is_some() {
@@ -578,8 +585,7 @@ pub(crate) async fn run_attempt(
                         Line::Err(text, cut) => {
                             let text = if cut { format!("{text} [line cut at {MAX_LINE} bytes]") } else { text };
                             if let Some(f) = raw_err.as_mut() {
-                                use std::io::Write;
-                                let _ = writeln!(f, "{text}");
+                                log_line(f, &text);
                             }
                             let said = text.trim();
                             if !said.is_empty() {
