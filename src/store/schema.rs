@@ -281,6 +281,19 @@ pub(super) const MIGRATIONS: &[&str] = &[
         SELECT rowid, attempt_id, seq, ts_ms, kind, data_json, raw FROM events ORDER BY rowid;
     DROP TABLE events;
     ALTER TABLE events_v8 RENAME TO events;
+
+    -- The runs' spans again, each a stretch of rowids holding only its
+    -- run's events: a writer before this step let a span run backwards
+    -- when the largest rowid had been planted (SQLite then hands out any
+    -- free rowid), hiding the run's events from every reader (round z8).
+    DELETE FROM event_spans;
+    INSERT INTO event_spans (run_id, first_id, last_id)
+        SELECT run_id, min(id), max(id) FROM (
+            SELECT e.rowid AS id, a.run_id AS run_id,
+                   row_number() OVER (ORDER BY e.rowid)
+                   - row_number() OVER (PARTITION BY a.run_id ORDER BY e.rowid) AS island
+            FROM events e JOIN attempts a ON a.id = e.attempt_id)
+        GROUP BY run_id, island;
     "#,
 ];
 
@@ -550,14 +563,19 @@ mod tests {
         let conn = open(&path, false).unwrap();
         assert_eq!(user_version(&conn).unwrap(), latest_version());
         let mut st = conn
-            .prepare("SELECT run_id, first_id, last_id FROM event_spans ORDER BY run_id")
+            .prepare("SELECT run_id, first_id, last_id FROM event_spans ORDER BY run_id, first_id")
             .unwrap();
         let spans: Vec<(String, i64, i64)> = st
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
             .unwrap()
             .collect::<Result<_, _>>()
             .unwrap();
-        assert_eq!(spans, [("a".into(), 1, 4), ("b".into(), 2, 3)]);
+        // Step 2 made a span per run, from its first event to its last;
+        // step 8 remade them as stretches that hold only the run's events.
+        assert_eq!(
+            spans,
+            [("a".into(), 1, 1), ("a".into(), 4, 4), ("b".into(), 2, 3)]
+        );
         drop(st);
         let reader = super::super::query::Reader::new(conn, path);
         let raws = |run| -> Vec<String> {
@@ -681,7 +699,9 @@ mod tests {
                 )
                 .unwrap();
             }
-            conn.execute("INSERT INTO event_spans VALUES ('a', 1, 6)", [])
+            // Backwards, as a writer before step 8 left it after a planted
+            // largest rowid.
+            conn.execute("INSERT INTO event_spans VALUES ('a', 6, 1)", [])
                 .unwrap();
         }
         let conn = open(&path, false).unwrap();
@@ -703,6 +723,7 @@ mod tests {
             .unwrap();
         assert_eq!(keys, 0);
         let reader = super::super::query::Reader::new(conn, path);
+        assert_eq!(reader.events("a", None, 0, 100).unwrap().events.len(), 6);
         let run = reader.run("a").unwrap().unwrap();
         let agents: Vec<(String, u64, Vec<String>)> = run.phases[0]
             .agents

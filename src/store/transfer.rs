@@ -233,6 +233,33 @@ pub(crate) fn import(state_dir: &Path, file: &Path) -> Result<(Moved, Vec<String
 
 fn merge(tx: &Connection, file: &Path) -> Result<Moved, StoreError> {
     let mut moved = Moved::default();
+    // A file is hostile input (an agent of an earlier CI job could have
+    // written it): values of a type orch never writes would compare
+    // equal to others (`'1'` to 1) or stop every later read of the run.
+    let misshapen: Option<String> = tx
+        .query_row(
+            "SELECT 'attempt ' || quote(attempt) || ' of run ' || quote(run_id)
+             FROM src.attempts
+             WHERE typeof(id) != 'integer' OR typeof(run_id) != 'text'
+                OR typeof(phase) != 'text' OR typeof(agent) != 'text'
+                OR typeof(attempt) != 'integer' OR attempt < 1
+             UNION ALL
+             SELECT 'event ' || quote(seq) || ' of attempt id ' || quote(attempt_id)
+             FROM src.events
+             WHERE typeof(attempt_id) != 'integer' OR typeof(seq) != 'integer' OR seq < 0
+                OR typeof(ts_ms) != 'integer' OR typeof(kind) != 'text'
+                OR typeof(data_json) != 'text' OR typeof(raw) != 'text'
+             LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if let Some(what) = misshapen {
+        return Err(transfer_error(format!(
+            "`{}` holds {what} with values orch never writes: nothing was imported",
+            file.display()
+        )));
+    }
     // Runs: new ones are added (a run still `running` in the file was cut
     // off on its machine: interrupted); a known one must come from the
     // same files, and takes the earliest start, the latest end, the worse
@@ -400,7 +427,7 @@ fn merge(tx: &Connection, file: &Path) -> Result<Moved, StoreError> {
          FROM main.attempts m
          JOIN main.attempt_spans sp ON sp.attempt_id = m.id
          CROSS JOIN main.events e ON e.rowid BETWEEN sp.first_id AND sp.last_id
-         WHERE m.run_id IN (SELECT run_id FROM src.runs) AND e.attempt_id = m.id",
+         WHERE m.run_id IN (SELECT run_id FROM src.attempts) AND e.attempt_id = m.id",
         [],
     )?;
     // New ones go in run by run, in order; the rowids they took make their
@@ -426,7 +453,7 @@ fn merge(tx: &Connection, file: &Path) -> Result<Moved, StoreError> {
     added.sort_unstable();
     let runs_of: std::collections::HashMap<i64, String> = tx
         .prepare(
-            "SELECT id, run_id FROM main.attempts WHERE run_id IN (SELECT run_id FROM src.runs)",
+            "SELECT id, run_id FROM main.attempts WHERE run_id IN (SELECT run_id FROM src.attempts)",
         )?
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<Result<_, _>>()?;
@@ -772,6 +799,19 @@ mod tests {
             err.contains("holds attempt 1 of `p/a` in run `r1` twice"),
             "{err}"
         );
+        // Values of a type orch never writes (a negative number, a name
+        // as bytes) are refused, not stored for every later read to trip on.
+        for change in [
+            "UPDATE events SET seq = -1 WHERE seq = 0",
+            "UPDATE attempts SET agent = CAST(agent AS BLOB)",
+        ] {
+            let odd = src.path().join("odd.db");
+            std::fs::copy(&full, &odd).unwrap();
+            Connection::open(&odd).unwrap().execute(change, []).unwrap();
+            let err = import(dst.path(), &odd).unwrap_err().to_string();
+            assert!(err.contains("values orch never writes"), "{change}: {err}");
+        }
+        assert_eq!(sorted(dst.path()), sorted(src.path()));
 
         let (planted, _p) = store_with([]);
         Connection::open(planted.path().join(DB_FILE))
