@@ -275,6 +275,7 @@ pub(crate) fn profile(
     let mut decoder = Decoder {
         source: &source,
         diags: Vec::new(),
+        offset: 0,
     };
     let mut raw = RawProfile {
         path,

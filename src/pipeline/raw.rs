@@ -393,9 +393,20 @@ pub mod keys {
 /// Parse and decode a pipeline file. Syntax errors stop here; otherwise the
 /// raw pipeline comes back with every structural problem found.
 pub(crate) fn decode(source: &Arc<SourceFile>) -> (Option<RawPipeline>, Vec<Diagnostic>) {
+    if let Some(stretches) = phase_stretches(&source.text)
+        && let Some(decoded) = decode_by_phase(source, &stretches)
+    {
+        return decoded;
+    }
+    decode_whole(source)
+}
+
+/// [`decode`] from the TOML tree of the whole file.
+fn decode_whole(source: &Arc<SourceFile>) -> (Option<RawPipeline>, Vec<Diagnostic>) {
     let mut d = Decoder {
         source,
         diags: Vec::new(),
+        offset: 0,
     };
     let (root, errors) = DeTable::parse_recoverable(&source.text);
     if !errors.is_empty() {
@@ -423,6 +434,126 @@ pub(crate) fn decode(source: &Arc<SourceFile>) -> (Option<RawPipeline>, Vec<Diag
     (Some(raw), d.diags)
 }
 
+/// Where each `[[phases]]` table of a file starts, when the file is laid
+/// out as pipelines are (everything else first, then the phases, each
+/// with only its own `[phases.*]` tables after it): then the head and
+/// each phase can be parsed on their own, so the TOML tree of only one
+/// phase is in memory at a time, not the whole file's (a 100,000-phase
+/// file's tree took over 400 MB). `None` for any other layout.
+///
+/// Found with the TOML lexer, so a `[[phases]]` inside a multi-line
+/// string or a line of an array value is not taken for a header. Whether
+/// the stretches really are the file is checked when they are parsed
+/// ([`decode_by_phase`]): anything unexpected falls back to parsing the
+/// file whole.
+fn phase_stretches(text: &str) -> Option<Vec<usize>> {
+    use toml_parser::lexer::TokenKind;
+    let mut starts = Vec::new();
+    let mut line_start = 0;
+    let mut at_line_start = true;
+    let mut depth: u32 = 0;
+    for token in toml_parser::Source::new(text).lex() {
+        let span = token.span();
+        match token.kind() {
+            TokenKind::Newline => {
+                at_line_start = true;
+                line_start = span.end();
+                continue;
+            }
+            TokenKind::Whitespace => continue,
+            TokenKind::LeftSquareBracket if at_line_start && depth == 0 => {
+                let line = &text[line_start..];
+                let line = &line[..line.find('\n').unwrap_or(line.len())];
+                let header = line.split('#').next().unwrap_or("").trim();
+                if let Some(inner) = header
+                    .strip_prefix("[[")
+                    .and_then(|h| h.strip_suffix("]]"))
+                    .map(str::trim)
+                {
+                    if inner == "phases" {
+                        starts.push(line_start);
+                    } else if !starts.is_empty() && !inner.starts_with("phases.") {
+                        return None;
+                    }
+                } else if !starts.is_empty()
+                    && !header
+                        .strip_prefix('[')
+                        .is_some_and(|h| h.trim_start().starts_with("phases."))
+                {
+                    // Another table after the phases.
+                    return None;
+                }
+                depth += 1;
+            }
+            TokenKind::LeftSquareBracket | TokenKind::LeftCurlyBracket => depth += 1,
+            TokenKind::RightSquareBracket | TokenKind::RightCurlyBracket => {
+                depth = depth.saturating_sub(1)
+            }
+            _ => {}
+        }
+        at_line_start = false;
+    }
+    (!starts.is_empty()).then_some(starts)
+}
+
+/// [`decode`] of the head and of each phase's stretch on its own. `None`
+/// when a stretch does not parse cleanly or holds more than its phase (or
+/// the head holds `phases`): the caller parses the file whole, so errors
+/// and structure are reported exactly as for any file.
+fn decode_by_phase(
+    source: &Arc<SourceFile>,
+    starts: &[usize],
+) -> Option<(Option<RawPipeline>, Vec<Diagnostic>)> {
+    let text = &source.text;
+    let mut d = Decoder {
+        source,
+        diags: Vec::new(),
+        offset: 0,
+    };
+    let (root, errors) = DeTable::parse_recoverable(&text[..starts[0]]);
+    if !errors.is_empty() || root.get_ref().contains_key("phases") {
+        return None;
+    }
+    let mut raw = d.pipeline(root.get_ref());
+    drop(root);
+    // `pipeline` found `phases` missing from the head: they are below.
+    let missing_phases = d
+        .diags
+        .iter()
+        .position(|g| matches!(&g.problem, Problem::MissingKey { key: "phases", .. }));
+    if let Some(i) = missing_phases {
+        d.diags.remove(i);
+    }
+    let mut phases = Vec::with_capacity(starts.len());
+    // The array's span, as the whole file's tree gives it: its first
+    // header's.
+    let mut first_span = None;
+    for (i, &start) in starts.iter().enumerate() {
+        let end = starts.get(i + 1).copied().unwrap_or(text.len());
+        let (root, errors) = DeTable::parse_recoverable(&text[start..end]);
+        let root = root.get_ref();
+        if !errors.is_empty() || root.len() != 1 {
+            return None;
+        }
+        let DeValue::Array(items) = root.get("phases")?.get_ref() else {
+            return None;
+        };
+        if items.len() != 1 {
+            return None;
+        }
+        let item = items.iter().next()?;
+        let DeValue::Table(t) = item.get_ref() else {
+            return None;
+        };
+        d.offset = start;
+        let span = d.at(item.span());
+        first_span.get_or_insert_with(|| span.clone());
+        phases.push(d.phase(t, span));
+    }
+    raw.phases = Some(Spanned::new(phases, first_span?));
+    Some((Some(raw), d.diags))
+}
+
 fn first_line(s: &str) -> String {
     s.trim().lines().next().unwrap_or("").to_string()
 }
@@ -431,11 +562,19 @@ fn first_line(s: &str) -> String {
 pub(crate) struct Decoder<'s> {
     pub(crate) source: &'s Arc<SourceFile>,
     pub(crate) diags: Vec<Diagnostic>,
+    /// Where in `source` the text the tree was parsed from starts (a
+    /// phase's stretch of the file, see [`phase_stretches`]; else 0).
+    pub(crate) offset: usize,
 }
 
 type Value<'i> = TomlSpanned<DeValue<'i>>;
 
 impl Decoder<'_> {
+    /// A span of the parsed text as a span of the file.
+    fn at(&self, span: Range<usize>) -> Range<usize> {
+        span.start + self.offset..span.end + self.offset
+    }
+
     fn error(&mut self, problem: Problem, span: Range<usize>) {
         self.diags
             .push(Diagnostic::error(problem, self.source, span));
@@ -455,7 +594,7 @@ impl Decoder<'_> {
                 suggestion,
                 known,
             },
-            key.span(),
+            self.at(key.span()),
         );
     }
 
@@ -466,7 +605,7 @@ impl Decoder<'_> {
                 expected,
                 found: type_name(value.get_ref()),
             },
-            value.span(),
+            self.at(value.span()),
         );
     }
 
@@ -482,7 +621,7 @@ impl Decoder<'_> {
 
     pub(crate) fn string(&mut self, key: &str, v: &Value<'_>) -> Option<SpStr> {
         match v.get_ref() {
-            DeValue::String(s) => Some(Spanned::new(s.to_string(), v.span())),
+            DeValue::String(s) => Some(Spanned::new(s.to_string(), self.at(v.span()))),
             _ => {
                 self.wrong_type(key, "a string", v);
                 None
@@ -494,10 +633,10 @@ impl Decoder<'_> {
         match v.get_ref() {
             DeValue::Integer(i) => {
                 match i64::from_str_radix(&i.as_str().replace('_', ""), i.radix()) {
-                    Ok(n) => Some(Spanned::new(n, v.span())),
+                    Ok(n) => Some(Spanned::new(n, self.at(v.span()))),
                     Err(_) => {
                         // Only overflow gets here: the TOML parser checked the digits.
-                        let found = self.source.text[v.span()].to_string();
+                        let found = self.source.text[self.at(v.span())].to_string();
                         let problem = if found.starts_with('-') {
                             Problem::TooSmall {
                                 key: key.to_string(),
@@ -511,7 +650,7 @@ impl Decoder<'_> {
                                 found,
                             }
                         };
-                        self.error(problem, v.span());
+                        self.error(problem, self.at(v.span()));
                         None
                     }
                 }
@@ -525,7 +664,7 @@ impl Decoder<'_> {
 
     pub(crate) fn boolean(&mut self, key: &str, v: &Value<'_>) -> Option<Spanned<bool>> {
         match v.get_ref() {
-            DeValue::Boolean(b) => Some(Spanned::new(*b, v.span())),
+            DeValue::Boolean(b) => Some(Spanned::new(*b, self.at(v.span()))),
             _ => {
                 self.wrong_type(key, "true or false", v);
                 None
@@ -542,14 +681,14 @@ impl Decoder<'_> {
         let mut ok = true;
         for item in items.iter() {
             match item.get_ref() {
-                DeValue::String(s) => out.push(Spanned::new(s.to_string(), item.span())),
+                DeValue::String(s) => out.push(Spanned::new(s.to_string(), self.at(item.span()))),
                 _ => {
                     self.wrong_type(&format!("{key}[]"), "a string", item);
                     ok = false;
                 }
             }
         }
-        ok.then(|| Spanned::new(out, v.span()))
+        ok.then(|| Spanned::new(out, self.at(v.span())))
     }
 
     fn table<'t, 'i>(&mut self, key: &str, v: &'t Value<'i>) -> Option<&'t DeTable<'i>> {
@@ -573,7 +712,7 @@ impl Decoder<'_> {
             for (k, val) in t.iter() {
                 let name = k.get_ref().to_string();
                 if let Some(item) = each(self, &name, val) {
-                    out.0.push((Spanned::new(name, k.span()), item));
+                    out.0.push((Spanned::new(name, self.at(k.span())), item));
                 }
             }
         }
@@ -630,7 +769,7 @@ impl Decoder<'_> {
         let s: RawMcpServer = self.fields(t, "", ctx);
         let has = |key: &str| t.iter().any(|(k, _)| k.get_ref() == key);
         if !has("command") && !has("url") {
-            self.missing("command", &ctx(), v.span());
+            self.missing("command", &ctx(), self.at(v.span()));
         }
         Some(s)
     }
@@ -653,9 +792,9 @@ impl Decoder<'_> {
                 self.wrong_type(&format!("phases[{i}]"), "a table", item);
                 continue;
             };
-            out.push(self.phase(t, item.span()));
+            out.push(self.phase(t, self.at(item.span())));
         }
-        Some(Spanned::new(out, v.span()))
+        Some(Spanned::new(out, self.at(v.span())))
     }
 
     fn phase(&mut self, t: &DeTable<'_>, span: Range<usize>) -> RawPhase {
@@ -711,6 +850,131 @@ fn type_name(v: &DeValue<'_>) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Decoding phase by phase gives what decoding the whole file gives,
+    /// spans and problems included, for every pipeline in the repository
+    /// and for layouts made to mislead the split; the layouts it cannot
+    /// split are parsed whole.
+    #[test]
+    fn decoding_phase_by_phase_matches_decoding_the_whole_file() {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let mut texts: Vec<(String, String)> = Vec::new();
+        let mut dirs = vec![
+            std::path::PathBuf::from(root).join("pipelines"),
+            std::path::PathBuf::from(root).join("tests"),
+        ];
+        while let Some(dir) = dirs.pop() {
+            for e in std::fs::read_dir(&dir).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else if p.extension().is_some_and(|x| x == "toml")
+                    && let Ok(text) = std::fs::read_to_string(&p)
+                {
+                    texts.push((p.display().to_string(), text));
+                }
+            }
+        }
+        assert!(texts.len() > 20, "the repository's pipelines were found");
+        let head =
+            "version = 1\nname = \"x\"\n[agents.a]\nkind = \"command\"\ncommand = [\"true\"]\n";
+        let made = [
+            // Split: plain phases, their own tables, comments between.
+            (
+                "split",
+                format!(
+                    "{head}[[phases]]\nname = \"a\"\nagents = [\"a\"]\n[phases.tools]\npermission = \"read-only\"\n# c\n\n  [[phases]] # d\nname = \"b\"\nagents = [\"a\"]\ndepends_on = [\"a\"]\nbogus = 1\n[phases.agent_tools.a]\nmax_turns = 3\n"
+                ),
+            ),
+            // A phase without its name, a wrong type, an unknown key.
+            (
+                "problems",
+                format!(
+                    "{head}[[phases]]\nagents = \"a\"\n[[phases]]\nname = 3\nagents = [\"a\"]\nx = 1\n"
+                ),
+            ),
+            // Array lines and strings that look like headers.
+            (
+                "lookalikes",
+                format!(
+                    "{head}[[phases]]\nname = \"a\"\nagents = [\n[\"a\"],\n]\nprompt = \"\"\"\n[[phases]]\nname = \\\"b\\\"\n\"\"\"\n[[phases]]\nname = \"c\"\nagents = [\"a\"]\n"
+                ),
+            ),
+            // Not split: a table after the phases, phases in the head,
+            // a quoted header, a syntax error in a phase.
+            (
+                "after",
+                format!(
+                    "{head}[[phases]]\nname = \"a\"\nagents = [\"a\"]\n[agents.b]\nkind = \"command\"\ncommand = [\"true\"]\n"
+                ),
+            ),
+            (
+                "in head",
+                "version = 1\nname = \"x\"\nphases = []\n[[phases]]\nname = \"a\"\n".to_string(),
+            ),
+            (
+                "quoted",
+                format!(
+                    "{head}[[phases]]\nname = \"a\"\nagents = [\"a\"]\n[[\"phases\"]]\nname = \"b\"\nagents = [\"a\"]\n"
+                ),
+            ),
+            (
+                "syntax",
+                format!(
+                    "{head}[[phases]]\nname = \"a\"\nagents = [\"a\"\n[[phases]]\nname = \"b\"\n"
+                ),
+            ),
+            (
+                "twice",
+                format!("{head}[[phases]]\nname = \"a\"\nname = \"b\"\n"),
+            ),
+            (
+                "table then array",
+                format!("{head}[[phases]]\nname = \"a\"\n[phases]\nx = 1\n"),
+            ),
+        ];
+        let many: String = (0..300)
+            .map(|i| format!("[[phases]]\nname = \"p{i}\"\nagents = [\"a\"]\ndepends_on = [\"p{}\"]\n[phases.tools]\nmax_turns = {i}\n\n", i.max(1) - 1))
+            .collect();
+        texts.extend(made.iter().map(|(n, t)| (n.to_string(), t.clone())));
+        texts.push(("many".into(), format!("{head}{many}")));
+        let mut split = 0;
+        for (name, text) in &texts {
+            let source = SourceFile::new(name.as_str(), text.clone());
+            let by_phase = format!("{:?}", decode(&source));
+            let whole = format!("{:?}", decode_whole(&source));
+            assert_eq!(by_phase, whole, "{name}");
+            split += usize::from(
+                phase_stretches(text).is_some_and(|s| decode_by_phase(&source, &s).is_some()),
+            );
+        }
+        for name in ["split", "problems", "lookalikes", "many"] {
+            let text = &texts.iter().find(|(n, _)| n == name).unwrap().1;
+            let source = SourceFile::new(name, text.clone());
+            let stretches = phase_stretches(text).unwrap_or_default();
+            assert!(
+                decode_by_phase(&source, &stretches).is_some(),
+                "{name} is split"
+            );
+        }
+        for name in [
+            "after",
+            "in head",
+            "quoted",
+            "syntax",
+            "twice",
+            "table then array",
+        ] {
+            let text = &texts.iter().find(|(n, _)| n == name).unwrap().1;
+            let source = SourceFile::new(name, text.clone());
+            let parsed = phase_stretches(text).and_then(|s| decode_by_phase(&source, &s));
+            assert!(parsed.is_none(), "{name} is parsed whole");
+        }
+        assert!(
+            split > 10,
+            "most of the repository's pipelines are split ({split})"
+        );
+    }
 
     fn problems(text: &str) -> Vec<(usize, String)> {
         let source = SourceFile::new("t.toml", text);
