@@ -140,10 +140,12 @@ pub(super) fn progress_view(view: View) -> (Arc<dyn Listener>, Option<indicatif:
             };
             let line = format!("[{}] {line}", time_of_day(now_ms()));
             let mut held = held.lock().unwrap_or_else(|e| e.into_inner());
-            let mut err = std::io::stderr().lock();
+            // Buffered, written when the listener returns: a phase's group
+            // goes out in one write, not a system call per piece.
+            let mut err = std::io::BufWriter::new(std::io::stderr().lock());
             match p {
                 RunEvent::Recorded(Record::PhaseStarted { .. }) => {
-                    let _ = err.write_all(format!("{line}\n").as_bytes());
+                    let _ = writeln!(err, "{line}");
                 }
                 RunEvent::Recorded(Record::PhaseFinished { .. }) => {
                     let lines = held.remove(phase).unwrap_or_default();

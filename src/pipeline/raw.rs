@@ -511,7 +511,9 @@ fn decode_by_phase(
         offset: 0,
     };
     let (root, errors) = DeTable::parse_recoverable(&text[..starts[0]]);
-    if !errors.is_empty() || root.get_ref().contains_key("phases") {
+    // An empty head leaves its missing keys reported where the first phase
+    // starts, in another order than the whole file's: parsed whole.
+    if !errors.is_empty() || root.get_ref().contains_key("phases") || root.get_ref().is_empty() {
         return None;
     }
     let mut raw = d.pipeline(root.get_ref());
@@ -932,6 +934,22 @@ mod tests {
                 "table then array",
                 format!("{head}[[phases]]\nname = \"a\"\n[phases]\nx = 1\n"),
             ),
+            (
+                "empty head",
+                "[[phases]]\nname = 3\n[[phases]]\nx = 1\n".to_string(),
+            ),
+            // Layouts that split as well.
+            (
+                "crlf",
+                format!("{head}[[phases]]\nname = \"a\"\nagents = [\"a\"]\n[[phases]]\nname = 1\n")
+                    .replace('\n', "\r\n"),
+            ),
+            (
+                "bom tabs spaces",
+                format!(
+                    "\u{feff}{head}\t[[phases]]\nname = \"a\"\nagents = [\"a\"]\n[[ phases ]] # b\nname = \"b\"\nagents = [\"a\"]\nx.y = 1"
+                ),
+            ),
         ];
         let many: String = (0..300)
             .map(|i| format!("[[phases]]\nname = \"p{i}\"\nagents = [\"a\"]\ndepends_on = [\"p{}\"]\n[phases.tools]\nmax_turns = {i}\n\n", i.max(1) - 1))
@@ -948,7 +966,14 @@ mod tests {
                 phase_stretches(text).is_some_and(|s| decode_by_phase(&source, &s).is_some()),
             );
         }
-        for name in ["split", "problems", "lookalikes", "many"] {
+        for name in [
+            "split",
+            "problems",
+            "lookalikes",
+            "many",
+            "crlf",
+            "bom tabs spaces",
+        ] {
             let text = &texts.iter().find(|(n, _)| n == name).unwrap().1;
             let source = SourceFile::new(name, text.clone());
             let stretches = phase_stretches(text).unwrap_or_default();
@@ -964,6 +989,7 @@ mod tests {
             "syntax",
             "twice",
             "table then array",
+            "empty head",
         ] {
             let text = &texts.iter().find(|(n, _)| n == name).unwrap().1;
             let source = SourceFile::new(name, text.clone());

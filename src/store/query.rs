@@ -104,6 +104,17 @@ fn run_info(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunInfo> {
     })
 }
 
+/// An attempt's events, newest first, through its spans (`?1` the
+/// attempt's id): read from the end of its last span and stopped once the
+/// tail is full, no sort (see the query-plan test). Newest is the last
+/// recorded here: an import that filled a gap recorded the missing events
+/// after later ones.
+const ATTEMPT_TAIL: &str = "SELECT e.kind, e.data_json, e.raw
+                            FROM attempt_spans s
+                            CROSS JOIN events e ON e.rowid BETWEEN s.first_id AND s.last_id
+                            WHERE s.attempt_id = ?1 AND e.attempt_id = ?1
+                            ORDER BY s.first_id DESC, e.rowid DESC";
+
 /// The stretches of rowids that hold a run's events and reach past a
 /// cursor (`?1` run, `?2` cursor), in order: a seek in `event_spans`.
 const EVENT_SPANS: &str = "SELECT first_id, last_id FROM event_spans
@@ -280,15 +291,12 @@ impl Reader {
             })?
             .collect::<Result<_, _>>()?;
 
-        // The event count is a seek in the attempt's spans of rowids, then
-        // a read of each span (step 8).
+        // The event count is kept on the attempt's row (step 8).
         let mut st = conn.prepare_cached(
             "SELECT phase, agent, attempt, outcome, exit_code, reason, session_id, turns,
                     tokens_in, tokens_out, cost_usd, started_ms, ended_ms, argv_json, env_json,
                     prompt_json,
-                    (SELECT count(*) FROM attempt_spans s
-                       CROSS JOIN events e ON e.rowid BETWEEN s.first_id AND s.last_id
-                      WHERE s.attempt_id = a.id AND e.attempt_id = a.id), id
+                    events, id
              FROM attempts a WHERE run_id = ?1 ORDER BY id",
         )?;
         let rows = st.query_map([run_id], |r| {
@@ -316,12 +324,7 @@ impl Reader {
                 },
             ))
         })?;
-        let mut tail = conn.prepare_cached(
-            "SELECT e.kind, e.data_json, e.raw
-             FROM attempt_spans s CROSS JOIN events e ON e.rowid BETWEEN s.first_id AND s.last_id
-             WHERE s.attempt_id = ?1 AND e.attempt_id = ?1
-             ORDER BY s.first_id DESC, e.rowid DESC",
-        )?;
+        let mut tail = conn.prepare_cached(ATTEMPT_TAIL)?;
         for row in rows {
             let (phase, attempt_id, mut attempt) = row?;
             // Newest first, until the tail is full.
@@ -559,10 +562,9 @@ impl Reader {
             tx.execute(
                 "UPDATE attempts SET outcome = ?2,
                      ended_ms = coalesce(
-                         (SELECT e.ts_ms FROM attempt_spans s
+                         (SELECT max(e.ts_ms) FROM attempt_spans s
                            CROSS JOIN events e ON e.rowid BETWEEN s.first_id AND s.last_id
-                           WHERE s.attempt_id = attempts.id AND e.attempt_id = attempts.id
-                           ORDER BY s.first_id DESC, e.rowid DESC LIMIT 1),
+                           WHERE s.attempt_id = attempts.id AND e.attempt_id = attempts.id),
                          started_ms)
                  WHERE run_id = ?1 AND outcome = 'running'",
                 params![run_id, Outcome::Cancelled.as_str()],
@@ -958,7 +960,7 @@ mod tests {
 
     /// What SQLite does with a page: a seek in `event_spans` to the run,
     /// then rowid ranges of `events`; no scan, no sort, whatever the cursor
-    /// or the phase.
+    /// or the phase. An attempt's tail likewise, from its spans.
     #[test]
     fn an_events_page_seeks_spans_and_reads_rowid_ranges() {
         let (_dir, store) = store_with(three_runs());
@@ -974,6 +976,13 @@ mod tests {
         assert_eq!(
             plan(EVENT_SPANS, params!["20250102-bbb", 3]),
             ["SEARCH event_spans USING PRIMARY KEY (run_id=?)"]
+        );
+        assert_eq!(
+            plan(ATTEMPT_TAIL, params![1]),
+            [
+                "SEARCH s USING PRIMARY KEY (attempt_id=?)",
+                "SEARCH e USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"
+            ]
         );
         for phase in [None, Some("build")] {
             assert_eq!(

@@ -251,15 +251,26 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // Keeping `(attempt_id, seq)` as the table's primary key cost a second
     // B-tree insert per event, about a third of the writer's time (a
     // profile of 200,000 events). The writer gives each attempt's events
-    // increasing `seq` in arrival order, so rowid order is seq order within
-    // an attempt; an import refuses a file that repeats one and adds only
-    // what is past the attempt's last event here (`transfer::merge`).
+    // increasing `seq` in arrival order, so what it writes is in seq order
+    // by rowid within an attempt (an import that fills a gap adds the
+    // missing events later); an import refuses a file that repeats an
+    // attempt's number and adds the numbers not here yet
+    // (`transfer::merge`).
     // `attempt_spans` lists, per attempt, stretches of rowids that hold all
     // of its events; a stretch may hold other attempts' events too (the
     // writer extends an attempt's last stretch over a short gap rather than
     // start a new one when attempts interleave), so readers also match
     // `attempt_id`.
     r#"
+    -- How many events each attempt has, kept by the writer (and an
+    -- import) as it adds them: counting through spans that stretch over
+    -- other attempts' rows would read every row of the attempts beside it.
+    -- Counted here while the events' key still stands.
+    ALTER TABLE attempts ADD COLUMN events INTEGER NOT NULL DEFAULT 0;
+    UPDATE attempts SET events = c.n
+        FROM (SELECT attempt_id, count(*) AS n FROM events GROUP BY attempt_id) AS c
+        WHERE c.attempt_id = attempts.id;
+
     CREATE TABLE attempt_spans (
         attempt_id INTEGER NOT NULL,
         first_id   INTEGER NOT NULL,
@@ -286,14 +297,16 @@ pub(super) const MIGRATIONS: &[&str] = &[
     -- run's events: a writer before this step let a span run backwards
     -- when the largest rowid had been planted (SQLite then hands out any
     -- free rowid), hiding the run's events from every reader (round z8).
+    -- One pass in rowid order: an island starts where the run changes.
     DELETE FROM event_spans;
     INSERT INTO event_spans (run_id, first_id, last_id)
         SELECT run_id, min(id), max(id) FROM (
-            SELECT e.rowid AS id, a.run_id AS run_id,
-                   row_number() OVER (ORDER BY e.rowid)
-                   - row_number() OVER (PARTITION BY a.run_id ORDER BY e.rowid) AS island
-            FROM events e JOIN attempts a ON a.id = e.attempt_id)
-        GROUP BY run_id, island;
+            SELECT id, run_id,
+                   sum(changed) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) AS island
+            FROM (SELECT e.rowid AS id, a.run_id AS run_id,
+                         a.run_id IS NOT lag(a.run_id) OVER (ORDER BY e.rowid) AS changed
+                  FROM events e JOIN attempts a ON a.id = e.attempt_id))
+        GROUP BY island;
     "#,
 ];
 

@@ -243,6 +243,37 @@ fn merge(tx: &Connection, file: &Path) -> Result<Moved, StoreError> {
              WHERE typeof(id) != 'integer' OR typeof(run_id) != 'text'
                 OR typeof(phase) != 'text' OR typeof(agent) != 'text'
                 OR typeof(attempt) != 'integer' OR attempt < 1
+                OR typeof(outcome) != 'text' OR typeof(argv_json) != 'text'
+                OR typeof(env_json) != 'text' OR typeof(prompt_json) != 'text'
+                OR typeof(turns) != 'integer' OR turns < 0
+                OR typeof(tokens_in) != 'integer' OR tokens_in < 0
+                OR typeof(tokens_out) != 'integer' OR tokens_out < 0
+                OR typeof(exit_code) NOT IN ('integer', 'null')
+                OR typeof(reason) NOT IN ('text', 'null')
+                OR typeof(session_id) NOT IN ('text', 'null')
+                OR typeof(cost_usd) NOT IN ('real', 'integer', 'null')
+                OR typeof(started_ms) NOT IN ('integer', 'null') OR started_ms < 0
+                OR typeof(ended_ms) NOT IN ('integer', 'null') OR ended_ms < 0
+             UNION ALL
+             SELECT 'run ' || quote(run_id) FROM src.runs
+             WHERE typeof(run_id) != 'text' OR typeof(pipeline_name) != 'text'
+                OR typeof(pipeline_path) != 'text' OR typeof(digest) != 'text'
+                OR typeof(digests_json) != 'text' OR typeof(selection) != 'text'
+                OR typeof(status) != 'text' OR typeof(pid) != 'integer'
+                OR typeof(started_ms) != 'integer' OR started_ms < 0
+                OR typeof(ended_ms) NOT IN ('integer', 'null') OR ended_ms < 0
+             UNION ALL
+             SELECT 'phase ' || quote(phase) || ' of run ' || quote(run_id) FROM src.phases
+             WHERE typeof(run_id) != 'text' OR typeof(phase) != 'text'
+                OR typeof(status) != 'text' OR typeof(attempts) != 'integer' OR attempts < 0
+                OR typeof(required) != 'integer'
+                OR typeof(reason) NOT IN ('text', 'null')
+                OR typeof(started_ms) NOT IN ('integer', 'null') OR started_ms < 0
+                OR typeof(ended_ms) NOT IN ('integer', 'null') OR ended_ms < 0
+             UNION ALL
+             SELECT 'artifact ' || quote(path) || ' of run ' || quote(run_id) FROM src.artifacts
+             WHERE typeof(run_id) != 'text' OR typeof(phase) != 'text'
+                OR typeof(path) != 'text' OR typeof(sha256) != 'text'
              UNION ALL
              SELECT 'event ' || quote(seq) || ' of attempt id ' || quote(attempt_id)
              FROM src.events
@@ -728,10 +759,10 @@ mod tests {
     }
 
     /// Events carry no key of their own (schema step 8): an import adds
-    /// an attempt's events past the last one here, once, and refuses a
-    /// file that numbers two events of an attempt alike.
+    /// the events whose number is not here yet, once, and refuses a file
+    /// that numbers two events of an attempt alike.
     #[test]
-    fn import_adds_only_events_past_the_last_one_here_and_refuses_repeats() {
+    fn import_adds_only_events_not_here_yet_and_refuses_repeats() {
         let ok = [("p", Outcome::Succeeded)];
         let (src, _s) = store_with(whole_run("r1", 1, 0, &ok, 5, Some(RunStatus::Succeeded)));
         let (dst, _d) = store_with(whole_run("r1", 1, 0, &ok, 3, None));
@@ -804,6 +835,9 @@ mod tests {
         for change in [
             "UPDATE events SET seq = -1 WHERE seq = 0",
             "UPDATE attempts SET agent = CAST(agent AS BLOB)",
+            "UPDATE attempts SET turns = 'many'",
+            "UPDATE phases SET attempts = -1",
+            "UPDATE runs SET started_ms = 1.5",
         ] {
             let odd = src.path().join("odd.db");
             std::fs::copy(&full, &odd).unwrap();

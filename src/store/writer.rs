@@ -433,9 +433,13 @@ fn write_batch(
             Err(f) => skip(record, f),
         }
     }
-    match events.flush(&tx, &mut spans, &mut skip) {
-        Err(Failure::Sql(e)) if tx.is_autocommit() => return Err(e),
-        _ => {}
+    // `flush` skips (and counts) what fails on its own; an error back from
+    // it means the transaction ended.
+    if let Err(f) = events.flush(&tx, &mut spans, &mut skip) {
+        return Err(match f {
+            Failure::Sql(e) => e,
+            Failure::Refused(m) => rusqlite::Error::InvalidParameterName(m),
+        });
     }
     drop(events);
     spans.save(&tx)?;
@@ -516,7 +520,19 @@ impl<'r> EventRows<'r> {
                 Err(_) => {}
             }
         }
-        let mut st = tx.prepare_cached(INSERT_EVENT)?;
+        let mut st = match tx.prepare_cached(INSERT_EVENT) {
+            Ok(st) => st,
+            Err(e) if tx.is_autocommit() => return Err(Failure::Sql(e)),
+            Err(e) => {
+                let why = e.to_string();
+                for (_, record) in &pending {
+                    skip(record, Failure::Refused(why.clone()));
+                }
+                self.pending = pending;
+                self.pending.clear();
+                return Ok(());
+            }
+        };
         for (attempt_id, record) in &pending {
             let Record::Event {
                 seq,
@@ -630,6 +646,8 @@ pub(super) struct EventSpans<'a> {
     attempts: Vec<(i64, i64, i64)>,
     /// Where in `attempts` the last span of the attempt last seen is.
     last: usize,
+    /// (attempt id, events added), in order of the first.
+    counts: Vec<(i64, i64)>,
 }
 
 impl<'a> EventSpans<'a> {
@@ -649,6 +667,13 @@ impl<'a> EventSpans<'a> {
                 *last = id
             }
             _ => self.spans.push((run_id, id, id)),
+        }
+        match self.counts.last_mut() {
+            Some((a, n)) if *a == attempt_id => *n += 1,
+            _ => match self.counts.iter_mut().rev().find(|(a, _)| *a == attempt_id) {
+                Some((_, n)) => *n += 1,
+                None => self.counts.push((attempt_id, 1)),
+            },
         }
         let at = match self.attempts.get(self.last) {
             Some((a, _, _)) if *a == attempt_id => Some(self.last),
@@ -694,6 +719,10 @@ impl<'a> EventSpans<'a> {
                 tx.prepare_cached(INSERT_ATTEMPT_SPAN)?
                     .execute(params![attempt_id, first, last])?;
             }
+        }
+        for (attempt_id, n) in &self.counts {
+            tx.prepare_cached("UPDATE attempts SET events = events + ?2 WHERE id = ?1")?
+                .execute(params![attempt_id, n])?;
         }
         Ok(())
     }
@@ -1370,7 +1399,6 @@ mod tests {
         );
     }
 
-    /// Extending a run's last span is two seeks, however many spans.
     /// Each attempt's events are found through `attempt_spans` (step 8):
     /// attempts side by side share one stretch each, a long stretch of
     /// other events starts a new one, and counts and tails stay exact.
@@ -1494,6 +1522,49 @@ mod tests {
         assert_eq!(seen, want);
     }
 
+    /// A statement of 32 events that SQLite refuses (here a unique index
+    /// planted on the lines, one line twice) goes in one event at a time:
+    /// every other event is stored, the refused one is counted, and spans
+    /// planted where the next ones start are merged, not failed on.
+    #[test]
+    fn a_refused_statement_of_events_goes_in_one_by_one() {
+        let (_dir, store) = store_with([run_started("r1", 1, 0), phase_started("r1", "p", 0)]);
+        let a = attempt("r1", "p", "a", 1);
+        let w = store.writer();
+        w.send(a.start(0)).unwrap();
+        w.flush().unwrap();
+        {
+            let conn = Connection::open(store.db_path()).unwrap();
+            let next: i64 = conn
+                .query_row("SELECT coalesce(max(rowid), 0) + 1 FROM events", [], |r| {
+                    r.get(0)
+                })
+                .unwrap();
+            conn.execute_batch(&format!(
+                "CREATE UNIQUE INDEX planted ON events (raw);
+                 INSERT INTO event_spans VALUES ('r1', {next}, {next});
+                 INSERT INTO attempt_spans VALUES (1, {next}, {next});"
+            ))
+            .unwrap();
+        }
+        for seq in 0..EVENTS_PER_STATEMENT as u64 {
+            let raw = format!("a.{}", if seq == 6 { 5 } else { seq });
+            w.send(a.event_of(seq, 0, "raw", "null", &raw)).unwrap();
+        }
+        w.flush().unwrap_err();
+        let run = store.run("r1").unwrap().unwrap();
+        let shown = &run.phases[0].agents[0];
+        assert_eq!(shown.events, EVENTS_PER_STATEMENT as u64 - 1);
+        assert_eq!(shown.output.last().map(String::as_str), Some("a.31"));
+        assert_eq!(
+            store.events("r1", None, 0, 1000).unwrap().events.len(),
+            EVENTS_PER_STATEMENT - 1
+        );
+        assert_eq!(store.writer().stats().errors, 1);
+    }
+
+    /// Extending a run's last span is two seeks, however many spans; so is
+    /// extending an attempt's.
     #[test]
     fn extending_a_span_seeks_the_last_one() {
         let dir = tempfile::tempdir().unwrap();
@@ -1512,6 +1583,22 @@ mod tests {
                 "SEARCH event_spans USING PRIMARY KEY (run_id=? AND first_id=?)",
                 "SCALAR SUBQUERY 1",
                 "SEARCH event_spans USING PRIMARY KEY (run_id=?)",
+            ]
+        );
+        let mut st = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {EXTEND_ATTEMPT_SPAN}"))
+            .unwrap();
+        let plan: Vec<String> = st
+            .query_map(params![1, 3, 9, ATTEMPT_SPAN_GAP], |r| r.get(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            plan,
+            [
+                "SEARCH attempt_spans USING PRIMARY KEY (attempt_id=? AND first_id=?)",
+                "SCALAR SUBQUERY 1",
+                "SEARCH attempt_spans USING PRIMARY KEY (attempt_id=?)",
             ]
         );
     }
