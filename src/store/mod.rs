@@ -19,6 +19,7 @@ mod query;
 pub(crate) mod record;
 mod reports;
 mod schema;
+mod spans;
 mod status;
 pub(crate) mod transfer;
 mod writer;

@@ -488,7 +488,7 @@ fn merge(tx: &Connection, file: &Path) -> Result<Moved, StoreError> {
         )?
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<Result<_, _>>()?;
-    let mut spans = super::writer::EventSpans::default();
+    let mut spans = super::spans::EventSpans::default();
     for (id, attempt_id) in added {
         if let Some(run_id) = runs_of.get(&attempt_id) {
             spans.add_ids(run_id, attempt_id, id);
