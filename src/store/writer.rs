@@ -1273,6 +1273,26 @@ mod tests {
         );
     }
 
+    /// Attempts `a` and `b` of phase `p` of run `r1` started, then `n` raw
+    /// events of each (`a.0`, `b.0`, `a.1`, ...), committed every `every`
+    /// pairs and at the end.
+    fn two_attempts_interleaved(w: &Writer, n: u64, every: u64) -> (Attempt, Attempt) {
+        let (a, b) = (attempt("r1", "p", "a", 1), attempt("r1", "p", "b", 1));
+        w.send(a.start(0)).unwrap();
+        w.send(b.start(0)).unwrap();
+        for seq in 0..n {
+            w.send(a.event_of(seq, 0, "raw", "null", &format!("a.{seq}")))
+                .unwrap();
+            w.send(b.event_of(seq, 0, "raw", "null", &format!("b.{seq}")))
+                .unwrap();
+            if (seq + 1) % every == 0 {
+                w.flush().unwrap();
+            }
+        }
+        w.flush().unwrap();
+        (a, b)
+    }
+
     /// Each attempt's events are found through `attempt_spans` (step 8):
     /// attempts side by side share one stretch each, a long stretch of
     /// other events starts a new one, and counts and tails stay exact.
@@ -1280,18 +1300,9 @@ mod tests {
     fn attempt_spans_stretch_over_interleaved_events_and_end_at_a_long_gap() {
         let (_dir, store) = store_with([run_started("r1", 1, 0), phase_started("r1", "p", 0)]);
         let w = store.writer();
-        let (a, b) = (attempt("r1", "p", "a", 1), attempt("r1", "p", "b", 1));
-        w.send(a.start(0)).unwrap();
-        w.send(b.start(0)).unwrap();
         // 100 each, one after the other's (more than one statement's worth,
         // and a last statement that is not full).
-        for seq in 0..100 {
-            w.send(a.event_of(seq, 0, "raw", "null", &format!("a.{seq}")))
-                .unwrap();
-            w.send(b.event_of(seq, 0, "raw", "null", &format!("b.{seq}")))
-                .unwrap();
-        }
-        w.flush().unwrap();
+        let (a, b) = two_attempts_interleaved(&w, 100, 100);
         // b alone for longer than an attempt's span stretches, in small
         // batches; then a again.
         for seq in 100..(100 + ATTEMPT_SPAN_GAP as u64 + 50) {
@@ -1360,19 +1371,7 @@ mod tests {
             .unwrap();
         }
         let w = store.writer();
-        let (a, b) = (attempt("r1", "p", "a", 1), attempt("r1", "p", "b", 1));
-        w.send(a.start(0)).unwrap();
-        w.send(b.start(0)).unwrap();
-        for seq in 0..300 {
-            w.send(a.event_of(seq, 0, "raw", "null", &format!("a.{seq}")))
-                .unwrap();
-            w.send(b.event_of(seq, 0, "raw", "null", &format!("b.{seq}")))
-                .unwrap();
-            if seq % 100 == 0 {
-                w.flush().unwrap();
-            }
-        }
-        w.flush().unwrap();
+        two_attempts_interleaved(&w, 300, 100);
         let run = store.run("r1").unwrap().unwrap();
         let counts: Vec<(String, u64)> = run.phases[0]
             .agents
