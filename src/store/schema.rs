@@ -454,6 +454,17 @@ mod tests {
 
     use super::*;
 
+    /// A database at `path` as version `version` of orch left it.
+    fn history_at(path: &Path, version: usize) -> Connection {
+        let conn = Connection::open(path).unwrap();
+        for step in &MIGRATIONS[..version] {
+            conn.execute_batch(step).unwrap();
+        }
+        conn.pragma_update(None, "user_version", version as i64)
+            .unwrap();
+        conn
+    }
+
     fn tables(conn: &Connection) -> Vec<String> {
         let mut st = conn
             .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
@@ -606,11 +617,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.db");
         {
-            let conn = Connection::open(&path).unwrap();
-            for step in &MIGRATIONS[..6] {
-                conn.execute_batch(step).unwrap();
-            }
-            conn.pragma_update(None, "user_version", 6).unwrap();
+            let conn = history_at(&path, 6);
             for run in ["a", "b"] {
                 conn.execute_batch(&format!(
                     "INSERT INTO runs VALUES ('{run}', 'p', 'p.toml', 'd', '{{}}', 'all', 1, 'failed', 0, 1);
@@ -689,11 +696,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.db");
         {
-            let conn = Connection::open(&path).unwrap();
-            for step in &MIGRATIONS[..7] {
-                conn.execute_batch(step).unwrap();
-            }
-            conn.pragma_update(None, "user_version", 7).unwrap();
+            let conn = history_at(&path, 7);
             conn.execute_batch(
                 "INSERT INTO runs VALUES ('a', 'p', 'p.toml', 'd', '{}', 'all', 1, 'failed', 0, 1);
                  INSERT INTO phases (run_id, phase, status) VALUES ('a', 'x', 'failed');
@@ -761,11 +764,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.db");
         {
-            let conn = Connection::open(&path).unwrap();
-            for step in &MIGRATIONS[..6] {
-                conn.execute_batch(step).unwrap();
-            }
-            conn.pragma_update(None, "user_version", 6).unwrap();
+            let conn = history_at(&path, 6);
             conn.execute_batch(
                 "CREATE VIEW mine AS SELECT run_id, count(*) FROM events GROUP BY run_id;
                  CREATE TRIGGER t AFTER INSERT ON runs BEGIN

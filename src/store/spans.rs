@@ -6,8 +6,6 @@
 
 use rusqlite::{Connection, params};
 
-use super::record::Record;
-
 /// Make the run's (`?1`) last span end at `?3` if it ends right before
 /// `?2`.
 pub(super) const EXTEND_SPAN: &str = "UPDATE event_spans SET last_id = ?3
@@ -59,17 +57,11 @@ pub(super) struct EventSpans<'a> {
 }
 
 impl<'a> EventSpans<'a> {
-    pub(super) fn add(&mut self, record: &'a Record, attempt_id: i64, id: i64) {
-        let Record::Event { key, .. } = record else {
-            return;
-        };
-        self.add_ids(&key.run_id, attempt_id, id);
-    }
-
-    /// `add` by ids. A span only ever grows upwards: SQLite gives a new
-    /// row one more than the largest rowid, unless the largest is the last
-    /// one there is (planted), and then any free one, lower included.
-    pub(super) fn add_ids(&mut self, run_id: &'a str, attempt_id: i64, id: i64) {
+    /// Event `id` (a rowid) of attempt `attempt_id` of run `run_id` went
+    /// in. A span only ever grows upwards: SQLite gives a new row one more
+    /// than the largest rowid, unless the largest is the last one there is
+    /// (planted), and then any free one, lower included.
+    pub(super) fn add(&mut self, run_id: &'a str, attempt_id: i64, id: i64) {
         match self.spans.last_mut() {
             Some((run, _, last)) if *run == run_id && id.checked_sub(1) == Some(*last) => {
                 *last = id

@@ -491,7 +491,7 @@ fn merge(tx: &Connection, file: &Path) -> Result<Moved, StoreError> {
     let mut spans = super::spans::EventSpans::default();
     for (id, attempt_id) in added {
         if let Some(run_id) = runs_of.get(&attempt_id) {
-            spans.add_ids(run_id, attempt_id, id);
+            spans.add(run_id, attempt_id, id);
         }
     }
     spans.save(tx)?;

@@ -421,7 +421,10 @@ fn write_batch(
     for record in batch {
         let result = match record {
             Record::Event { key, .. } => match ids.id(&tx, key) {
-                Ok(attempt_id) => events.push(&tx, attempt_id, record, &mut spans, &mut skip),
+                Ok(attempt_id) => match EventRow::of(record, attempt_id) {
+                    Some(row) => events.push(&tx, row, &mut spans, &mut skip),
+                    None => Ok(()),
+                },
                 Err(f) => Err(f),
             },
             _ => events
@@ -453,10 +456,49 @@ fn write_batch(
 /// statement reset) as the insert itself.
 const EVENTS_PER_STATEMENT: usize = 32;
 
+/// One event's columns, taken from its record once.
+struct EventRow<'r> {
+    /// Named when it is skipped.
+    record: &'r Record,
+    attempt_id: i64,
+    run_id: &'r str,
+    seq: u64,
+    ts_ms: u64,
+    kind: &'r str,
+    data_json: &'r str,
+    raw: &'r str,
+}
+
+impl<'r> EventRow<'r> {
+    fn of(record: &'r Record, attempt_id: i64) -> Option<Self> {
+        let Record::Event {
+            key,
+            seq,
+            ts_ms,
+            kind,
+            data_json,
+            raw,
+        } = record
+        else {
+            return None;
+        };
+        Some(EventRow {
+            record,
+            attempt_id,
+            run_id: &key.run_id,
+            seq: *seq,
+            ts_ms: *ts_ms,
+            kind,
+            data_json,
+            raw,
+        })
+    }
+}
+
 /// A batch's events on their way into `events`, `EVENTS_PER_STATEMENT`
 /// at a time.
 struct EventRows<'r> {
-    pending: Vec<(i64, &'r Record)>,
+    pending: Vec<EventRow<'r>>,
     /// The rowid the next event gets: SQLite gives a new row one more
     /// than the largest rowid, so a statement's rows take consecutive
     /// ones. `None` when the largest is too near the end of the range
@@ -479,21 +521,18 @@ impl<'r> EventRows<'r> {
     fn push(
         &mut self,
         tx: &Connection,
-        attempt_id: i64,
-        record: &'r Record,
+        row: EventRow<'r>,
         spans: &mut EventSpans<'r>,
         skip: &mut impl FnMut(&Record, Failure),
     ) -> Result<(), Failure> {
-        self.pending.push((attempt_id, record));
+        self.pending.push(row);
         if self.pending.len() == EVENTS_PER_STATEMENT {
             self.flush(tx, spans, skip)?;
         }
         Ok(())
     }
 
-    /// Insert what is pending. A full statement's worth goes in as one
-    /// statement; fewer (or a full one SQLite refused) one by one, each
-    /// failure skipped on its own.
+    /// Insert what is pending (the list keeps its room for the next).
     fn flush(
         &mut self,
         tx: &Connection,
@@ -503,18 +542,32 @@ impl<'r> EventRows<'r> {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let pending = std::mem::take(&mut self.pending);
-        if pending.len() == EVENTS_PER_STATEMENT
+        let mut pending = std::mem::take(&mut self.pending);
+        let done = self.insert(tx, &pending, spans, skip);
+        pending.clear();
+        self.pending = pending;
+        done
+    }
+
+    /// A full statement's worth goes in as one statement; fewer (or a full
+    /// one SQLite refused) one by one, each failure skipped on its own. An
+    /// error back means the transaction ended.
+    fn insert(
+        &mut self,
+        tx: &Connection,
+        rows: &[EventRow<'r>],
+        spans: &mut EventSpans<'r>,
+        skip: &mut impl FnMut(&Record, Failure),
+    ) -> Result<(), Failure> {
+        if rows.len() == EVENTS_PER_STATEMENT
             && let Some(first) = self.next_id
         {
-            match insert_events(tx, &pending) {
+            match insert_events(tx, rows) {
                 Ok(()) => {
-                    for (i, (attempt_id, record)) in pending.iter().enumerate() {
-                        spans.add(record, *attempt_id, first + i as i64);
+                    for (i, row) in rows.iter().enumerate() {
+                        spans.add(row.run_id, row.attempt_id, first + i as i64);
                     }
-                    self.next_id = Some(first + pending.len() as i64);
-                    self.pending = pending;
-                    self.pending.clear();
+                    self.next_id = Some(first + rows.len() as i64);
                     return Ok(());
                 }
                 Err(e) if tx.is_autocommit() => return Err(Failure::Sql(e)),
@@ -526,43 +579,35 @@ impl<'r> EventRows<'r> {
             Err(e) if tx.is_autocommit() => return Err(Failure::Sql(e)),
             Err(e) => {
                 let why = e.to_string();
-                for (_, record) in &pending {
-                    skip(record, Failure::Refused(why.clone()));
+                for row in rows {
+                    skip(row.record, Failure::Refused(why.clone()));
                 }
-                self.pending = pending;
-                self.pending.clear();
                 return Ok(());
             }
         };
-        for (attempt_id, record) in &pending {
-            let Record::Event {
-                seq,
-                ts_ms,
-                kind,
-                data_json,
-                raw,
-                ..
-            } = record
-            else {
-                continue;
-            };
-            match st.insert(params![attempt_id, seq, ts_ms, kind, data_json, raw]) {
+        for r in rows {
+            match st.insert(params![
+                r.attempt_id,
+                r.seq,
+                r.ts_ms,
+                r.kind,
+                r.data_json,
+                r.raw
+            ]) {
                 Ok(id) => {
-                    spans.add(record, *attempt_id, id);
+                    spans.add(r.run_id, r.attempt_id, id);
                     self.next_id = self.next_id.map(|_| id + 1);
                 }
                 Err(e) if tx.is_autocommit() => return Err(Failure::Sql(e)),
-                Err(e) => skip(record, Failure::Sql(e)),
+                Err(e) => skip(r.record, Failure::Sql(e)),
             }
         }
-        self.pending = pending;
-        self.pending.clear();
         Ok(())
     }
 }
 
 /// One statement for `EVENTS_PER_STATEMENT` events.
-fn insert_events(tx: &Connection, rows: &[(i64, &Record)]) -> rusqlite::Result<()> {
+fn insert_events(tx: &Connection, rows: &[EventRow<'_>]) -> rusqlite::Result<()> {
     static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
         let mut sql = String::from(
             "INSERT INTO events (attempt_id, seq, ts_ms, kind, data_json, raw) VALUES ",
@@ -576,26 +621,14 @@ fn insert_events(tx: &Connection, rows: &[(i64, &Record)]) -> rusqlite::Result<(
         sql
     });
     let mut st = tx.prepare_cached(&SQL)?;
-    let mut n = 1;
-    for (attempt_id, record) in rows {
-        let Record::Event {
-            seq,
-            ts_ms,
-            kind,
-            data_json,
-            raw,
-            ..
-        } = record
-        else {
-            continue;
-        };
-        st.raw_bind_parameter(n, attempt_id)?;
-        st.raw_bind_parameter(n + 1, seq)?;
-        st.raw_bind_parameter(n + 2, ts_ms)?;
-        st.raw_bind_parameter(n + 3, kind.as_ref())?;
-        st.raw_bind_parameter(n + 4, data_json.as_ref())?;
-        st.raw_bind_parameter(n + 5, raw.as_str())?;
-        n += 6;
+    for (i, r) in rows.iter().enumerate() {
+        let n = 6 * i + 1;
+        st.raw_bind_parameter(n, r.attempt_id)?;
+        st.raw_bind_parameter(n + 1, r.seq)?;
+        st.raw_bind_parameter(n + 2, r.ts_ms)?;
+        st.raw_bind_parameter(n + 3, r.kind)?;
+        st.raw_bind_parameter(n + 4, r.data_json)?;
+        st.raw_bind_parameter(n + 5, r.raw)?;
     }
     st.raw_execute()?;
     Ok(())

@@ -637,9 +637,10 @@ fn a_server_that_ends_mid_request_leaves_no_client_waiting() {
     }
 }
 
-/// The HTTP fixture (a remote MCP server on 127.0.0.1), logging to `log`:
-/// the process and its port.
-fn remote_fixture(log: &Path) -> (std::process::Child, u16) {
+/// The HTTP fixture (a remote MCP server on 127.0.0.1) started, logging to
+/// `log`: the process, and the pipeline's table naming it as the remote
+/// server `remote`.
+fn remote_fixture(log: &Path) -> (std::process::Child, String) {
     let mut fixture = std::process::Command::new("python3")
         .arg(root().join("tests/e2e/mcp_fixture.py"))
         .args(["--http", "--max-seconds", "120"])
@@ -655,7 +656,9 @@ fn remote_fixture(log: &Path) -> (std::process::Child, u16) {
     )
     .unwrap();
     let port: u16 = first.trim().trim_start_matches("PORT=").parse().unwrap();
-    (fixture, port)
+    let server =
+        format!("[mcp_servers.remote]\nurl = \"http://127.0.0.1:{port}/mcp\"\nread_only = true\n");
+    (fixture, server)
 }
 
 /// What the HTTP fixture logged.
@@ -678,10 +681,7 @@ fn a_client_that_leaves_a_remote_server_ends_its_session_at_once() {
     for (mode, seconds) in [("exit", "60"), ("close", "2")] {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("remote.jsonl");
-        let (mut fixture, port) = remote_fixture(&log);
-        let server = format!(
-            "[mcp_servers.remote]\nurl = \"http://127.0.0.1:{port}/mcp\"\nread_only = true\n"
-        );
+        let (mut fixture, server) = remote_fixture(&log);
         let client = json!({
             "argv": ["python3", root().join("tests/mcp/leave_client.py"), mode, seconds, "--", "{server}"],
             "out": "client-out.json",
@@ -739,9 +739,7 @@ fn a_client_that_leaves_a_remote_server_ends_its_session_at_once() {
 fn a_session_opened_after_its_client_left_is_ended() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("remote.jsonl");
-    let (mut fixture, port) = remote_fixture(&log);
-    let server =
-        format!("[mcp_servers.remote]\nurl = \"http://127.0.0.1:{port}/mcp\"\nread_only = true\n");
+    let (mut fixture, server) = remote_fixture(&log);
     let client = json!({
         "argv": ["python3", root().join("tests/mcp/leave_client.py"), "init", "0", "--", "{server}"],
         "out": "client-out.json",
@@ -800,9 +798,7 @@ fn a_relay_past_the_connection_cap_is_told_why() {
 fn exchanges_left_running_count_against_the_connection_cap() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("remote.jsonl");
-    let (mut fixture, port) = remote_fixture(&log);
-    let server =
-        format!("[mcp_servers.remote]\nurl = \"http://127.0.0.1:{port}/mcp\"\nread_only = true\n");
+    let (mut fixture, server) = remote_fixture(&log);
     let client = json!({
         "argv": ["python3", root().join("tests/mcp/many_relays.py"), "16", "--leave", "12", "--", "{server}"],
         "out": "client-out.json",
@@ -842,9 +838,7 @@ fn exchanges_left_running_count_against_the_connection_cap() {
 #[test]
 fn a_refusal_for_a_remote_server_answers_its_own_request() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut fixture, port) = remote_fixture(&dir.path().join("remote.jsonl"));
-    let server =
-        format!("[mcp_servers.remote]\nurl = \"http://127.0.0.1:{port}/mcp\"\nread_only = true\n");
+    let (mut fixture, server) = remote_fixture(&dir.path().join("remote.jsonl"));
     let client = json!({
         "argv": ["python3", root().join("tests/mcp/raw_client.py"), "lines.txt", "--", "{server}"],
         "out": "client-out.json",
