@@ -5,6 +5,7 @@
 //! (`docs/capabilities.md`, kept current by a test).
 
 use std::fmt::Write;
+use std::sync::Arc;
 
 use super::CliFacts;
 use super::adapter::adapter;
@@ -39,7 +40,7 @@ impl<'a> Reach<'a> {
     pub(crate) fn of(pipeline: &'a Pipeline, resolved: &Resolved) -> Self {
         let mut servers: Vec<&'a str> = Vec::new();
         let mut remote: Vec<&'a str> = Vec::new();
-        for m in &resolved.toolset.mcp {
+        for m in resolved.toolset.mcp.iter() {
             if let Some(s) = pipeline
                 .mcp_servers
                 .iter()
@@ -169,11 +170,11 @@ fn sample(permission: Permission, shell: Option<InternalTool>) -> ToolSet {
     };
     internal.extend(shell);
     ToolSet {
-        internal,
-        mcp: vec![McpTool {
+        internal: internal.into(),
+        mcp: Arc::new([McpTool {
             server: crate::model::ORCH_MCP_SERVER.into(),
             tool: None,
-        }],
+        }]),
         permission,
         max_turns: 25,
     }
@@ -375,8 +376,8 @@ mod tests {
 
     fn ts(level: Permission, internal: Vec<InternalTool>) -> ToolSet {
         ToolSet {
-            internal,
-            mcp: Vec::new(),
+            internal: internal.into(),
+            mcp: Arc::new([]),
             permission: level,
             max_turns: 5,
         }

@@ -75,7 +75,7 @@ impl<'a> Checks<'a> {
                     from_defaults,
                 },
                 &source,
-                at.offset..at.offset + at.len,
+                at.span(),
             )
             .with_label(label),
         );
@@ -128,9 +128,7 @@ impl CliChecks for Checks<'_> {
                 let Some(agent) = pipeline.agent(name) else {
                     continue;
                 };
-                let agent_span = at.unwrap_or_else(|| {
-                    phase.location.offset..phase.location.offset + phase.location.len
-                });
+                let agent_span = at.unwrap_or_else(|| phase.location.span());
                 let r = pipeline.resolve(phase, agent);
                 // One resolution serves both checks.
                 if agent.kind.is_llm() {
@@ -138,7 +136,7 @@ impl CliChecks for Checks<'_> {
                 }
                 let at_or_agent = |at: &Option<Location>| -> (Arc<SourceFile>, Range<usize>) {
                     match at {
-                        Some(l) => (spans.source_for(l), l.offset..l.offset + l.len),
+                        Some(l) => (spans.source_for(l), l.span()),
                         None => (Arc::clone(spans.source), agent_span.clone()),
                     }
                 };
@@ -232,7 +230,7 @@ impl CliChecks for Checks<'_> {
                         Diagnostic::warning(problem, &source, span)
                     });
                 }
-                for tool in &r.toolset.internal {
+                for tool in r.toolset.internal.iter() {
                     if !adapter.supports(tool) {
                         let (source, span) = at_or_agent(&r.provenance.internal.at);
                         out.push(Diagnostic::error(

@@ -221,7 +221,7 @@ impl Adapter for Claude {
         // Auto-approve exactly what the ToolSet grants; everything else is
         // refused by the permission mode.
         let mut allowed: Vec<String> = Vec::new();
-        for t in &ts.internal {
+        for t in ts.internal.iter() {
             match t {
                 InternalTool::BashPattern(p) => allowed.push(format!("Bash({p})")),
                 InternalTool::Write | InternalTool::Edit | InternalTool::NotebookEdit
@@ -237,7 +237,7 @@ impl Adapter for Claude {
             }
         }
         let mut allowed = unique(allowed);
-        for m in &ts.mcp {
+        for m in ts.mcp.iter() {
             allowed.push(m.to_string());
         }
         // dontAsk at every level: only what the allow rules name runs, so

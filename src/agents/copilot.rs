@@ -254,7 +254,7 @@ impl Adapter for Copilot {
                 if level == Permission::WorkspaceWrite && writes {
                     allow.push("write".into());
                 }
-                for t in &ts.internal {
+                for t in ts.internal.iter() {
                     match t {
                         InternalTool::Bash if level == Permission::WorkspaceWrite => {
                             allow.push("shell".into())
@@ -263,7 +263,7 @@ impl Adapter for Copilot {
                         _ => {}
                     }
                 }
-                for m in &ts.mcp {
+                for m in ts.mcp.iter() {
                     allow.push(match &m.tool {
                         Some(tool) => format!("{}({tool})", m.server),
                         None => m.server.clone(),

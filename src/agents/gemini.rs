@@ -200,7 +200,7 @@ impl Adapter for Gemini {
                 rule(format!("toolName = \"{w}\"\ndecision = \"deny\"\n"));
             }
         }
-        for t in &ts.internal {
+        for t in ts.internal.iter() {
             match t {
                 InternalTool::BashPattern(p) => rule(format!(
                     "toolName = \"run_shell_command\"\ncommandPrefix = {}\ndecision = \"allow\"\n",

@@ -351,7 +351,7 @@ pub(crate) fn mcp_servers(
     slot: &Slot<'_>,
 ) -> Vec<McpServerSpec> {
     let mut out: Vec<McpServerSpec> = Vec::new();
-    for m in &toolset.mcp {
+    for m in toolset.mcp.iter() {
         let i = match out.iter().position(|s| s.name == m.server) {
             Some(i) => i,
             None => {
@@ -460,7 +460,7 @@ pub fn server_spawns(
 ) -> Vec<(PathBuf, crate::mcp::ServerSpawn)> {
     let lookup = |n: &str| std::env::var(n).ok();
     let mut out: Vec<(PathBuf, crate::mcp::ServerSpawn)> = Vec::new();
-    for m in &toolset.mcp {
+    for m in toolset.mcp.iter() {
         if m.server == ORCH_MCP_SERVER || out.iter().any(|(_, s)| s.name == m.server) {
             continue;
         }

@@ -287,7 +287,7 @@ pub(crate) fn jobs(pipeline: &Pipeline, graph: &PhaseGraph) -> Vec<Job> {
             for (k, v) in &agent.env {
                 refs.extend(template_names(v).into_iter().map(|n| (n, Some(k.as_str()))));
             }
-            for tool in &ts.mcp {
+            for tool in ts.mcp.iter() {
                 let Some(server) = pipeline.mcp_servers.iter().find(|s| s.name == tool.server)
                 else {
                     continue;

@@ -2,21 +2,48 @@
 //! about a name gives.
 
 use std::fmt;
+use std::ops::Range;
 use std::sync::Arc;
 
 use serde::Serialize;
 
 /// A position in a file, kept in the span-free model so provenance and late
-/// errors can still say `path:line:col`.
+/// errors can still say `path:line:col`. Numbers are 32 bits (a pipeline
+/// keeps several locations per phase); a position past 4 GiB reads as the
+/// largest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Location {
     pub(crate) path: Arc<str>,
-    pub(crate) line: usize,
-    pub(crate) column: usize,
+    pub(crate) line: u32,
+    pub(crate) column: u32,
     #[serde(skip)]
-    pub(crate) offset: usize,
+    pub(crate) offset: u32,
     #[serde(skip)]
-    pub(crate) len: usize,
+    pub(crate) len: u32,
+}
+
+impl Location {
+    /// A location in `path` from 1-based line and column and a byte span.
+    pub(crate) fn new(
+        path: Arc<str>,
+        (line, column): (usize, usize),
+        span: &Range<usize>,
+    ) -> Location {
+        let narrow = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        Location {
+            path,
+            line: narrow(line),
+            column: narrow(column),
+            offset: narrow(span.start),
+            len: narrow(span.end.saturating_sub(span.start)),
+        }
+    }
+
+    /// The bytes of its file it points at.
+    pub(crate) fn span(&self) -> Range<usize> {
+        let start = self.offset as usize;
+        start..start + self.len as usize
+    }
 }
 
 impl fmt::Display for Location {

@@ -7,6 +7,7 @@
 //! they never merge.
 
 use std::fmt;
+use std::sync::{Arc, LazyLock};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -271,8 +272,10 @@ impl Serialize for McpTool {
 /// The tools one agent gets in one phase, fully resolved.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ToolSet {
-    pub(crate) internal: Vec<InternalTool>,
-    pub(crate) mcp: Vec<McpTool>,
+    /// Shared with the layer that set it (and the defaults): a pipeline
+    /// resolves every (phase, agent), and cloning is a count.
+    pub(crate) internal: Arc<[InternalTool]>,
+    pub(crate) mcp: Arc<[McpTool]>,
     pub(crate) permission: Permission,
     pub max_turns: u32,
 }
@@ -288,18 +291,27 @@ impl ToolSet {
 
     /// Layer 5: the built-in defaults for a mode.
     pub(crate) fn default_for(mode: Mode) -> Self {
+        static READ_ONLY: LazyLock<ToolSet> = LazyLock::new(|| ToolSet::built_in(Mode::Plan));
+        static FIX: LazyLock<ToolSet> = LazyLock::new(|| ToolSet::built_in(Mode::Fix));
+        match mode {
+            Mode::Plan | Mode::Audit | Mode::Review => READ_ONLY.clone(),
+            Mode::Fix => FIX.clone(),
+        }
+    }
+
+    fn built_in(mode: Mode) -> Self {
         use InternalTool::*;
         let permission = Self::default_permission(mode);
-        let internal = match mode {
-            Mode::Plan | Mode::Audit | Mode::Review => vec![Read, Glob, Grep],
-            Mode::Fix => vec![Read, Write, Edit, Glob, Grep, Bash],
+        let internal: Arc<[InternalTool]> = match mode {
+            Mode::Plan | Mode::Audit | Mode::Review => Arc::new([Read, Glob, Grep]),
+            Mode::Fix => Arc::new([Read, Write, Edit, Glob, Grep, Bash]),
         };
         ToolSet {
             internal,
-            mcp: vec![McpTool {
+            mcp: Arc::new([McpTool {
                 server: ORCH_MCP_SERVER.into(),
                 tool: None,
-            }],
+            }]),
             permission,
             max_turns: 25,
         }
@@ -316,8 +328,8 @@ pub(crate) struct Field<T> {
 /// One layer's partial ToolSet: each field set or not.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct ToolSetLayer {
-    pub(crate) internal: Option<Field<Vec<InternalTool>>>,
-    pub(crate) mcp: Option<Field<Vec<McpTool>>>,
+    pub(crate) internal: Option<Field<Arc<[InternalTool]>>>,
+    pub(crate) mcp: Option<Field<Arc<[McpTool]>>>,
     pub(crate) permission: Option<Field<Permission>>,
     pub(crate) max_turns: Option<Field<u32>>,
 }
@@ -487,7 +499,7 @@ mod tests {
         assert_eq!(AgentKind::parse("Claude"), None);
     }
 
-    fn at(line: usize) -> Location {
+    fn at(line: u32) -> Location {
         Location {
             path: "p.toml".into(),
             line,
@@ -546,7 +558,7 @@ mod tests {
     fn resolution_is_field_by_field() {
         let phase_tools = ToolSetLayer {
             internal: Some(Field {
-                value: vec![InternalTool::Read, InternalTool::Agent],
+                value: vec![InternalTool::Read, InternalTool::Agent].into(),
                 at: at(2),
             }),
             permission: Some(Field {
@@ -577,7 +589,7 @@ mod tests {
         );
         assert_eq!(
             r.toolset.internal,
-            vec![InternalTool::Read, InternalTool::Agent]
+            vec![InternalTool::Read, InternalTool::Agent].into()
         );
         assert_eq!(r.provenance.internal.layer, Layer::Tools);
         assert_eq!(r.toolset.permission, Permission::WorkspaceWrite);
@@ -591,7 +603,7 @@ mod tests {
     fn lists_replace_not_merge() {
         let mode = ToolSetLayer {
             internal: Some(Field {
-                value: vec![InternalTool::Grep],
+                value: vec![InternalTool::Grep].into(),
                 at: at(1),
             }),
             ..Default::default()
@@ -605,7 +617,7 @@ mod tests {
             ],
             Mode::Fix,
         );
-        assert_eq!(r.toolset.internal, vec![InternalTool::Grep]);
+        assert_eq!(*r.toolset.internal, [InternalTool::Grep]);
         assert_eq!(r.toolset.permission, Permission::WorkspaceWrite);
     }
 }

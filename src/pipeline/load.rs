@@ -89,7 +89,7 @@ pub fn load_str(
     let (files, more) = Files::read(&raw, base);
     diags.extend(more);
     let mut v = Validator::new(&source, &files, clis);
-    let pipeline = v.pipeline(&raw);
+    let pipeline = v.pipeline(raw);
     diags.extend(v.diags);
     diags.sort_by_key(|d| (d.source.name != source.name, d.span.start));
     match pipeline {

@@ -55,14 +55,6 @@ pub struct Pipeline {
     pub(crate) agents: Vec<Agent>,
     pub(crate) mcp_servers: Vec<McpServer>,
     pub phases: Vec<Phase>,
-    /// Each (phase, agent)'s resolved ToolSet: computed once when the
-    /// pipeline is sealed, read by validation, the adapters, the scheduler
-    /// and `explain`. By the phase's place in `phases` (as `index` finds
-    /// it by name), then the place in `agents` of the first agent of the
-    /// agent's name: a lookup borrows the names rather than cloning both
-    /// into a key, and sealing neither hashes nor rehashes a table of every
-    /// pair nor copies a name per pair (both showed in profiles).
-    resolved: Vec<Vec<(usize, Resolved)>>,
     /// Each phase's place in `phases`, by name.
     index: HashMap<String, usize>,
     /// The agents that may write the workspace (LLM agents at
@@ -277,7 +269,9 @@ pub struct Phase {
     pub(crate) required: bool,
     pub(crate) depends_on: Vec<String>,
     pub(crate) prompt: Option<Prompt>,
-    pub(crate) profile: Option<Profile>,
+    /// Boxed: most phases have none, and a phase is kept for each of a
+    /// long pipeline's phases.
+    pub(crate) profile: Option<Box<Profile>>,
     /// The model of every agent of the phase, and where it is written.
     pub(crate) model: Option<(String, Location)>,
     pub(crate) timeout: Option<Duration>,
@@ -285,8 +279,9 @@ pub struct Phase {
     pub(crate) retries: u32,
     pub(crate) artifacts: Vec<String>,
     /// What the phase must deliver and how it is checked.
-    pub(crate) contract: Option<Contract>,
-    pub(crate) tools: ToolSetLayer,
+    pub(crate) contract: Option<Box<Contract>>,
+    /// The phase's `tools`, when it has any (boxed, like `profile`).
+    pub(crate) tools: Option<Box<ToolSetLayer>>,
     pub(crate) agent_tools: Vec<(String, ToolSetLayer)>,
     pub(crate) location: Location,
 }
@@ -305,7 +300,7 @@ impl Phase {
             model: None,
             artifacts: Vec::new(),
             contract: None,
-            tools: ToolSetLayer::default(),
+            tools: None,
             agent_tools: self
                 .agent_tools
                 .iter()
@@ -347,7 +342,7 @@ impl Pipeline {
             .or_else(|| self.phases.iter().find(|p| p.name == name))
     }
 
-    /// A pipeline of these parts, with every (phase, agent) resolved.
+    /// A pipeline of these parts.
     pub(crate) fn new(
         head: PipelineHead,
         agents: Vec<Agent>,
@@ -362,7 +357,6 @@ impl Pipeline {
             agents,
             mcp_servers,
             phases,
-            resolved: Vec::new(),
             index: HashMap::new(),
             writers: std::sync::OnceLock::new(),
             dependencies: std::sync::OnceLock::new(),
@@ -373,54 +367,23 @@ impl Pipeline {
             .enumerate()
             .map(|(i, ph)| (ph.name.clone(), i))
             .collect();
-        let mut resolved: Vec<Vec<(usize, Resolved)>> = p
-            .phases
-            .iter()
-            .map(|ph| Vec::with_capacity(ph.agents.len()))
-            .collect();
-        for (phase, agent) in p.runs() {
-            let Some(&i) = p.index.get(phase.name.as_str()) else {
-                continue;
-            };
-            let r = resolve(Self::layers(&phase, agent), phase.mode);
-            // `runs` gives the first agent of each name.
-            let Some(j) = p.agents.iter().position(|a| std::ptr::eq(a, agent)) else {
-                continue;
-            };
-            // A later pair of the same names replaces an earlier one (a
-            // judge that is also one of its phase's agents; phases of one
-            // name, which validation reports).
-            let slot = &mut resolved[i];
-            match slot.iter_mut().find(|(a, _)| *a == j) {
-                Some(e) => e.1 = r,
-                None => slot.push((j, r)),
-            }
-        }
-        p.resolved = resolved;
         p
     }
 
     /// The resolved ToolSet of `agent` in `phase` (docs/pipeline.md, "How
-    /// an agent's tools are resolved"), with each field's provenance: the one computed when
-    /// the pipeline was made (a pair it does not hold is resolved now).
-    pub fn resolve(&self, phase: &Phase, agent: &Agent) -> Cow<'_, Resolved> {
-        let j = self.agents.iter().position(|a| a.name == agent.name);
-        let sealed = self
-            .index
-            .get(phase.name.as_str())
-            .and_then(|&i| self.resolved.get(i))
-            .and_then(|v| v.iter().find(|(a, _)| Some(*a) == j));
-        match sealed {
-            Some((_, r)) => Cow::Borrowed(r),
-            None => Cow::Owned(resolve(Self::layers(phase, agent), phase.mode)),
-        }
+    /// an agent's tools are resolved"), with each field's provenance.
+    /// Computed when asked: the lists are shared with the layer that set
+    /// them, so this is four lookups and a few counts, and a pipeline of
+    /// 100,000 phases does not keep a resolved copy of each pair.
+    pub fn resolve(&self, phase: &Phase, agent: &Agent) -> Resolved {
+        resolve(Self::layers(phase, agent), phase.mode)
     }
 
     /// The four file layers for `agent` in `phase`, highest priority first.
     pub(crate) fn layers<'a>(phase: &'a Phase, agent: &'a Agent) -> Layers<'a> {
         [
             (Layer::AgentTools, phase.agent_tools(&agent.name)),
-            (Layer::Tools, Some(&phase.tools)),
+            (Layer::Tools, phase.tools.as_deref()),
             (Layer::Profile, phase.profile.as_ref().map(|p| &p.tools)),
             (Layer::Mode, agent.mode(phase.mode).map(|m| &m.tools)),
         ]

@@ -182,7 +182,7 @@ table! {
         mcp_servers: SpannedMap<RawMcpServer> = |d, k, v, _| d.map(k, v, |d, name, v| d.mcp_server(name, v)),
         /// The phases of the DAG.
         #[schemars(length(min = 1))]
-        @required phases: Option<Spanned<Vec<RawPhase>>> = |d, _, v, _| d.phases(v),
+        @required phases: Option<Spanned<Vec<Box<RawPhase>>>> = |d, _, v, _| d.phases(v),
     }
 }
 
@@ -354,7 +354,8 @@ table! {
         #[schemars(with = "Option<u32>", range(min = 1, max = 10))]
         max_attempts: Option<Spanned<i64>> = |d, k, v, _| d.integer(k, v),
         /// Tools for every agent of the phase (layer 2).
-        tools: Option<RawToolSet> = |d, _, v, at| d.toolset(&format!("{at}.tools"), v),
+        #[schemars(with = "Option<RawToolSet>")]
+        tools: Option<Box<RawToolSet>> = |d, _, v, at| d.toolset(&format!("{at}.tools"), v).map(Box::new),
         /// Tools for one agent of the phase (layer 1).
         #[schemars(with = "Option<BTreeMap<String, RawToolSet>>")]
         agent_tools: SpannedMap<RawToolSet> = |d, k, v, at| {
@@ -717,6 +718,7 @@ impl Decoder<'_> {
     ) -> SpannedMap<T> {
         let mut out = SpannedMap::default();
         if let Some(t) = self.table(key, v) {
+            out.0.reserve_exact(t.len());
             for (k, val) in t.iter() {
                 let name = k.get_ref().to_string();
                 if let Some(item) = each(self, &name, val) {
@@ -788,7 +790,11 @@ impl Decoder<'_> {
         Some(self.fields(t, "", || format!("`[{ctx}]`")))
     }
 
-    fn phases(&mut self, v: &Value<'_>) -> Option<Spanned<Vec<RawPhase>>> {
+    #[expect(
+        clippy::vec_box,
+        reason = "validation frees each raw phase as it goes (`Decoder::phase`)"
+    )]
+    fn phases(&mut self, v: &Value<'_>) -> Option<Spanned<Vec<Box<RawPhase>>>> {
         let DeValue::Array(items) = v.get_ref() else {
             self.wrong_type("phases", "an array of tables (`[[phases]]`)", v);
             return None;
@@ -805,7 +811,10 @@ impl Decoder<'_> {
         Some(Spanned::new(out, self.at(v.span())))
     }
 
-    fn phase(&mut self, t: &DeTable<'_>, span: Range<usize>) -> RawPhase {
+    /// A phase, boxed: validation frees each raw phase as it makes the
+    /// model's (`Validator::pipeline`), so a long pipeline's raw phases
+    /// and model phases are not in memory at once.
+    fn phase(&mut self, t: &DeTable<'_>, span: Range<usize>) -> Box<RawPhase> {
         let name = t
             .get("name")
             .and_then(|v| v.get_ref().as_str())
@@ -823,7 +832,7 @@ impl Decoder<'_> {
                 self.missing(key, &ctx(), span.clone());
             }
         }
-        p
+        Box::new(p)
     }
 }
 

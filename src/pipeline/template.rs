@@ -27,6 +27,12 @@ pub(crate) const KNOWN: &str = "{{run_id}}, {{phase}}, {{artifacts.<phase>}}, {{
 
 /// Every `{{ ... }}` in `text`, in order. A `{{` with no `}}` after it is
 /// left as text.
+/// Whether `text` may hold a variable: [`variables`] finds none in a
+/// text without `{{`.
+pub(crate) fn may_hold_variables(text: &str) -> bool {
+    memchr::memmem::find(text.as_bytes(), b"{{").is_some()
+}
+
 pub(crate) fn variables(text: &str) -> Vec<Variable> {
     let mut out = Vec::new();
     let mut from = 0;

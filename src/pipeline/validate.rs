@@ -12,6 +12,7 @@ use super::load::{self, Files};
 use super::mcp_json;
 use super::model::*;
 use super::raw::{RawMcpServer, RawPipeline, RawToolSet, SpStr, Spanned, SpannedMap};
+use super::template;
 use crate::model::AgentKind;
 use crate::model::Location;
 use crate::model::suggest;
@@ -341,7 +342,7 @@ impl<'s> Validator<'s> {
             }
             if ok {
                 layer.internal = Some(Field {
-                    value: tools,
+                    value: tools.into(),
                     at: self.loc(&list.span),
                 });
             }
@@ -433,7 +434,7 @@ impl<'s> Validator<'s> {
             }
             if ok {
                 layer.mcp = Some(Field {
-                    value: tools,
+                    value: tools.into(),
                     at: self.loc(&list.span),
                 });
             }
@@ -468,7 +469,9 @@ impl<'s> Validator<'s> {
         layer
     }
 
-    pub(crate) fn pipeline(&mut self, raw: &RawPipeline) -> Option<Pipeline> {
+    /// The pipeline `raw` describes, when it is valid. Each raw phase is
+    /// dropped once its model phase is made.
+    pub(crate) fn pipeline(&mut self, mut raw: RawPipeline) -> Option<Pipeline> {
         if let Some(v) = &raw.version
             && v.value != 1
         {
@@ -684,23 +687,27 @@ impl<'s> Validator<'s> {
         let declared: HashSet<String> = raw.agents.0.iter().map(|(n, _)| n.value.clone()).collect();
 
         // Phases.
-        let raw_phases: &[_] = raw.phases.as_ref().map_or(&[], |p| &p.value);
-        if let Some(p) = &raw.phases
-            && p.value.is_empty()
-        {
-            self.error(Problem::Empty { key: "phases" }, p.span.clone());
-        }
-        let mut index: HashMap<&str, usize> = HashMap::with_capacity(raw_phases.len());
-        for (i, p) in raw_phases.iter().enumerate() {
-            if let Some(n) = &p.name {
+        let mut raw_phases = match raw.phases.take() {
+            Some(p) => {
+                if p.value.is_empty() {
+                    self.error(Problem::Empty { key: "phases" }, p.span);
+                }
+                p.value
+            }
+            None => Vec::new(),
+        };
+        // The names stay for the whole loop (dependencies are looked up
+        // by name); the rest of each raw phase goes when it is used.
+        let names: Vec<Option<Spanned<String>>> =
+            raw_phases.iter_mut().map(|p| p.name.take()).collect();
+        let mut index: HashMap<&str, usize> = HashMap::with_capacity(names.len());
+        for (i, n) in names.iter().enumerate() {
+            if let Some(n) = n {
                 if !self.name("phase", n) {
                     continue;
                 }
                 if let Some(first) = index.insert(&n.value, i) {
-                    let first_span = raw_phases[first]
-                        .name
-                        .as_ref()
-                        .map_or(0..0, |f| f.span.clone());
+                    let first_span = names[first].as_ref().map_or(0..0, |f| f.span.clone());
                     let line = self.source.line_col(first_span.start).0;
                     self.diags.push(
                         Diagnostic::error(
@@ -718,14 +725,17 @@ impl<'s> Validator<'s> {
             }
         }
 
-        let mut phases = Vec::with_capacity(raw_phases.len());
-        let mut dep_spans: Vec<Vec<Range<usize>>> = Vec::with_capacity(raw_phases.len());
-        let mut agent_spans: Vec<Vec<Range<usize>>> = Vec::with_capacity(raw_phases.len());
-        let mut agent_positions: Vec<Vec<Range<usize>>> = Vec::with_capacity(raw_phases.len());
+        // Grown as the raw phases are freed, not sized for all of them
+        // while every raw phase is still here (the peak of a long file).
+        let mut phases = Vec::new();
+        let mut dep_spans: Vec<Vec<Range<usize>>> = Vec::new();
+        let mut agent_spans: Vec<Vec<Range<usize>>> = Vec::new();
+        let mut agent_positions: Vec<Vec<Range<usize>>> = Vec::new();
         // Where each phase's prompt texts are written, for their variables.
-        let mut prompt_places: Vec<Vec<TextAt>> = Vec::with_capacity(raw_phases.len());
-        for p in raw_phases {
-            let name = p.name.as_ref().map(|n| n.value.clone()).unwrap_or_default();
+        let mut prompt_places: Vec<Vec<TextAt>> = Vec::new();
+        for (p, pname) in raw_phases.into_iter().zip(&names) {
+            let p = &*p;
+            let name = pname.as_ref().map(|n| n.value.clone()).unwrap_or_default();
             // Agents of the phase.
             let mut phase_agents = Vec::new();
             let mut spans = Vec::new();
@@ -888,7 +898,7 @@ impl<'s> Validator<'s> {
                         }
                         self.diags.extend(diags);
                         self.extra_sources.push(Arc::clone(source));
-                        Some(Profile {
+                        Some(Box::new(Profile {
                             name: n.value.clone(),
                             path: raw_profile.path.clone(),
                             tools: tools.unwrap_or_default(),
@@ -896,7 +906,7 @@ impl<'s> Validator<'s> {
                             model_at: raw_profile.model.as_ref().map(|m| source.location(&m.span)),
                             omit: raw_profile.omit.iter().map(|o| o.value.clone()).collect(),
                             body: raw_profile.body.clone(),
-                        })
+                        }))
                     }
                     Err(_) => {
                         // State the lookup rule rather than list absolute
@@ -923,9 +933,8 @@ impl<'s> Validator<'s> {
             let tools = p
                 .tools
                 .as_ref()
-                .map(|t| self.toolset(t, &server_names))
-                .unwrap_or_default();
-            let mut agent_tools = Vec::new();
+                .map(|t| Box::new(self.toolset(t, &server_names)));
+            let mut agent_tools = Vec::with_capacity(p.agent_tools.0.len());
             for (agent, t) in &p.agent_tools.0 {
                 if p.agents.is_some()
                     && !p
@@ -1004,7 +1013,7 @@ impl<'s> Validator<'s> {
                 (m.value.clone(), self.loc(&m.span))
             });
             let phase = Phase {
-                location: self.loc(&p.name.as_ref().map_or(p.span.clone(), |n| n.span.clone())),
+                location: self.loc(&pname.as_ref().map_or(p.span.clone(), |n| n.span.clone())),
                 model,
                 name,
                 agents: phase_agents,
@@ -1020,7 +1029,7 @@ impl<'s> Validator<'s> {
                     .bounded("retries", &p.retries, 0, 100)
                     .unwrap_or(defaults.retries),
                 artifacts,
-                contract,
+                contract: contract.map(Box::new),
                 tools,
                 agent_tools,
             };
@@ -1030,15 +1039,21 @@ impl<'s> Validator<'s> {
             // phase's prompt problem is already reported.
             agent_positions.push(spans.clone());
             agent_spans.push(if prompt_reported { Vec::new() } else { spans });
+            // Only texts with a variable are kept for `templates`.
             let mut places = Vec::new();
             let this = phases.last().expect("just pushed");
-            if let Some(t) = &p.prompt {
+            if let Some(t) = &p.prompt
+                && template::may_hold_variables(&t.value)
+            {
                 places.push(TextAt::inline(self.source, &t.value, &t.span));
             }
-            if let Some(Prompt::File { path, text }) = &this.prompt {
+            if let Some(Prompt::File { path, text }) = &this.prompt
+                && template::may_hold_variables(text)
+            {
                 places.push(TextAt::file(&load::shown(path), text));
             }
             if let Some(prof) = &this.profile
+                && template::may_hold_variables(&prof.body)
                 && let Some(source) = self
                     .extra_sources
                     .iter()
@@ -1243,7 +1258,7 @@ impl<'s> Validator<'s> {
         graph: Option<&PhaseGraph>,
         places: &[Vec<TextAt>],
     ) {
-        use super::template::{self, Meaning};
+        use super::template::Meaning;
         for (i, (phase, places)) in pipeline.phases.iter().zip(places).enumerate() {
             for place in places {
                 for v in template::variables(&place.text) {
@@ -1335,7 +1350,7 @@ impl<'s> Validator<'s> {
                 .and_then(|i| dep_spans[first].get(i).cloned())
                 .unwrap_or_else(|| {
                     let l = &pipeline.phases[first].location;
-                    l.offset..l.offset + l.len
+                    l.span()
                 });
             let label = format!(
                 "`{}` depends on `{}` here",
@@ -1373,7 +1388,7 @@ impl<'s> Validator<'s> {
                 })
             });
             if !can_write {
-                let span = phase.location.offset..phase.location.offset + phase.location.len;
+                let span = phase.location.span();
                 let problem = Problem::UnwritableArtifact {
                     phase: phase.name.clone(),
                     path,
