@@ -567,22 +567,18 @@ impl Diagnostic {
         self
     }
 
-    pub(crate) fn location(&self) -> Location {
-        self.source.location(&self.span)
-    }
-
     pub fn is_error(&self) -> bool {
         self.severity == Severity::Error
     }
 
     /// The JSON form used by `orch validate --format json`.
     pub(crate) fn to_json(&self) -> DiagnosticJson {
-        let loc = self.location();
+        let (line, column) = self.source.line_col(self.span.start);
         let (end_line, end_column) = self.source.line_col(self.span.end);
         DiagnosticJson {
-            file: loc.path.to_string(),
-            line: loc.line as usize,
-            column: loc.column as usize,
+            file: self.source.name.to_string(),
+            line,
+            column,
             end_line,
             end_column,
             severity: self.severity,

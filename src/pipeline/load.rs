@@ -29,7 +29,15 @@ pub struct Invalid {
 /// CLIs and the machine know (what they can enforce depends on both).
 pub fn load(path: &Path, clis: &dyn CliChecks) -> Result<Loaded, Invalid> {
     let name = path.display().to_string();
-    let bytes = match std::fs::read(path) {
+    let read = std::fs::read(path).and_then(|b| {
+        // Positions are kept in 32 bits (`Location`).
+        if u32::try_from(b.len()).is_ok() {
+            Ok(b)
+        } else {
+            Err(std::io::Error::other("it is 4 GiB or larger"))
+        }
+    });
+    let bytes = match read {
         Ok(b) => b,
         Err(e) => {
             let source = SourceFile::new(name.clone(), String::new());

@@ -25,14 +25,14 @@ pub(crate) enum Meaning<'a> {
 /// The names a prompt may use, for messages.
 pub(crate) const KNOWN: &str = "{{run_id}}, {{phase}}, {{artifacts.<phase>}}, {{inputs.<name>}}";
 
-/// Every `{{ ... }}` in `text`, in order. A `{{` with no `}}` after it is
-/// left as text.
 /// Whether `text` may hold a variable: [`variables`] finds none in a
 /// text without `{{`.
 pub(crate) fn may_hold_variables(text: &str) -> bool {
     memchr::memmem::find(text.as_bytes(), b"{{").is_some()
 }
 
+/// Every `{{ ... }}` in `text`, in order. A `{{` with no `}}` after it is
+/// left as text.
 pub(crate) fn variables(text: &str) -> Vec<Variable> {
     let mut out = Vec::new();
     let mut from = 0;

@@ -1039,7 +1039,8 @@ impl<'s> Validator<'s> {
             // phase's prompt problem is already reported.
             agent_positions.push(spans.clone());
             agent_spans.push(if prompt_reported { Vec::new() } else { spans });
-            // Only texts with a variable are kept for `templates`.
+            // Only texts that may hold a variable (with `{{`) are kept
+            // for `templates`.
             let mut places = Vec::new();
             let this = phases.last().expect("just pushed");
             if let Some(t) = &p.prompt
@@ -1069,6 +1070,8 @@ impl<'s> Validator<'s> {
             prompt_places.push(places);
         }
 
+        drop(index);
+        drop(names);
         let head = PipelineHead {
             path: Default::default(),
             name: raw

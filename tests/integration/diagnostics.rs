@@ -104,6 +104,7 @@ fixtures! {
     bad_name => [at("bad_name", 3, 8)],
     empty => [at("empty", 7, 10)],
     duplicate_phase => [at("duplicate_phase", 11, 8)],
+    duplicate_phase_tools => [at("duplicate_phase", 17, 8)],
     duplicate_agent => [at("duplicate_agent", 7, 30)],
     unknown_agent => [at("unknown_agent", 7, 11)],
     unknown_value => [at("unknown_value", 11, 14)],
