@@ -436,10 +436,14 @@ fn decode_whole(source: &Arc<SourceFile>) -> (Option<RawPipeline>, Vec<Diagnosti
     (Some(raw), d.diags)
 }
 
-/// From what size a file is decoded phase by phase: below it the whole
-/// file's tree is small, and finding the phases costs a second pass of
-/// the lexer (2% more instructions at 1,000 phases, 330 KB).
-const SPLIT_FROM: usize = 4 << 20;
+/// From what size a file is decoded phase by phase. Finding the phases
+/// costs a second pass of the lexer (2% more instructions at 1,000 phases,
+/// 330 KB), but the whole file's tokens, events and tree are large
+/// allocations touched once: at 1,000 phases the process touched 2,390
+/// pages parsing whole and 915 phase by phase, and ran 10-25% faster
+/// (`scripts/measure-validate.sh`). Below this, the file is a few hundred
+/// phases and both ways cost the same.
+const SPLIT_FROM: usize = 64 << 10;
 
 /// Where each `[[phases]]` table of a file starts, when the file is laid
 /// out as pipelines are (everything else first, then the phases, each
