@@ -289,7 +289,20 @@ impl Reports {
     /// This run's events matching `q`, in the order they arrived.
     pub(crate) fn events(&self, q: &EventQuery<'_>) -> Result<Vec<EventRecord>, StoreError> {
         let conn = self.conn();
-        let mut st = conn.prepare_cached(
+        // Both read in rowid order (a run's spans are islands of its own
+        // rows, in order); with a phase, agent or attempt named, through
+        // those attempts' spans, not every row of the run.
+        let named = q.phase.is_some() || q.agent.is_some() || q.attempt.is_some();
+        let mut st = conn.prepare_cached(if named {
+            "SELECT a.phase, a.agent, a.attempt, e.seq, e.ts_ms, e.kind, e.data_json
+             FROM attempts a
+             CROSS JOIN attempt_spans s ON s.attempt_id = a.id
+             CROSS JOIN events e ON e.rowid BETWEEN s.first_id AND s.last_id
+             WHERE a.run_id = ?1 AND (?2 IS NULL OR a.phase = ?2)
+               AND (?3 IS NULL OR a.agent = ?3) AND (?4 IS NULL OR a.attempt = ?4)
+               AND e.attempt_id = a.id AND (?5 IS NULL OR e.kind = ?5)
+             ORDER BY e.rowid LIMIT ?6 OFFSET ?7"
+        } else {
             "SELECT a.phase, a.agent, a.attempt, e.seq, e.ts_ms, e.kind, e.data_json
              FROM event_spans s
              CROSS JOIN events e ON e.rowid BETWEEN s.first_id AND s.last_id
@@ -297,8 +310,8 @@ impl Reports {
              WHERE s.run_id = ?1 AND a.run_id = ?1 AND (?2 IS NULL OR a.phase = ?2)
                AND (?3 IS NULL OR a.agent = ?3) AND (?4 IS NULL OR a.attempt = ?4)
                AND (?5 IS NULL OR e.kind = ?5)
-             ORDER BY s.first_id, e.rowid LIMIT ?6 OFFSET ?7",
-        )?;
+             ORDER BY s.first_id, e.rowid LIMIT ?6 OFFSET ?7"
+        })?;
         let rows = st.query_map(
             params![
                 self.who.run_id,

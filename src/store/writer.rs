@@ -1387,6 +1387,83 @@ mod tests {
         assert_eq!(store.event_count("r1").unwrap(), page.events.len() as u64);
     }
 
+    /// The events tool with a phase, agent or attempt named reads through
+    /// those attempts' spans, and answers what the whole run's events,
+    /// filtered, hold: the same rows, in the same order, pages included,
+    /// also where a span stretches over the other attempt's rows.
+    #[test]
+    fn events_of_named_attempts_are_the_runs_events_filtered() {
+        use crate::store::reports::EventQuery;
+        let (dir, store) = store_with([run_started("r1", 1, 0), phase_started("r1", "p", 0)]);
+        let w = store.writer();
+        let (a, _b) = two_attempts_interleaved(&w, 300, 7);
+        w.send(a.event_of(300, 0, "tool_call", "{\"n\":1}", "a.300"))
+            .unwrap();
+        w.flush().unwrap();
+        let reports = crate::store::Reports::open(
+            dir.path(),
+            crate::store::Reporter {
+                run_id: "r1".into(),
+                phase: "p".into(),
+                agent: "a".into(),
+                attempt: 1,
+            },
+        )
+        .unwrap();
+        let all = reports
+            .events(&EventQuery {
+                limit: 10_000,
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(all.len(), 601);
+        let rows = |q: EventQuery<'_>| -> Vec<(String, u64)> {
+            reports
+                .events(&q)
+                .unwrap()
+                .into_iter()
+                .map(|e| (e.agent, e.seq))
+                .collect()
+        };
+        let of = |agent: &str| -> Vec<(String, u64)> {
+            all.iter()
+                .filter(|e| e.agent == agent)
+                .map(|e| (e.agent.clone(), e.seq))
+                .collect()
+        };
+        let named = |agent, limit, offset| EventQuery {
+            phase: Some("p"),
+            agent: Some(agent),
+            attempt: Some(1),
+            limit,
+            offset,
+            ..Default::default()
+        };
+        assert_eq!(rows(named("a", 10_000, 0)), of("a"));
+        assert_eq!(rows(named("b", 10_000, 0)), of("b"));
+        assert_eq!(rows(named("b", 50, 120)), of("b")[120..170]);
+        assert_eq!(
+            rows(EventQuery {
+                phase: Some("p"),
+                limit: 10_000,
+                ..Default::default()
+            }),
+            all.iter()
+                .map(|e| (e.agent.clone(), e.seq))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(
+            rows(EventQuery {
+                agent: Some("a"),
+                kind: Some("tool_call"),
+                limit: 10,
+                ..Default::default()
+            }),
+            [("a".to_string(), 300)]
+        );
+        assert!(rows(named("c", 10, 0)).is_empty());
+    }
+
     /// Rows planted in the database (the largest rowid there is, a span
     /// that starts where the next attempt's will) neither lose nor hide an
     /// event: SQLite then hands out rowids anywhere, and every span still
