@@ -113,7 +113,7 @@ impl CliChecks for Checks<'_> {
         let judged: Vec<Phase> = pipeline
             .phases
             .iter()
-            .filter_map(Phase::judge_preview)
+            .filter_map(|p| p.judge_preview())
             .collect();
         // (phase, agent, where the agent is named, whether it judges).
         let mut items: Vec<(&Phase, &String, Option<Range<usize>>, bool)> = Vec::new();

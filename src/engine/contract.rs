@@ -252,6 +252,7 @@ mod tests {
         .unwrap()
         .pipeline
         .phases[0]
+            .as_ref()
             .clone();
         let judge = crate::pipeline::Agent::builtin("claude", crate::model::AgentKind::Claude);
         let prompt = judge_prompt(&phase, &judge, &art);

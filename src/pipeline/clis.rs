@@ -39,8 +39,34 @@ pub trait CliChecks {
 pub struct Spans<'a> {
     pub(crate) source: &'a Arc<SourceFile>,
     pub(crate) profiles: &'a [Arc<SourceFile>],
-    /// `agents[phase][i]`: where phase `phase` names its `i`-th agent.
-    pub(crate) agents: &'a [Vec<Range<usize>>],
+    /// `agents.of(phase)[i]`: where phase `phase` names its `i`-th agent.
+    pub(crate) agents: &'a PhaseRanges,
+}
+
+/// Spans in the file, a list for each phase in order, kept in one vector
+/// (a list of its own for each of 100,000 phases cost an allocation each).
+#[derive(Debug, Default)]
+pub(crate) struct PhaseRanges {
+    ranges: Vec<Range<usize>>,
+    /// Where each phase's list ends in `ranges`.
+    ends: Vec<usize>,
+}
+
+impl PhaseRanges {
+    /// Add the next phase's list.
+    pub(crate) fn push(&mut self, list: impl IntoIterator<Item = Range<usize>>) {
+        self.ranges.extend(list);
+        self.ends.push(self.ranges.len());
+    }
+
+    /// Phase `phase`'s list (empty past the last phase).
+    pub(crate) fn of(&self, phase: usize) -> &[Range<usize>] {
+        let Some(&end) = self.ends.get(phase) else {
+            return &[];
+        };
+        let start = phase.checked_sub(1).map_or(0, |p| self.ends[p]);
+        &self.ranges[start..end]
+    }
 }
 
 impl Spans<'_> {
@@ -55,6 +81,6 @@ impl Spans<'_> {
 
     /// Where the `i`-th agent of phase `phase` is named, if it is.
     pub(crate) fn agent(&self, phase: usize, i: usize) -> Option<Range<usize>> {
-        self.agents.get(phase).and_then(|s| s.get(i)).cloned()
+        self.agents.of(phase).get(i).cloned()
     }
 }

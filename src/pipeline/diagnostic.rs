@@ -19,7 +19,10 @@ use crate::model::Location;
 pub struct SourceFile {
     pub name: Arc<str>,
     pub(crate) text: String,
-    line_starts: Vec<usize>,
+    /// Where each line starts, 32-bit (a pipeline file is under 4 GiB,
+    /// `load` refuses more; a later start in a larger text reads as the
+    /// largest, so its lines run together but nothing breaks).
+    line_starts: Vec<u32>,
     /// The text as shown in rendered diagnostics, when it differs: control
     /// and bidirectional-override characters are replaced (same byte
     /// length) so a hostile file cannot send escape sequences to a terminal.
@@ -48,7 +51,10 @@ impl SourceFile {
         let lines = memchr::memchr_iter(b'\n', text.as_bytes()).count();
         let mut line_starts = Vec::with_capacity(lines + 1);
         line_starts.push(0);
-        line_starts.extend(memchr::memchr_iter(b'\n', text.as_bytes()).map(|i| i + 1));
+        line_starts.extend(
+            memchr::memchr_iter(b'\n', text.as_bytes())
+                .map(|i| u32::try_from(i + 1).unwrap_or(u32::MAX)),
+        );
         // A byte scan first (decoding every char showed in profiles): every
         // char `unsafe_to_show` names is a C0 byte, DEL, or starts with 0xC2
         // (C1 controls) or 0xE2 (the bidi controls). Branch-free over
@@ -81,8 +87,11 @@ impl SourceFile {
     /// 1-based line and column (in characters) of a byte offset.
     pub(crate) fn line_col(&self, offset: usize) -> (usize, usize) {
         let offset = offset.min(self.text.len());
-        let line = self.line_starts.partition_point(|&s| s <= offset) - 1;
-        let start = self.line_starts[line];
+        let line = self
+            .line_starts
+            .partition_point(|&s| s as usize <= offset)
+            .saturating_sub(1);
+        let start = (self.line_starts[line] as usize).min(offset);
         let column = self
             .text
             .get(start..offset)

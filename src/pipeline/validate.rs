@@ -6,7 +6,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::clis::{CliChecks, Spans};
+use super::clis::{CliChecks, PhaseRanges, Spans};
 use super::diagnostic::{Diagnostic, Problem, SourceFile};
 use super::load::{self, Files};
 use super::mcp_json;
@@ -728,9 +728,11 @@ impl<'s> Validator<'s> {
         // Grown as the raw phases are freed, not sized for all of them
         // while every raw phase is still here (the peak of a long file).
         let mut phases = Vec::new();
-        let mut dep_spans: Vec<Vec<Range<usize>>> = Vec::new();
-        let mut agent_spans: Vec<Vec<Range<usize>>> = Vec::new();
-        let mut agent_positions: Vec<Vec<Range<usize>>> = Vec::new();
+        let mut dep_spans = PhaseRanges::default();
+        let mut agent_positions = PhaseRanges::default();
+        // Phases whose prompt problem is reported already (`prompts` then
+        // says nothing more of them).
+        let mut prompt_reported_of: Vec<bool> = Vec::new();
         // Where each phase's prompt texts are written, for their variables.
         let mut prompt_places: Vec<Vec<TextAt>> = Vec::new();
         for (p, pname) in raw_phases.into_iter().zip(&names) {
@@ -1033,12 +1035,12 @@ impl<'s> Validator<'s> {
                 tools,
                 agent_tools,
             };
-            phases.push(phase);
+            phases.push(Box::new(phase));
             dep_spans.push(dspans);
             // `prompts` checks the agents at these spans; none when the
             // phase's prompt problem is already reported.
-            agent_positions.push(spans.clone());
-            agent_spans.push(if prompt_reported { Vec::new() } else { spans });
+            agent_positions.push(spans);
+            prompt_reported_of.push(prompt_reported);
             // Only texts that may hold a variable (with `{{`) are kept
             // for `templates`.
             let mut places = Vec::new();
@@ -1084,7 +1086,7 @@ impl<'s> Validator<'s> {
         };
         let pipeline = Pipeline::new(head, agents, mcp_servers, phases);
 
-        self.prompts(&pipeline, &agent_spans);
+        self.prompts(&pipeline, &agent_positions, &prompt_reported_of);
         // One graph for both checks, from the edges the pipeline keeps for
         // the enforcement pass (built once, not three times).
         let graph = PhaseGraph::of(pipeline.dependencies().clone());
@@ -1307,8 +1309,12 @@ impl<'s> Validator<'s> {
     }
 
     /// Every LLM agent needs a prompt (inline, file, or a profile body).
-    fn prompts(&mut self, pipeline: &Pipeline, agent_spans: &[Vec<Range<usize>>]) {
-        for (phase, spans) in pipeline.phases.iter().zip(agent_spans) {
+    fn prompts(&mut self, pipeline: &Pipeline, agent_spans: &PhaseRanges, reported: &[bool]) {
+        for (i, phase) in pipeline.phases.iter().enumerate() {
+            if reported.get(i).copied().unwrap_or(true) {
+                continue;
+            }
+            let spans = agent_spans.of(i);
             let has_prompt = phase.prompt.is_some()
                 || phase
                     .profile
@@ -1335,7 +1341,7 @@ impl<'s> Validator<'s> {
         &mut self,
         pipeline: &Pipeline,
         graph: &Result<PhaseGraph, Vec<Cycle>>,
-        dep_spans: &[Vec<Range<usize>>],
+        dep_spans: &PhaseRanges,
     ) {
         let Err(cycles) = graph else {
             return;
@@ -1350,7 +1356,7 @@ impl<'s> Validator<'s> {
                 .depends_on
                 .iter()
                 .position(|d| *d == pipeline.phases[next].name)
-                .and_then(|i| dep_spans[first].get(i).cloned())
+                .and_then(|i| dep_spans.of(first).get(i).cloned())
                 .unwrap_or_else(|| {
                     let l = &pipeline.phases[first].location;
                     l.span()
