@@ -19,9 +19,10 @@ use crate::model::Location;
 pub struct SourceFile {
     pub name: Arc<str>,
     pub(crate) text: String,
-    /// Where each line starts, 32-bit (a pipeline file is under 4 GiB,
-    /// `load` refuses more; a later start in a larger text reads as the
-    /// largest, so its lines run together but nothing breaks).
+    /// Where each line starts, 32-bit (a pipeline file is under 4 GiB:
+    /// `load` refuses more; in a larger text, a profile say, every start
+    /// past 4 GiB reads as the largest, so positions there show the last
+    /// line, but nothing breaks).
     line_starts: Vec<u32>,
     /// The text as shown in rendered diagnostics, when it differs: control
     /// and bidirectional-override characters are replaced (same byte

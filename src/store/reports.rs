@@ -294,13 +294,19 @@ impl Reports {
         // those attempts' spans, not every row of the run.
         let named = q.phase.is_some() || q.agent.is_some() || q.attempt.is_some();
         let mut st = conn.prepare_cached(if named {
+            // Each row once, even where an attempt's spans overlap (rows
+            // planted in the database can make them).
             "SELECT a.phase, a.agent, a.attempt, e.seq, e.ts_ms, e.kind, e.data_json
-             FROM attempts a
-             CROSS JOIN attempt_spans s ON s.attempt_id = a.id
-             CROSS JOIN events e ON e.rowid BETWEEN s.first_id AND s.last_id
-             WHERE a.run_id = ?1 AND (?2 IS NULL OR a.phase = ?2)
-               AND (?3 IS NULL OR a.agent = ?3) AND (?4 IS NULL OR a.attempt = ?4)
-               AND e.attempt_id = a.id AND (?5 IS NULL OR e.kind = ?5)
+             FROM events e
+             CROSS JOIN attempts a ON a.id = e.attempt_id
+             WHERE e.rowid IN (
+                 SELECT f.rowid FROM attempts b
+                 CROSS JOIN attempt_spans s ON s.attempt_id = b.id
+                 CROSS JOIN events f ON f.rowid BETWEEN s.first_id AND s.last_id
+                 WHERE b.run_id = ?1 AND (?2 IS NULL OR b.phase = ?2)
+                   AND (?3 IS NULL OR b.agent = ?3) AND (?4 IS NULL OR b.attempt = ?4)
+                   AND f.attempt_id = b.id)
+               AND a.run_id = ?1 AND (?5 IS NULL OR e.kind = ?5)
              ORDER BY e.rowid LIMIT ?6 OFFSET ?7"
         } else {
             "SELECT a.phase, a.agent, a.attempt, e.seq, e.ts_ms, e.kind, e.data_json

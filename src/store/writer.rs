@@ -1394,12 +1394,41 @@ mod tests {
     #[test]
     fn events_of_named_attempts_are_the_runs_events_filtered() {
         use crate::store::reports::EventQuery;
-        let (dir, store) = store_with([run_started("r1", 1, 0), phase_started("r1", "p", 0)]);
+        let (dir, store) = store_with([
+            run_started("r1", 1, 0),
+            phase_started("r1", "p", 0),
+            run_started("r2", 1, 0),
+            phase_started("r2", "p", 0),
+        ]);
         let w = store.writer();
-        let (a, _b) = two_attempts_interleaved(&w, 300, 7);
+        let (a, b) = two_attempts_interleaved(&w, 300, 7);
+        // Another run's attempt of the same names, between them.
+        let other = attempt("r2", "p", "a", 1);
+        w.send(other.start(0)).unwrap();
+        for seq in 0..20 {
+            w.send(other.event_of(seq, 0, "raw", "null", "other"))
+                .unwrap();
+        }
+        w.flush().unwrap();
+        // b alone for longer than a span stretches: a's next events start
+        // a second span of a.
+        for seq in 300..(300 + ATTEMPT_SPAN_GAP as u64 + 10) {
+            w.send(b.event_of(seq, 0, "raw", "null", "b")).unwrap();
+        }
+        w.flush().unwrap();
         w.send(a.event_of(300, 0, "tool_call", "{\"n\":1}", "a.300"))
             .unwrap();
         w.flush().unwrap();
+        let conn = Connection::open(store.db_path()).unwrap();
+        let spans_of_a: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM attempt_spans s JOIN attempts t ON t.id = s.attempt_id
+                 WHERE t.run_id = 'r1' AND t.agent = 'a'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(spans_of_a, 2);
         let reports = crate::store::Reports::open(
             dir.path(),
             crate::store::Reporter {
@@ -1416,7 +1445,7 @@ mod tests {
                 ..Default::default()
             })
             .unwrap();
-        assert_eq!(all.len(), 601);
+        assert_eq!(all.len(), 611 + ATTEMPT_SPAN_GAP as usize);
         let rows = |q: EventQuery<'_>| -> Vec<(String, u64)> {
             reports
                 .events(&q)
@@ -1462,6 +1491,14 @@ mod tests {
             [("a".to_string(), 300)]
         );
         assert!(rows(named("c", 10, 0)).is_empty());
+        // A span planted over a's others: still each row once.
+        conn.execute(
+            "INSERT INTO attempt_spans (attempt_id, first_id, last_id)
+             SELECT id, 2, 1000000 FROM attempts WHERE run_id = 'r1' AND agent = 'a'",
+            [],
+        )
+        .unwrap();
+        assert_eq!(rows(named("a", 10_000, 0)), of("a"));
     }
 
     /// Rows planted in the database (the largest rowid there is, a span
