@@ -29,24 +29,23 @@ pub struct Invalid {
 /// CLIs and the machine know (what they can enforce depends on both).
 pub fn load(path: &Path, clis: &dyn CliChecks) -> Result<Loaded, Invalid> {
     let name = path.display().to_string();
-    let read = std::fs::read(path).and_then(|b| {
-        // Positions are kept in 32 bits (`Location`).
-        if u32::try_from(b.len()).is_ok() {
-            Ok(b)
-        } else {
-            Err(std::io::Error::other("it is 4 GiB or larger"))
-        }
-    });
+    let read = std::fs::read(path)
+        .map_err(|e| io_reason(&e))
+        .and_then(|b| {
+            // Positions are kept in 32 bits (`Location`).
+            if u32::try_from(b.len()).is_ok() {
+                Ok(b)
+            } else {
+                Err("it is 4 GiB or larger".to_string())
+            }
+        });
     let bytes = match read {
         Ok(b) => b,
-        Err(e) => {
+        Err(reason) => {
             let source = SourceFile::new(name.clone(), String::new());
             return Err(Invalid {
                 diagnostics: vec![Diagnostic::error(
-                    Problem::Unreadable {
-                        path: name,
-                        reason: io_reason(&e),
-                    },
+                    Problem::Unreadable { path: name, reason },
                     &source,
                     0..0,
                 )],
