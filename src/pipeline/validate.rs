@@ -899,7 +899,11 @@ impl<'s> Validator<'s> {
                             }
                         }
                         self.diags.extend(diags);
-                        self.extra_sources.push(Arc::clone(source));
+                        // Once per profile file, not per phase that uses it
+                        // (the list is searched for each such phase).
+                        if !self.extra_sources.iter().any(|s| Arc::ptr_eq(s, source)) {
+                            self.extra_sources.push(Arc::clone(source));
+                        }
                         Some(Box::new(Profile {
                             name: n.value.clone(),
                             path: raw_profile.path.clone(),
