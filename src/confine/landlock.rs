@@ -777,6 +777,47 @@ mod tests {
         }
     }
 
+    /// No process of a sandbox reaches into another of the same sandbox
+    /// (the agent's command into its CLI, which Landlock allows within one
+    /// domain): no tracing, no reading or writing its memory, no copy of
+    /// its descriptors. Here the process reaches for its own child, which
+    /// needs no more rights than its parent would (and which Yama allows
+    /// where it is on); unconfined, the control, every call works.
+    #[test]
+    fn no_process_traces_or_reaches_into_another_of_its_sandbox() {
+        let s = scene();
+        let code = "import ctypes, errno, os, sys, time\n\
+c = ctypes.CDLL(None, use_errno=True)\n\
+child = os.fork()\n\
+if child == 0:\n    time.sleep(30)\n    os._exit(0)\n\
+def refused(r):\n    return r == -1 and ctypes.get_errno() == errno.EPERM\n\
+class iovec(ctypes.Structure):\n    _fields_ = [(\"base\", ctypes.c_void_p), (\"len\", ctypes.c_size_t)]\n\
+buf = ctypes.create_string_buffer(8)\n\
+local = iovec(ctypes.cast(buf, ctypes.c_void_p), 8)\n\
+remote = iovec(ctypes.cast(buf, ctypes.c_void_p), 8)\n\
+pidfd = c.syscall(434, child, 0)\n\
+answers = [\n\
+    refused(c.syscall(310, child, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)),\n\
+    refused(c.syscall(311, child, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)),\n\
+    pidfd >= 0 and refused(c.syscall(438, pidfd, 1, 0)),\n\
+    refused(c.ptrace(16, child, None, None)),\n\
+]\n\
+os.kill(child, 9)\n\
+print(answers)\n\
+raise SystemExit(0 if all(answers) else 1 if not any(answers) else 2)";
+        for level in [Permission::ReadOnly, Permission::WorkspaceWrite] {
+            assert_eq!(py(&s, level, code), 0, "{level:?}");
+        }
+        let control = Command::new("python3").args(["-c", code]).status().unwrap();
+        // Yama at 2 or more keeps tracing from everyone but root.
+        let yama = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+            .ok()
+            .and_then(|v| v.trim().parse::<u32>().ok())
+            .unwrap_or(0);
+        let works = if yama >= 2 { 2 } else { 1 };
+        assert_eq!(control.code(), Some(works), "unconfined, every call works");
+    }
+
     /// A system call from the x32 table (its number with bit 0x40000000
     /// set) kills the process at both levels, whatever the call: the
     /// filter's other rules match the plain numbers only, so an x32

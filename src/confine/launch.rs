@@ -33,6 +33,14 @@ pub(crate) enum Io {
     Null,
     /// A pipe to orch: [`Child::stdin`], [`Child::stdout`], [`Child::stderr`].
     Pipe,
+    /// A connected Unix socket to orch, one way as a pipe is: the same
+    /// [`Child`] fields. Unlike a pipe, no other process can open it again
+    /// through `/proc/<pid>/fd/<n>` (the kernel refuses to open a socket
+    /// by path: `ENXIO`), so a process the program starts, which can
+    /// reach the program's `/proc` entry, cannot write into (or read from)
+    /// the stream orch holds. Not for a plain command: a shell script's
+    /// `> /dev/stderr` is such an open, and would fail.
+    Socket,
     /// orch's own.
     Inherit,
 }
@@ -125,6 +133,11 @@ impl Launch {
                 Io::Pipe => {
                     let (read, write) = pipe()?;
                     let (mine, theirs) = if i == 0 { (write, read) } else { (read, write) };
+                    parent_ends[i] = Some(mine);
+                    child_ends[i] = Some(theirs);
+                }
+                Io::Socket => {
+                    let (mine, theirs) = socket_pair(i == 0)?;
                     parent_ends[i] = Some(mine);
                     child_ends[i] = Some(theirs);
                 }
@@ -905,6 +918,41 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((above_stdio(read)?, above_stdio(write)?))
 }
 
+/// A connected pair of Unix stream sockets, both close-on-exec and above
+/// the standard streams: orch's end, then the child's. Each is shut for
+/// the direction it does not use, so that it carries bytes one way as a
+/// pipe does: orch writes and the child reads when `to_child`, the other
+/// way round otherwise.
+fn socket_pair(to_child: bool) -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: socketpair fills in two descriptors, ours alone.
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    let (mine, theirs) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let (mine_shut, theirs_shut) = if to_child {
+        (libc::SHUT_RD, libc::SHUT_WR)
+    } else {
+        (libc::SHUT_WR, libc::SHUT_RD)
+    };
+    for (fd, how) in [(&mine, mine_shut), (&theirs, theirs_shut)] {
+        // SAFETY: shutdown of a socket we hold.
+        if unsafe { libc::shutdown(fd.as_raw_fd(), how) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok((above_stdio(mine)?, above_stdio(theirs)?))
+}
+
 /// `fd`, or a copy of it numbered above 2 when orch's own standard streams
 /// were closed and it took one of their numbers.
 fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
@@ -983,6 +1031,38 @@ mod tests {
         assert_eq!(out, format!("bar||{}\nin\n", real.display()));
         assert_eq!(err, "oops\n");
         assert_eq!(child.wait_blocking().unwrap().code(), Some(3));
+    }
+
+    /// Through sockets the streams carry the same bytes, one way each, but
+    /// no process can open them again by path (`/proc/<pid>/fd/<n>`, which
+    /// is `/dev/stdout`), as it can a pipe: the control.
+    #[test]
+    fn a_socket_stream_carries_the_bytes_but_cannot_be_opened_again() {
+        let script = r#"echo out; echo err >&2; cat
+            { echo reopened > /proc/$$/fd/1; } 2>/dev/null || echo "stdout refused"
+            { echo reopened > /proc/$$/fd/0; } 2>/dev/null || echo "stdin refused"
+            ( echo back >&0 ) 2>/dev/null || echo "stdin one way""#;
+        for (io, expected) in [
+            (
+                Io::Socket,
+                "out\nin\nstdout refused\nstdin refused\nstdin one way\n",
+            ),
+            (Io::Pipe, "out\nin\nreopened\nstdin one way\n"),
+        ] {
+            let launch = Launch::from_command(&sh(script), false)
+                .stdin(io)
+                .stdout(io)
+                .stderr(io);
+            let mut child = launch.spawn(None, None).unwrap();
+            let mut stdin = std::fs::File::from(child.stdin.take().unwrap());
+            stdin.write_all(b"in\n").unwrap();
+            drop(stdin);
+            let out = read_all(child.stdout.take());
+            let err = read_all(child.stderr.take());
+            assert_eq!(child.wait_blocking().unwrap().code(), Some(0), "{io:?}");
+            assert_eq!(out, expected, "{io:?}: {err}");
+            assert_eq!(err, "err\n", "{io:?}");
+        }
     }
 
     /// Only the standard streams reach the program (and `ls`'s own).

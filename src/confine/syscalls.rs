@@ -1,7 +1,8 @@
 //! The system calls a confined process may not make, beyond what Landlock
 //! covers: a seccomp filter entered with the ruleset.
 //!
-//! Landlock holds the contents and names of files, signals and tracing,
+//! Landlock holds the contents and names of files, and signals and tracing
+//! between sandboxes,
 //! but not these:
 //!
 //! - resource limits of another process (`prlimit64` with a pid): a limit
@@ -15,6 +16,9 @@
 //! - System V shared memory, semaphores and message queues, and POSIX
 //!   message queues: they are shared by every process of the user (or
 //!   every root process), outside any file tree;
+//! - another process of the same sandbox, which Landlock does not keep
+//!   apart (`ptrace`, `process_vm_readv`/`writev`, `pidfd_getfd`): the
+//!   agent's command would reach into its CLI;
 //! - typing into a terminal (`TIOCSTI`, `TIOCLINUX` on any descriptor);
 //! - a file's inode flags (`FS_IOC_SETFLAGS`, `FS_IOC_FSSETXATTR`: append
 //!   only, no dump...);
@@ -244,6 +248,18 @@ fn refusals(permission: Permission) -> Result<BpfProgram, Error> {
         libc::SYS_mq_timedreceive,
         libc::SYS_mq_notify,
         libc::SYS_mq_getsetattr,
+        // Another process of the same sandbox (Landlock allows it within
+        // one domain): tracing the agent's CLI, reading or writing its
+        // memory, copying one of its descriptors. Any of them makes the
+        // CLI print lines of the agent's making on the stream orch reads
+        // as the CLI's events, or takes that stream itself; the CLI's
+        // streams are sockets so that no open through `/proc` does
+        // (docs/confinement.md, "Lines that pass for the CLI's"). A
+        // debugger (`gdb`, `strace`) does not work under orch.
+        libc::SYS_ptrace,
+        libc::SYS_process_vm_readv,
+        libc::SYS_process_vm_writev,
+        libc::SYS_pidfd_getfd,
     ] {
         rules.insert(call, Vec::new());
     }

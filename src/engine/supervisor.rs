@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use nix::unistd::Pid;
-use tokio::io::{AsyncRead, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::unix::pipe::Receiver;
 use tokio::sync::{mpsc, watch};
 
@@ -217,6 +217,34 @@ async fn read_lines<R: AsyncRead + Unpin>(r: R, tx: mpsc::Sender<Line>, stdout: 
     }
 }
 
+/// orch's end of an output stream of the agent's process ([`Io::Pipe`] or
+/// [`Io::Socket`]), to read.
+fn reading(fd: std::os::fd::OwnedFd, io: Io) -> std::io::Result<Box<dyn AsyncRead + Unpin + Send>> {
+    Ok(if io == Io::Socket {
+        Box::new(socket(fd)?)
+    } else {
+        Box::new(Receiver::from_owned_fd(fd)?)
+    })
+}
+
+/// orch's end of the agent's standard input, to write.
+fn writing(
+    fd: std::os::fd::OwnedFd,
+    io: Io,
+) -> std::io::Result<Box<dyn AsyncWrite + Unpin + Send>> {
+    Ok(if io == Io::Socket {
+        Box::new(socket(fd)?)
+    } else {
+        Box::new(tokio::net::unix::pipe::Sender::from_owned_fd(fd)?)
+    })
+}
+
+fn socket(fd: std::os::fd::OwnedFd) -> std::io::Result<tokio::net::UnixStream> {
+    let socket = std::os::unix::net::UnixStream::from(fd);
+    socket.set_nonblocking(true)?;
+    tokio::net::UnixStream::from_std(socket)
+}
+
 /// One line into a raw log (buffered): two copies, not the formatting
 /// machinery a `writeln!` runs per line.
 fn log_line(f: &mut std::io::BufWriter<std::fs::File>, text: &str) {
@@ -290,16 +318,27 @@ pub(crate) async fn run_attempt(
     }
     let _ = std::fs::create_dir_all(&spec.log_dir);
 
+    // A CLI's output is its event stream: sockets, which a process the CLI
+    // starts cannot open again through `/proc/<cli>/fd` to write lines
+    // that pass for the CLI's (docs/confinement.md, "Lines that pass for
+    // the CLI's"). A plain command's output is plain text its own
+    // processes write anyway, and its scripts may open `/dev/stderr`,
+    // which a socket refuses: pipes.
+    let streams = if spec.kind == AgentKind::Command {
+        Io::Pipe
+    } else {
+        Io::Socket
+    };
     let launch = Launch::from_command(
         &inv.command(&inv.program, &inv.args, |n| std::env::var(n).ok()),
         inv.inherit_env,
     )
     .stdin(match inv.stdin {
         Stdin::Null => Io::Null,
-        Stdin::Text(_) => Io::Pipe,
+        Stdin::Text(_) => streams,
     })
-    .stdout(Io::Pipe)
-    .stderr(Io::Pipe)
+    .stdout(streams)
+    .stderr(streams)
     .own_group();
     // Confined, it is started by a thread its level's starter made. The
     // process is born in the tree's cgroup and enters the confinement
@@ -360,8 +399,8 @@ pub(crate) async fn run_attempt(
         }
     };
     let (out, err) = match (
-        child.stdout.take().map(Receiver::from_owned_fd),
-        child.stderr.take().map(Receiver::from_owned_fd),
+        child.stdout.take().map(|fd| reading(fd, streams)),
+        child.stderr.take().map(|fd| reading(fd, streams)),
     ) {
         (Some(Ok(out)), Some(Ok(err))) => (out, err),
         _ => {
@@ -381,10 +420,7 @@ pub(crate) async fn run_attempt(
     }
     if let (Stdin::Text(text), Some(Ok(mut pipe))) = (
         &inv.stdin,
-        child
-            .stdin
-            .take()
-            .map(tokio::net::unix::pipe::Sender::from_owned_fd),
+        child.stdin.take().map(|fd| writing(fd, streams)),
     ) {
         let text = text.clone();
         tokio::spawn(async move {
