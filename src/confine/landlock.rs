@@ -780,14 +780,16 @@ mod tests {
     /// No process of a sandbox reaches into another of the same sandbox
     /// (the agent's command into its CLI, which Landlock allows within one
     /// domain): no tracing, no reading or writing its memory, no copy of
-    /// its descriptors. Here the process reaches for its own child, which
+    /// its descriptors, no `SIGUSR1` (a Node CLI's inspector), sent or set
+    /// for a descriptor's owner. Here the process reaches for its own child, which
     /// needs no more rights than its parent would (and which Yama allows
     /// where it is on); unconfined, the control, every call works.
     #[test]
     fn no_process_traces_or_reaches_into_another_of_its_sandbox() {
         let s = scene();
-        let code = "import ctypes, errno, os, sys, time\n\
+        let code = "import ctypes, errno, os, signal, sys, time\n\
 c = ctypes.CDLL(None, use_errno=True)\n\
+signal.signal(signal.SIGUSR1, signal.SIG_IGN)\n\
 child = os.fork()\n\
 if child == 0:\n    time.sleep(30)\n    os._exit(0)\n\
 def refused(r):\n    return r == -1 and ctypes.get_errno() == errno.EPERM\n\
@@ -801,6 +803,10 @@ answers = [\n\
     refused(c.syscall(311, child, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)),\n\
     pidfd >= 0 and refused(c.syscall(438, pidfd, 1, 0)),\n\
     refused(c.ptrace(16, child, None, None)),\n\
+    refused(c.kill(child, 10)),\n\
+    refused(c.syscall(234, child, child, 10)),\n\
+    refused(c.syscall(424, pidfd, 10, None, 0)),\n\
+    refused(c.fcntl(os.pipe()[0], 10, 10)),\n\
 ]\n\
 os.kill(child, 9)\n\
 print(answers)\n\

@@ -19,6 +19,8 @@
 //! - another process of the same sandbox, which Landlock does not keep
 //!   apart (`ptrace`, `process_vm_readv`/`writev`, `pidfd_getfd`): the
 //!   agent's command would reach into its CLI;
+//! - `SIGUSR1`, sent by any call (or set for a descriptor's owner): it
+//!   opens a Node CLI's inspector, through which code runs in the CLI;
 //! - typing into a terminal (`TIOCSTI`, `TIOCLINUX` on any descriptor);
 //! - a file's inode flags (`FS_IOC_SETFLAGS`, `FS_IOC_FSSETXATTR`: append
 //!   only, no dump...);
@@ -61,6 +63,9 @@ type Error = seccompiler::BackendError;
 const SYS_SETXATTRAT: i64 = 463;
 const SYS_REMOVEXATTRAT: i64 = 466;
 
+/// `fcntl`'s command setting the signal a descriptor's owner gets (the
+/// same number on every architecture; the `libc` crate does not name it).
+const F_SETSIG: u64 = 10;
 const TIOCSTI: u64 = 0x5412;
 const TIOCLINUX: u64 = 0x541C;
 const FS_IOC_SETFLAGS: u64 = 0x4008_6602;
@@ -281,6 +286,36 @@ fn refusals(permission: Permission) -> Result<BpfProgram, Error> {
         ioctl.extend(arg_is(1, request)?);
     }
     rules.insert(libc::SYS_ioctl, ioctl);
+    // SIGUSR1, to any process: a Node program (Gemini CLI, the launchers of
+    // Codex and Copilot) opens its inspector on it, a port on loopback
+    // through which any process runs code inside the CLI (lines on its
+    // stream that pass for its own, its tools without its rules). Each
+    // call that sends a chosen signal, by its signal argument.
+    for (call, signal) in [
+        (libc::SYS_kill, 1),
+        (libc::SYS_tkill, 1),
+        (libc::SYS_tgkill, 2),
+        (libc::SYS_rt_sigqueueinfo, 1),
+        (libc::SYS_rt_tgsigqueueinfo, 2),
+        (libc::SYS_pidfd_send_signal, 1),
+    ] {
+        rules.insert(call, arg_is(signal, libc::SIGUSR1 as u64)?);
+    }
+    // The same signal sent by the kernel for a descriptor (I/O ready, a
+    // lease broken, a directory changed) to its owner, which `F_SETOWN`
+    // makes any process: the signal is chosen by `F_SETSIG`.
+    rules.insert(
+        libc::SYS_fcntl,
+        vec![SeccompRule::new(vec![
+            SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, F_SETSIG)?,
+            SeccompCondition::new(
+                2,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Eq,
+                libc::SIGUSR1 as u64,
+            )?,
+        ])?],
+    );
     // No setuid or setgid file made at creation either, at any level: the
     // mode of a file created by open/openat/creat/mknod (the kernel strips
     // the bits from a file written later by a process without
@@ -512,6 +547,9 @@ mod tests {
             3,
             0x5412,
             0x541C,
+            // F_SETSIG and SIGUSR1 (both 10 on x86_64 and aarch64).
+            F_SETSIG,
+            libc::SIGUSR1 as u64,
             0x4008_6602,
             0x4004_6602,
             0x401C_5820,
@@ -534,6 +572,10 @@ mod tests {
                 b[i] = v;
                 args.push(b);
             }
+        }
+        // Every argument one value (the fcntl rule needs two at once).
+        for v in [F_SETSIG, libc::SIGUSR1 as u64] {
+            args.push([v; 6]);
         }
         let arches = [
             0,

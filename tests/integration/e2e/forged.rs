@@ -60,3 +60,37 @@ fn a_command_claude_runs_cannot_write_into_claudes_stream() {
     assert!(agent["cost_usd"].as_f64().unwrap_or(0.0) > 0.0, "{ctx}");
     assert!(agent["tokens_in"].as_u64().unwrap_or(0) > 1, "{ctx}");
 }
+
+/// The model's command looks for the first Node process above it (Gemini
+/// CLI; Codex's launcher, which holds Codex's output) and sends it
+/// `SIGUSR1`, which opens Node's inspector: a port on loopback through
+/// which any process runs code inside the CLI, lines on its stream
+/// included (`process.stdout.write`). The signal is refused, and no
+/// inspector listens (its port, 9229, is not in `/proc/net/tcp`). (In
+/// Python: Gemini CLI refuses a command with `$(...)` in it.)
+const SIGNAL: &str = r#"printf '%s\n' 'import os, signal, time' 'p = os.getpid()' 'while p > 1:' '    c = open("/proc/%d/comm" % p).read().strip()' '    if c == "node": break' '    p = int([l.split()[1] for l in open("/proc/%d/status" % p) if l.startswith("PPid:")][0])' 'try:' '    os.kill(p, signal.SIGUSR1); print("signalled", c)' 'except PermissionError: print("could not signal", c)' 'time.sleep(1)' 'print("inspector-open" if ":2405 00000000:0000 0A" in open("/proc/net/tcp").read() else "inspector-closed")' | python3"#;
+
+#[test]
+fn a_command_cannot_open_its_node_clis_inspector() {
+    require!(Tool::AgentClis);
+    for (kind, level) in [
+        (AgentKind::Codex, Level::ReadOnly),
+        (AgentKind::Gemini, Level::WorkspaceWrite),
+    ] {
+        let cli = find_cli(kind);
+        let dir = scratch("orch-e2e-inspector-");
+        let server = ModelServer::start(dir.path(), &json!([(cli.shell_call)(SIGNAL)]));
+        let mut text = pipeline(&cli, level, &server, dir.path());
+        if kind == AgentKind::Gemini {
+            text = changed(text, "\"Bash(printf *)\"", "\"Bash\"");
+        }
+        let run = orch_run(&cli, dir.path(), &server, &text);
+        let ctx = run.context();
+        assert_eq!(run.code, Some(0), "{kind:?}: {ctx}");
+        let said = run.tool_results();
+        assert!(
+            said.contains("could not signal node") && said.contains("inspector-closed"),
+            "{kind:?}: {said}\n{ctx}"
+        );
+    }
+}
