@@ -739,38 +739,78 @@ fn clone_into(cgroup: Option<&OwnedFd>, child: &ChildSide) -> io::Result<(i32, O
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 const CHILD_STACK: usize = 64 * 1024;
 
+/// The child's stack of a thread that starts processes: mapped once per
+/// thread (with a guard page below it) and kept for its next start, since
+/// unmapping memory of a process with threads running on other CPUs
+/// interrupts each of them (a TLB shootdown) on every start. The child
+/// is done with it when `clone3` returns (CLONE_VFORK: it executed or
+/// exited). Unmapped when the thread ends.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+struct ChildStack(*mut libc::c_void);
+
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+impl ChildStack {
+    const PAGE: usize = 4096;
+
+    fn map() -> io::Result<ChildStack> {
+        // SAFETY: a private anonymous mapping, ours alone, unmapped on drop.
+        let stack = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                CHILD_STACK + Self::PAGE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if stack == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: the lowest page of the mapping above becomes its guard.
+        unsafe { libc::mprotect(stack, Self::PAGE, libc::PROT_NONE) };
+        Ok(ChildStack(stack))
+    }
+
+    /// The top of the stack (it grows down), 16-byte aligned.
+    fn top(&self) -> u64 {
+        self.0 as u64 + (Self::PAGE + CHILD_STACK) as u64
+    }
+}
+
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+impl Drop for ChildStack {
+    fn drop(&mut self) {
+        // SAFETY: the mapping `map` made, which no child uses any more.
+        unsafe { libc::munmap(self.0, CHILD_STACK + Self::PAGE) };
+    }
+}
+
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+thread_local! {
+    static CHILD_STACKS: std::cell::RefCell<Option<ChildStack>> =
+        const { std::cell::RefCell::new(None) };
+}
+
 /// `clone3` with `args` plus `CLONE_VM | CLONE_VFORK` and a stack of the
-/// child's own, on which the child runs `child.run()`; in the parent,
-/// the child's pid.
+/// child's own (this thread's [`ChildStack`]), on which the child runs
+/// `child.run()`; in the parent, the child's pid.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 fn clone3(args: &mut CloneArgs, child: &ChildSide) -> io::Result<i64> {
     const CLONE_VM: u64 = libc::CLONE_VM as u64;
     const CLONE_VFORK: u64 = libc::CLONE_VFORK as u64;
-    let page = 4096;
-    // SAFETY: a private anonymous mapping, ours alone, unmapped below.
-    let stack = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            CHILD_STACK + page,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-            -1,
-            0,
-        )
-    };
-    if stack == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the lowest page of the mapping above becomes its guard.
-    unsafe { libc::mprotect(stack, page, libc::PROT_NONE) };
-    args.flags |= CLONE_VM | CLONE_VFORK;
-    args.stack = stack as u64 + page as u64;
-    args.stack_size = CHILD_STACK as u64;
-    let entry: extern "C" fn(*const ChildSide) -> ! = child_entry;
-    let r = raw_clone3(args, child, entry);
-    // SAFETY: unmapping the child's stack, which it no longer uses (the
-    // kernel let this thread go on once the child executed or exited).
-    unsafe { libc::munmap(stack, CHILD_STACK + page) };
+    let r = CHILD_STACKS.with(|cell| -> io::Result<i64> {
+        let mut stack = cell.borrow_mut();
+        if stack.is_none() {
+            *stack = Some(ChildStack::map()?);
+        }
+        let top = stack.as_ref().map_or(0, ChildStack::top);
+        args.flags |= CLONE_VM | CLONE_VFORK;
+        args.stack = top - CHILD_STACK as u64;
+        args.stack_size = CHILD_STACK as u64;
+        let entry: extern "C" fn(*const ChildSide) -> ! = child_entry;
+        Ok(raw_clone3(args, child, entry))
+    })?;
     if r < 0 {
         return Err(io::Error::from_raw_os_error(-r as i32));
     }

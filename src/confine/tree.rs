@@ -185,6 +185,10 @@ struct Cgroup {
     /// Its folder, open: each process started in the tree is born in the
     /// cgroup it names.
     folder: Option<std::fs::File>,
+    /// Its `cgroup.events`, open: whether it holds a process is one read
+    /// (opening a file of the cgroup file system costs more than the rest
+    /// of asking).
+    events: Option<std::fs::File>,
 }
 
 /// The live attempts' cgroups (as `/proc/PID/cgroup` shows them): the
@@ -258,6 +262,7 @@ fn remove_stale(parent: &Path) {
                     dir: a.path(),
                     rel: String::new(),
                     folder: None,
+                    events: None,
                 };
                 c.kill();
                 let _ = std::fs::remove_dir(&c.dir);
@@ -277,6 +282,7 @@ pub(crate) fn remove_base() {
                     dir: e.path(),
                     rel: String::new(),
                     folder: None,
+                    events: None,
                 };
                 c.kill();
                 c.remove();
@@ -307,19 +313,52 @@ impl Cgroup {
         std::fs::create_dir(&dir).ok()?;
         let rel = format!("{base_rel}/{leaf}");
         let folder = open_folder(&dir).ok();
+        let events = std::fs::File::open(dir.join("cgroup.events")).ok();
         LIVE.lock()
             .unwrap_or_else(|e| e.into_inner())
             .get_or_insert_with(HashSet::new)
             .insert(rel.clone());
-        Some(Cgroup { dir, rel, folder })
+        Some(Cgroup {
+            dir,
+            rel,
+            folder,
+            events,
+        })
+    }
+
+    /// Whether a process (or a cgroup below) is in it, from its open
+    /// `cgroup.events`; `None` when that cannot be read.
+    fn populated(&self) -> Option<bool> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 128];
+        let n = self.events.as_ref()?.read_at(&mut buf, 0).ok()?;
+        std::str::from_utf8(&buf[..n])
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix("populated "))
+            .map(|v| v.trim() != "0")
     }
 
     /// `cgroup.kill` (Linux 5.14), else each process in `cgroup.procs`
     /// killed until none is left; then wait until the cgroup is empty.
+    /// Nothing to do when it is empty already (the usual end of an
+    /// attempt: its processes went with the agent's process group): no
+    /// process can enter an empty attempt cgroup but one orch starts in it.
     fn kill(&self) {
+        if self.populated() == Some(false) {
+            return;
+        }
         let killed = std::fs::write(self.dir.join("cgroup.kill"), "1").is_ok();
         let started = Instant::now();
         while started.elapsed() < EMPTY_WAIT {
+            match self.populated() {
+                Some(false) => return,
+                Some(true) if killed => {
+                    std::thread::sleep(Duration::from_millis(2));
+                    continue;
+                }
+                _ => {}
+            }
             let procs = std::fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
             if procs.trim().is_empty() {
                 return;
@@ -362,11 +401,6 @@ fn cgroup_of(pid: i32) -> Option<String> {
     text.lines()
         .find_map(|l| l.strip_prefix("0::"))
         .map(str::to_string)
-}
-
-/// Whether attempts get cgroups of their own here (see [`base`]).
-pub(crate) fn cgroups_used() -> bool {
-    base().is_some()
 }
 
 /// The parent of `pid`, from `/proc/PID/stat` (the fourth field, counted

@@ -54,29 +54,19 @@ impl Attempts for Live {
             feedback,
             judging: judging.is_some(),
         };
-        // Assembling reads the file system and asks git and PATH: blocking
-        // work, off the runtime's workers.
-        let inv = crate::blocking::in_place(|| {
-            assemble::invocation(&self.pipeline, phase, agent, &self.ctx, &slot)
+        // Assembling reads the file system and asks git and PATH, and
+        // making a cgroup waits for every other cgroup change of the
+        // machine (a move into one waits milliseconds): blocking work, off
+        // the runtime's workers, in one go.
+        let (inv, tree) = crate::blocking::in_place(|| {
+            (
+                assemble::invocation(&self.pipeline, phase, agent, &self.ctx, &slot),
+                Arc::new(crate::confine::ProcessTree::tracked(&format!(
+                    "{}-{}",
+                    phase.name, agent.name
+                ))),
+            )
         });
-        let tree = {
-            let name = format!("{}-{}", phase.name, agent.name);
-            if crate::confine::tree::cgroups_used() {
-                // Making a cgroup waits for every other cgroup change of
-                // the machine (a move into one waits milliseconds): on a
-                // thread of the blocking pool, not one of the runtime's.
-                match tokio::task::spawn_blocking(move || {
-                    crate::confine::ProcessTree::tracked(&name)
-                })
-                .await
-                {
-                    Ok(tree) => Arc::new(tree),
-                    Err(e) => std::panic::resume_unwind(e.into_panic()),
-                }
-            } else {
-                Arc::new(crate::confine::ProcessTree::tracked(&name))
-            }
-        };
         let mut endpoints: Vec<Arc<crate::mcp::Endpoint>> = self
             .orch_endpoint(phase, agent, &slot, judging, &tree)
             .into_iter()

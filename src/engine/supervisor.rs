@@ -480,7 +480,8 @@ pub(crate) async fn run_attempt(
     // it, so "exited with status 41" comes with the CLI's own why.
     let mut last_err: Option<String> = None;
     let mut streams_open = true;
-    // When the agent's own process was seen to have exited.
+    // When the agent's own process was seen to have exited (its tree was
+    // ended then: nothing of it is left to start another process).
     let mut leader_gone: Option<Instant> = None;
     // The readers were stopped: a process outside orch's reach held the
     // pipes open past the grace.
@@ -686,8 +687,11 @@ pub(crate) async fn run_attempt(
     // The leader is gone; the rest of its group went with it (just before
     // the reap), now every process that left the group.
     // Everything in the attempt's cgroup, however deep or re-parented,
-    // then what escaped it (or all orphans, without a cgroup).
-    end_tree(&spec.tree).await;
+    // then what escaped it (or all orphans, without a cgroup). Once is
+    // enough: not again when it was done as the leader was seen gone.
+    if leader_gone.is_none() {
+        end_tree(&spec.tree).await;
+    }
     let _ = out.await;
     let _ = err.await;
     probe::remove_files(inv);

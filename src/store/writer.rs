@@ -509,9 +509,9 @@ struct EventRows<'r> {
 
 impl<'r> EventRows<'r> {
     fn new(tx: &Connection) -> rusqlite::Result<Self> {
-        let max: i64 = tx.query_row("SELECT coalesce(max(rowid), 0) FROM events", [], |r| {
-            r.get(0)
-        })?;
+        let max: i64 = tx
+            .prepare_cached("SELECT coalesce(max(rowid), 0) FROM events")?
+            .query_row([], |r| r.get(0))?;
         Ok(EventRows {
             pending: Vec::with_capacity(EVENTS_PER_STATEMENT),
             next_id: (max < i64::MAX / 2).then(|| max + 1),
