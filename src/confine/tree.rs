@@ -41,13 +41,12 @@ impl ProcessTree {
         ProcessTree::default()
     }
 
-    /// A tree tracked by a cgroup of its own (named after `name`) too,
-    /// where orch can make one.
-    pub(crate) fn tracked(name: &str) -> ProcessTree {
+    /// A tree tracked by a cgroup of its own too, where orch can make one.
+    pub(crate) fn tracked() -> ProcessTree {
         ProcessTree {
             leader: OnceLock::new(),
             leader_fd: OnceLock::new(),
-            cgroup: Cgroup::new(name),
+            cgroup: Cgroup::new(),
         }
     }
 
@@ -167,10 +166,20 @@ impl Drop for ProcessTree {
     fn drop(&mut self) {
         if let Some(c) = self.cgroup.take() {
             c.kill();
-            c.remove();
+            c.retire();
         }
     }
 }
+
+/// Empty attempt cgroups kept for the attempts to come, at most
+/// [`SPARE_MAX`]: making a cgroup and removing it again each take the
+/// kernel's cgroup lock, shared by the whole machine, and cost more than
+/// the rest of an agent's start. Only an empty cgroup is kept, and no
+/// process can enter one but a process orch starts in it.
+static SPARE: Mutex<Vec<Cgroup>> = Mutex::new(Vec::new());
+
+/// How many empty cgroups [`SPARE`] keeps.
+const SPARE_MAX: usize = 64;
 
 /// How long [`Cgroup::kill`] waits for the cgroup to empty.
 const EMPTY_WAIT: Duration = Duration::from_secs(5);
@@ -189,6 +198,9 @@ struct Cgroup {
     /// (opening a file of the cgroup file system costs more than the rest
     /// of asking).
     events: Option<std::fs::File>,
+    /// `cgroup.kill` was written: it serves no other attempt (on Linux
+    /// 6.18 a process born in a cgroup killed before is killed at birth).
+    killed: std::sync::atomic::AtomicBool,
 }
 
 /// The live attempts' cgroups (as `/proc/PID/cgroup` shows them): the
@@ -263,6 +275,7 @@ fn remove_stale(parent: &Path) {
                     rel: String::new(),
                     folder: None,
                     events: None,
+                    killed: Default::default(),
                 };
                 c.kill();
                 let _ = std::fs::remove_dir(&c.dir);
@@ -276,6 +289,7 @@ fn remove_stale(parent: &Path) {
 /// attempt's still there is killed first).
 pub(crate) fn remove_base() {
     if let Some((dir, _)) = base() {
+        SPARE.lock().unwrap_or_else(|e| e.into_inner()).clear();
         if let Ok(entries) = std::fs::read_dir(dir) {
             for e in entries.flatten().filter(|e| e.path().is_dir()) {
                 let c = Cgroup {
@@ -283,6 +297,7 @@ pub(crate) fn remove_base() {
                     rel: String::new(),
                     folder: None,
                     events: None,
+                    killed: Default::default(),
                 };
                 c.kill();
                 c.remove();
@@ -293,22 +308,21 @@ pub(crate) fn remove_base() {
 }
 
 impl Cgroup {
-    fn new(name: &str) -> Option<Cgroup> {
+    /// A spare cgroup, else a new one (`attempt-<n>`: a cgroup serves one
+    /// attempt after another, so it is named after none).
+    fn new() -> Option<Cgroup> {
         use std::sync::atomic::{AtomicU64, Ordering};
         static N: AtomicU64 = AtomicU64::new(0);
         let (base, base_rel) = base()?;
-        let leaf: String = name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .take(60)
-            .collect();
-        let leaf = format!("{leaf}-{}", N.fetch_add(1, Ordering::Relaxed));
+        let spare = SPARE.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        if let Some(c) = spare {
+            LIVE.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_or_insert_with(HashSet::new)
+                .insert(c.rel.clone());
+            return Some(c);
+        }
+        let leaf = format!("attempt-{}", N.fetch_add(1, Ordering::Relaxed));
         let dir = base.join(&leaf);
         std::fs::create_dir(&dir).ok()?;
         let rel = format!("{base_rel}/{leaf}");
@@ -323,6 +337,7 @@ impl Cgroup {
             rel,
             folder,
             events,
+            killed: Default::default(),
         })
     }
 
@@ -348,6 +363,8 @@ impl Cgroup {
         if self.populated() == Some(false) {
             return;
         }
+        self.killed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         let killed = std::fs::write(self.dir.join("cgroup.kill"), "1").is_ok();
         let started = Instant::now();
         while started.elapsed() < EMPTY_WAIT {
@@ -376,6 +393,26 @@ impl Cgroup {
             }
             std::thread::sleep(Duration::from_millis(2));
         }
+    }
+
+    /// The attempt is over: kept as a spare when it is empty, was never
+    /// killed (and there is room), else removed.
+    fn retire(self) {
+        LIVE.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert_with(HashSet::new)
+            .remove(&self.rel);
+        if self.populated() == Some(false)
+            && self.folder.is_some()
+            && !self.killed.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            let mut spare = SPARE.lock().unwrap_or_else(|e| e.into_inner());
+            if spare.len() < SPARE_MAX {
+                spare.push(self);
+                return;
+            }
+        }
+        self.remove();
     }
 
     fn remove(&self) {

@@ -61,10 +61,7 @@ impl Attempts for Live {
         let (inv, tree) = crate::blocking::in_place(|| {
             (
                 assemble::invocation(&self.pipeline, phase, agent, &self.ctx, &slot),
-                Arc::new(crate::confine::ProcessTree::tracked(&format!(
-                    "{}-{}",
-                    phase.name, agent.name
-                ))),
+                Arc::new(crate::confine::ProcessTree::tracked()),
             )
         });
         let mut endpoints: Vec<Arc<crate::mcp::Endpoint>> = self

@@ -1065,16 +1065,24 @@ fn an_agent_is_in_its_attempts_cgroup_before_it_runs() {
                 .filter(|l| l.starts_with("0::") || l.starts_with("shell 0::"))
                 .collect();
             assert_eq!(lines.len(), 2, "{permission:?} {agent}: {text}");
+            // The shell and what it forked, in one cgroup.
+            assert_eq!(
+                lines[0].strip_prefix("shell "),
+                Some(lines[1]),
+                "{permission:?} {agent}: {text}"
+            );
             for line in lines {
-                // `0::<orch's cgroup>/orch-<pid>/p-<agent>-<n>`.
+                // `0::<orch's cgroup>/orch-<pid>/attempt-<n>`.
                 let at = line.rsplit('/').collect::<Vec<_>>();
                 assert!(
                     at.len() >= 3
-                        && at[0].starts_with(&format!("p-{agent}-"))
+                        && at[0]
+                            .strip_prefix("attempt-")
+                            .is_some_and(|n| n.parse::<u32>().is_ok())
                         && at[1]
                             .strip_prefix("orch-")
                             .is_some_and(|p| p.parse::<u32>().is_ok()),
-                    "{permission:?} {agent}: outside its attempt's cgroup: {line}"
+                    "{permission:?} {agent}: outside an attempt's cgroup: {line}"
                 );
             }
         }
