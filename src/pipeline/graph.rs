@@ -4,7 +4,9 @@
 //! Edges go from a dependency to its dependent. Every algorithm here is
 //! iterative, so a 100,000-phase chain cannot overflow the stack.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use petgraph::Direction;
 use petgraph::algo::kosaraju_scc;
@@ -43,19 +45,13 @@ pub(crate) struct Dependencies {
 impl Dependencies {
     pub(crate) fn of(pipeline: &Pipeline) -> Self {
         let n = pipeline.phases.len();
-        let index: HashMap<&str, usize> = pipeline
-            .phases
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (p.name.as_str(), i))
-            .collect();
         let mut graph = DiGraph::with_capacity(n, n);
         for _ in 0..n {
             graph.add_node(());
         }
         for (i, p) in pipeline.phases.iter().enumerate() {
             for d in &p.depends_on {
-                if let Some(&j) = index.get(d.as_str())
+                if let Some(j) = pipeline.phase_index(d)
                     && i != j
                 {
                     graph.add_edge(NodeIndex::new(j), NodeIndex::new(i), ());
@@ -87,7 +83,7 @@ impl Dependencies {
         if stage_of[phase] <= floor {
             return false;
         }
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = HashSet::new();
         let mut todo = vec![phase];
         while let Some(v) = todo.pop() {
             for u in self

@@ -1,8 +1,8 @@
 //! The validated pipeline: the span-free model everything after validation
 //! works on. Positions survive only as [`Location`]s, for provenance.
 
+use foldhash::{HashMap, HashMapExt};
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -334,6 +334,12 @@ impl Phase {
 impl Pipeline {
     pub(crate) fn agent(&self, name: &str) -> Option<&Agent> {
         self.place(name).map(|i| &self.agents[i])
+    }
+
+    /// Where the phase named `name` is in [`Pipeline::phases`] (the last
+    /// of that name, when several have it).
+    pub(crate) fn phase_index(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
     }
 
     pub(crate) fn phase(&self, name: &str) -> Option<&Phase> {

@@ -1,7 +1,7 @@
 //! Validation: raw pipeline in, span-free [`Pipeline`] out, every problem
 //! in the file reported together.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
