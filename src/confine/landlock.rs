@@ -824,6 +824,48 @@ raise SystemExit(0 if all(answers) else 1 if not any(answers) else 2)";
         assert_eq!(control.code(), Some(works), "unconfined, every call works");
     }
 
+    /// No confined process chooses the cgroup its child is born in:
+    /// `clone3` looks absent (with `CLONE_INTO_CGROUP` it would take any
+    /// cgroup whose `cgroup.procs` a root agent may write, another
+    /// attempt's included), and processes still start (C libraries fall
+    /// back to `clone`). Asked for a descriptor that is no cgroup, the
+    /// kernel would say `EBADF`: unconfined, the control, it does.
+    #[test]
+    fn a_confined_process_cannot_choose_the_cgroup_of_its_child() {
+        let s = scene();
+        let code = [
+            "import ctypes, errno, os, subprocess",
+            "c = ctypes.CDLL(None, use_errno=True)",
+            "args = (ctypes.c_uint64 * 11)()",
+            "args[0] = 0x200000000",
+            "args[4] = 17",
+            "args[10] = 999",
+            "r = c.syscall(435, args, 88)",
+            "e = ctypes.get_errno()",
+            "pid = os.fork()",
+            "if pid == 0:",
+            "    os._exit(7)",
+            "forked = os.waitpid(pid, 0)[1] == 7 << 8",
+            "spawned = subprocess.run(['true']).returncode == 0",
+            "print(r, e, forked, spawned)",
+            "if not (forked and spawned): raise SystemExit(3)",
+            "raise SystemExit(0 if r == -1 and e == errno.ENOSYS else 1 if r == -1 and e == errno.EBADF else 2)",
+        ]
+        .join("\n");
+        for level in [Permission::ReadOnly, Permission::WorkspaceWrite] {
+            assert_eq!(py(&s, level, &code), 0, "{level:?}");
+        }
+        let control = Command::new("python3")
+            .args(["-c", &code])
+            .status()
+            .unwrap();
+        assert_eq!(
+            control.code(),
+            Some(1),
+            "unconfined, the kernel looks at the cgroup"
+        );
+    }
+
     /// A system call from the x32 table (its number with bit 0x40000000
     /// set) kills the process at both levels, whatever the call: the
     /// filter's other rules match the plain numbers only, so an x32

@@ -165,6 +165,16 @@ impl Launch {
         };
         let argv_ptrs = pointers(&argv);
         let envp_ptrs = pointers(&envp);
+        let filter = match ruleset {
+            Some(_) => {
+                let program = born_elsewhere()?;
+                Some(libc::sock_fprog {
+                    len: program.len() as u16,
+                    filter: program.as_ptr().cast_mut(),
+                })
+            }
+            None => None,
+        };
         // For a file without `#!` that `execve` refuses (ENOEXEC): as
         // `execvp`, `/bin/sh` runs it, `["/bin/sh", <the file>, args...]`;
         // the child fills in the file.
@@ -184,6 +194,7 @@ impl Launch {
             ],
             own_group: self.own_group,
             ruleset: ruleset.map(AsRawFd::as_raw_fd),
+            filter: filter.as_ref(),
             procs: None,
             report: report_write.as_raw_fd(),
         };
@@ -453,10 +464,35 @@ struct ChildSide<'a> {
     stdio: [Option<RawFd>; 3],
     own_group: bool,
     ruleset: Option<RawFd>,
+    /// A system-call filter to enter with the ruleset ([`born_elsewhere`]).
+    filter: Option<&'a libc::sock_fprog>,
     /// `cgroup.procs` of the cgroup to move into (kernels without
     /// `CLONE_INTO_CGROUP`).
     procs: Option<RawFd>,
     report: RawFd,
+}
+
+/// The program of [`super::syscalls::born_elsewhere`], compiled once.
+fn born_elsewhere() -> io::Result<&'static [libc::sock_filter]> {
+    static PROGRAM: std::sync::OnceLock<Result<Vec<libc::sock_filter>, String>> =
+        std::sync::OnceLock::new();
+    PROGRAM
+        .get_or_init(|| {
+            super::syscalls::born_elsewhere()
+                .map(|p| {
+                    p.iter()
+                        .map(|op| libc::sock_filter {
+                            code: op.code,
+                            jt: op.jt,
+                            jf: op.jf,
+                            k: op.k,
+                        })
+                        .collect()
+                })
+                .map_err(|e| e.to_string())
+        })
+        .as_deref()
+        .map_err(|e| io::Error::other(format!("the system-call filter: {e}")))
 }
 
 /// Every signal blocked on the calling thread, until dropped. By the
@@ -512,6 +548,7 @@ enum Stage {
     Ruleset,
     Exec,
     Shell,
+    Filter,
 }
 
 impl Stage {
@@ -525,6 +562,7 @@ impl Stage {
             6 => Stage::Ruleset,
             7 => Stage::Exec,
             8 => Stage::Shell,
+            9 => Stage::Filter,
             _ => return None,
         })
     }
@@ -539,6 +577,7 @@ impl Stage {
             Stage::Ruleset => "cannot enter the confinement",
             Stage::Exec => "cannot execute",
             Stage::Shell => "cannot run it with /bin/sh (it has no `#!` line)",
+            Stage::Filter => "cannot enter the system-call filter",
         }
     }
 }
@@ -606,6 +645,16 @@ impl ChildSide<'_> {
                 && libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0
             {
                 self.fail(Stage::Ruleset);
+            }
+            if let Some(program) = self.filter
+                && libc::syscall(
+                    libc::SYS_seccomp,
+                    libc::SECCOMP_SET_MODE_FILTER,
+                    0u32,
+                    program as *const libc::sock_fprog,
+                ) != 0
+            {
+                self.fail(Stage::Filter);
             }
             // As `execvp`: a path that is not there (or not a folder) is
             // passed over, one that refuses execution remembered.

@@ -93,6 +93,27 @@ pub(super) fn filter(permission: Permission) -> Result<BpfProgram, Error> {
     Ok(chain(&parts(permission)?))
 }
 
+/// The filter each confined process enters itself, on top of its level's
+/// ([`filter`]), after it was born in its attempt's cgroup and before it
+/// executes: `clone3` looks absent (`ENOSYS`; C libraries fall back to
+/// `clone`). With `CLONE_INTO_CGROUP` a process is born in the cgroup of a
+/// folder descriptor, and the kernel asks only for write permission on
+/// that cgroup's `cgroup.procs`, which a root agent has without any
+/// capability and Landlock does not see (an `O_PATH` open, an inode
+/// permission check): a process could be born in another attempt's
+/// cgroup, or a spare one, and outlive its own attempt. orch's own start
+/// of the process needs `clone3`, so the level's filter, which the
+/// starting thread holds, allows it.
+pub(super) fn born_elsewhere() -> Result<BpfProgram, Error> {
+    SeccompFilter::new(
+        [(libc::SYS_clone3, Vec::new())].into_iter().collect(),
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        arch(),
+    )?
+    .try_into()
+}
+
 /// The parts of [`filter`], as separate programs.
 fn parts(permission: Permission) -> Result<Vec<BpfProgram>, Error> {
     Ok(vec![

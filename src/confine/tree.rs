@@ -14,7 +14,9 @@
 //! them all at once (a chain of processes that each start the next and
 //! exit, or a daemon's double fork, cannot outrun it), and a process's
 //! cgroup says which attempt it belongs to after its parent is gone. No
-//! confined process can leave it (the cgroup files are not writable).
+//! confined process can leave it (the cgroup files are not writable) nor
+//! start a child in another (`clone3` looks absent to it:
+//! [`super::syscalls::born_elsewhere`]).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

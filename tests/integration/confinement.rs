@@ -1115,3 +1115,77 @@ fn an_agent_cannot_signal_any_thread_of_orchs() {
     let seen = std::fs::read_to_string(work.join("signals.txt")).unwrap_or_default();
     assert_eq!(out.status.code(), Some(0), "{seen} {}", stderr(&out));
 }
+
+/// A process of one attempt cannot be born in another attempt's cgroup
+/// and so outlive its own: `clone3` with `CLONE_INTO_CGROUP` needs only
+/// write permission on the target's `cgroup.procs`, which a root agent
+/// has without a capability (an attacker's review had such a process
+/// run in a parallel phase's cgroup, then in a later phase's, after its
+/// own attempt ended). Here `pa`'s agent finds `pb`'s cgroup (running
+/// beside it) and asks for a child there that would write `beats` for
+/// five seconds: `clone3` looks absent, and nothing writes.
+#[test]
+fn no_process_is_born_in_another_attempts_cgroup() {
+    if !cgroups_here() {
+        skipped("no cgroups here: orch tracks attempts by their processes' parents");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let (work, home, cache) = (root.join("work"), root.join("home"), root.join("cache"));
+    for d in [&work, &home, &cache] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(
+        work.join("hop.py"),
+        [
+            "import ctypes, os, time",
+            "c = ctypes.CDLL(None, use_errno=True)",
+            "me = [l[3:].strip() for l in open('/proc/self/cgroup') if l.startswith('0::')][0]",
+            "mount = [l.split()[4] for l in open('/proc/self/mountinfo') if ' - cgroup2 ' in l][0]",
+            "mine = mount + me",
+            "base = os.path.dirname(mine)",
+            "other = None",
+            "for _ in range(200):",
+            "    for d in os.listdir(base):",
+            "        p = os.path.join(base, d)",
+            "        if p != mine and os.path.isdir(p) and 'populated 1' in open(p + '/cgroup.events').read():",
+            "            other = p",
+            "    if other: break",
+            "    time.sleep(0.02)",
+            "fd = os.open(other, os.O_PATH | os.O_DIRECTORY)",
+            "args = (ctypes.c_uint64 * 11)()",
+            "args[0] = 0x200000000",
+            "args[4] = 17",
+            "args[10] = fd",
+            "r = c.syscall(435, args, 88)",
+            "if r == 0:",
+            "    os.execvp('sh', ['sh', '-c', 'i=0; while [ $i -lt 50 ]; do echo beat >> beats; sleep 0.1; i=$((i+1)); done'])",
+            "open('hop-result', 'w').write('%d %d %s' % (r, ctypes.get_errno(), other))",
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let pipeline = "version = 1\nname = \"c\"\n[defaults]\nmax_parallel = 2\n\
+         [agents.a]\nkind = \"command\"\ncommand = [\"python3\", \"hop.py\"]\n\
+         [agents.b]\nkind = \"command\"\ncommand = [\"sleep\", \"2\"]\n\
+         [[phases]]\nname = \"pa\"\nagents = [\"a\"]\n[phases.tools]\npermission = \"workspace-write\"\n\
+         [[phases]]\nname = \"pb\"\nagents = [\"b\"]\n[phases.tools]\npermission = \"workspace-write\"\n";
+    std::fs::write(work.join("p.toml"), pipeline).unwrap();
+    let out = orch()
+        .current_dir(&work)
+        .env("HOME", &home)
+        .env("XDG_CACHE_HOME", &cache)
+        .args(["--state-dir", root.join("state").to_str().unwrap()])
+        .args(["run", "p.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let result = std::fs::read_to_string(work.join("hop-result")).unwrap_or_default();
+    assert!(
+        result.starts_with(&format!("-1 {} ", libc::ENOSYS)),
+        "clone3 into another cgroup: {result}"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!work.join("beats").exists(), "a process was born elsewhere");
+}
