@@ -1092,6 +1092,15 @@ mod tests {
         s
     }
 
+    /// Write `input` to the child's standard input and close it, then read
+    /// its output and error to their ends.
+    fn talk(child: &mut Child, input: &[u8]) -> (String, String) {
+        let mut stdin = std::fs::File::from(child.stdin.take().unwrap());
+        stdin.write_all(input).unwrap();
+        drop(stdin);
+        (read_all(child.stdout.take()), read_all(child.stderr.take()))
+    }
+
     fn sh(script: &str) -> std::process::Command {
         let mut cmd = std::process::Command::new("sh");
         cmd.args(["-c", script])
@@ -1111,11 +1120,7 @@ mod tests {
             .stdout(Io::Pipe)
             .stderr(Io::Pipe);
         let mut child = launch.spawn(None, None).unwrap();
-        let mut stdin = std::fs::File::from(child.stdin.take().unwrap());
-        stdin.write_all(b"in\n").unwrap();
-        drop(stdin);
-        let out = read_all(child.stdout.take());
-        let err = read_all(child.stderr.take());
+        let (out, err) = talk(&mut child, b"in\n");
         let real = dir.path().canonicalize().unwrap();
         assert_eq!(out, format!("bar||{}\nin\n", real.display()));
         assert_eq!(err, "oops\n");
@@ -1143,11 +1148,7 @@ mod tests {
                 .stdout(io)
                 .stderr(io);
             let mut child = launch.spawn(None, None).unwrap();
-            let mut stdin = std::fs::File::from(child.stdin.take().unwrap());
-            stdin.write_all(b"in\n").unwrap();
-            drop(stdin);
-            let out = read_all(child.stdout.take());
-            let err = read_all(child.stderr.take());
+            let (out, err) = talk(&mut child, b"in\n");
             assert_eq!(child.wait_blocking().unwrap().code(), Some(0), "{io:?}");
             assert_eq!(out, expected, "{io:?}: {err}");
             assert_eq!(err, "err\n", "{io:?}");

@@ -10,7 +10,7 @@ use std::process::Output;
 use serde_json::Value;
 
 use crate::support::{
-    cgroups_here, flat_stderr, json_of, orch, run_in, skipped, stderr, stdout, write,
+    cgroups_here, flat_stderr, json_of, orch, rooms, run_in, skipped, stderr, stdout, write,
 };
 
 /// `orch validate FILE` with confinement on (the machine's) or off.
@@ -351,12 +351,7 @@ fn an_agents_environment_cannot_widen_its_cli() {
 fn an_agent_gets_no_descriptor_orch_inherited() {
     use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
-    let dir = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(dir.path()).unwrap();
-    let (work, home, cache) = (root.join("work"), root.join("home"), root.join("cache"));
-    for d in [&work, &home, &cache] {
-        std::fs::create_dir_all(d).unwrap();
-    }
+    let (_dir, root, [work, home, cache]) = rooms();
     let outside = root.join("outside");
     let file = std::fs::File::create(&outside).unwrap();
     let raw = file.as_raw_fd();
@@ -456,12 +451,7 @@ fn other_attempts_and_the_home_stay_hidden_whatever_the_folders() {
 /// out of reach of the group kill) does not outlive its attempt.
 #[test]
 fn nothing_an_agent_starts_outlives_its_attempt() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(dir.path()).unwrap();
-    let (work, home, cache) = (root.join("work"), root.join("home"), root.join("cache"));
-    for d in [&work, &home, &cache] {
-        std::fs::create_dir_all(d).unwrap();
-    }
+    let (_dir, _root, [work, home, cache]) = rooms();
     let script = "(setsid sh -c 'echo $$ > pid.tmp && mv pid.tmp pid && exec sleep 60' </dev/null >/dev/null 2>&1 &); while [ ! -f pid ]; do sleep 0.05; done";
     for permission in [Some("workspace-write"), None] {
         let _ = std::fs::remove_file(work.join("pid"));
@@ -490,12 +480,7 @@ fn nothing_an_agent_starts_outlives_its_attempt() {
 /// planting from a confined command cannot even open the database.
 #[test]
 fn a_run_whose_record_is_sabotaged_fails_and_the_sabotage_goes() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(dir.path()).unwrap();
-    let (work, home, cache) = (root.join("work"), root.join("home"), root.join("cache"));
-    for d in [&work, &home, &cache] {
-        std::fs::create_dir_all(d).unwrap();
-    }
+    let (_dir, root, [work, home, cache]) = rooms();
     let state = root.join("state");
     let env = [("ORCH_STATE_DIR", state.display().to_string())];
     let plant = format!(
@@ -534,12 +519,7 @@ fn a_run_whose_record_is_sabotaged_fails_and_the_sabotage_goes() {
 /// phase. One inside the workspace of a phase that may write it is refused.
 #[test]
 fn the_run_history_is_hidden_from_confined_agents() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(dir.path()).unwrap();
-    let (work, home, cache) = (root.join("work"), root.join("home"), root.join("cache"));
-    for d in [&work, &home, &cache] {
-        std::fs::create_dir_all(d).unwrap();
-    }
+    let (_dir, root, [work, home, cache]) = rooms();
     let touch = |state: &Path| {
         format!(
             "cat {s}/state.db >/dev/null || ls {s}/runs >/dev/null || touch {s}/planted",
@@ -714,12 +694,7 @@ fn shell_quote(s: &str) -> String {
 /// where it cannot make one) by adopting orphans until none is left.
 #[test]
 fn a_chain_of_processes_in_sessions_of_their_own_ends_with_its_attempt() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(dir.path()).unwrap();
-    let (work, home, cache) = (root.join("work"), root.join("home"), root.join("cache"));
-    for d in [&work, &home, &cache] {
-        std::fs::create_dir_all(d).unwrap();
-    }
+    let (_dir, _root, [work, home, cache]) = rooms();
     std::fs::write(
         work.join("level.sh"),
         "n=$1\necho $$ >> pids\nif [ \"$n\" -gt 0 ]; then setsid sh level.sh $((n - 1)) </dev/null >/dev/null 2>&1 & fi\n\
@@ -1094,12 +1069,7 @@ fn an_agent_is_in_its_attempts_cgroup_before_it_runs() {
 /// domain, not even the one that started it.
 #[test]
 fn an_agent_cannot_signal_any_thread_of_orchs() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(dir.path()).unwrap();
-    let (work, home, cache) = (root.join("work"), root.join("home"), root.join("cache"));
-    for d in [&work, &home, &cache] {
-        std::fs::create_dir_all(d).unwrap();
-    }
+    let (_dir, _root, [work, home, cache]) = rooms();
     let script = "exec python3 -c 'import ctypes,os,sys\n\
         libc=ctypes.CDLL(None,use_errno=True)\n\
         nr={\"x86_64\":234,\"aarch64\":131}[os.uname().machine]\n\
@@ -1130,12 +1100,7 @@ fn no_process_is_born_in_another_attempts_cgroup() {
         skipped("no cgroups here: orch tracks attempts by their processes' parents");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(dir.path()).unwrap();
-    let (work, home, cache) = (root.join("work"), root.join("home"), root.join("cache"));
-    for d in [&work, &home, &cache] {
-        std::fs::create_dir_all(d).unwrap();
-    }
+    let (_dir, root, [work, home, cache]) = rooms();
     std::fs::write(
         work.join("hop.py"),
         [

@@ -7,7 +7,7 @@
 //! call that reaches into another process (docs/confinement.md, "Lines
 //! that pass for the CLI's").
 
-use crate::support::{json_of, orch, stderr, write};
+use crate::support::{json_of, orch, rooms, stderr, write};
 
 /// A stand-in for Claude Code: its session starts, the model's shell
 /// command runs in the background with its output piped to the CLI (as
@@ -61,12 +61,7 @@ os.write(fd, (json.dumps({"type": "result", "subtype": "success", "is_error": Fa
 
 #[test]
 fn no_process_the_cli_starts_writes_into_the_clis_stream() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(dir.path()).unwrap();
-    let (work, home, cache) = (root.join("work"), root.join("home"), root.join("cache"));
-    for d in [&work, &home, &cache] {
-        std::fs::create_dir_all(d).unwrap();
-    }
+    let (_dir, root, [work, home, cache]) = rooms();
     let cli = write(&root, "claude-stand-in.py", STAND_IN);
     write(&root, "copy.py", COPY);
     use std::os::unix::fs::PermissionsExt;
@@ -144,12 +139,7 @@ fn no_process_the_cli_starts_writes_into_the_clis_stream() {
 /// first's stdout and into orch's stderr; both are refused.
 #[test]
 fn no_attempt_writes_into_another_attempts_stream_or_orchs() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(dir.path()).unwrap();
-    let (work, home, cache) = (root.join("work"), root.join("home"), root.join("cache"));
-    for d in [&work, &home, &cache] {
-        std::fs::create_dir_all(d).unwrap();
-    }
+    let (_dir, root, [work, home, cache]) = rooms();
     let pipeline = write(
         &work,
         "p.toml",

@@ -337,3 +337,15 @@ pub(crate) fn cgroups_here() -> bool {
         .join(format!("orch-test-probe-{}", std::process::id()));
     std::fs::create_dir(&probe).is_ok() && std::fs::remove_dir(&probe).is_ok()
 }
+
+/// A temporary folder with `work`, `home` and `cache` made in it: the
+/// folder (removed when dropped), its canonical path and the three.
+pub(crate) fn rooms() -> (tempfile::TempDir, PathBuf, [PathBuf; 3]) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let rooms = ["work", "home", "cache"].map(|d| root.join(d));
+    for d in &rooms {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    (dir, root, rooms)
+}
