@@ -791,9 +791,11 @@ const CHILD_STACK: usize = 64 * 1024;
 /// The child's stack of a thread that starts processes: mapped once per
 /// thread (with a guard page below it) and kept for its next start, since
 /// unmapping memory of a process with threads running on other CPUs
-/// interrupts each of them (a TLB shootdown) on every start. The child
-/// is done with it when `clone3` returns (CLONE_VFORK: it executed or
-/// exited). Unmapped when the thread ends.
+/// interrupts each of them (a TLB shootdown). That saves it on every
+/// unconfined start (the blocking pool's threads live on); a confined
+/// start runs on a thread of its own, which maps one for its one start.
+/// The child is done with it when `clone3` returns (CLONE_VFORK: it
+/// executed or exited). Unmapped when the thread ends.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 struct ChildStack(*mut libc::c_void);
 

@@ -17,10 +17,13 @@
 //!   message queues: they are shared by every process of the user (or
 //!   every root process), outside any file tree;
 //! - another process of the same sandbox, which Landlock does not keep
-//!   apart (`ptrace`, `process_vm_readv`/`writev`, `pidfd_getfd`): the
-//!   agent's command would reach into its CLI;
+//!   apart, by tracing it or copying its descriptors (`ptrace`,
+//!   `process_vm_readv`/`writev`, `pidfd_getfd`; its `/proc/<pid>/mem`
+//!   stays readable, which no filter sees);
 //! - `SIGUSR1`, sent by any call (or set for a descriptor's owner): it
 //!   opens a Node CLI's inspector, through which code runs in the CLI;
+//! - a new user namespace (`unshare`, `clone` with `CLONE_NEWUSER`), where
+//!   a process holds every capability over what the namespace owns;
 //! - typing into a terminal (`TIOCSTI`, `TIOCLINUX` on any descriptor);
 //! - a file's inode flags (`FS_IOC_SETFLAGS`, `FS_IOC_FSSETXATTR`: append
 //!   only, no dump...);
@@ -322,6 +325,23 @@ fn refusals(permission: Permission) -> Result<BpfProgram, Error> {
     ] {
         rules.insert(call, arg_is(signal, libc::SIGUSR1 as u64)?);
     }
+    // A new user namespace, in which the process holds every capability
+    // (over what that namespace owns): no program the agent runs holds
+    // one, and the kernel code reachable with them (mounts and network
+    // stacks of its own, BPF, ...) is a frequent way to root. By `unshare`,
+    // or `clone` (its first argument is the flags; `clone3` looks absent
+    // to a confined process, see `born_elsewhere`).
+    for call in [libc::SYS_unshare, libc::SYS_clone] {
+        rules.insert(
+            call,
+            vec![SeccompRule::new(vec![SeccompCondition::new(
+                0,
+                SeccompCmpArgLen::Qword,
+                SeccompCmpOp::MaskedEq(libc::CLONE_NEWUSER as u64),
+                libc::CLONE_NEWUSER as u64,
+            )?])?],
+        );
+    }
     // The same signal sent by the kernel for a descriptor (I/O ready, a
     // lease broken, a directory changed) to its owner, which `F_SETOWN`
     // makes any process: the signal is chosen by `F_SETSIG`.
@@ -571,6 +591,8 @@ mod tests {
             // F_SETSIG and SIGUSR1 (both 10 on x86_64 and aarch64).
             F_SETSIG,
             libc::SIGUSR1 as u64,
+            libc::CLONE_NEWUSER as u64,
+            (libc::CLONE_NEWUSER | libc::SIGCHLD) as u64,
             0x4008_6602,
             0x4004_6602,
             0x401C_5820,

@@ -176,8 +176,9 @@ impl Drop for ProcessTree {
 /// Empty attempt cgroups kept for the attempts to come, at most
 /// [`SPARE_MAX`]: making a cgroup and removing it again each take the
 /// kernel's cgroup lock, shared by the whole machine, and cost more than
-/// the rest of an agent's start. Only an empty cgroup is kept, and no
-/// process can enter one but a process orch starts in it.
+/// the rest of an agent's start. Only an empty cgroup that was never
+/// killed is kept, and it is checked empty again when taken: no confined
+/// process can enter it, but an unconfined one could.
 static SPARE: Mutex<Vec<Cgroup>> = Mutex::new(Vec::new());
 
 /// How many empty cgroups [`SPARE`] keeps.
@@ -316,8 +317,17 @@ impl Cgroup {
         use std::sync::atomic::{AtomicU64, Ordering};
         static N: AtomicU64 = AtomicU64::new(0);
         let (base, base_rel) = base()?;
-        let spare = SPARE.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        if let Some(c) = spare {
+        loop {
+            let Some(c) = SPARE.lock().unwrap_or_else(|e| e.into_inner()).pop() else {
+                break;
+            };
+            // Still empty: no confined process can be born in it, but an
+            // unconfined one (a `full-access` agent, any root process) can.
+            if c.populated() != Some(false) {
+                c.kill();
+                c.remove();
+                continue;
+            }
             LIVE.lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .get_or_insert_with(HashSet::new)
@@ -360,7 +370,8 @@ impl Cgroup {
     /// killed until none is left; then wait until the cgroup is empty.
     /// Nothing to do when it is empty already (the usual end of an
     /// attempt: its processes went with the agent's process group): no
-    /// process can enter an empty attempt cgroup but one orch starts in it.
+    /// confined process can enter an empty attempt cgroup (and an
+    /// unconfined one is not held by the cgroup anyway).
     fn kill(&self) {
         if self.populated() == Some(false) {
             return;

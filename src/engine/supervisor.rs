@@ -481,7 +481,7 @@ pub(crate) async fn run_attempt(
     let mut last_err: Option<String> = None;
     let mut streams_open = true;
     // When the agent's own process was seen to have exited (its tree was
-    // ended then: nothing of it is left to start another process).
+    // ended then).
     let mut leader_gone: Option<Instant> = None;
     // The readers were stopped: a process outside orch's reach held the
     // pipes open past the grace.
@@ -687,9 +687,13 @@ pub(crate) async fn run_attempt(
     // The leader is gone; the rest of its group went with it (just before
     // the reap), now every process that left the group.
     // Everything in the attempt's cgroup, however deep or re-parented,
-    // then what escaped it (or all orphans, without a cgroup). Once is
-    // enough: not again when it was done as the leader was seen gone.
-    if leader_gone.is_none() {
+    // then what escaped it (or all orphans, without a cgroup). With a
+    // cgroup once is enough: its kill waits until the cgroup is empty, so
+    // nothing of it is left once it was done as the leader was seen gone.
+    // Without one, again: a process that left the group becomes orch's
+    // orphan only once its parent, killed with the group, has finished
+    // exiting, which the first sweep may not have seen yet.
+    if leader_gone.is_none() || !spec.tree.has_cgroup() {
         end_tree(&spec.tree).await;
     }
     let _ = out.await;

@@ -68,7 +68,7 @@ fn a_command_claude_runs_cannot_write_into_claudes_stream() {
 /// included (`process.stdout.write`). The signal is refused, and no
 /// inspector listens (its port, 9229, is not in `/proc/net/tcp`). (In
 /// Python: Gemini CLI refuses a command with `$(...)` in it.)
-const SIGNAL: &str = r#"printf '%s\n' 'import os, signal, time' 'p = os.getpid()' 'while p > 1:' '    c = open("/proc/%d/comm" % p).read().strip()' '    if c == "node": break' '    p = int([l.split()[1] for l in open("/proc/%d/status" % p) if l.startswith("PPid:")][0])' 'try:' '    os.kill(p, signal.SIGUSR1); print("signalled", c)' 'except PermissionError: print("could not signal", c)' 'time.sleep(1)' 'print("inspector-open" if ":2405 00000000:0000 0A" in open("/proc/net/tcp").read() else "inspector-closed")' | python3"#;
+const SIGNAL: &str = r#"printf '%s\n' 'import os, signal, time' 'p = os.getpid()' 'while p > 1:' '    c = open("/proc/%d/comm" % p).read().strip()' '    if c == "node": break' '    p = int([l.split()[1] for l in open("/proc/%d/status" % p) if l.startswith("PPid:")][0])' 'try:' '    os.kill(p, signal.SIGUSR1); print("signalled", c)' 'except PermissionError: print("could not signal", c)' 'time.sleep(1)' 'print("inspector-open" if ":240D 00000000:0000 0A" in open("/proc/net/tcp").read() else "inspector-closed")' | python3"#;
 
 #[test]
 fn a_command_cannot_open_its_node_clis_inspector() {
