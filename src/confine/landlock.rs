@@ -883,8 +883,9 @@ raise SystemExit(0 if all(answers) else 1 if not any(answers) else 2)";
     }
 
     /// No confined process makes a user namespace, in which it would hold
-    /// every capability: `unshare` and `clone` with `CLONE_NEWUSER` are
-    /// refused at both levels (other `unshare` flags still say what they
+    /// every capability, nor joins one: `unshare` and `clone` with
+    /// `CLONE_NEWUSER`, and `setns` (here on its own namespace, which the
+    /// kernel would answer `EINVAL`), are refused at both levels (other `unshare` flags still say what they
     /// always say without a capability, `EPERM` too, and plain `clone`
     /// works); unconfined, the control, it may (where the machine allows
     /// user namespaces at all).
@@ -905,9 +906,13 @@ raise SystemExit(0 if all(answers) else 1 if not any(answers) else 2)";
             "if plain == 0:",
             "    os._exit(0)",
             "os.waitpid(plain, 0)",
-            "print(pid, e_clone, r, e, plain)",
+            "j = c.setns(os.open('/proc/self/ns/user', os.O_RDONLY), 0)",
+            "e_join = ctypes.get_errno()",
+            "print(pid, e_clone, r, e, plain, j, e_join)",
             "refused = pid == -1 and e_clone == errno.EPERM and r == -1 and e == errno.EPERM",
-            "raise SystemExit(3 if plain <= 0 else 0 if refused else 1 if cloned and r == 0 else 2)",
+            "refused = refused and j == -1 and e_join == errno.EPERM",
+            "works = cloned and r == 0 and j == -1 and e_join == errno.EINVAL",
+            "raise SystemExit(3 if plain <= 0 else 0 if refused else 1 if works else 2)",
         ]
         .join("\n");
         let control = refused_at_both_levels(&s, &code);

@@ -22,8 +22,9 @@
 //!   stays readable, which no filter sees);
 //! - `SIGUSR1`, sent by any call (or set for a descriptor's owner): it
 //!   opens a Node CLI's inspector, through which code runs in the CLI;
-//! - a new user namespace (`unshare`, `clone` with `CLONE_NEWUSER`), where
-//!   a process holds every capability over what the namespace owns;
+//! - a new user namespace (`unshare`, `clone` with `CLONE_NEWUSER`), or
+//!   any namespace joined (`setns`), where a process could hold every
+//!   capability over what the namespace owns;
 //! - typing into a terminal (`TIOCSTI`, `TIOCLINUX` on any descriptor);
 //! - a file's inode flags (`FS_IOC_SETFLAGS`, `FS_IOC_FSSETXATTR`: append
 //!   only, no dump...);
@@ -289,6 +290,12 @@ fn refusals(permission: Permission) -> Result<BpfProgram, Error> {
         libc::SYS_process_vm_readv,
         libc::SYS_process_vm_writev,
         libc::SYS_pidfd_getfd,
+        // Joining a namespace: a user namespace the agent's uid owns (one
+        // kept in a bind-mounted file, say) is joined without a
+        // capability, and with every capability in it (an attacker's
+        // review did). The filter cannot see what kind of namespace a
+        // descriptor is, and no program needs `setns` inside a sandbox.
+        libc::SYS_setns,
     ] {
         rules.insert(call, Vec::new());
     }
