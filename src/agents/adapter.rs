@@ -1,6 +1,6 @@
 //! The Adapter trait: one implementation per agent CLI.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::events::Event;
 use crate::model::toolset::{InternalTool, Permission, ToolSet};
@@ -191,6 +191,7 @@ impl Request<'_> {
             prompt_tokens: Default::default(),
             shown: None,
             git: None,
+            shells: None,
         }
     }
 
@@ -198,6 +199,12 @@ impl Request<'_> {
     /// config directory, temporary files): the CLI may write there.
     pub(crate) fn path_in_dir(&self, name: &str) -> PathBuf {
         self.dir.join(name)
+    }
+
+    /// The folder of orch's shells for the CLI (see
+    /// [`crate::confine::shell`]), among orch's files for it.
+    pub(crate) fn shell_folder(dir: &Path) -> PathBuf {
+        dir.join(ORCH_FILES).join("bin")
     }
 
     /// A file orch writes for the CLI (MCP configuration, policy, system

@@ -142,7 +142,7 @@ const TABLE: CliTable = CliTable {
         ("CLAUDE_CODE_USE_COWORK_PLUGINS", WIDENS),
         ("CLAUDE_CODE_ENABLE_BACKGROUND_PLUGIN_REFRESH", WIDENS),
         ("CLAUDE_PLUGIN_*", WIDENS),
-        ("CLAUDE_CODE_SHELL", WIDENS),
+        ("CLAUDE_CODE_SHELL", ORCH_SETS),
         ("CLAUDE_CODE_SHELL_PREFIX", WIDENS),
         ("CLAUDE_CODE_GIT_BASH_PATH", WIDENS),
         ("CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD", WIDENS),
@@ -169,6 +169,7 @@ const TABLE: CliTable = CliTable {
     controlled_words: &["cc://*", "cc+unix://*"],
     yargs: false,
     confines_writes: false,
+    shell_vars: &["SHELL", "CLAUDE_CODE_SHELL"],
 };
 
 impl Adapter for Claude {

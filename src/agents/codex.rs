@@ -170,6 +170,7 @@ const TABLE: CliTable = CliTable {
     controlled_words: &["review", "resume", "fork", "help", "apply", "mcp"],
     yargs: false,
     confines_writes: true,
+    shell_vars: &["SHELL"],
 };
 
 impl Adapter for Codex {

@@ -27,6 +27,7 @@ const TABLE: CliTable = CliTable {
     controlled_words: &[],
     yargs: false,
     confines_writes: false,
+    shell_vars: &[],
 };
 
 impl Adapter for Command {
@@ -81,6 +82,7 @@ impl Adapter for Command {
             prompt_tokens: Default::default(),
             shown: None,
             git: None,
+            shells: None,
         }
     }
 

@@ -144,6 +144,7 @@ const TABLE: CliTable = CliTable {
         ("HOME", ORCH_SETS),
         ("TMPDIR", ORCH_SETS),
         ("COPILOT_HOME", ORCH_SETS),
+        ("COPILOT_BASH_PATH", ORCH_SETS),
         ("COPILOT_AUTO_UPDATE", ORCH_SETS),
         ("COPILOT_CACHE_HOME", ORCH_SETS),
         ("XDG_CONFIG_HOME", ORCH_SETS),
@@ -173,6 +174,7 @@ const TABLE: CliTable = CliTable {
     controlled_words: &[],
     yargs: false,
     confines_writes: false,
+    shell_vars: &["SHELL", "COPILOT_BASH_PATH"],
 };
 
 impl Adapter for Copilot {

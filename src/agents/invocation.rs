@@ -191,6 +191,18 @@ pub struct Invocation {
     /// The git directory of orch's own an agent CLI is given (see
     /// [`crate::git::agents`]), made with the attempt's own directory.
     pub(crate) git: Option<crate::git::agents::AgentGit>,
+    /// The shells a confined CLI starts the model's commands with (see
+    /// [`crate::confine::shell`]), made with the attempt's own directory.
+    pub(crate) shells: Option<Shells>,
+}
+
+/// Where a confined CLI finds its shells, and the program they link to:
+/// orch's own, or a copy no agent may write; `Err` says why there is none
+/// (the attempt does not start).
+#[derive(Debug, Clone)]
+pub(crate) struct Shells {
+    pub(crate) folder: PathBuf,
+    pub(crate) program: Result<crate::confine::shell::Program, String>,
 }
 
 /// What to show of an invocation whose real argv, environment or files

@@ -52,6 +52,10 @@ pub struct CliTable {
     /// Whether the CLI confines writes at the OS level below
     /// `full-access` (Codex's own sandbox).
     pub(crate) confines_writes: bool,
+    /// Variables naming the shell the CLI starts the model's commands
+    /// with (it looks `bash` up on `PATH` otherwise): a confined CLI's
+    /// point at orch's (see [`crate::confine::shell`]).
+    pub(crate) shell_vars: &'static [&'static str],
 }
 
 /// What orch knows of each CLI's command line, environment and

@@ -155,6 +155,7 @@ const TABLE: CliTable = CliTable {
     controlled_words: &[],
     yargs: true,
     confines_writes: false,
+    shell_vars: &["SHELL"],
 };
 
 impl Adapter for Opencode {

@@ -287,7 +287,13 @@ pub fn write_files(inv: &Invocation) -> std::io::Result<()> {
             _ => None,
         })
         .filter(|p| {
-            p.starts_with(&inv.dir) && *p != inv.dir && !inv.files.iter().any(|f| f.path == *p)
+            p.starts_with(&inv.dir)
+                && *p != inv.dir
+                && !inv.files.iter().any(|f| f.path == *p)
+                && !inv
+                    .shells
+                    .as_ref()
+                    .is_some_and(|s| p.starts_with(&s.folder))
         })
         .collect();
     if inv.files.is_empty() && dirs.is_empty() && inv.confinement.is_none() {
@@ -323,6 +329,13 @@ pub fn write_files(inv: &Invocation) -> std::io::Result<()> {
             std::fs::create_dir_all(parent)?;
         }
         std::fs::write(&f.path, &f.content)?;
+    }
+    if let Some(shells) = &inv.shells {
+        let program = shells
+            .program
+            .as_ref()
+            .map_err(|e| std::io::Error::other(e.clone()))?;
+        crate::confine::shell::make(&shells.folder, program)?;
     }
     if let Some(git) = &inv.git {
         git.make();
@@ -396,6 +409,7 @@ mod tests {
             confinement: None,
             shown: None,
             git: None,
+            shells: None,
         };
         write_files(&inv).unwrap();
         assert_eq!(
@@ -438,6 +452,7 @@ mod tests {
             confinement: None,
             shown: None,
             git: None,
+            shells: None,
         };
         write_files(&inv).unwrap();
         // The agent swaps its (writable) CLI folder for a link elsewhere.

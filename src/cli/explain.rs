@@ -170,6 +170,10 @@ struct InvocationJson<'a> {
     /// `true` for plain commands, which also inherit orch's environment.
     inherit_env: bool,
     files: Vec<InvocationFile>,
+    /// The shells orch gives a confined CLI (`null`: none): links to
+    /// orch's program that put each command in a Landlock domain below
+    /// the CLI's.
+    shells: Option<ShellsJson>,
     enforcement: Enforcement,
     /// The OS confinement of the process tree (`null`: not confined).
     confinement: Option<Confinement>,
@@ -257,6 +261,7 @@ pub(super) fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit,
                 inherit_env: inv.inherit_env,
                 shell: inv.shell_line(),
                 files: inv.shown_files(),
+                shells: inv.shells.as_ref().map(ShellsJson::of),
                 enforcement: inv.enforcement,
                 held_after: (!a.kind.is_llm()
                     && resolved.provenance.permission.layer == Layer::Default)
@@ -459,8 +464,48 @@ fn text(
         for f in &inv.files {
             writeln!(out, "  writes {} first", f.path.display())?;
         }
+        if let Some(shells) = &inv.shells {
+            writeln!(
+                out,
+                "  links {} in {} to {} first: the CLI's shell, which runs each command in a Landlock domain below the CLI's",
+                shells.names.join(", "),
+                shells.folder.display(),
+                match (&shells.program, &shells.error) {
+                    (Some(p), _) => format!("orch's program {}", p.display()),
+                    (None, e) => format!(
+                        "nothing ({}: the agent cannot start)",
+                        e.as_deref().unwrap_or("no program")
+                    ),
+                }
+            )?;
+        }
     }
     out.flush()
+}
+
+/// The shells of a confined CLI, as shown.
+#[derive(Serialize)]
+struct ShellsJson {
+    /// The folder first on the CLI's `PATH`.
+    folder: PathBuf,
+    names: &'static [&'static str],
+    /// What each name links to: orch's program, or a copy made for the
+    /// run where no agent may write (`null`: none, see `error`).
+    program: Option<PathBuf>,
+    /// Why there is no program (the agent cannot start).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+impl ShellsJson {
+    fn of(s: &crate::agents::invocation::Shells) -> Self {
+        Self {
+            folder: s.folder.clone(),
+            names: crate::confine::shell::NAMES,
+            program: s.program.as_ref().ok().map(|p| p.path().to_path_buf()),
+            error: s.program.as_ref().err().cloned(),
+        }
+    }
 }
 
 /// The paths a confined invocation may write and may not read.

@@ -111,6 +111,12 @@ pub(crate) enum Command {
 /// Parse the command line, run, and map the outcome to an exit code (an
 /// error is rendered there, once: see [`error::finish`]).
 pub fn main() -> ExitCode {
+    // Started by a confined CLI as its shell: before anything else, which
+    // could touch what the shell inherits.
+    #[cfg(target_os = "linux")]
+    if let Some(code) = crate::confine::shell::run_if_started_as_shell() {
+        return code;
+    }
     crate::confine::keep_inherited_descriptors();
     let cli = Cli::parse();
     let color = output::use_color(cli.global.color);

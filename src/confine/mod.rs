@@ -11,6 +11,7 @@ pub(crate) mod landlock;
 mod launch;
 pub(crate) mod policy;
 mod process;
+pub(crate) mod shell;
 #[cfg(target_os = "linux")]
 mod starter;
 #[cfg(target_os = "linux")]

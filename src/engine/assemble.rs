@@ -9,7 +9,7 @@ use crate::agents::adapter::{McpServerSpec, RemoteHeader, RemoteSpec, Request, a
 use crate::agents::capability::{self, Reach};
 use crate::agents::env;
 use crate::agents::invocation::{EnvValue, Invocation, Shown};
-use crate::confine::{Availability, Confinement, Places, Policy, policy};
+use crate::confine::{Availability, Confinement, Places, Policy, policy, shell};
 use crate::model::AgentKind;
 use crate::model::toolset::{Layer, ORCH_MCP_SERVER, Permission, Resolved, ToolSet};
 use crate::pipeline::model::McpTransport;
@@ -35,6 +35,9 @@ pub struct Context {
     /// What every prompt reads, read once: the workspace's branch and the
     /// run history.
     facts: std::sync::Arc<SharedFacts>,
+    /// The copy of orch's program for the shells of confined CLIs, when
+    /// one is needed (see [`Context::shell_program`]).
+    shell_copy: std::sync::Arc<std::sync::OnceLock<std::sync::Arc<shell::Copy>>>,
 }
 
 /// See [`Context::branch`], [`Context::history`] and [`Context::approved`].
@@ -78,7 +81,42 @@ impl Context {
             home_aliases,
             inputs: Default::default(),
             facts: Default::default(),
+            shell_copy: Default::default(),
         }
+    }
+
+    /// The program the shells of a CLI confined by `policy` link to (see
+    /// [`crate::confine::shell`]): orch's own, unless the agent may write
+    /// it (orch run from a build in the workspace), then a copy made once
+    /// per run (when an attempt first starts: never for a preview) where no
+    /// agent may write. Otherwise the agent could replace the program its
+    /// CLI starts the next command with, and that command would run in the
+    /// CLI's domain.
+    fn shell_program(&self, policy: &Policy) -> Result<shell::Program, String> {
+        let exe = std::fs::canonicalize("/proc/self/exe")
+            .map_err(|e| format!("cannot find orch's own program: {e}"))?;
+        let writable: Vec<PathBuf> = policy
+            .writable
+            .iter()
+            .map(|w| std::fs::canonicalize(w).unwrap_or_else(|_| w.clone()))
+            .collect();
+        let agent_writes = |p: &Path| writable.iter().any(|w| p.starts_with(w));
+        if !agent_writes(&exe) {
+            return Ok(shell::Program::Own(exe));
+        }
+        let copy = self.shell_copy.get_or_init(|| {
+            let path = self.attempts_root().join(format!("orch-{}", unguessable()));
+            std::sync::Arc::new(shell::Copy::new(exe.clone(), path))
+        });
+        let program = shell::Program::Copy(copy.clone());
+        if agent_writes(program.path()) {
+            return Err(format!(
+                "orch's program `{}` and its copy `{}` are both in a tree the agent may write",
+                exe.display(),
+                program.path().display()
+            ));
+        }
+        Ok(program)
     }
 
     /// The workspace's git branch (read once).
@@ -797,6 +835,43 @@ fn confinement(
         .map(|policy| Confinement { policy, abi })
 }
 
+/// Give a confined CLI orch's shells (see [`crate::confine::shell`]): first
+/// on its `PATH` and in the variables it names its shell by, readable
+/// under its policy.
+fn shells(
+    ctx: &Context,
+    kind: AgentKind,
+    confinement: &mut Confinement,
+    vars: &mut Vec<crate::agents::invocation::EnvVar>,
+    dir: &Path,
+    shells: &mut Option<crate::agents::invocation::Shells>,
+) {
+    let folder = Request::shell_folder(dir);
+    let program = ctx.shell_program(&confinement.policy);
+    if let Ok(program) = &program {
+        let p = program.path();
+        let policy = &mut confinement.policy;
+        if policy.hidden.iter().any(|h| p.starts_with(h)) && !policy.readable.iter().any(|r| r == p)
+        {
+            policy.readable.push(p.to_path_buf());
+        }
+    }
+    let bash = folder.join("bash").display().to_string();
+    for var in adapter(kind).table().shell_vars {
+        vars.push(env::plain(var, bash.clone()));
+    }
+    // Never an empty entry (the working directory) when orch has no PATH.
+    let path = folder.display().to_string();
+    vars.push(crate::agents::invocation::EnvVar {
+        name: "PATH".into(),
+        value: match std::env::var_os("PATH") {
+            Some(_) => EnvValue::Template(format!("{path}:${{PATH}}")),
+            None => EnvValue::Plain(path),
+        },
+    });
+    *shells = Some(crate::agents::invocation::Shells { folder, program });
+}
+
 /// One variable per name, the last one set: what the process gets (its
 /// environment is set in order), so that what is shown and stored is what
 /// runs.
@@ -987,6 +1062,18 @@ pub fn invocation(
             .push(env::plain("TMPDIR", dir.join("tmp").display().to_string()));
     }
     inv.confinement = level.and_then(|level| confinement(ctx, agent.kind, level, &inv, dir));
+    if agent.kind.is_llm()
+        && let Some(confinement) = &mut inv.confinement
+    {
+        shells(
+            ctx,
+            agent.kind,
+            confinement,
+            &mut inv.env,
+            dir,
+            &mut inv.shells,
+        );
+    }
     last_of_each_name(&mut inv.env);
     inv
 }

@@ -771,6 +771,7 @@ mod tests {
                 confinement,
                 shown: None,
                 git: None,
+                shells: None,
             },
             timeout: Some(Duration::from_secs(30)),
             stall_timeout: None,

@@ -16,7 +16,10 @@ use crate::support::{json_of, orch, rooms, stderr, write};
 /// result of its own into the CLI's stdout, one that would lower the
 /// turns, tokens and cost and change the session, and a tool call that
 /// never happened: through `/proc/$PPID/fd/1`, `fd/2`, and a copy of the
-/// CLI's descriptor (`copy.py`).
+/// CLI's descriptor (`copy.py`). It also reads its own environment
+/// through `/proc` (the control) and the CLI's, which takes what reading
+/// the CLI's memory takes: its shell (`sh` on `PATH`, orch's) put it in a
+/// domain below the CLI's, from which that is refused.
 const STAND_IN: &str = r#"#!/usr/bin/env python3
 import json, os, subprocess, sys
 def say(o):
@@ -33,11 +36,13 @@ shell = ("touch confined-probe 2>/dev/null || echo confined; "
          "{ printf '%s\\n' '" + forged("before", "forged-before") + "' > /proc/$PPID/fd/1; } 2>/dev/null && echo wrote-before || echo refused-before; "
          "{ printf '%s\\n' '" + call + "' > /proc/$PPID/fd/2; } 2>/dev/null && echo wrote-stderr || echo refused-stderr; "
          "python3 " + copy + " $PPID && echo copied || echo refused-copy; "
+         "head -c1 /proc/$$/environ > /dev/null 2>&1 && echo read-self || echo refused-self; "
+         "head -c1 /proc/$PPID/environ > /dev/null 2>&1 && echo read-cli || echo refused-cli; "
          "read go; "
          "{ printf '%s\\n' '" + forged("after", "forged-after") + "' '" + call + "' > /proc/$PPID/fd/1; } 2>/dev/null && echo wrote-after || echo refused-after")
 tool = subprocess.Popen(["sh", "-c", shell], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                         stderr=subprocess.STDOUT)
-said = b"".join(tool.stdout.readline() for _ in range(4))
+said = b"".join(tool.stdout.readline() for _ in range(6))
 say({"type": "result", "subtype": "success", "is_error": False, "num_turns": 3, "result": "done",
      "session_id": "real-session", "usage": {"input_tokens": 1000, "output_tokens": 200},
      "total_cost_usd": 1.5})
@@ -107,6 +112,8 @@ fn no_process_the_cli_starts_writes_into_the_clis_stream() {
         "refused-before",
         "refused-stderr",
         "refused-copy",
+        "read-self",
+        "refused-cli",
         "refused-after",
     ] {
         assert!(said.contains(word), "{word}: {said:?}\n{events:#?}");
@@ -188,4 +195,83 @@ fn no_attempt_writes_into_another_attempts_stream_or_orchs() {
     );
     assert!(said("two", "Permission denied"), "{raw:?}");
     assert!(!said("one", "into-a"), "{raw:?}");
+}
+
+/// orch run from a build inside the workspace it works on (as in orch's
+/// own repository): a `workspace-write` agent could replace that program,
+/// which its CLI starts as the shell of the next command, and that
+/// command would run in the CLI's domain. The shells then link to a copy
+/// of orch's program in its cache folder, which the agent cannot write;
+/// the command is still below the CLI's domain; the copy goes with the
+/// run.
+#[test]
+fn a_shell_the_agent_could_replace_is_never_started() {
+    let (_dir, root, [work, home, cache]) = rooms();
+    // orch's program in the workspace (a copy: should the command write
+    // it, a hard link would break the build the other tests run).
+    let inside = work.join("target-orch");
+    std::fs::copy(env!("CARGO_BIN_EXE_orch"), &inside).unwrap();
+    let cli = write(
+        &root,
+        "stand-in.py",
+        r#"#!/usr/bin/env python3
+import json, subprocess, sys
+sys.stdin.read()
+print(json.dumps({"type": "system", "subtype": "init", "session_id": "s", "model": "m", "tools": ["Bash"]}), flush=True)
+shell = ('t=$(readlink -f "$(command -v sh)"); '
+         'case "$t" in "$PWD"/*) echo shell-in-workspace;; *) echo shell-elsewhere;; esac; '
+         '{ rm -f "$t" && printf x > "$t"; } 2>/dev/null && echo replaced || echo kept; '
+         'head -c1 /proc/$PPID/environ > /dev/null 2>&1 && echo read-cli || echo refused-cli')
+r = subprocess.run(["sh", "-c", shell], capture_output=True, text=True); out = r.stdout + r.stderr + " rc=%d" % r.returncode
+sys.stderr.write("the command said: " + out.replace("\n", " ") + "\n")
+print(json.dumps({"type": "result", "subtype": "success", "is_error": False, "num_turns": 1,
+    "result": "done", "session_id": "s", "usage": {"input_tokens": 1, "output_tokens": 1}}), flush=True)
+"#,
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let pipeline = write(
+        &work,
+        "p.toml",
+        &format!(
+            "version = 1\nname = \"f\"\n[agents.claude]\nkind = \"claude\"\nbinary = \"{}\"\n\
+             [[phases]]\nname = \"fix\"\nagents = [\"claude\"]\nmode = \"fix\"\nprompt = \"Fix.\"\n\
+             [phases.tools]\ninternal = [\"Read\", \"Write\", \"Bash\"]\npermission = \"workspace-write\"\n",
+            cli.display()
+        ),
+    );
+    let state = root.join("state");
+    let run = std::process::Command::new(&inside)
+        .current_dir(&work)
+        .env("HOME", &home)
+        .env("XDG_CACHE_HOME", &cache)
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["run", pipeline.to_str().unwrap(), "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    let events = orch()
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["runs", "events", "latest", "--format", "json"])
+        .output()
+        .unwrap();
+    let events = json_of(&events);
+    let said = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "stderr")
+        .and_then(|e| e["raw"].as_str())
+        .unwrap_or("")
+        .to_string();
+    for word in ["shell-elsewhere", "kept", "refused-cli"] {
+        assert!(said.contains(word), "{word}: {said:?}\n{events:#?}");
+    }
+    // The copy went with the run.
+    let left: Vec<_> = std::fs::read_dir(cache.join("orch/attempts"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
 }

@@ -19,18 +19,22 @@ import json, os, stat, sys
 st = os.fstat(0)
 stdin = None if stat.S_ISCHR(st.st_mode) else sys.stdin.read()
 files = {}
+links = {}
 tmp = os.environ.get("TMPDIR", "")
 root = os.path.dirname(tmp) if "/attempts/" in tmp else None
 if root:
     for d, _, names in os.walk(root):
         for n in names:
             p = os.path.join(d, n)
+            if os.path.islink(p):
+                links[p] = os.readlink(p)
+                continue
             if not os.path.isfile(p):
                 continue
             with open(p, encoding="utf-8", errors="replace") as f:
                 files[p] = f.read()
 print("ORCH-REC " + json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "env": dict(os.environ),
-      "stdin": stdin, "files": files}), flush=True)
+      "stdin": stdin, "files": files, "links": links}), flush=True)
 "#;
 
 const KINDS: [&str; 5] = ["claude", "codex", "gemini", "opencode", "copilot"];
@@ -86,7 +90,18 @@ fn expected_env(inv: &Value, fill: &dyn Fn(&str) -> String) -> BTreeMap<String, 
                 None => env.remove(k),
             };
         } else {
-            env.insert(k.clone(), fill(v));
+            // A template: each `${NAME}` in it filled from orch's
+            // environment (empty when orch has none).
+            let mut out = String::new();
+            let mut rest = v;
+            while let Some((before, after)) = rest.split_once("${") {
+                let (name, tail) = after.split_once('}').unwrap();
+                out.push_str(before);
+                out.push_str(outer.get(name).map_or("", String::as_str));
+                rest = tail;
+            }
+            out.push_str(rest);
+            env.insert(k.clone(), fill(&out));
         }
     }
     env
@@ -239,6 +254,22 @@ fn explain_json_rebuilds_the_process_orch_run_starts() {
         let got_files: BTreeMap<String, String> =
             serde_json::from_value(got["files"].clone()).unwrap();
         assert_eq!(got_files, files, "{phase}: files");
+        let links: BTreeMap<String, String> = match inv["shells"].as_object() {
+            Some(shells) => {
+                let folder = fill(shells["folder"].as_str().unwrap());
+                let program = shells["program"].as_str().unwrap();
+                shells["names"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|n| (format!("{folder}/{}", n.as_str().unwrap()), program.into()))
+                    .collect()
+            }
+            None => BTreeMap::new(),
+        };
+        let got_links: BTreeMap<String, String> =
+            serde_json::from_value(got["links"].clone()).unwrap();
+        assert_eq!(got_links, links, "{phase}: links");
         assert!(real_dir.is_some(), "{phase}: no attempt directory seen");
     }
     // The prompt went somewhere for every CLI: on stdin or in argv.

@@ -94,3 +94,64 @@ fn a_command_cannot_open_its_node_clis_inspector() {
         );
     }
 }
+
+/// The model's command walks up from its shell to orch and tries to read
+/// each process's environment through `/proc/<pid>/environ`, which takes
+/// what reading its memory or opening its descriptors takes (the kernel's
+/// ptrace check): in the CLI's own Landlock domain it could, and one
+/// attacker read Gemini CLI's memory that way and wrote into a pipe of its
+/// own to have it print lines. The CLI starts the command through orch's
+/// shell, which puts it in a domain below the CLI's: the script's shell
+/// reads itself and the command's shell, and every process above is
+/// refused. (The script runs in the system's `bash`, not in orch's, nor in
+/// an interpreter found on `PATH`, which could be a script run through
+/// `env bash`: either would be in a domain of its own whatever the CLI
+/// does. On stdin: Copilot CLI asks before a command names a file outside
+/// the workspace, and Gemini CLI refuses `$(...)`.) Not Codex: it starts
+/// its commands through the shell of the user's account
+/// (docs/confinement.md).
+const ANCESTORS: &str = r#"printf '%s\n' 'p=$$; while [ "$p" -gt 1 ]; do read -r c < /proc/$p/comm; if head -c1 /proc/$p/environ > /dev/null 2>&1; then echo "ancestor: read $c"; else echo "ancestor: refused $c"; fi; q=1; while read -r k v; do if [ "$k" = PPid: ]; then q=$v; fi; done < /proc/$p/status; p=$q; done' | PATH=/usr/bin:/bin bash"#;
+
+#[test]
+fn a_command_cannot_reach_into_the_cli_that_started_it() {
+    require!(Tool::AgentClis);
+    for kind in [
+        AgentKind::Claude,
+        AgentKind::Gemini,
+        AgentKind::Opencode,
+        AgentKind::Copilot,
+    ] {
+        let cli = find_cli(kind);
+        let dir = scratch("orch-e2e-nested-");
+        let server = ModelServer::start(dir.path(), &json!([(cli.shell_call)(ANCESTORS)]));
+        let text = changed(
+            pipeline(&cli, Level::WorkspaceWrite, &server, dir.path()),
+            "\"Bash(printf *)\"",
+            "\"Bash\"",
+        );
+        let run = orch_run(&cli, dir.path(), &server, &text);
+        let ctx = run.context();
+        assert_eq!(run.code, Some(0), "{kind:?}: {ctx}");
+        let said = run.tool_results();
+        let ancestors: Vec<&str> = said
+            .lines()
+            .filter_map(|l| l.split_once("ancestor: ").map(|(_, rest)| rest.trim()))
+            .collect();
+        // The shell the script runs in and the command's shell first (the
+        // control: both are in the command's domain), then the CLI, and
+        // orch above it.
+        // (Gemini CLI runs the command in a shell of its own within its
+        // shell.)
+        let shells = ancestors.iter().take_while(|a| **a == "read bash").count();
+        assert!(
+            shells >= 2 && ancestors.len() > shells + 1,
+            "{kind:?}: the command did not run: {said}\n{ctx}"
+        );
+        assert!(
+            ancestors[shells..]
+                .iter()
+                .all(|a| a.starts_with("refused ")),
+            "{kind:?}: a process above the command's shell was read: {ancestors:?}"
+        );
+    }
+}

@@ -1,0 +1,272 @@
+//! The model's commands in a Landlock domain of their own, below their
+//! CLI's.
+//!
+//! Inside one Landlock domain a process may reach into another as a
+//! debugger would: read its memory (`/proc/<pid>/mem`) and open its
+//! descriptors (`/proc/<pid>/fd/<n>`). The model's commands ran in their
+//! CLI's domain, so a command could read the CLI's memory, write into a
+//! pipe the CLI reads (Node's internal signal pipe) and have the CLI print
+//! lines of the command's choosing on the stream orch records as the
+//! CLI's. From a domain nested below the CLI's it cannot: Landlock lets a
+//! process reach only into its own domain and those below it, and (ABI 6)
+//! signal only those.
+//!
+//! The CLIs start the model's commands themselves, through a shell found by
+//! `SHELL`, a variable of their own, or `bash` on `PATH`. A confined CLI is
+//! given orch's own program under the names of [`NAMES`], in a folder of
+//! its attempt's directory that it may read but not change,
+//! first on its `PATH` and in those variables. Started under one of those
+//! names, orch enters a new domain (every file access right the kernel
+//! knows, granted beneath `/`: the domains above still decide what is
+//! allowed; the new one only separates) and executes the real shell, the
+//! next program of that name on `PATH` that is not orch.
+//!
+//! Every start enters a domain: a shell cannot tell whether it runs in
+//! the CLI's domain or in one below it, and a mark in the environment
+//! would not do (a CLI may copy a shell's environment into the next
+//! command's: Copilot CLI does). The kernel stacks at most 16 domains; a
+//! start past that is deep below the CLI's already and runs as it is.
+//! No scope is set, so a command still signals its own shells.
+
+use std::path::{Path, PathBuf};
+#[cfg(target_os = "linux")]
+use std::{
+    ffi::OsString,
+    os::unix::fs::{MetadataExt, PermissionsExt},
+    os::unix::process::CommandExt,
+    process::ExitCode,
+};
+
+#[cfg(target_os = "linux")]
+use landlock::{
+    ABI, Access, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus,
+};
+
+/// The shells a confined CLI finds in [`folder`].
+pub(crate) const NAMES: &[&str] = &["bash", "sh"];
+
+/// The program a CLI's shells link to: orch's own, or a copy of it.
+#[derive(Debug, Clone)]
+pub(crate) enum Program {
+    Own(PathBuf),
+    Copy(std::sync::Arc<Copy>),
+}
+
+impl Program {
+    /// Where it is (a copy: where it will be).
+    pub(crate) fn path(&self) -> &Path {
+        match self {
+            Program::Own(p) => p,
+            Program::Copy(c) => &c.path,
+        }
+    }
+
+    /// Where it is, made if it is a copy not made yet.
+    fn ready(&self) -> Result<&Path, String> {
+        if let Program::Copy(c) = self {
+            c.made.get_or_init(|| c.make()).clone()?;
+        }
+        Ok(self.path())
+    }
+}
+
+/// A copy of orch's program, made when an attempt first needs it (never
+/// for a preview) and removed when the last holder is dropped.
+#[derive(Debug)]
+pub(crate) struct Copy {
+    of: PathBuf,
+    path: PathBuf,
+    made: std::sync::OnceLock<Result<(), String>>,
+}
+
+impl Copy {
+    /// A copy of `of` to be made at `path`, a new name in a folder no
+    /// agent may write.
+    pub(crate) fn new(of: PathBuf, path: PathBuf) -> Self {
+        Self {
+            of,
+            path,
+            made: Default::default(),
+        }
+    }
+
+    fn make(&self) -> Result<(), String> {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        let fail = |e: std::io::Error| {
+            format!(
+                "cannot copy orch's program to `{}` for the agent's shells: {e}",
+                self.path.display()
+            )
+        };
+        if let Some(parent) = self.path.parent() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
+                .map_err(fail)?;
+        }
+        let mut from = std::fs::File::open(&self.of).map_err(fail)?;
+        let mut to = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o500)
+            .open(&self.path)
+            .map_err(fail)?;
+        std::io::copy(&mut from, &mut to).map_err(fail)?;
+        Ok(())
+    }
+}
+
+impl Drop for Copy {
+    fn drop(&mut self) {
+        if let Some(Ok(())) = self.made.get() {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Make [`NAMES`] in `folder`, each a link to `program`.
+pub(crate) fn make(folder: &Path, program: &Program) -> std::io::Result<()> {
+    let program = program.ready().map_err(std::io::Error::other)?;
+    std::fs::create_dir_all(folder)?;
+    for name in NAMES {
+        std::os::unix::fs::symlink(program, folder.join(name))?;
+    }
+    Ok(())
+}
+
+/// When orch was started as one of [`NAMES`] (by a CLI, through its
+/// shells' folder): enter a new domain and become the real shell. `None`: orch
+/// was started as itself.
+#[cfg(target_os = "linux")]
+pub(crate) fn run_if_started_as_shell() -> Option<ExitCode> {
+    let mut args = std::env::args_os();
+    let arg0 = args.next()?;
+    let name = Path::new(&arg0).file_name()?.to_str()?;
+    let name = NAMES.iter().find(|n| **n == name)?;
+    let rest: Vec<OsString> = args.collect();
+    Some(become_shell(name, &arg0, &rest))
+}
+
+#[cfg(target_os = "linux")]
+fn become_shell(name: &str, arg0: &OsString, rest: &[OsString]) -> ExitCode {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let Some(real) = real_shell(name, &path) else {
+        eprintln!("orch: no `{name}` on PATH but orch's own: the command cannot run");
+        return ExitCode::from(127);
+    };
+    if let Err(e) = enter_domain() {
+        // Fail closed: a command in its CLI's domain could reach into it.
+        eprintln!("orch: the command cannot get a sandbox domain of its own: {e}");
+        return ExitCode::from(126);
+    }
+    let err = std::process::Command::new(&real)
+        .arg0(arg0)
+        .args(rest)
+        .exec();
+    eprintln!("orch: cannot run `{}`: {err}", real.display());
+    ExitCode::from(126)
+}
+
+/// The next executable file called `name` on `path` (absolute folders
+/// only), else in `/usr/bin` or `/bin`, that is not orch's own program.
+#[cfg(target_os = "linux")]
+fn real_shell(name: &str, path: &std::ffi::OsStr) -> Option<PathBuf> {
+    let me = std::fs::metadata("/proc/self/exe").ok()?;
+    std::env::split_paths(path)
+        .chain([PathBuf::from("/usr/bin"), PathBuf::from("/bin")])
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join(name))
+        .find(|candidate| {
+            std::fs::metadata(candidate).is_ok_and(|m| {
+                m.is_file()
+                    && m.permissions().mode() & 0o111 != 0
+                    && (m.dev(), m.ino()) != (me.dev(), me.ino())
+            })
+        })
+}
+
+/// Enter a Landlock domain below the current one that takes away nothing
+/// the current one allows: it only separates. At the kernel's limit of
+/// stacked domains (`E2BIG`) the process is many shells below its CLI
+/// already, and stays where it is.
+#[cfg(target_os = "linux")]
+fn enter_domain() -> Result<(), String> {
+    use landlock::{RestrictSelfError, RulesetError};
+    let abi =
+        super::landlock::kernel_abi().map_err(|errno| format!("no Landlock (errno {errno})"))?;
+    let all = AccessFs::from_all(ABI::from(abi as i32));
+    let root = PathFd::new("/").map_err(|e| e.to_string())?;
+    let entered = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(all)
+        .and_then(|r| r.create())
+        .and_then(|r| r.add_rule(PathBeneath::new(root, all)))
+        .and_then(|r| r.restrict_self());
+    match entered {
+        Ok(status) if status.ruleset != RulesetStatus::NotEnforced => Ok(()),
+        Ok(_) => Err("the kernel did not enforce the ruleset".into()),
+        Err(RulesetError::RestrictSelf(RestrictSelfError::RestrictSelfCall { source, .. }))
+            if source.raw_os_error() == Some(libc::E2BIG) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// The real shell is the next of its name on PATH that is not orch's
+    /// program (here the test's), past relative folders.
+    #[test]
+    fn the_real_shell_is_the_next_that_is_not_orch() {
+        let dir = tempfile::tempdir().unwrap();
+        let ours = dir.path().join("ours");
+        let other = dir.path().join("other");
+        std::fs::create_dir(&ours).unwrap();
+        std::fs::create_dir(&other).unwrap();
+        let me = std::fs::canonicalize("/proc/self/exe").unwrap();
+        std::os::unix::fs::symlink(&me, ours.join("bash")).unwrap();
+        std::fs::copy("/bin/sh", other.join("bash")).unwrap();
+        let path = std::env::join_paths([Path::new("relative"), &ours, &other]).unwrap();
+        assert_eq!(real_shell("bash", &path), Some(other.join("bash")));
+        let path = std::env::join_paths([&ours]).unwrap();
+        let fallback = real_shell("bash", &path).unwrap();
+        assert!(fallback.starts_with("/usr/bin") || fallback.starts_with("/bin"));
+    }
+
+    /// A copy is made once, when first needed, unwritable, with the
+    /// program's bytes, and removed with its last holder; one never made
+    /// leaves nothing.
+    #[test]
+    fn a_copy_is_made_when_needed_and_goes_with_the_run() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let of = dir.path().join("program");
+        std::fs::write(&of, b"the program").unwrap();
+        let at = dir.path().join("cache/orch-1");
+        let copy = std::sync::Arc::new(Copy::new(of.clone(), at.clone()));
+        let program = Program::Copy(copy.clone());
+        assert_eq!(program.path(), at);
+        assert!(!at.exists());
+        make(&dir.path().join("bin"), &program).unwrap();
+        make(&dir.path().join("bin2"), &program).unwrap();
+        assert_eq!(std::fs::read(&at).unwrap(), b"the program");
+        let mode = std::fs::metadata(&at).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o500);
+        assert_eq!(std::fs::read_link(dir.path().join("bin/sh")).unwrap(), at);
+        drop(program);
+        drop(copy);
+        assert!(!at.exists());
+        let unused = Copy::new(of, dir.path().join("cache/orch-2"));
+        drop(unused);
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("cache")).unwrap().count(),
+            0
+        );
+    }
+}
