@@ -399,6 +399,12 @@ pub(crate) fn first_set<'a, T>(
         .find_map(|(layer, set)| set.and_then(&get).map(|f| (*layer, f)))
 }
 
+/// The `permission` [`resolve`] would give, alone (no lists copied).
+pub(crate) fn resolve_permission(layers: Layers<'_>, mode: Mode) -> Permission {
+    first_set(&layers, |l| l.permission.as_ref())
+        .map_or_else(|| ToolSet::default_permission(mode), |(_, f)| f.value)
+}
+
 /// Resolve field by field; `mode` picks the built-in defaults.
 pub(crate) fn resolve(layers: Layers<'_>, mode: Mode) -> Resolved {
     let defaults = ToolSet::default_for(mode);

@@ -1,7 +1,6 @@
 //! The validated pipeline: the span-free model everything after validation
 //! works on. Positions survive only as [`Location`]s, for provenance.
 
-use foldhash::{HashMap, HashMapExt};
 use std::borrow::Cow;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -57,8 +56,11 @@ pub struct Pipeline {
     /// Boxed: each is made as its raw phase is freed, into the memory it
     /// held (one vector of 100,000 phases was a fresh 32 MB).
     pub phases: Vec<Box<Phase>>,
-    /// Each phase's place in `phases`, by name.
-    index: HashMap<String, usize>,
+    /// Each phase's place in `phases`, by name (the last of a name): a
+    /// table of places hashed by the names in `phases`, which are not
+    /// copied (a map keyed by names was 100,000 copies for a long chain).
+    index: hashbrown::HashTable<usize>,
+    hasher: foldhash::fast::RandomState,
     /// The agents that may write the workspace (LLM agents at
     /// `workspace-write` or `full-access`), in the order they run: listed
     /// once, when first asked ([`Pipeline::writer_before`]).
@@ -339,16 +341,14 @@ impl Pipeline {
     /// Where the phase named `name` is in [`Pipeline::phases`] (the last
     /// of that name, when several have it).
     pub(crate) fn phase_index(&self, name: &str) -> Option<usize> {
-        self.index.get(name).copied()
+        use std::hash::BuildHasher;
+        self.index
+            .find(self.hasher.hash_one(name), |&i| self.phases[i].name == name)
+            .copied()
     }
 
     pub(crate) fn phase(&self, name: &str) -> Option<&Phase> {
-        self.index
-            .get(name)
-            .and_then(|&i| self.phases.get(i))
-            .filter(|p| p.name == name)
-            .or_else(|| self.phases.iter().find(|p| p.name == name))
-            .map(|p| &**p)
+        self.phase_index(name).map(|i| &*self.phases[i])
     }
 
     /// A pipeline of these parts.
@@ -362,6 +362,7 @@ impl Pipeline {
         mcp_servers: Vec<McpServer>,
         phases: Vec<Box<Phase>>,
     ) -> Pipeline {
+        let phases_len = phases.len();
         let mut p = Pipeline {
             path: head.path,
             name: head.name,
@@ -370,16 +371,23 @@ impl Pipeline {
             agents,
             mcp_servers,
             phases,
-            index: HashMap::new(),
+            index: hashbrown::HashTable::with_capacity(phases_len),
+            hasher: Default::default(),
             writers: std::sync::OnceLock::new(),
             dependencies: std::sync::OnceLock::new(),
         };
-        p.index = p
-            .phases
-            .iter()
-            .enumerate()
-            .map(|(i, ph)| (ph.name.clone(), i))
-            .collect();
+        use std::hash::BuildHasher;
+        let (phases, hasher) = (&p.phases, &p.hasher);
+        for (i, ph) in phases.iter().enumerate() {
+            let hash = hasher.hash_one(ph.name.as_str());
+            match p.index.find_mut(hash, |&j| phases[j].name == ph.name) {
+                Some(place) => *place = i,
+                None => {
+                    p.index
+                        .insert_unique(hash, i, |&j| hasher.hash_one(phases[j].name.as_str()));
+                }
+            }
+        }
         p
     }
 
@@ -426,21 +434,20 @@ impl Pipeline {
                 .filter(|&(_, ref w, j)| {
                     let agent = &self.agents[j];
                     agent.kind.is_llm()
-                        && self.resolve(w, agent).toolset.permission != Permission::ReadOnly
+                        && crate::model::toolset::resolve_permission(Self::layers(w, agent), w.mode)
+                            != Permission::ReadOnly
                 })
                 .map(|(i, w, j)| Writer {
                     phase: i,
                     agent: j,
-                    walk_from: self
-                        .phase(&w.name)
-                        .and_then(|p| self.index.get(&p.name).copied()),
+                    walk_from: self.phase_index(&w.name),
                 })
                 .collect()
         });
         // Those that do not come after `phase`: lazily, and each test
         // usually answers from the phases' stages without a walk (the
         // first writer usually answers).
-        let before = self.index.get(&phase.name).copied();
+        let before = self.phase_index(&phase.name);
         writers
             .iter()
             .filter(move |w| match (w.walk_from, before) {
