@@ -8,25 +8,31 @@
 //! pipe the CLI reads (Node's internal signal pipe) and have the CLI print
 //! lines of the command's choosing on the stream orch records as the
 //! CLI's. From a domain nested below the CLI's it cannot: Landlock lets a
-//! process reach only into its own domain and those below it, and (ABI 6)
-//! signal only those.
+//! process trace, read or open `/proc` files of only its own domain and
+//! those below it.
 //!
 //! The CLIs start the model's commands themselves, through a shell found by
 //! `SHELL`, a variable of their own, or `bash` on `PATH`. A confined CLI is
 //! given orch's own program under the names of [`NAMES`], in a folder of
-//! its attempt's directory that it may read but not change,
-//! first on its `PATH` and in those variables. Started under one of those
-//! names, orch enters a new domain (every file access right the kernel
-//! knows, granted beneath `/`: the domains above still decide what is
-//! allowed; the new one only separates) and executes the real shell, the
-//! next program of that name on `PATH` that is not orch.
+//! its attempt's directory that it may read but not change, first on its
+//! `PATH` and in those variables. Started under one of those names, orch
+//! enters a new domain and executes the real shell, the next program of
+//! that name on `PATH` that is not orch. The new domain reads what the
+//! CLI's does, and writes only the folders [`WRITES`] names: the
+//! workspace (when the phase may write it), the home, the temporary
+//! folder, the git directory; not the CLI's own settings and sessions,
+//! which the CLI reads again while it runs and runs programs from (Claude
+//! Code's `apiKeyHelper`; OpenCode's snapshot repository and its git
+//! config). The `XDG_*_HOME` variables that name such folders are left
+//! out of the command's environment, so its programs use the home.
 //!
 //! Every start enters a domain: a shell cannot tell whether it runs in
 //! the CLI's domain or in one below it, and a mark in the environment
 //! would not do (a CLI may copy a shell's environment into the next
-//! command's: Copilot CLI does). The kernel stacks at most 16 domains; a
-//! start past that is deep below the CLI's already and runs as it is.
-//! No scope is set, so a command still signals its own shells.
+//! command's: Copilot CLI does). The kernel stacks at most 16 domains;
+//! past that a command does not run. No signal scope is set: a command
+//! may signal its CLI as before (the sandbox's seccomp filter refuses
+//! `SIGUSR1`, which opens a Node CLI's inspector, everywhere).
 
 use std::path::{Path, PathBuf};
 #[cfg(target_os = "linux")]
@@ -45,6 +51,10 @@ use landlock::{
 
 /// The shells a confined CLI finds in [`folder`].
 pub(crate) const NAMES: &[&str] = &["bash", "sh"];
+
+/// The folders a command may write, one absolute path per line, in the
+/// CLI's environment (see [`enter_domain`]).
+pub(crate) const WRITES: &str = "ORCH_SHELL_WRITES";
 
 /// The program a CLI's shells link to: orch's own, or a copy of it.
 #[derive(Debug, Clone)]
@@ -161,12 +171,41 @@ fn become_shell(name: &str, arg0: &OsString, rest: &[OsString]) -> ExitCode {
         eprintln!("orch: the command cannot get a sandbox domain of its own: {e}");
         return ExitCode::from(126);
     }
-    let err = std::process::Command::new(&real)
-        .arg0(arg0)
-        .args(rest)
-        .exec();
+    let mut shell = std::process::Command::new(&real);
+    shell.arg0(arg0).args(rest);
+    for var in unwritable_homes() {
+        shell.env_remove(var);
+    }
+    let err = shell.exec();
     eprintln!("orch: cannot run `{}`: {err}", real.display());
     ExitCode::from(126)
+}
+
+/// The CLI's own folders for settings, data, cache and state, where the
+/// CLI's environment names them (Copilot CLI, OpenCode): the command may
+/// not write there, so its programs go back to their defaults in the home.
+#[cfg(target_os = "linux")]
+fn unwritable_homes() -> Vec<&'static str> {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(writes) = std::env::var_os(WRITES) else {
+        return Vec::new();
+    };
+    let writes: Vec<&Path> = writes
+        .as_bytes()
+        .split(|b| *b == b'\n')
+        .map(|p| Path::new(std::ffi::OsStr::from_bytes(p)))
+        .collect();
+    [
+        "XDG_CONFIG_HOME",
+        "XDG_DATA_HOME",
+        "XDG_CACHE_HOME",
+        "XDG_STATE_HOME",
+    ]
+    .into_iter()
+    .filter(|var| {
+        std::env::var_os(var).is_some_and(|v| !writes.iter().any(|w| Path::new(&v).starts_with(w)))
+    })
+    .collect()
 }
 
 /// The next executable file called `name` on `path` (absolute folders
@@ -187,35 +226,66 @@ fn real_shell(name: &str, path: &std::ffi::OsStr) -> Option<PathBuf> {
         })
 }
 
-/// Enter a Landlock domain below the current one that takes away nothing
-/// the current one allows: it only separates. At the kernel's limit of
-/// stacked domains (`E2BIG`) the process is many shells below its CLI
-/// already, and stays where it is.
+/// Enter a Landlock domain below the current one. It takes away writes
+/// beneath every folder [`WRITES`] does not name (the CLI's own state:
+/// its settings and sessions, which the CLI reads again), and nothing
+/// else: the domains above still decide the rest. Without [`WRITES`] (a
+/// shell started with an emptied environment, below the first) it only
+/// separates. At the kernel's limit of stacked domains (`E2BIG`) there is
+/// no telling whether the shell is below its CLI or in its domain, so the
+/// command does not run.
 #[cfg(target_os = "linux")]
 fn enter_domain() -> Result<(), String> {
     use landlock::{RestrictSelfError, RulesetError};
+    use std::os::unix::ffi::OsStrExt;
     let abi =
         super::landlock::kernel_abi().map_err(|errno| format!("no Landlock (errno {errno})"))?;
-    let all = AccessFs::from_all(ABI::from(abi as i32));
-    let root = PathFd::new("/").map_err(|e| e.to_string())?;
-    let entered = Ruleset::default()
+    let abi = ABI::from(abi as i32);
+    let all = AccessFs::from_all(abi);
+    let mut rules: Vec<(PathBuf, landlock::BitFlags<AccessFs>)> = Vec::new();
+    match std::env::var_os(WRITES) {
+        None => rules.push(("/".into(), all)),
+        Some(list) => {
+            let read = AccessFs::from_read(abi);
+            let device = (AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev) & all;
+            rules.push(("/".into(), read));
+            rules.push(("/dev".into(), read | device));
+            rules.extend(
+                list.as_bytes()
+                    .split(|b| *b == b'\n')
+                    .filter(|p| p.starts_with(b"/"))
+                    .map(|p| (PathBuf::from(std::ffi::OsStr::from_bytes(p)), all)),
+            );
+        }
+    }
+    let mut created = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(all)
         .and_then(|r| r.create())
-        .and_then(|r| r.add_rule(PathBeneath::new(root, all)))
-        .and_then(|r| r.restrict_self());
-    match entered {
+        .map_err(|e| e.to_string())?;
+    for (path, access) in rules {
+        // A folder that is gone cannot be written anyway.
+        let Ok(fd) = PathFd::new(&path) else { continue };
+        created = created
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(|e| format!("`{}`: {e}", path.display()))?;
+    }
+    match created.restrict_self() {
         Ok(status) if status.ruleset != RulesetStatus::NotEnforced => Ok(()),
         Ok(_) => Err("the kernel did not enforce the ruleset".into()),
         Err(RulesetError::RestrictSelf(RestrictSelfError::RestrictSelfCall { source, .. }))
             if source.raw_os_error() == Some(libc::E2BIG) =>
         {
-            Ok(())
+            Err(
+                "the kernel stacks at most 16 sandbox domains, and this shell is at the \
+                 limit (run a shell this deep by its path, such as /bin/bash, to stay in \
+                 the domain it is started from)"
+                    .into(),
+            )
         }
         Err(e) => Err(e.to_string()),
     }
 }
-
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;

@@ -837,7 +837,11 @@ fn confinement(
 
 /// Give a confined CLI orch's shells (see [`crate::confine::shell`]): first
 /// on its `PATH` and in the variables it names its shell by, readable
-/// under its policy.
+/// under its policy, with the folders its commands may write: the
+/// policy's, but for the CLI's own (its settings and sessions; the home,
+/// temporary folder and git directory are the commands' too). None if the
+/// agent could change them (its attempt's directory in a tree it may
+/// write): the attempt does not start.
 fn shells(
     ctx: &Context,
     kind: AgentKind,
@@ -847,7 +851,23 @@ fn shells(
     shells: &mut Option<crate::agents::invocation::Shells>,
 ) {
     let folder = Request::shell_folder(dir);
-    let program = ctx.shell_program(&confinement.policy);
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let writable: Vec<PathBuf> = confinement
+        .policy
+        .writable
+        .iter()
+        .map(|w| real(w))
+        .collect();
+    let attempts = dir.parent().map(real).unwrap_or_default();
+    let program = match writable.iter().find(|w| attempts.starts_with(w)) {
+        Some(w) => Err(format!(
+            "the attempt's own directory `{}` lies in `{}`, which the agent may write, \
+             so it could change the shell its CLI starts (set XDG_CACHE_HOME outside it)",
+            dir.display(),
+            w.display()
+        )),
+        None => ctx.shell_program(&confinement.policy),
+    };
     if let Ok(program) = &program {
         let p = program.path();
         let policy = &mut confinement.policy;
@@ -869,6 +889,27 @@ fn shells(
             None => EnvValue::Plain(path),
         },
     });
+    let named = |name: &str| {
+        vars.iter()
+            .rev()
+            .find(|v| v.name == name)
+            .and_then(|v| match &v.value {
+                EnvValue::Plain(p) => Some(PathBuf::from(p)),
+                _ => None,
+            })
+    };
+    let commands: Vec<PathBuf> = ["HOME", "TMPDIR", "GIT_DIR"]
+        .into_iter()
+        .filter_map(named)
+        .collect();
+    let writes: Vec<String> = confinement
+        .policy
+        .writable
+        .iter()
+        .filter(|w| !w.starts_with(dir) || commands.contains(w))
+        .map(|w| w.display().to_string())
+        .collect();
+    vars.push(env::plain(crate::confine::shell::WRITES, writes.join("\n")));
     *shells = Some(crate::agents::invocation::Shells { folder, program });
 }
 

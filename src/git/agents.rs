@@ -120,6 +120,10 @@ impl AgentGit {
             ));
         }
         env.push(("GIT_CONFIG_PARAMETERS".into(), PARAMETERS.into()));
+        // No global configuration: the home is the agent's own, and a
+        // filter or driver its command put in `~/.gitconfig` would run in
+        // the git its CLI starts (OpenCode's snapshots run `git add`).
+        env.push(("GIT_CONFIG_GLOBAL".into(), "/dev/null".into()));
         env
     }
 

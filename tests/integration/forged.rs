@@ -275,3 +275,94 @@ print(json.dumps({"type": "result", "subtype": "success", "is_error": False, "nu
         .unwrap_or_default();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// The attempts' folder inside the workspace (`XDG_CACHE_HOME` there): a
+/// `workspace-write` agent could change the shells its CLI starts (make
+/// `bash` a link to the real one, whose commands would run in the CLI's
+/// domain). The attempt does not start, and says why.
+#[test]
+fn an_attempt_whose_shells_the_agent_could_change_does_not_start() {
+    let (_dir, root, [work, home, _]) = rooms();
+    let cli = write(
+        &root,
+        "stand-in.py",
+        "#!/usr/bin/env python3\nimport sys\nsys.stdin.read()\nprint('{\"type\": \"result\", \"subtype\": \"success\", \"is_error\": false, \"num_turns\": 1, \"result\": \"done\", \"session_id\": \"s\"}')\n",
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let pipeline = |permission: &str| {
+        write(
+            &work,
+            "p.toml",
+            &format!(
+                "version = 1\nname = \"f\"\n[agents.claude]\nkind = \"claude\"\nbinary = \"{}\"\n\
+                 [[phases]]\nname = \"fix\"\nagents = [\"claude\"]\nmode = \"fix\"\nprompt = \"Fix.\"\n\
+                 [phases.tools]\ninternal = [\"Read\", \"Write\", \"Bash\"]\npermission = \"{permission}\"\n",
+                cli.display()
+            ),
+        )
+    };
+    let run = |p: &std::path::Path| {
+        orch()
+            .current_dir(&work)
+            .env("HOME", &home)
+            .env("XDG_CACHE_HOME", work.join(".cache"))
+            .arg("--state-dir")
+            .arg(root.join("state"))
+            .args(["run", p.to_str().unwrap()])
+            .output()
+            .unwrap()
+    };
+    let out = run(&pipeline("workspace-write"));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("which the agent may write") && err.contains("XDG_CACHE_HOME"),
+        "{err}"
+    );
+    // The control: at read-only the same folder is out of the agent's reach.
+    let out = run(&pipeline("read-only"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+/// A shell started as orch's `bash` enters a domain of its own every time;
+/// the kernel stacks 16, and at the limit a shell cannot tell whether it
+/// is below its CLI or in its domain: the command does not run, and says
+/// why (a shell by its path, /bin/bash, still runs there).
+#[test]
+fn a_shell_past_the_kernels_limit_of_domains_does_not_run() {
+    let (_dir, root, _) = rooms();
+    let bin = root.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_orch"), bin.join("bash")).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // Each shell starts the next by name, `N` times.
+    let nest = "if [ \"$N\" -gt 0 ]; then N=$((N - 1)) bash -c \"$C\"; else echo deepest; fi";
+    let run = |levels: &str| {
+        std::process::Command::new(bin.join("bash"))
+            .args(["-c", nest])
+            .env("PATH", &path)
+            .env("C", nest)
+            .env("N", levels)
+            .env_remove("ORCH_SHELL_WRITES")
+            .output()
+            .unwrap()
+    };
+    let out = run("20");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("deepest"));
+    assert!(err.contains("at most 16 sandbox domains"), "{err}");
+    // The control: ten levels run.
+    let out = run("10");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "deepest",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

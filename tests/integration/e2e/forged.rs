@@ -110,7 +110,7 @@ fn a_command_cannot_open_its_node_clis_inspector() {
 /// the workspace, and Gemini CLI refuses `$(...)`.) Not Codex: it starts
 /// its commands through the shell of the user's account
 /// (docs/confinement.md).
-const ANCESTORS: &str = r#"printf '%s\n' 'p=$$; while [ "$p" -gt 1 ]; do read -r c < /proc/$p/comm; if head -c1 /proc/$p/environ > /dev/null 2>&1; then echo "ancestor: read $c"; else echo "ancestor: refused $c"; fi; q=1; while read -r k v; do if [ "$k" = PPid: ]; then q=$v; fi; done < /proc/$p/status; p=$q; done' | PATH=/usr/bin:/bin bash"#;
+const ANCESTORS: &str = r#"printf '%s\n' 'p=$$; while [ "$p" -gt 1 ]; do read -r c < /proc/$p/comm; if head -c1 /proc/$p/environ > /dev/null 2>&1; then echo "ancestor: read $c"; else echo "ancestor: refused $c"; fi; q=1; while read -r k v; do if [ "$k" = PPid: ]; then q=$v; fi; done < /proc/$p/status; p=$q; done; o=${HOME%/*}; for d in "$o"/* "$PWD"; do n=${d##*/}; [ "$d" = "$PWD" ] && n=workspace; if touch "$d/planted" 2> /dev/null; then printf "own: wrote %q\\n" "$n"; else printf "own: refused %q\\n" "$n"; fi; done' | PATH=/usr/bin:/bin bash"#;
 
 #[test]
 fn a_command_cannot_reach_into_the_cli_that_started_it() {
@@ -153,5 +153,85 @@ fn a_command_cannot_reach_into_the_cli_that_started_it() {
                 .all(|a| a.starts_with("refused ")),
             "{kind:?}: a process above the command's shell was read: {ancestors:?}"
         );
+        // What the command may write of the attempt's folders: its home,
+        // temporary folder and git directory, not the CLI's own (settings
+        // and sessions the CLI reads again), nor orch's files for it.
+        let own: Vec<&str> = said
+            .lines()
+            .filter_map(|l| l.split_once("own: ").map(|(_, rest)| rest.trim()))
+            .collect();
+        for line in &own {
+            let (did, name) = line.split_once(' ').unwrap();
+            let commands = matches!(name, "home" | "tmp" | "git" | "workspace");
+            assert_eq!(did == "wrote", commands, "{kind:?}: {own:?} {said}");
+        }
+        let private = match kind {
+            AgentKind::Claude => "refused claude",
+            AgentKind::Copilot => "refused copilot",
+            AgentKind::Opencode => "refused data",
+            _ => "refused orch",
+        };
+        for expected in [
+            "wrote home",
+            "wrote tmp",
+            "wrote workspace",
+            "refused orch",
+            private,
+        ] {
+            assert!(own.contains(&expected), "{kind:?}: {expected}: {own:?}");
+        }
     }
+}
+
+/// OpenCode snapshots the workspace with git after each step, started by
+/// OpenCode itself, in its domain. The model's command plants a clean
+/// filter for the workspace's text files in the git configuration that
+/// git reads there: the global one (`~/.gitconfig`: the home is the
+/// command's) and the snapshot repository's (in OpenCode's data folder).
+/// An attacker's review had the filter run in OpenCode's domain, read its
+/// memory and open its pipes. The global configuration is `/dev/null` for
+/// the CLI's git and its commands', and the data folder is OpenCode's
+/// alone: neither is planted, no filter runs. (The command plants; the
+/// next step's snapshot would run it.)
+#[test]
+fn a_command_cannot_plant_what_opencodes_own_git_runs() {
+    require!(Tool::AgentClis);
+    let cli = find_cli(AgentKind::Opencode);
+    let dir = scratch("orch-e2e-opencode-git-");
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let git = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&work)
+        .status()
+        .unwrap();
+    assert!(git.success());
+    const PLANT: &str = r#"git config --global filter.pwn.clean 'touch PWNED-global; cat' 2> /dev/null && echo 'global: planted' || echo 'global: refused'; for c in $(find "${HOME%/*}/data/opencode/snapshot" -maxdepth 4 -name config); do { printf '[filter "pwn"]\n\tclean = touch PWNED-snapshot; cat\n' >> "$c"; } 2> /dev/null && echo "snapshot: planted $c" || echo "snapshot: refused $c"; done; echo '*.txt filter=pwn' > .gitattributes; echo new > x.txt"#;
+    let server = ModelServer::start(
+        dir.path(),
+        &json!([
+            (cli.shell_call)(PLANT),
+            (cli.shell_call)("echo again > y.txt; sleep 1; ls")
+        ]),
+    );
+    let text = changed(
+        pipeline(&cli, Level::WorkspaceWrite, &server, dir.path()),
+        "\"Bash(printf *)\"",
+        "\"Bash\"",
+    );
+    let run = orch_run(&cli, dir.path(), &server, &text);
+    let ctx = run.context();
+    assert_eq!(run.code, Some(0), "{ctx}");
+    let said = run.tool_results();
+    assert!(
+        said.contains("global: refused") && !said.contains("snapshot: planted"),
+        "{said}\n{ctx}"
+    );
+    for pwned in ["PWNED-global", "PWNED-snapshot"] {
+        assert!(!work.join(pwned).exists(), "{pwned}: {said}\n{ctx}");
+    }
+    // The command ran, and OpenCode had a snapshot repository to plant in
+    // (the controls).
+    assert!(work.join("x.txt").exists(), "{said}\n{ctx}");
+    assert!(said.contains("snapshot: refused /"), "{said}\n{ctx}");
 }
