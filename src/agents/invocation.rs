@@ -196,13 +196,13 @@ pub struct Invocation {
     pub(crate) shells: Option<Shells>,
 }
 
-/// Where a confined CLI finds its shells, and the program they link to:
-/// orch's own, or a copy no agent may write; `Err` says why there is none
-/// (the attempt does not start).
+/// Where a confined CLI finds its shells, and the run's program they are
+/// hard links to; `Err` says why there is none (the attempt does not
+/// start).
 #[derive(Debug, Clone)]
 pub(crate) struct Shells {
     pub(crate) folder: PathBuf,
-    pub(crate) program: Result<crate::confine::shell::Program, String>,
+    pub(crate) program: Result<std::sync::Arc<crate::confine::shell::Program>, String>,
 }
 
 /// What to show of an invocation whose real argv, environment or files

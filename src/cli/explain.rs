@@ -170,9 +170,9 @@ struct InvocationJson<'a> {
     /// `true` for plain commands, which also inherit orch's environment.
     inherit_env: bool,
     files: Vec<InvocationFile>,
-    /// The shells orch gives a confined CLI (`null`: none): links to
-    /// orch's program that put each command in a Landlock domain below
-    /// the CLI's.
+    /// The shells orch gives a confined CLI (`null`: none): orch's program
+    /// under their names, which puts each command in a Landlock domain
+    /// below the CLI's.
     shells: Option<ShellsJson>,
     enforcement: Enforcement,
     /// The OS confinement of the process tree (`null`: not confined).
@@ -465,18 +465,21 @@ fn text(
             writeln!(out, "  writes {} first", f.path.display())?;
         }
         if let Some(shells) = &inv.shells {
+            let made = match (&shells.program, &shells.error) {
+                (Some(p), _) => format!(
+                    "hard links to orch's program (linked for the run at {})",
+                    p.display()
+                ),
+                (None, e) => format!(
+                    "cannot be made ({}: the agent does not start)",
+                    e.as_deref().unwrap_or("no program")
+                ),
+            };
             writeln!(
                 out,
-                "  links {} in {} to {} first: the CLI's shell, which runs each command in a Landlock domain below the CLI's",
+                "  makes {} in {} first, {made}: the CLI's shell, which runs each command in a Landlock domain below the CLI's",
                 shells.names.join(", "),
                 shells.folder.display(),
-                match (&shells.program, &shells.error) {
-                    (Some(p), _) => format!("orch's program {}", p.display()),
-                    (None, e) => format!(
-                        "nothing ({}: the agent cannot start)",
-                        e.as_deref().unwrap_or("no program")
-                    ),
-                }
             )?;
         }
     }
@@ -489,8 +492,8 @@ struct ShellsJson {
     /// The folder first on the CLI's `PATH`.
     folder: PathBuf,
     names: &'static [&'static str],
-    /// What each name links to: orch's program, or a copy made for the
-    /// run where no agent may write (`null`: none, see `error`).
+    /// The run's own file of orch's program, which each name is a hard
+    /// link to (`null`: none, see `error`).
     program: Option<PathBuf>,
     /// Why there is no program (the agent cannot start).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -49,63 +49,71 @@ use landlock::{
     RulesetCreatedAttr, RulesetStatus,
 };
 
-/// The shells a confined CLI finds in [`folder`].
-pub(crate) const NAMES: &[&str] = &["bash", "sh"];
+/// The shells a confined CLI finds in its folder.
+pub(crate) const SHELLS: &[&str] = &["bash", "sh"];
+
+/// Every name orch's program takes in the folder: the shells, and `git`,
+/// which a CLI starts itself (Copilot CLI after each tool call, OpenCode's
+/// snapshots, Gemini CLI's search) and which runs what its configuration
+/// names (filters, a promisor remote's `uploadpack`) from files a command
+/// may write (the git directory, a repository in the workspace). Started
+/// as `git`, orch enters a domain that only separates (the CLI's git
+/// writes what the CLI does: OpenCode's snapshots) and runs the real git:
+/// whatever that runs is below the CLI's domain.
+pub(crate) const NAMES: &[&str] = &["bash", "sh", "git"];
 
 /// The folders a command may write, one absolute path per line, in the
 /// CLI's environment (see [`enter_domain`]).
 pub(crate) const WRITES: &str = "ORCH_SHELL_WRITES";
 
-/// The program a CLI's shells link to: orch's own, or a copy of it.
-#[derive(Debug, Clone)]
-pub(crate) enum Program {
-    Own(PathBuf),
-    Copy(std::sync::Arc<Copy>),
+/// The program a CLI's shells are: orch's own, as the run's own file in a
+/// folder no agent may write, made when an attempt first needs it (never
+/// for a preview): a hard link to the running program (whose contents the
+/// kernel keeps from being written while it runs: `ETXTBSY`), or a copy of
+/// it where a link cannot be made (another file system; the program was
+/// replaced since orch started). Each attempt's shells are hard links to
+/// this file, so none can dangle (a dangling shell would send a CLI to the
+/// next `bash` on its `PATH`, in its own domain), and nothing done to the
+/// path the user started orch by (a rebuild, an agent that may write it)
+/// changes them. Removed when the last holder is dropped.
+#[derive(Debug)]
+pub(crate) struct Program {
+    /// Where it is meant to be (shown); another run's preview may hold
+    /// that name, then a new one beside it is taken.
+    path: PathBuf,
+    made: std::sync::OnceLock<Result<PathBuf, String>>,
 }
+
+/// Names the shells' folder, so that a shell never takes another orch's
+/// shell for the real one (orch run by an agent of orch's own).
+const MARK: &str = ".orch-shells";
 
 impl Program {
-    /// Where it is (a copy: where it will be).
-    pub(crate) fn path(&self) -> &Path {
-        match self {
-            Program::Own(p) => p,
-            Program::Copy(c) => &c.path,
-        }
-    }
-
-    /// Where it is, made if it is a copy not made yet.
-    fn ready(&self) -> Result<&Path, String> {
-        if let Program::Copy(c) = self {
-            c.made.get_or_init(|| c.make()).clone()?;
-        }
-        Ok(self.path())
-    }
-}
-
-/// A copy of orch's program, made when an attempt first needs it (never
-/// for a preview) and removed when the last holder is dropped.
-#[derive(Debug)]
-pub(crate) struct Copy {
-    of: PathBuf,
-    path: PathBuf,
-    made: std::sync::OnceLock<Result<(), String>>,
-}
-
-impl Copy {
-    /// A copy of `of` to be made at `path`, a new name in a folder no
-    /// agent may write.
-    pub(crate) fn new(of: PathBuf, path: PathBuf) -> Self {
+    /// The run's program, to be made at `path` (or beside it).
+    pub(crate) fn new(path: PathBuf) -> Self {
         Self {
-            of,
             path,
             made: Default::default(),
         }
     }
 
-    fn make(&self) -> Result<(), String> {
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    /// Where it is meant to be.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn ready(&self) -> Result<&Path, String> {
+        match self.made.get_or_init(|| self.make()) {
+            Ok(p) => Ok(p),
+            Err(e) => Err(e.clone()),
+        }
+    }
+
+    fn make(&self) -> Result<PathBuf, String> {
+        use std::os::unix::fs::DirBuilderExt;
         let fail = |e: std::io::Error| {
             format!(
-                "cannot copy orch's program to `{}` for the agent's shells: {e}",
+                "cannot give the agent's shells orch's program at `{}`: {e}",
                 self.path.display()
             )
         };
@@ -116,32 +124,66 @@ impl Copy {
                 .create(parent)
                 .map_err(fail)?;
         }
-        let mut from = std::fs::File::open(&self.of).map_err(fail)?;
+        let mut at = self.path.clone();
+        for attempt in 0..8 {
+            match Self::place(&at) {
+                Ok(()) => return Ok(at),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 7 => {
+                    let mut name = self.path.as_os_str().to_owned();
+                    name.push(format!("-{}-{attempt}", std::process::id()));
+                    at = PathBuf::from(name);
+                }
+                Err(e) => return Err(fail(e)),
+            }
+        }
+        Err(fail(std::io::ErrorKind::AlreadyExists.into()))
+    }
+
+    /// A hard link to the running program at `at`, else a copy of it.
+    fn place(at: &Path) -> std::io::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let linked = nix::unistd::linkat(
+            nix::fcntl::AT_FDCWD,
+            "/proc/self/exe",
+            nix::fcntl::AT_FDCWD,
+            at,
+            nix::fcntl::AtFlags::AT_SYMLINK_FOLLOW,
+        );
+        match linked {
+            Ok(()) => return Ok(()),
+            Err(nix::errno::Errno::EEXIST) => return Err(std::io::ErrorKind::AlreadyExists.into()),
+            Err(_) => {}
+        }
+        let mut from = std::fs::File::open("/proc/self/exe")?;
         let mut to = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o500)
-            .open(&self.path)
-            .map_err(fail)?;
-        std::io::copy(&mut from, &mut to).map_err(fail)?;
-        Ok(())
+            .open(at)?;
+        std::io::copy(&mut from, &mut to)
+            .map(|_| ())
+            .inspect_err(|_| {
+                let _ = std::fs::remove_file(at);
+            })
     }
 }
 
-impl Drop for Copy {
+impl Drop for Program {
     fn drop(&mut self) {
-        if let Some(Ok(())) = self.made.get() {
-            let _ = std::fs::remove_file(&self.path);
+        if let Some(Ok(at)) = self.made.get() {
+            let _ = std::fs::remove_file(at);
         }
     }
 }
 
-/// Make [`NAMES`] in `folder`, each a link to `program`.
+/// Make [`NAMES`] in `folder`, each a hard link to `program`, and the mark
+/// that names the folder.
 pub(crate) fn make(folder: &Path, program: &Program) -> std::io::Result<()> {
     let program = program.ready().map_err(std::io::Error::other)?;
     std::fs::create_dir_all(folder)?;
+    std::fs::write(folder.join(MARK), "")?;
     for name in NAMES {
-        std::os::unix::fs::symlink(program, folder.join(name))?;
+        std::fs::hard_link(program, folder.join(name))?;
     }
     Ok(())
 }
@@ -166,15 +208,28 @@ fn become_shell(name: &str, arg0: &OsString, rest: &[OsString]) -> ExitCode {
         eprintln!("orch: no `{name}` on PATH but orch's own: the command cannot run");
         return ExitCode::from(127);
     };
-    if let Err(e) = enter_domain() {
+    let shell_started = SHELLS.contains(&name);
+    let writes = if shell_started {
+        std::env::var_os(WRITES)
+    } else {
+        None
+    };
+    if let Err(e) = enter_domain(writes) {
         // Fail closed: a command in its CLI's domain could reach into it.
-        eprintln!("orch: the command cannot get a sandbox domain of its own: {e}");
+        eprintln!("orch: `{name}` cannot get a sandbox domain of its own: {e}");
         return ExitCode::from(126);
     }
     let mut shell = std::process::Command::new(&real);
     shell.arg0(arg0).args(rest);
-    for var in unwritable_homes() {
-        shell.env_remove(var);
+    if shell_started {
+        for var in unwritable_homes() {
+            shell.env_remove(var);
+        }
+        // The CLI's git reads no global configuration (a filter planted in
+        // the home would run in the CLI's domain); the command's may.
+        if std::env::var_os("GIT_CONFIG_GLOBAL").is_some_and(|v| v == "/dev/null") {
+            shell.env_remove("GIT_CONFIG_GLOBAL");
+        }
     }
     let err = shell.exec();
     eprintln!("orch: cannot run `{}`: {err}", real.display());
@@ -209,13 +264,14 @@ fn unwritable_homes() -> Vec<&'static str> {
 }
 
 /// The next executable file called `name` on `path` (absolute folders
-/// only), else in `/usr/bin` or `/bin`, that is not orch's own program.
+/// only), else in `/usr/bin` or `/bin`, that is not orch's own program
+/// nor in any orch's shells' folder.
 #[cfg(target_os = "linux")]
 fn real_shell(name: &str, path: &std::ffi::OsStr) -> Option<PathBuf> {
     let me = std::fs::metadata("/proc/self/exe").ok()?;
     std::env::split_paths(path)
         .chain([PathBuf::from("/usr/bin"), PathBuf::from("/bin")])
-        .filter(|d| d.is_absolute())
+        .filter(|d| d.is_absolute() && !d.join(MARK).exists())
         .map(|d| d.join(name))
         .find(|candidate| {
             std::fs::metadata(candidate).is_ok_and(|m| {
@@ -235,7 +291,7 @@ fn real_shell(name: &str, path: &std::ffi::OsStr) -> Option<PathBuf> {
 /// no telling whether the shell is below its CLI or in its domain, so the
 /// command does not run.
 #[cfg(target_os = "linux")]
-fn enter_domain() -> Result<(), String> {
+fn enter_domain(writes: Option<std::ffi::OsString>) -> Result<(), String> {
     use landlock::{RestrictSelfError, RulesetError};
     use std::os::unix::ffi::OsStrExt;
     let abi =
@@ -243,7 +299,7 @@ fn enter_domain() -> Result<(), String> {
     let abi = ABI::from(abi as i32);
     let all = AccessFs::from_all(abi);
     let mut rules: Vec<(PathBuf, landlock::BitFlags<AccessFs>)> = Vec::new();
-    match std::env::var_os(WRITES) {
+    match writes {
         None => rules.push(("/".into(), all)),
         Some(list) => {
             let read = AccessFs::from_read(abi);
@@ -309,34 +365,53 @@ mod tests {
         assert!(fallback.starts_with("/usr/bin") || fallback.starts_with("/bin"));
     }
 
-    /// A copy is made once, when first needed, unwritable, with the
-    /// program's bytes, and removed with its last holder; one never made
-    /// leaves nothing.
+    /// The run's program is made once, when an attempt first needs it,
+    /// as the running program (the test's here); each folder's names are
+    /// hard links to it, with the mark; it goes with its last holder, and
+    /// the links stay whole. One never made leaves nothing.
     #[test]
-    fn a_copy_is_made_when_needed_and_goes_with_the_run() {
-        use std::os::unix::fs::PermissionsExt;
+    fn the_runs_program_is_made_when_needed_and_its_links_cannot_dangle() {
         let dir = tempfile::tempdir().unwrap();
-        let of = dir.path().join("program");
-        std::fs::write(&of, b"the program").unwrap();
-        let at = dir.path().join("cache/orch-1");
-        let copy = std::sync::Arc::new(Copy::new(of.clone(), at.clone()));
-        let program = Program::Copy(copy.clone());
+        let at = dir.path().join("cache/orch-run");
+        let program = std::sync::Arc::new(Program::new(at.clone()));
         assert_eq!(program.path(), at);
         assert!(!at.exists());
         make(&dir.path().join("bin"), &program).unwrap();
         make(&dir.path().join("bin2"), &program).unwrap();
-        assert_eq!(std::fs::read(&at).unwrap(), b"the program");
-        let mode = std::fs::metadata(&at).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o500);
-        assert_eq!(std::fs::read_link(dir.path().join("bin/sh")).unwrap(), at);
+        let me = std::fs::metadata("/proc/self/exe").unwrap();
+        for name in NAMES {
+            let m = std::fs::metadata(dir.path().join("bin").join(name)).unwrap();
+            assert_eq!((m.dev(), m.ino()), (me.dev(), me.ino()), "{name}");
+        }
+        assert!(dir.path().join("bin").join(MARK).exists());
         drop(program);
-        drop(copy);
         assert!(!at.exists());
-        let unused = Copy::new(of, dir.path().join("cache/orch-2"));
+        assert!(dir.path().join("bin/bash").is_file());
+        // Another holder of the name: a new one beside it.
+        let first = Program::new(dir.path().join("cache/orch-same"));
+        let second = Program::new(dir.path().join("cache/orch-same"));
+        make(&dir.path().join("bin3"), &first).unwrap();
+        make(&dir.path().join("bin4"), &second).unwrap();
+        drop(first);
+        drop(second);
+        let unused = Program::new(dir.path().join("cache/orch-other"));
         drop(unused);
         assert_eq!(
             std::fs::read_dir(dir.path().join("cache")).unwrap().count(),
             0
         );
+    }
+
+    /// A folder with the mark (another orch's shells) is passed over.
+    #[test]
+    fn another_orchs_shells_are_not_the_real_shell() {
+        let dir = tempfile::tempdir().unwrap();
+        let other = dir.path().join("other");
+        std::fs::create_dir(&other).unwrap();
+        std::fs::copy("/bin/sh", other.join("bash")).unwrap();
+        std::fs::write(other.join(MARK), "").unwrap();
+        let path = std::env::join_paths([&other]).unwrap();
+        let found = real_shell("bash", &path).unwrap();
+        assert!(!found.starts_with(&other), "{}", found.display());
     }
 }

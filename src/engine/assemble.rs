@@ -35,9 +35,9 @@ pub struct Context {
     /// What every prompt reads, read once: the workspace's branch and the
     /// run history.
     facts: std::sync::Arc<SharedFacts>,
-    /// The copy of orch's program for the shells of confined CLIs, when
-    /// one is needed (see [`Context::shell_program`]).
-    shell_copy: std::sync::Arc<std::sync::OnceLock<std::sync::Arc<shell::Copy>>>,
+    /// orch's program for the shells of confined CLIs (see
+    /// [`crate::confine::shell::Program`]), named for the run.
+    shell_program: std::sync::Arc<std::sync::OnceLock<std::sync::Arc<shell::Program>>>,
 }
 
 /// See [`Context::branch`], [`Context::history`] and [`Context::approved`].
@@ -81,42 +81,21 @@ impl Context {
             home_aliases,
             inputs: Default::default(),
             facts: Default::default(),
-            shell_copy: Default::default(),
+            shell_program: Default::default(),
         }
     }
 
-    /// The program the shells of a CLI confined by `policy` link to (see
-    /// [`crate::confine::shell`]): orch's own, unless the agent may write
-    /// it (orch run from a build in the workspace), then a copy made once
-    /// per run (when an attempt first starts: never for a preview) where no
-    /// agent may write. Otherwise the agent could replace the program its
-    /// CLI starts the next command with, and that command would run in the
-    /// CLI's domain.
-    fn shell_program(&self, policy: &Policy) -> Result<shell::Program, String> {
-        let exe = std::fs::canonicalize("/proc/self/exe")
-            .map_err(|e| format!("cannot find orch's own program: {e}"))?;
-        let writable: Vec<PathBuf> = policy
-            .writable
-            .iter()
-            .map(|w| std::fs::canonicalize(w).unwrap_or_else(|_| w.clone()))
-            .collect();
-        let agent_writes = |p: &Path| writable.iter().any(|w| p.starts_with(w));
-        if !agent_writes(&exe) {
-            return Ok(shell::Program::Own(exe));
-        }
-        let copy = self.shell_copy.get_or_init(|| {
-            let path = self.attempts_root().join(format!("orch-{}", unguessable()));
-            std::sync::Arc::new(shell::Copy::new(exe.clone(), path))
-        });
-        let program = shell::Program::Copy(copy.clone());
-        if agent_writes(program.path()) {
-            return Err(format!(
-                "orch's program `{}` and its copy `{}` are both in a tree the agent may write",
-                exe.display(),
-                program.path().display()
-            ));
-        }
-        Ok(program)
+    /// The program the shells of confined CLIs are (see
+    /// [`crate::confine::shell::Program`]): one per run, in the attempts'
+    /// folder, named for the run (`run_id`: a preview's is a placeholder,
+    /// and a preview makes none).
+    fn shell_program(&self, run_id: &str) -> std::sync::Arc<shell::Program> {
+        self.shell_program
+            .get_or_init(|| {
+                let path = self.attempts_root().join(format!("orch-{run_id}"));
+                std::sync::Arc::new(shell::Program::new(path))
+            })
+            .clone()
     }
 
     /// The workspace's git branch (read once).
@@ -836,8 +815,8 @@ fn confinement(
 }
 
 /// Give a confined CLI orch's shells (see [`crate::confine::shell`]): first
-/// on its `PATH` and in the variables it names its shell by, readable
-/// under its policy, with the folders its commands may write: the
+/// on its `PATH` and in the variables it names its shell by (in its own
+/// directory, which it may read), with the folders its commands may write: the
 /// policy's, but for the CLI's own (its settings and sessions; the home,
 /// temporary folder and git directory are the commands' too). None if the
 /// agent could change them (its attempt's directory in a tree it may
@@ -848,6 +827,7 @@ fn shells(
     confinement: &mut Confinement,
     vars: &mut Vec<crate::agents::invocation::EnvVar>,
     dir: &Path,
+    run_id: &str,
     shells: &mut Option<crate::agents::invocation::Shells>,
 ) {
     let folder = Request::shell_folder(dir);
@@ -858,36 +838,47 @@ fn shells(
         .iter()
         .map(|w| real(w))
         .collect();
-    let attempts = dir.parent().map(real).unwrap_or_default();
-    let program = match writable.iter().find(|w| attempts.starts_with(w)) {
+    let folder_real = folder
+        .ancestors()
+        .find_map(|a| {
+            std::fs::canonicalize(a)
+                .ok()
+                .map(|r| r.join(folder.strip_prefix(a).unwrap_or(Path::new(""))))
+        })
+        .unwrap_or_else(|| folder.clone());
+    let program = match writable.iter().find(|w| folder_real.starts_with(w)) {
         Some(w) => Err(format!(
             "the attempt's own directory `{}` lies in `{}`, which the agent may write, \
              so it could change the shell its CLI starts (set XDG_CACHE_HOME outside it)",
             dir.display(),
             w.display()
         )),
-        None => ctx.shell_program(&confinement.policy),
+        None => Ok(ctx.shell_program(run_id)),
     };
-    if let Ok(program) = &program {
-        let p = program.path();
-        let policy = &mut confinement.policy;
-        if policy.hidden.iter().any(|h| p.starts_with(h)) && !policy.readable.iter().any(|r| r == p)
-        {
-            policy.readable.push(p.to_path_buf());
-        }
-    }
     let bash = folder.join("bash").display().to_string();
     for var in adapter(kind).table().shell_vars {
         vars.push(env::plain(var, bash.clone()));
     }
-    // Never an empty entry (the working directory) when orch has no PATH.
-    let path = folder.display().to_string();
+    // First on the PATH the CLI would have had (the agent's own, else
+    // orch's); never an empty entry (the working directory).
+    let first = folder.display().to_string();
+    let path = match vars
+        .iter()
+        .rev()
+        .find(|v| v.name == "PATH")
+        .map(|v| &v.value)
+    {
+        Some(EnvValue::Plain(p)) => EnvValue::Plain(format!("{first}:{p}")),
+        Some(EnvValue::Template(t)) => EnvValue::Template(format!("{first}:{t}")),
+        Some(EnvValue::Secret(p)) => EnvValue::Secret(format!("{first}:{p}")),
+        Some(EnvValue::PassThrough) | None => match std::env::var_os("PATH") {
+            Some(_) => EnvValue::Template(format!("{first}:${{PATH}}")),
+            None => EnvValue::Plain(format!("{first}:/usr/local/bin:/usr/bin:/bin")),
+        },
+    };
     vars.push(crate::agents::invocation::EnvVar {
         name: "PATH".into(),
-        value: match std::env::var_os("PATH") {
-            Some(_) => EnvValue::Template(format!("{path}:${{PATH}}")),
-            None => EnvValue::Plain(path),
-        },
+        value: path,
     });
     let named = |name: &str| {
         vars.iter()
@@ -1112,6 +1103,7 @@ pub fn invocation(
             confinement,
             &mut inv.env,
             dir,
+            slot.run_id,
             &mut inv.shells,
         );
     }

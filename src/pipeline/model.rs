@@ -343,7 +343,9 @@ impl Pipeline {
     pub(crate) fn phase_index(&self, name: &str) -> Option<usize> {
         use std::hash::BuildHasher;
         self.index
-            .find(self.hasher.hash_one(name), |&i| self.phases[i].name == name)
+            .find(self.hasher.hash_one(name), |&i| {
+                self.phases.get(i).is_some_and(|p| p.name == name)
+            })
             .copied()
     }
 

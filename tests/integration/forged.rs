@@ -198,35 +198,35 @@ fn no_attempt_writes_into_another_attempts_stream_or_orchs() {
 }
 
 /// orch run from a build inside the workspace it works on (as in orch's
-/// own repository): a `workspace-write` agent could replace that program,
-/// which its CLI starts as the shell of the next command, and that
-/// command would run in the CLI's domain. The shells then link to a copy
-/// of orch's program in its cache folder, which the agent cannot write;
-/// the command is still below the CLI's domain; the copy goes with the
-/// run.
+/// own repository): a `workspace-write` agent may replace that program.
+/// Were the shells links to its path, the next command its CLI starts
+/// would run the replacement, in the CLI's domain. They are hard links to
+/// the run's own file of the program orch runs, in orch's cache folder:
+/// the command replaces the workspace's program, and the next shell still
+/// enters a domain of its own; the shells themselves cannot be replaced;
+/// the run's file goes with the run.
 #[test]
 fn a_shell_the_agent_could_replace_is_never_started() {
     let (_dir, root, [work, home, cache]) = rooms();
-    // orch's program in the workspace (a copy: should the command write
-    // it, a hard link would break the build the other tests run).
+    // orch's program in the workspace (a copy: the command replaces it).
     let inside = work.join("target-orch");
     std::fs::copy(env!("CARGO_BIN_EXE_orch"), &inside).unwrap();
     let cli = write(
         &root,
         "stand-in.py",
-        r#"#!/usr/bin/env python3
+        r##"#!/usr/bin/env python3
 import json, subprocess, sys
 sys.stdin.read()
 print(json.dumps({"type": "system", "subtype": "init", "session_id": "s", "model": "m", "tools": ["Bash"]}), flush=True)
-shell = ('t=$(readlink -f "$(command -v sh)"); '
-         'case "$t" in "$PWD"/*) echo shell-in-workspace;; *) echo shell-elsewhere;; esac; '
-         '{ rm -f "$t" && printf x > "$t"; } 2>/dev/null && echo replaced || echo kept; '
+shell = ('{ rm -f target-orch && printf "#!/bin/sh\\nexec /bin/sh \\"\\$@\\"\\n" > target-orch && chmod +x target-orch; } 2>/dev/null && echo replaced || echo kept; '
+         "sh -c 'head -c1 /proc/$PPID/environ > /dev/null 2>&1 && echo read-parent || echo refused-parent'; "
+         't=$(command -v sh); { rm -f "$t" && printf x > "$t"; } 2>/dev/null && echo shell-replaced || echo shell-kept; '
          'head -c1 /proc/$PPID/environ > /dev/null 2>&1 && echo read-cli || echo refused-cli')
 r = subprocess.run(["sh", "-c", shell], capture_output=True, text=True); out = r.stdout + r.stderr + " rc=%d" % r.returncode
 sys.stderr.write("the command said: " + out.replace("\n", " ") + "\n")
 print(json.dumps({"type": "result", "subtype": "success", "is_error": False, "num_turns": 1,
     "result": "done", "session_id": "s", "usage": {"input_tokens": 1, "output_tokens": 1}}), flush=True)
-"#,
+"##,
     );
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -266,7 +266,7 @@ print(json.dumps({"type": "result", "subtype": "success", "is_error": False, "nu
         .and_then(|e| e["raw"].as_str())
         .unwrap_or("")
         .to_string();
-    for word in ["shell-elsewhere", "kept", "refused-cli"] {
+    for word in ["replaced", "refused-parent", "shell-kept", "refused-cli"] {
         assert!(said.contains(word), "{word}: {said:?}\n{events:#?}");
     }
     // The copy went with the run.

@@ -26,8 +26,8 @@ if root:
     for d, _, names in os.walk(root):
         for n in names:
             p = os.path.join(d, n)
-            if os.path.islink(p):
-                links[p] = os.readlink(p)
+            if os.path.basename(d) == "bin" and os.path.basename(os.path.dirname(d)) == "orch":
+                links[p] = "shell"
                 continue
             if not os.path.isfile(p):
                 continue
@@ -254,15 +254,18 @@ fn explain_json_rebuilds_the_process_orch_run_starts() {
         let got_files: BTreeMap<String, String> =
             serde_json::from_value(got["files"].clone()).unwrap();
         assert_eq!(got_files, files, "{phase}: files");
+        // The shells: orch's program under each name, and the folder's mark.
         let links: BTreeMap<String, String> = match inv["shells"].as_object() {
             Some(shells) => {
                 let folder = fill(shells["folder"].as_str().unwrap());
-                let program = shells["program"].as_str().unwrap();
+                assert!(shells["program"].is_string(), "{phase}: {shells:?}");
                 shells["names"]
                     .as_array()
                     .unwrap()
                     .iter()
-                    .map(|n| (format!("{folder}/{}", n.as_str().unwrap()), program.into()))
+                    .map(|n| n.as_str().unwrap())
+                    .chain([".orch-shells"])
+                    .map(|n| (format!("{folder}/{n}"), "shell".to_string()))
                     .collect()
             }
             None => BTreeMap::new(),

@@ -184,34 +184,74 @@ fn a_command_cannot_reach_into_the_cli_that_started_it() {
 }
 
 /// OpenCode snapshots the workspace with git after each step, started by
-/// OpenCode itself, in its domain. The model's command plants a clean
-/// filter for the workspace's text files in the git configuration that
-/// git reads there: the global one (`~/.gitconfig`: the home is the
-/// command's) and the snapshot repository's (in OpenCode's data folder).
-/// An attacker's review had the filter run in OpenCode's domain, read its
-/// memory and open its pipes. The global configuration is `/dev/null` for
-/// the CLI's git and its commands', and the data folder is OpenCode's
-/// alone: neither is planted, no filter runs. (The command plants; the
-/// next step's snapshot would run it.)
+/// OpenCode itself. What git runs from its configuration (a clean filter
+/// for the workspace's text files) runs wherever that git runs. The
+/// model's command plants such filters where OpenCode's git would find
+/// them: the global configuration (`~/.gitconfig`: the home is the
+/// command's), the snapshot repository's (in OpenCode's data folder), and
+/// a repository of its own in the workspace, whose status OpenCode's git
+/// asks after each step (an attacker's review had that filter run in
+/// OpenCode's domain, read its memory and open its pipes). The filter
+/// walks up from itself and tries to read each process's environment.
+/// OpenCode's git reads no global configuration, the data folder is
+/// OpenCode's alone, and OpenCode's `git` is orch's, which runs the real
+/// git in a domain below OpenCode's: the nested repository's filter runs
+/// (the control), and OpenCode is out of its reach.
 #[test]
-fn a_command_cannot_plant_what_opencodes_own_git_runs() {
+fn what_opencodes_own_git_runs_cannot_reach_opencode() {
     require!(Tool::AgentClis);
     let cli = find_cli(AgentKind::Opencode);
     let dir = scratch("orch-e2e-opencode-git-");
     let work = dir.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let git = std::process::Command::new("git")
-        .args(["init", "-q"])
-        .current_dir(&work)
+    std::fs::create_dir_all(work.join("sub")).unwrap();
+    let walk = work.join("walk.sh");
+    std::fs::write(
+        &walk,
+        "#!/bin/sh\np=$$; while [ \"$p\" -gt 1 ]; do read -r c < /proc/$p/comm; \
+         if head -c1 /proc/$p/environ > /dev/null 2>&1; then echo \"read $c\"; else echo \"refused $c\"; fi; \
+         q=1; while read -r k v; do if [ \"$k\" = PPid: ]; then q=$v; fi; done < /proc/$p/status; p=$q; \
+         done >> \"$0.$1.log\"\ncat\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&walk, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let git = |at: &std::path::Path, args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .args(["-c", "user.email=a@b", "-c", "user.name=a"])
+            .args(args)
+            .current_dir(at)
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .env_remove("GIT_INDEX_FILE")
+            .status()
+            .unwrap();
+        assert!(ok.success(), "git {args:?}");
+    };
+    git(&work, &["init", "-q"]);
+    // A repository of the workspace's own, with a filter in its config
+    // and a file whose recorded state is stale (git status cleans it).
+    let sub = work.join("sub");
+    git(&sub, &["init", "-q"]);
+    std::fs::write(sub.join("f.txt"), "x\n").unwrap();
+    git(&sub, &["add", "f.txt"]);
+    git(&sub, &["commit", "-qm", "i"]);
+    let filter = format!("{} nested", walk.display());
+    git(&sub, &["config", "filter.pwn.clean", &filter]);
+    std::fs::write(sub.join(".gitattributes"), "* filter=pwn\n").unwrap();
+    git(&sub, &["config", "core.trustctime", "false"]);
+    let stale = std::process::Command::new("touch")
+        .args(["-d", "2001-01-01"])
+        .arg(sub.join("f.txt"))
         .status()
         .unwrap();
-    assert!(git.success());
-    const PLANT: &str = r#"git config --global filter.pwn.clean 'touch PWNED-global; cat' 2> /dev/null && echo 'global: planted' || echo 'global: refused'; for c in $(find "${HOME%/*}/data/opencode/snapshot" -maxdepth 4 -name config); do { printf '[filter "pwn"]\n\tclean = touch PWNED-snapshot; cat\n' >> "$c"; } 2> /dev/null && echo "snapshot: planted $c" || echo "snapshot: refused $c"; done; echo '*.txt filter=pwn' > .gitattributes; echo new > x.txt"#;
+    assert!(stale.success());
+    const PLANT: &str = r#"git config --global filter.pwn.clean "$PWD/walk.sh global" && echo 'global: planted' || echo 'global: refused'; for c in $(find "${HOME%/*}/data/opencode/snapshot" -maxdepth 4 -name config); do { printf '[filter "pwn"]\n\tclean = %s/walk.sh snapshot\n' "$PWD" >> "$c"; } 2> /dev/null && echo "snapshot: planted $c" || echo "snapshot: refused $c"; done; echo '*.txt filter=pwn' > .gitattributes; echo new > x.txt"#;
     let server = ModelServer::start(
         dir.path(),
         &json!([
             (cli.shell_call)(PLANT),
-            (cli.shell_call)("echo again > y.txt; sleep 1; ls")
+            (cli.shell_call)("echo again > y.txt; sleep 1; ls"),
+            (cli.shell_call)("echo more > z.txt; sleep 1; ls")
         ]),
     );
     let text = changed(
@@ -224,14 +264,28 @@ fn a_command_cannot_plant_what_opencodes_own_git_runs() {
     assert_eq!(run.code, Some(0), "{ctx}");
     let said = run.tool_results();
     assert!(
-        said.contains("global: refused") && !said.contains("snapshot: planted"),
+        !said.contains("snapshot: planted") && said.contains("snapshot: refused /"),
         "{said}\n{ctx}"
     );
-    for pwned in ["PWNED-global", "PWNED-snapshot"] {
-        assert!(!work.join(pwned).exists(), "{pwned}: {said}\n{ctx}");
+    let logs: Vec<(String, String)> = ["global", "snapshot", "nested"]
+        .iter()
+        .map(|tag| {
+            let log = work.join(format!("walk.sh.{tag}.log"));
+            (
+                tag.to_string(),
+                std::fs::read_to_string(log).unwrap_or_default(),
+            )
+        })
+        .collect();
+    for (tag, log) in &logs {
+        assert!(
+            !log.lines().any(|l| l == "read opencode"),
+            "{tag}: a filter run by OpenCode's git read OpenCode: {log}\n{said}\n{ctx}"
+        );
     }
-    // The command ran, and OpenCode had a snapshot repository to plant in
-    // (the controls).
-    assert!(work.join("x.txt").exists(), "{said}\n{ctx}");
-    assert!(said.contains("snapshot: refused /"), "{said}\n{ctx}");
+    // The control: OpenCode's git ran the nested repository's filter.
+    assert!(
+        logs[2].1.contains("refused opencode"),
+        "the nested filter did not run: {logs:?}\n{said}\n{ctx}"
+    );
 }
