@@ -170,6 +170,7 @@ const TABLE: CliTable = CliTable {
     yargs: false,
     confines_writes: false,
     shell_vars: &["SHELL", "CLAUDE_CODE_SHELL"],
+    git_writes: &[],
 };
 
 impl Adapter for Claude {

@@ -171,6 +171,7 @@ const TABLE: CliTable = CliTable {
     yargs: false,
     confines_writes: true,
     shell_vars: &["SHELL"],
+    git_writes: &[],
 };
 
 impl Adapter for Codex {

@@ -28,6 +28,7 @@ const TABLE: CliTable = CliTable {
     yargs: false,
     confines_writes: false,
     shell_vars: &[],
+    git_writes: &[],
 };
 
 impl Adapter for Command {

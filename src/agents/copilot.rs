@@ -175,6 +175,7 @@ const TABLE: CliTable = CliTable {
     yargs: false,
     confines_writes: false,
     shell_vars: &["SHELL", "COPILOT_BASH_PATH"],
+    git_writes: &[],
 };
 
 impl Adapter for Copilot {

@@ -128,6 +128,7 @@ const TABLE: CliTable = CliTable {
     yargs: true,
     confines_writes: false,
     shell_vars: &["SHELL"],
+    git_writes: &[],
 };
 
 impl Adapter for Gemini {

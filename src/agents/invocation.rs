@@ -203,6 +203,9 @@ pub struct Invocation {
 pub(crate) struct Shells {
     pub(crate) folder: PathBuf,
     pub(crate) program: Result<std::sync::Arc<crate::confine::shell::Program>, String>,
+    /// The folders the CLI's git writes besides the commands', made
+    /// before it starts.
+    pub(crate) git_dirs: Vec<PathBuf>,
 }
 
 /// What to show of an invocation whose real argv, environment or files

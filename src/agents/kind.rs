@@ -56,6 +56,10 @@ pub struct CliTable {
     /// with (it looks `bash` up on `PATH` otherwise): a confined CLI's
     /// point at orch's (see [`crate::confine::shell`]).
     pub(crate) shell_vars: &'static [&'static str],
+    /// Folders of its own (relative to the attempt's directory) that the
+    /// git the CLI starts writes, besides the commands' (OpenCode's
+    /// snapshot repository): made before it starts.
+    pub(crate) git_writes: &'static [&'static str],
 }
 
 /// What orch knows of each CLI's command line, environment and

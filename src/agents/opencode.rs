@@ -156,6 +156,7 @@ const TABLE: CliTable = CliTable {
     yargs: true,
     confines_writes: false,
     shell_vars: &["SHELL"],
+    git_writes: &["data/opencode/snapshot"],
 };
 
 impl Adapter for Opencode {

@@ -336,6 +336,9 @@ pub fn write_files(inv: &Invocation) -> std::io::Result<()> {
             .as_ref()
             .map_err(|e| std::io::Error::other(e.clone()))?;
         crate::confine::shell::make(&shells.folder, program)?;
+        for d in &shells.git_dirs {
+            std::fs::create_dir_all(d)?;
+        }
     }
     if let Some(git) = &inv.git {
         git.make();

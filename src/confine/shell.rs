@@ -57,14 +57,20 @@ pub(crate) const SHELLS: &[&str] = &["bash", "sh"];
 /// snapshots, Gemini CLI's search) and which runs what its configuration
 /// names (filters, a promisor remote's `uploadpack`) from files a command
 /// may write (the git directory, a repository in the workspace). Started
-/// as `git`, orch enters a domain that only separates (the CLI's git
-/// writes what the CLI does: OpenCode's snapshots) and runs the real git:
+/// as `git`, orch enters a domain that writes what the commands may and
+/// the CLI's git's own folders ([`GIT_WRITES`]) and runs the real git:
 /// whatever that runs is below the CLI's domain.
 pub(crate) const NAMES: &[&str] = &["bash", "sh", "git"];
 
 /// The folders a command may write, one absolute path per line, in the
 /// CLI's environment (see [`enter_domain`]).
 pub(crate) const WRITES: &str = "ORCH_SHELL_WRITES";
+
+/// The folders the git a CLI starts may write, as [`WRITES`]: the
+/// commands' and the CLI's git's own (OpenCode's snapshots). Not the
+/// CLI's other folders: a filter that git runs could plant a program
+/// there that the CLI runs (OpenCode's `rg` in its cache).
+pub(crate) const GIT_WRITES: &str = "ORCH_GIT_WRITES";
 
 /// The program a CLI's shells are: orch's own, as the run's own file in a
 /// folder no agent may write, made when an attempt first needs it (never
@@ -209,11 +215,7 @@ fn become_shell(name: &str, arg0: &OsString, rest: &[OsString]) -> ExitCode {
         return ExitCode::from(127);
     };
     let shell_started = SHELLS.contains(&name);
-    let writes = if shell_started {
-        std::env::var_os(WRITES)
-    } else {
-        None
-    };
+    let writes = std::env::var_os(if shell_started { WRITES } else { GIT_WRITES });
     if let Err(e) = enter_domain(writes) {
         // Fail closed: a command in its CLI's domain could reach into it.
         eprintln!("orch: `{name}` cannot get a sandbox domain of its own: {e}");

@@ -900,8 +900,27 @@ fn shells(
         .filter(|w| !w.starts_with(dir) || commands.contains(w))
         .map(|w| w.display().to_string())
         .collect();
+    let git_dirs: Vec<PathBuf> = adapter(kind)
+        .table()
+        .git_writes
+        .iter()
+        .map(|d| dir.join(d))
+        .collect();
+    let git_writes: Vec<String> = writes
+        .iter()
+        .cloned()
+        .chain(git_dirs.iter().map(|d| d.display().to_string()))
+        .collect();
     vars.push(env::plain(crate::confine::shell::WRITES, writes.join("\n")));
-    *shells = Some(crate::agents::invocation::Shells { folder, program });
+    vars.push(env::plain(
+        crate::confine::shell::GIT_WRITES,
+        git_writes.join("\n"),
+    ));
+    *shells = Some(crate::agents::invocation::Shells {
+        folder,
+        program,
+        git_dirs,
+    });
 }
 
 /// One variable per name, the last one set: what the process gets (its

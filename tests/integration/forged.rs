@@ -81,32 +81,9 @@ fn no_process_the_cli_starts_writes_into_the_clis_stream() {
             cli.display()
         ),
     );
-    let state = root.join("state");
-    let run = orch()
-        .current_dir(&work)
-        .env("HOME", &home)
-        .env("XDG_CACHE_HOME", &cache)
-        .arg("--state-dir")
-        .arg(&state)
-        .args(["run", pipeline.to_str().unwrap(), "--format", "json"])
-        .output()
-        .unwrap();
-    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
-    let events = orch()
-        .arg("--state-dir")
-        .arg(&state)
-        .args(["runs", "events", "latest", "--format", "json"])
-        .output()
-        .unwrap();
-    let events = json_of(&events);
-    let events = events.as_array().unwrap();
+    let (run, events, said) = run_stand_in(orch(), &work, &home, &cache, &root, &pipeline);
     // The command ran, confined as the CLI is (read-only: it cannot write
     // the workspace), and every way into the CLI's stream was refused.
-    let said = events
-        .iter()
-        .find(|e| e["kind"] == "stderr")
-        .and_then(|e| e["raw"].as_str())
-        .unwrap_or("");
     for word in [
         "confined",
         "refused-before",
@@ -240,32 +217,8 @@ print(json.dumps({"type": "result", "subtype": "success", "is_error": False, "nu
             cli.display()
         ),
     );
-    let state = root.join("state");
-    let run = std::process::Command::new(&inside)
-        .current_dir(&work)
-        .env("HOME", &home)
-        .env("XDG_CACHE_HOME", &cache)
-        .arg("--state-dir")
-        .arg(&state)
-        .args(["run", pipeline.to_str().unwrap(), "--format", "json"])
-        .output()
-        .unwrap();
-    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
-    let events = orch()
-        .arg("--state-dir")
-        .arg(&state)
-        .args(["runs", "events", "latest", "--format", "json"])
-        .output()
-        .unwrap();
-    let events = json_of(&events);
-    let said = events
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["kind"] == "stderr")
-        .and_then(|e| e["raw"].as_str())
-        .unwrap_or("")
-        .to_string();
+    let program = std::process::Command::new(&inside);
+    let (_, events, said) = run_stand_in(program, &work, &home, &cache, &root, &pipeline);
     for word in ["replaced", "refused-parent", "shell-kept", "refused-cli"] {
         assert!(said.contains(word), "{word}: {said:?}\n{events:#?}");
     }
@@ -365,4 +318,42 @@ fn a_shell_past_the_kernels_limit_of_domains_does_not_run() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `orch run` of `pipeline` by `program` in `work`, with its own home and
+/// cache and a state folder in `root`: the run's output (it must succeed),
+/// its events, and what the stand-in CLI wrote on its standard error.
+fn run_stand_in(
+    mut program: std::process::Command,
+    work: &std::path::Path,
+    home: &std::path::Path,
+    cache: &std::path::Path,
+    root: &std::path::Path,
+    pipeline: &std::path::Path,
+) -> (std::process::Output, Vec<serde_json::Value>, String) {
+    let state = root.join("state");
+    let run = program
+        .current_dir(work)
+        .env("HOME", home)
+        .env("XDG_CACHE_HOME", cache)
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["run", pipeline.to_str().unwrap(), "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    let events = orch()
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["runs", "events", "latest", "--format", "json"])
+        .output()
+        .unwrap();
+    let events = json_of(&events).as_array().cloned().unwrap_or_default();
+    let said = events
+        .iter()
+        .find(|e| e["kind"] == "stderr")
+        .and_then(|e| e["raw"].as_str())
+        .unwrap_or("")
+        .to_string();
+    (run, events, said)
 }
