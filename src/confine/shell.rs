@@ -243,15 +243,10 @@ fn become_shell(name: &str, arg0: &OsString, rest: &[OsString]) -> ExitCode {
 /// not write there, so its programs go back to their defaults in the home.
 #[cfg(target_os = "linux")]
 fn unwritable_homes() -> Vec<&'static str> {
-    use std::os::unix::ffi::OsStrExt;
     let Some(writes) = std::env::var_os(WRITES) else {
         return Vec::new();
     };
-    let writes: Vec<&Path> = writes
-        .as_bytes()
-        .split(|b| *b == b'\n')
-        .map(|p| Path::new(std::ffi::OsStr::from_bytes(p)))
-        .collect();
+    let writes = listed(&writes);
     [
         "XDG_CONFIG_HOME",
         "XDG_DATA_HOME",
@@ -263,6 +258,17 @@ fn unwritable_homes() -> Vec<&'static str> {
         std::env::var_os(var).is_some_and(|v| !writes.iter().any(|w| Path::new(&v).starts_with(w)))
     })
     .collect()
+}
+
+/// The absolute paths of a [`WRITES`] list, one per line.
+#[cfg(target_os = "linux")]
+fn listed(list: &std::ffi::OsStr) -> Vec<&Path> {
+    use std::os::unix::ffi::OsStrExt;
+    list.as_bytes()
+        .split(|b| *b == b'\n')
+        .map(|p| Path::new(std::ffi::OsStr::from_bytes(p)))
+        .filter(|p| p.is_absolute())
+        .collect()
 }
 
 /// The next executable file called `name` on `path` (absolute folders
@@ -295,7 +301,6 @@ fn real_shell(name: &str, path: &std::ffi::OsStr) -> Option<PathBuf> {
 #[cfg(target_os = "linux")]
 fn enter_domain(writes: Option<std::ffi::OsString>) -> Result<(), String> {
     use landlock::{RestrictSelfError, RulesetError};
-    use std::os::unix::ffi::OsStrExt;
     let abi =
         super::landlock::kernel_abi().map_err(|errno| format!("no Landlock (errno {errno})"))?;
     let abi = ABI::from(abi as i32);
@@ -308,12 +313,7 @@ fn enter_domain(writes: Option<std::ffi::OsString>) -> Result<(), String> {
             let device = (AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev) & all;
             rules.push(("/".into(), read));
             rules.push(("/dev".into(), read | device));
-            rules.extend(
-                list.as_bytes()
-                    .split(|b| *b == b'\n')
-                    .filter(|p| p.starts_with(b"/"))
-                    .map(|p| (PathBuf::from(std::ffi::OsStr::from_bytes(p)), all)),
-            );
+            rules.extend(listed(&list).into_iter().map(|p| (p.to_path_buf(), all)));
         }
     }
     let mut created = Ruleset::default()

@@ -824,20 +824,14 @@ fn confinement(
 fn shells(
     ctx: &Context,
     kind: AgentKind,
-    confinement: &mut Confinement,
+    policy: &Policy,
     vars: &mut Vec<crate::agents::invocation::EnvVar>,
     dir: &Path,
     run_id: &str,
-    shells: &mut Option<crate::agents::invocation::Shells>,
-) {
+) -> crate::agents::invocation::Shells {
     let folder = Request::shell_folder(dir);
     let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let writable: Vec<PathBuf> = confinement
-        .policy
-        .writable
-        .iter()
-        .map(|w| real(w))
-        .collect();
+    let writable: Vec<PathBuf> = policy.writable.iter().map(|w| real(w)).collect();
     let folder_real = folder
         .ancestors()
         .find_map(|a| {
@@ -893,8 +887,7 @@ fn shells(
         .into_iter()
         .filter_map(named)
         .collect();
-    let writes: Vec<String> = confinement
-        .policy
+    let writes: Vec<String> = policy
         .writable
         .iter()
         .filter(|w| !w.starts_with(dir) || commands.contains(w))
@@ -916,11 +909,11 @@ fn shells(
         crate::confine::shell::GIT_WRITES,
         git_writes.join("\n"),
     ));
-    *shells = Some(crate::agents::invocation::Shells {
+    crate::agents::invocation::Shells {
         folder,
         program,
         git_dirs,
-    });
+    }
 }
 
 /// One variable per name, the last one set: what the process gets (its
@@ -1114,17 +1107,16 @@ pub fn invocation(
     }
     inv.confinement = level.and_then(|level| confinement(ctx, agent.kind, level, &inv, dir));
     if agent.kind.is_llm()
-        && let Some(confinement) = &mut inv.confinement
+        && let Some(confinement) = &inv.confinement
     {
-        shells(
+        inv.shells = Some(shells(
             ctx,
             agent.kind,
-            confinement,
+            &confinement.policy,
             &mut inv.env,
             dir,
             slot.run_id,
-            &mut inv.shells,
-        );
+        ));
     }
     last_of_each_name(&mut inv.env);
     inv

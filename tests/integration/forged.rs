@@ -207,16 +207,7 @@ print(json.dumps({"type": "result", "subtype": "success", "is_error": False, "nu
     );
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let pipeline = write(
-        &work,
-        "p.toml",
-        &format!(
-            "version = 1\nname = \"f\"\n[agents.claude]\nkind = \"claude\"\nbinary = \"{}\"\n\
-             [[phases]]\nname = \"fix\"\nagents = [\"claude\"]\nmode = \"fix\"\nprompt = \"Fix.\"\n\
-             [phases.tools]\ninternal = [\"Read\", \"Write\", \"Bash\"]\npermission = \"workspace-write\"\n",
-            cli.display()
-        ),
-    );
+    let pipeline = fix_pipeline(&work, &cli, "workspace-write");
     let program = std::process::Command::new(&inside);
     let (_, events, said) = run_stand_in(program, &work, &home, &cache, &root, &pipeline);
     for word in ["replaced", "refused-parent", "shell-kept", "refused-cli"] {
@@ -243,18 +234,7 @@ fn an_attempt_whose_shells_the_agent_could_change_does_not_start() {
     );
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let pipeline = |permission: &str| {
-        write(
-            &work,
-            "p.toml",
-            &format!(
-                "version = 1\nname = \"f\"\n[agents.claude]\nkind = \"claude\"\nbinary = \"{}\"\n\
-                 [[phases]]\nname = \"fix\"\nagents = [\"claude\"]\nmode = \"fix\"\nprompt = \"Fix.\"\n\
-                 [phases.tools]\ninternal = [\"Read\", \"Write\", \"Bash\"]\npermission = \"{permission}\"\n",
-                cli.display()
-            ),
-        )
-    };
+    let pipeline = |permission: &str| fix_pipeline(&work, &cli, permission);
     let run = |p: &std::path::Path| {
         orch()
             .current_dir(&work)
@@ -356,4 +336,23 @@ fn run_stand_in(
         .unwrap_or("")
         .to_string();
     (run, events, said)
+}
+
+/// A pipeline of one `fix` phase whose Claude Code is the stand-in `cli`,
+/// with a shell, at `permission`, written in `work`.
+fn fix_pipeline(
+    work: &std::path::Path,
+    cli: &std::path::Path,
+    permission: &str,
+) -> std::path::PathBuf {
+    write(
+        work,
+        "p.toml",
+        &format!(
+            "version = 1\nname = \"f\"\n[agents.claude]\nkind = \"claude\"\nbinary = \"{}\"\n\
+             [[phases]]\nname = \"fix\"\nagents = [\"claude\"]\nmode = \"fix\"\nprompt = \"Fix.\"\n\
+             [phases.tools]\ninternal = [\"Read\", \"Write\", \"Bash\"]\npermission = \"{permission}\"\n",
+            cli.display()
+        ),
+    )
 }
