@@ -60,16 +60,20 @@ pub(crate) fn program() -> &'static Path {
     })
 }
 
-/// `PATH`'s absolute folders only, for orch's git and what it starts (an
-/// ssh, a credential helper, `git-*`): see [`program`].
+/// `PATH`'s absolute folders outside the folder orch runs in, for orch's
+/// git and what it starts (an ssh, a credential helper, `git-*`): see
+/// [`program`]. A folder in the workspace (an activated `.venv/bin`) is
+/// one an agent could have put a `git` in, which orch would run
+/// unconfined.
 pub(crate) fn absolute_path() -> &'static OsStr {
     static PATH: std::sync::OnceLock<OsString> = std::sync::OnceLock::new();
     PATH.get_or_init(|| {
         let path = std::env::var_os("PATH").unwrap_or_default();
-        let absolute: Vec<PathBuf> = std::env::split_paths(&path)
-            .filter(|d| d.is_absolute())
+        let here: Vec<PathBuf> = std::env::current_dir()
+            .into_iter()
+            .flat_map(|d| [std::fs::canonicalize(&d).unwrap_or_else(|_| d.clone()), d])
             .collect();
-        std::env::join_paths(absolute).unwrap_or_default()
+        crate::path_env::without_writable(&path, &here).0
     })
 }
 

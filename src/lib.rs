@@ -24,6 +24,7 @@ mod git;
 mod lines;
 pub mod mcp;
 pub mod model;
+mod path_env;
 pub mod pipeline;
 mod prompt;
 mod report;

@@ -206,6 +206,20 @@ pub(crate) struct Shells {
     /// The folders the CLI's git writes besides the commands', made
     /// before it starts.
     pub(crate) git_dirs: Vec<PathBuf>,
+    /// The trees the agent may write, as given and as they really are:
+    /// no folder in them stays on the CLI's `PATH` (see
+    /// [`crate::path_env::without_writable`]).
+    pub(crate) writable: Vec<PathBuf>,
+}
+
+impl Shells {
+    /// The CLI's `PATH`, when folders of `path` (the agent's) are left
+    /// out of it, and which.
+    pub(crate) fn cli_path(&self, path: &str) -> Option<(std::ffi::OsString, Vec<PathBuf>)> {
+        let (kept, left_out) =
+            crate::path_env::without_writable(std::ffi::OsStr::new(path), &self.writable);
+        (!left_out.is_empty()).then_some((kept, left_out))
+    }
 }
 
 /// What to show of an invocation whose real argv, environment or files
@@ -312,10 +326,34 @@ impl Invocation {
         }
         for var in &self.env {
             if let Some(v) = var.resolve(&lookup) {
-                cmd.env(&var.name, v);
+                if var.name == "PATH"
+                    && let Some((cli, _)) = self.shells.as_ref().and_then(|s| s.cli_path(&v))
+                {
+                    use crate::confine::shell::{CLI_PATH, COMMAND_PATH};
+                    cmd.env(CLI_PATH, &cli).env(COMMAND_PATH, &v);
+                    cmd.env("PATH", cli);
+                } else {
+                    cmd.env(&var.name, v);
+                }
             }
         }
         cmd
+    }
+
+    /// The folders of the agent's `PATH`, its values looked up through
+    /// `lookup`, that its CLI does not get (see [`Shells::cli_path`]).
+    pub(crate) fn cli_path_left_out(
+        &self,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Vec<PathBuf> {
+        let path = self.env.iter().rfind(|v| v.name == "PATH");
+        match (&self.shells, path.and_then(|p| p.resolve(lookup))) {
+            (Some(shells), Some(path)) => shells
+                .cli_path(&path)
+                .map(|(_, left_out)| left_out)
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        }
     }
 
     /// The environment as shown (`${NAME}` for pass-through values,

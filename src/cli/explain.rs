@@ -12,7 +12,7 @@ use super::GlobalArgs;
 use super::error::CliError;
 use super::load::load_pipeline;
 use super::output::{Exit, Format, phase_index, stdout, write_json};
-use crate::agents::invocation::{InvocationFile, Stdin};
+use crate::agents::invocation::{Invocation, InvocationFile, Stdin};
 use crate::agents::{By, Enforcement};
 use crate::confine::{Availability, Confinement};
 use crate::engine::assemble;
@@ -261,7 +261,7 @@ pub(super) fn run(args: &Args, global: &GlobalArgs, color: bool) -> Result<Exit,
                 inherit_env: inv.inherit_env,
                 shell: inv.shell_line(),
                 files: inv.shown_files(),
-                shells: inv.shells.as_ref().map(ShellsJson::of),
+                shells: inv.shells.as_ref().map(|s| ShellsJson::of(s, &inv)),
                 enforcement: inv.enforcement,
                 held_after: (!a.kind.is_llm()
                     && resolved.provenance.permission.layer == Layer::Default)
@@ -481,6 +481,18 @@ fn text(
                 shells.names.join(", "),
                 shells.folder.display(),
             )?;
+            if !shells.path_left_out.is_empty() {
+                let dirs: Vec<String> = shells
+                    .path_left_out
+                    .iter()
+                    .map(|d| format!("`{}`", d.display()))
+                    .collect();
+                writeln!(
+                    out,
+                    "  leaves {} out of the CLI's PATH (relative, or where the agent may write: a program planted there would run in the CLI's domain); its commands get them back",
+                    dirs.join(", ")
+                )?;
+            }
         }
     }
     out.flush()
@@ -498,15 +510,20 @@ struct ShellsJson {
     /// Why there is no program (the agent cannot start).
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+    /// The folders of the agent's `PATH` (as orch's environment fills it
+    /// now) left out of the CLI's: relative ones and those the agent may
+    /// write. The CLI's commands get them back.
+    path_left_out: Vec<PathBuf>,
 }
 
 impl ShellsJson {
-    fn of(s: &crate::agents::invocation::Shells) -> Self {
+    fn of(s: &crate::agents::invocation::Shells, inv: &Invocation) -> Self {
         Self {
             folder: s.folder.clone(),
             names: crate::confine::shell::NAMES,
             program: s.program.as_ref().ok().map(|p| p.path().to_path_buf()),
             error: s.program.as_ref().err().cloned(),
+            path_left_out: inv.cli_path_left_out(|n| std::env::var(n).ok()),
         }
     }
 }

@@ -72,6 +72,42 @@ pub(crate) const WRITES: &str = "ORCH_SHELL_WRITES";
 /// there that the CLI runs (OpenCode's `rg` in its cache).
 pub(crate) const GIT_WRITES: &str = "ORCH_GIT_WRITES";
 
+/// The `PATH` a CLI was given, when folders were left out of it (see
+/// [`crate::path_env::without_writable`]): a shell started with this `PATH` was started by
+/// the CLI, and gives its command [`COMMAND_PATH`] instead.
+pub(crate) const CLI_PATH: &str = "ORCH_CLI_PATH";
+
+/// The whole `PATH` the agent was given: what its commands get back.
+pub(crate) const COMMAND_PATH: &str = "ORCH_COMMAND_PATH";
+
+/// The `PATH` a command started with `path` gets, when its shell was
+/// started by the CLI: `path` holds the CLI's shells' folder (the first of
+/// `cli`) and none of the folders left out of the CLI's `PATH` (those of
+/// `full` not in `cli`). Then the whole `PATH` (`full`) stands where the
+/// folder stood, and what the CLI added around it stays (Copilot CLI adds
+/// its ripgrep's folder and drops repeated folders). `None` otherwise: a
+/// shell that a command or a script started, whose `PATH` is theirs (one
+/// that put its own folders first, as pyenv does, keeps them).
+pub(crate) fn commands_path(
+    path: &std::ffi::OsStr,
+    cli: &std::ffi::OsStr,
+    full: &std::ffi::OsStr,
+) -> Option<std::ffi::OsString> {
+    let entries = |p: &std::ffi::OsStr| std::env::split_paths(p).collect::<Vec<PathBuf>>();
+    let (path, cli, full) = (entries(path), entries(cli), entries(full));
+    let folder = cli.first()?;
+    let left_out: Vec<&PathBuf> = full.iter().filter(|d| !cli.contains(d)).collect();
+    if left_out.is_empty() || path.iter().any(|d| left_out.contains(&d)) {
+        return None;
+    }
+    let at = path.iter().position(|d| d == folder)?;
+    let given = path[..at]
+        .iter()
+        .chain(&full)
+        .chain(path[at + 1..].iter().filter(|d| !full.contains(d)));
+    std::env::join_paths(given).ok()
+}
+
 /// The program a CLI's shells are: orch's own, as the run's own file in a
 /// folder no agent may write, made when an attempt first needs it (never
 /// for a preview): a hard link to the running program (whose contents the
@@ -224,6 +260,14 @@ fn become_shell(name: &str, arg0: &OsString, rest: &[OsString]) -> ExitCode {
     let mut shell = std::process::Command::new(&real);
     shell.arg0(arg0).args(rest);
     if shell_started {
+        // Started by the CLI: the command gets the folders left out of the
+        // CLI's PATH back.
+        if let (Some(cli), Some(full)) =
+            (std::env::var_os(CLI_PATH), std::env::var_os(COMMAND_PATH))
+            && let Some(path) = commands_path(&path, &cli, &full)
+        {
+            shell.env("PATH", path);
+        }
         for var in unwritable_homes() {
             shell.env_remove(var);
         }
@@ -402,6 +446,29 @@ mod tests {
             std::fs::read_dir(dir.path().join("cache")).unwrap().count(),
             0
         );
+    }
+
+    /// A shell started with the CLI's PATH, or one the CLI added to, gives
+    /// its command the whole PATH; one with the whole PATH already, or a
+    /// PATH of a script's own, is left as it is.
+    #[test]
+    fn a_command_gets_the_whole_path_back_once() {
+        let os = std::ffi::OsStr::new;
+        let (cli, full) = (os("/s:/usr/bin"), os("/s:/ws/bin:/usr/bin"));
+        let back = |p: &str| commands_path(os(p), cli, full).map(|p| p.into_string().unwrap());
+        assert_eq!(back("/s:/usr/bin").as_deref(), Some("/s:/ws/bin:/usr/bin"));
+        assert_eq!(
+            back("/s:/usr/bin:/rg").as_deref(),
+            Some("/s:/ws/bin:/usr/bin:/rg")
+        );
+        assert_eq!(
+            back("/a:/s:/rg").as_deref(),
+            Some("/a:/s:/ws/bin:/usr/bin:/rg")
+        );
+        assert_eq!(back("/s:/ws/bin:/usr/bin"), None);
+        assert_eq!(back("/shims:/s:/ws/bin:/usr/bin"), None);
+        assert_eq!(back("/usr/bin:/bin"), None);
+        assert_eq!(back(""), None);
     }
 
     /// A folder with the mark (another orch's shells) is passed over.

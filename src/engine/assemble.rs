@@ -832,14 +832,7 @@ fn shells(
     let folder = Request::shell_folder(dir);
     let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let writable: Vec<PathBuf> = policy.writable.iter().map(|w| real(w)).collect();
-    let folder_real = folder
-        .ancestors()
-        .find_map(|a| {
-            std::fs::canonicalize(a)
-                .ok()
-                .map(|r| r.join(folder.strip_prefix(a).unwrap_or(Path::new(""))))
-        })
-        .unwrap_or_else(|| folder.clone());
+    let folder_real = crate::path_env::as_it_is(&folder).unwrap_or_else(|| folder.clone());
     let program = match writable.iter().find(|w| folder_real.starts_with(w)) {
         Some(w) => Err(format!(
             "the attempt's own directory `{}` lies in `{}`, which the agent may write, \
@@ -909,10 +902,21 @@ fn shells(
         crate::confine::shell::GIT_WRITES,
         git_writes.join("\n"),
     ));
+    // Where the agent may write, as given and as it is: the workspace
+    // (an earlier phase may have written it) and the policy's trees.
+    let workspace = [ctx.workdir.clone(), real(&ctx.workdir)];
+    let writable = policy
+        .writable
+        .iter()
+        .cloned()
+        .chain(writable)
+        .chain(workspace)
+        .collect();
     crate::agents::invocation::Shells {
         folder,
         program,
         git_dirs,
+        writable,
     }
 }
 

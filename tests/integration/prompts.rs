@@ -415,3 +415,78 @@ fn the_budget_is_a_setting() {
             .starts_with("...(truncated)\n")
     );
 }
+
+/// orch runs git itself, unconfined, for a judge's prompt (the diff of
+/// the workspace). A folder of the workspace on orch's `PATH` (an
+/// activated `.venv/bin`) may hold a `git` an agent put there: orch never
+/// takes its git from a folder inside the one it runs in. The control: the
+/// real git's diff is in the prompt.
+#[test]
+fn orchs_git_is_never_one_from_the_workspace() {
+    let ws = tempfile::tempdir().unwrap();
+    let d = ws.path();
+    let git = |args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .args(["-c", "user.email=a@b", "-c", "user.name=a"])
+            .args(args)
+            .current_dir(d)
+            .env_remove("GIT_DIR")
+            .status()
+            .unwrap();
+        assert!(ok.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    write(d, "a.txt", "before\n");
+    git(&["add", "a.txt"]);
+    git(&["commit", "-qm", "i"]);
+    write(d, "a.txt", "after-the-change\n");
+    let marker = d.join("planted-git-ran");
+    let real = which::which("git").unwrap();
+    write(
+        d,
+        ".venv/bin/git",
+        &format!(
+            "#!/bin/sh\ntouch '{}'\nexec '{}' \"$@\"\n",
+            marker.display(),
+            real.display()
+        ),
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        d.join(".venv/bin/git"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    write(
+        d,
+        "p.toml",
+        "version = 1\nname = \"j\"\n\
+         [agents.writer]\nkind = \"command\"\ncommand = [\"true\"]\n\
+         [agents.judge]\nkind = \"claude\"\n\
+         [[phases]]\nname = \"change\"\nagents = [\"writer\"]\nprompt = \"x\"\n\
+         artifact = \"out/{phase}-{run}.md\"\njudge = \"judge\"\n",
+    );
+    let path = format!(
+        "{}:{}",
+        d.join(".venv/bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = orch()
+        .current_dir(d)
+        .env("PATH", path)
+        .args([
+            "--state-dir",
+            ".orch",
+            "prompt",
+            "p.toml",
+            "--phase",
+            "change",
+        ])
+        .args(["--agent", "judge"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = crate::support::stdout(&out);
+    assert!(text.contains("+after-the-change"), "{text}");
+    assert!(!marker.exists(), "orch ran the workspace's git");
+}

@@ -12,7 +12,9 @@
 use orch::model::AgentKind;
 use serde_json::json;
 
-use super::{Level, ModelServer, OrchRun, changed, find_cli, orch_run, pipeline, scratch};
+use super::{
+    Level, ModelServer, OrchRun, changed, find_cli, orch_run, orch_run_with, pipeline, scratch,
+};
 use crate::support::{Tool, require};
 
 /// `orch run` of the CLI at `workspace-write` with the whole shell
@@ -179,6 +181,110 @@ fn a_command_cannot_reach_into_the_cli_that_started_it() {
             private,
         ] {
             assert!(own.contains(&expected), "{kind:?}: {expected}: {own:?}");
+        }
+    }
+}
+
+/// The programs a CLI starts by name itself (Copilot CLI's `pgrep` and
+/// `kill`, OpenCode's `rg`, Claude Code's `ps`, the `node` of a CLI's
+/// `#!/usr/bin/env node` line) are looked up on its `PATH`. orch is run
+/// with a `PATH` whose first folders the agent may write: a relative one
+/// (`rel`: the workspace's) and one in the workspace (`bin`, an activated
+/// `.venv/bin`), each with a program of each such name, as an earlier
+/// phase or a command could have planted them. Each planted program finds
+/// the process orch started (the CLI), says whether it could read that
+/// process's environment (or is it), and runs the real program. The CLI
+/// gets neither folder, so nothing planted runs in its domain; its
+/// commands get both back (the control: the command's own `ps`, `grep`
+/// and `pgrep` are the planted ones, refused the CLI).
+const PLANTED: &[&str] = &[
+    "ps", "grep", "pgrep", "kill", "which", "uname", "sed", "cat", "head", "ls", "sort", "tr",
+    "id", "node", "find", "rg",
+];
+
+#[test]
+fn what_a_cli_starts_by_name_is_never_from_a_folder_the_agent_may_write() {
+    require!(Tool::AgentClis);
+    for kind in [
+        AgentKind::Claude,
+        AgentKind::Gemini,
+        AgentKind::Opencode,
+        AgentKind::Copilot,
+    ] {
+        let cli = find_cli(kind);
+        let dir = scratch("orch-e2e-planted-path-");
+        let work = dir.path().join("work");
+        let log = work.join("planted.log");
+        let path = crate::support::path_with_clis();
+        for folder in ["rel", "bin"] {
+            let at = work.join(folder);
+            std::fs::create_dir_all(&at).unwrap();
+            for name in PLANTED {
+                let Ok(real) = which::which_in(name, Some(&path), "/") else {
+                    continue;
+                };
+                let script = format!(
+                    "#!/bin/sh\n\
+                     p=$$; top=\n\
+                     while [ \"$p\" -gt 1 ]; do\n\
+                     q=1; while read -r k v; do if [ \"$k\" = PPid: ]; then q=$v; fi; done < /proc/$p/status\n\
+                     read -r c < /proc/$q/comm\n\
+                     if [ \"$c\" = orch ]; then top=$p; break; fi\n\
+                     p=$q\n\
+                     done\n\
+                     if [ -n \"$top\" ]; then\n\
+                     read -r c < /proc/$top/comm\n\
+                     if [ \"$top\" = $$ ] || true 2> /dev/null < /proc/$top/environ; then r=reached; else r=refused; fi\n\
+                     echo \"{folder}/{name}: $r $c\" >> '{log}'\n\
+                     fi\n\
+                     exec '{real}' \"$@\"\n",
+                    log = log.display(),
+                    real = real.display(),
+                );
+                let file = at.join(name);
+                std::fs::write(&file, script).unwrap();
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+            }
+        }
+        let command = "echo \"command PATH=$PATH\"; ps -p $$ > /dev/null; echo ran";
+        let server = ModelServer::start(dir.path(), &json!([(cli.shell_call)(command)]));
+        let text = changed(
+            pipeline(&cli, Level::WorkspaceWrite, &server, dir.path()),
+            "\"Bash(printf *)\"",
+            "\"Bash\"",
+        );
+        let user_path = format!("rel:{}:{path}", work.join("bin").display());
+        let run = orch_run_with(
+            &cli,
+            dir.path(),
+            &server,
+            &text,
+            &[("PATH", Some(&user_path))],
+        );
+        let ctx = run.context();
+        assert_eq!(run.code, Some(0), "{kind:?}: {ctx}");
+        let said = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            !said.contains(": reached"),
+            "{kind:?}: a planted program ran in the CLI's domain:\n{said}\n{ctx}"
+        );
+        // The control: the command's PATH is the whole one, and its `ps`
+        // the planted one, unless a login shell's profile set a PATH of
+        // its own (Claude Code's commands, where `/etc/profile` does).
+        let tools = run.tool_results();
+        let command_path = tools
+            .lines()
+            .find_map(|l| l.split_once("command PATH=").map(|(_, p)| p))
+            .unwrap_or_else(|| panic!("{kind:?}: the command did not run: {ctx}"));
+        if command_path.contains("/orch/bin:") {
+            let bin = work.join("bin").display().to_string();
+            assert!(
+                command_path.split(':').any(|d| d == bin)
+                    && command_path.split(':').any(|d| d == "rel")
+                    && said.contains("/ps: refused"),
+                "{kind:?}: the command did not get its PATH back: {command_path}\n{said}\n{ctx}"
+            );
         }
     }
 }
