@@ -48,32 +48,16 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// The `git` orch runs: found once on orch's `PATH`, absolute folders
-/// only. A relative folder (`.`, an empty entry) would be looked up in the
-/// folder git runs in, the workspace, where an agent could have put a
-/// program of that name, and orch runs git unconfined.
+/// The `git` orch runs: found once on orch's `PATH` past relative folders
+/// and those that may lead into the workspace, where an agent could have
+/// put a program of that name, and orch runs git unconfined (see
+/// [`crate::path_env::outside_here`]; what git starts, an ssh or a
+/// credential helper, is looked up there too).
 pub(crate) fn program() -> &'static Path {
     static GIT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     GIT.get_or_init(|| {
-        which::which_in("git", Some(absolute_path()), "/")
+        which::which_in("git", Some(crate::path_env::outside_here()), "/")
             .unwrap_or_else(|_| PathBuf::from("/usr/bin/git"))
-    })
-}
-
-/// `PATH`'s absolute folders outside the folder orch runs in, for orch's
-/// git and what it starts (an ssh, a credential helper, `git-*`): see
-/// [`program`]. A folder in the workspace (an activated `.venv/bin`) is
-/// one an agent could have put a `git` in, which orch would run
-/// unconfined.
-pub(crate) fn absolute_path() -> &'static OsStr {
-    static PATH: std::sync::OnceLock<OsString> = std::sync::OnceLock::new();
-    PATH.get_or_init(|| {
-        let path = std::env::var_os("PATH").unwrap_or_default();
-        let here: Vec<PathBuf> = std::env::current_dir()
-            .into_iter()
-            .flat_map(|d| [std::fs::canonicalize(&d).unwrap_or_else(|_| d.clone()), d])
-            .collect();
-        crate::path_env::without_writable(&path, &here).0
     })
 }
 
@@ -560,7 +544,7 @@ impl<'a> Git<'a> {
         }
         cmd.args(SWITCHES)
             .current_dir(self.workspace)
-            .env("PATH", absolute_path())
+            .env("PATH", crate::path_env::outside_here())
             .env("GIT_OPTIONAL_LOCKS", "0")
             .env("GIT_NO_LAZY_FETCH", "1")
             .env("GIT_TERMINAL_PROMPT", "0")

@@ -152,7 +152,10 @@ pub fn installed(kind: AgentKind, program: &str) -> Installed {
         verified: false,
         problem: None,
     };
-    let path = match which::which(program) {
+    // Not from a folder an agent could have written: orch runs it
+    // unconfined.
+    let search = crate::path_env::outside_here();
+    let path = match which::which_in(program, Some(search), "/") {
         Ok(p) => p,
         Err(_) => {
             found.problem = Some(format!("`{program}` is not on PATH"));
@@ -166,7 +169,7 @@ pub fn installed(kind: AgentKind, program: &str) -> Installed {
     cmd.arg("--version")
         .env_clear()
         .env("HOME", &home)
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("PATH", search)
         .env("COPILOT_AUTO_UPDATE", "false")
         .env(
             "COPILOT_CACHE_HOME",

@@ -485,7 +485,10 @@ fn text(
                 let dirs: Vec<String> = shells
                     .path_left_out
                     .iter()
-                    .map(|d| format!("`{}`", d.display()))
+                    .map(|d| match d.as_os_str().is_empty() {
+                        true => "an empty entry (the working directory)".to_string(),
+                        false => format!("`{}`", d.display()),
+                    })
                     .collect();
                 writeln!(
                     out,

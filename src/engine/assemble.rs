@@ -830,17 +830,24 @@ fn shells(
     run_id: &str,
 ) -> crate::agents::invocation::Shells {
     let folder = Request::shell_folder(dir);
+    // Where an agent may write, as given and as it is: the workspace (this
+    // phase's or another's) and the policy's trees.
     let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let writable: Vec<PathBuf> = policy.writable.iter().map(|w| real(w)).collect();
-    let folder_real = crate::path_env::as_it_is(&folder).unwrap_or_else(|| folder.clone());
-    let program = match writable.iter().find(|w| folder_real.starts_with(w)) {
-        Some(w) => Err(format!(
-            "the attempt's own directory `{}` lies in `{}`, which the agent may write, \
-             so it could change the shell its CLI starts (set XDG_CACHE_HOME outside it)",
+    let writable: Vec<PathBuf> = policy
+        .writable
+        .iter()
+        .chain([&ctx.workdir])
+        .flat_map(|w| [w.clone(), real(w)])
+        .collect();
+    let program = if crate::path_env::may_lead_into(&folder, &writable) {
+        Err(format!(
+            "the attempt's own directory `{}` lies in (or leads through a link into) the \
+             workspace or another folder an agent may write, so an agent could change the \
+             shell its CLI starts (set XDG_CACHE_HOME outside it)",
             dir.display(),
-            w.display()
-        )),
-        None => Ok(ctx.shell_program(run_id)),
+        ))
+    } else {
+        Ok(ctx.shell_program(run_id))
     };
     let bash = folder.join("bash").display().to_string();
     for var in adapter(kind).table().shell_vars {
@@ -902,16 +909,6 @@ fn shells(
         crate::confine::shell::GIT_WRITES,
         git_writes.join("\n"),
     ));
-    // Where the agent may write, as given and as it is: the workspace
-    // (an earlier phase may have written it) and the policy's trees.
-    let workspace = [ctx.workdir.clone(), real(&ctx.workdir)];
-    let writable = policy
-        .writable
-        .iter()
-        .cloned()
-        .chain(writable)
-        .chain(workspace)
-        .collect();
     crate::agents::invocation::Shells {
         folder,
         program,

@@ -46,6 +46,43 @@ fn doctor_finds_every_pinned_cli() {
     }
 }
 
+/// `orch doctor` runs each CLI (`--version`) itself, unconfined: never
+/// one found in a folder of the workspace on `PATH` (an activated
+/// `.venv/bin`, where an agent could have put a `claude` or the `node` a
+/// CLI's `#!/usr/bin/env node` line starts), nor a `node` from there. The
+/// control: every pinned CLI is still found and verified.
+#[test]
+fn doctor_runs_nothing_from_the_workspace() {
+    require!(Tool::AgentClis);
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let bin = ws.path().join(".venv/bin");
+    let marker = ws.path().join("planted-ran");
+    for name in ["node", "claude", "gemini", "codex"] {
+        write(
+            ws.path(),
+            &format!(".venv/bin/{name}"),
+            &format!("#!/bin/sh\necho {name} >> '{}'\n", marker.display()),
+        );
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let out = orch()
+        .current_dir(ws.path())
+        .env("PATH", format!("{}:{}", bin.display(), path_with_clis()))
+        .env("COPILOT_CACHE_HOME", clis_dir().join("copilot-cache"))
+        .env("ORCH_STATE_DIR", state.path())
+        .args(["doctor", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let ran = std::fs::read_to_string(&marker).unwrap_or_default();
+    assert!(ran.is_empty(), "orch ran planted programs: {ran}");
+    for r in json_of(&out)["clis"].as_array().unwrap() {
+        assert_eq!(r["verified"], true, "{r}");
+    }
+}
+
 #[test]
 fn doctor_reports_a_missing_cli() {
     let out = orch()

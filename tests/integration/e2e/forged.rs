@@ -193,10 +193,11 @@ fn a_command_cannot_reach_into_the_cli_that_started_it() {
 /// `.venv/bin`), each with a program of each such name, as an earlier
 /// phase or a command could have planted them. Each planted program finds
 /// the process orch started (the CLI), says whether it could read that
-/// process's environment (or is it), and runs the real program. The CLI
-/// gets neither folder, so nothing planted runs in its domain; its
-/// commands get both back (the control: the command's own `ps`, `grep`
-/// and `pgrep` are the planted ones, refused the CLI).
+/// process's environment (or is it), and runs the real program. Two more
+/// folders lead into the workspace by links that the command then
+/// changes (below). The CLI gets none of these folders, so nothing
+/// planted runs in its domain; its commands get them back (the control:
+/// the command's own `ps` is the planted one, refused the CLI).
 const PLANTED: &[&str] = &[
     "ps", "grep", "pgrep", "kill", "which", "uname", "sed", "cat", "head", "ls", "sort", "tr",
     "id", "node", "find", "rg",
@@ -235,11 +236,12 @@ fn what_a_cli_starts_by_name_is_never_from_a_folder_the_agent_may_write() {
                      if [ -n \"$top\" ]; then\n\
                      read -r c < /proc/$top/comm\n\
                      if [ \"$top\" = $$ ] || true 2> /dev/null < /proc/$top/environ; then r=reached; else r=refused; fi\n\
-                     echo \"{folder}/{name}: $r $c\" >> '{log}'\n\
+                     echo \"${{0#{work}/}}: $r $c\" >> '{log}'\n\
                      fi\n\
                      exec '{real}' \"$@\"\n",
                     log = log.display(),
                     real = real.display(),
+                    work = work.display(),
                 );
                 let file = at.join(name);
                 std::fs::write(&file, script).unwrap();
@@ -247,14 +249,34 @@ fn what_a_cli_starts_by_name_is_never_from_a_folder_the_agent_may_write() {
                 std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
             }
         }
+        // Two folders of PATH outside the workspace that lead into it by
+        // links: one to a folder not there yet, one through a link in the
+        // workspace that names /usr when the CLI starts. The command makes
+        // both hold planted programs, then the CLI works on (an attacker's
+        // review had Copilot's `pgrep`, OpenCode's `rg` and Gemini CLI's
+        // `grep` run from them in the CLI's domain).
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::os::unix::fs::symlink(work.join("build"), outside.join("tools")).unwrap();
+        std::os::unix::fs::symlink("/usr", work.join("usr")).unwrap();
+        std::os::unix::fs::symlink(work.join("usr"), outside.join("chain")).unwrap();
+        let plant = "mkdir build && cp -r bin build/ && rm usr && mkdir usr && cp -r bin usr/ && echo planted";
         let command = "echo \"command PATH=$PATH\"; ps -p $$ > /dev/null; echo ran";
-        let server = ModelServer::start(dir.path(), &json!([(cli.shell_call)(command)]));
+        let server = ModelServer::start(
+            dir.path(),
+            &json!([(cli.shell_call)(plant), (cli.shell_call)(command)]),
+        );
         let text = changed(
             pipeline(&cli, Level::WorkspaceWrite, &server, dir.path()),
             "\"Bash(printf *)\"",
             "\"Bash\"",
         );
-        let user_path = format!("rel:{}:{path}", work.join("bin").display());
+        let user_path = format!(
+            "rel:{}:{}:{}:{path}",
+            work.join("bin").display(),
+            outside.join("tools/bin").display(),
+            outside.join("chain/bin").display(),
+        );
         let run = orch_run_with(
             &cli,
             dir.path(),
@@ -265,6 +287,10 @@ fn what_a_cli_starts_by_name_is_never_from_a_folder_the_agent_may_write() {
         let ctx = run.context();
         assert_eq!(run.code, Some(0), "{kind:?}: {ctx}");
         let said = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            run.tool_results().contains("planted"),
+            "{kind:?}: the programs were not planted: {ctx}"
+        );
         assert!(
             !said.contains(": reached"),
             "{kind:?}: a planted program ran in the CLI's domain:\n{said}\n{ctx}"
