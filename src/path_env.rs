@@ -31,11 +31,24 @@ pub(crate) fn outside_here() -> &'static std::ffi::OsStr {
     static PATH: std::sync::OnceLock<std::ffi::OsString> = std::sync::OnceLock::new();
     PATH.get_or_init(|| {
         let path = std::env::var_os("PATH").unwrap_or_default();
-        let here: Vec<PathBuf> = std::env::current_dir()
+        without_writable(&path, here()).0
+    })
+}
+
+/// Whether `path` is in, or leads by a link into, the folder orch runs
+/// in (see [`outside_here`]).
+pub(crate) fn leads_here(path: &Path) -> bool {
+    may_lead_into(path, here())
+}
+
+/// The folder orch runs in, as given and as it is.
+fn here() -> &'static [PathBuf] {
+    static HERE: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+    HERE.get_or_init(|| {
+        std::env::current_dir()
             .into_iter()
             .flat_map(|d| [std::fs::canonicalize(&d).unwrap_or_else(|_| d.clone()), d])
-            .collect();
-        without_writable(&path, &here).0
+            .collect()
     })
 }
 

@@ -156,9 +156,20 @@ pub fn installed(kind: AgentKind, program: &str) -> Installed {
     // unconfined.
     let search = crate::path_env::outside_here();
     let path = match which::which_in(program, Some(search), "/") {
-        Ok(p) => p,
-        Err(_) => {
-            found.problem = Some(format!("`{program}` is not on PATH"));
+        Ok(p) if !crate::path_env::leads_here(&p) => p,
+        _ => {
+            found.problem = Some(match which::which(program) {
+                Ok(p) if p.is_absolute() => {
+                    found.path = Some(p.clone());
+                    format!(
+                        "`{}` is in (or leads by a link into) the folder orch runs in, where an \
+                         agent could have replaced it: doctor does not run it (run doctor from \
+                         another folder)",
+                        p.display()
+                    )
+                }
+                _ => format!("`{program}` is not on PATH"),
+            });
             return found;
         }
     };

@@ -28,7 +28,17 @@ fn orch_with_clis(args: &[&str]) -> Output {
 #[test]
 fn doctor_finds_every_pinned_cli() {
     require!(Tool::AgentClis);
-    let out = orch_with_clis(&["doctor", "--format", "json"]);
+    // Outside the repository, where the CLIs are installed (doctor runs
+    // no program from the folder it runs in).
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = orch()
+        .current_dir(elsewhere.path())
+        .env("PATH", path_with_clis())
+        .env("COPILOT_CACHE_HOME", clis_dir().join("copilot-cache"))
+        .env("ORCH_STATE_DIR", elsewhere.path())
+        .args(["doctor", "--format", "json"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let report = json_of(&out);
     // This machine confines (the suite needs Landlock), and says its ABI.
@@ -81,6 +91,29 @@ fn doctor_runs_nothing_from_the_workspace() {
     for r in json_of(&out)["clis"].as_array().unwrap() {
         assert_eq!(r["verified"], true, "{r}");
     }
+    // A CLI given by its path in the folder doctor runs in is named, not
+    // run.
+    let out = orch()
+        .current_dir(ws.path())
+        .env("PATH", path_with_clis())
+        .env("ORCH_STATE_DIR", state.path())
+        .args([
+            "--agent-binary",
+            &format!("claude={}", bin.join("claude").display()),
+        ])
+        .args(["doctor", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let ran = std::fs::read_to_string(&marker).unwrap_or_default();
+    assert!(ran.is_empty(), "orch ran planted programs: {ran}");
+    let claude = &json_of(&out)["clis"][0];
+    assert!(
+        claude["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("doctor does not run it")),
+        "{claude}"
+    );
 }
 
 #[test]

@@ -221,9 +221,11 @@ print(json.dumps({"type": "result", "subtype": "success", "is_error": False, "nu
 }
 
 /// The attempts' folder inside the workspace (`XDG_CACHE_HOME` there): a
-/// `workspace-write` agent could change the shells its CLI starts (make
-/// `bash` a link to the real one, whose commands would run in the CLI's
-/// domain). The attempt does not start, and says why.
+/// `workspace-write` agent, or one of another phase at a read-only
+/// agent's, could change the shells its CLI starts (make `bash` a link to
+/// the real one, whose commands would run in the CLI's domain). The
+/// attempt does not start, and says why; nor when the folder leads into
+/// the workspace by a link.
 #[test]
 fn an_attempt_whose_shells_the_agent_could_change_does_not_start() {
     let (_dir, root, [work, home, _]) = rooms();
@@ -235,26 +237,33 @@ fn an_attempt_whose_shells_the_agent_could_change_does_not_start() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o755)).unwrap();
     let pipeline = |permission: &str| fix_pipeline(&work, &cli, permission);
-    let run = |p: &std::path::Path| {
+    let run = |p: &std::path::Path, cache: &std::path::Path| {
         orch()
             .current_dir(&work)
             .env("HOME", &home)
-            .env("XDG_CACHE_HOME", work.join(".cache"))
+            .env("XDG_CACHE_HOME", cache)
             .arg("--state-dir")
             .arg(root.join("state"))
             .args(["run", p.to_str().unwrap()])
             .output()
             .unwrap()
     };
-    let out = run(&pipeline("workspace-write"));
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("which the agent may write") && err.contains("XDG_CACHE_HOME"),
-        "{err}"
-    );
-    // The control: at read-only the same folder is out of the agent's reach.
-    let out = run(&pipeline("read-only"));
+    // A link outside the workspace to a folder in it.
+    std::fs::create_dir(work.join("later")).unwrap();
+    std::os::unix::fs::symlink(work.join("later"), root.join("cache-link")).unwrap();
+    for permission in ["workspace-write", "read-only"] {
+        for cache in [work.join(".cache"), root.join("cache-link")] {
+            let out = run(&pipeline(permission), &cache);
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(1), "{permission} {cache:?}: {err}");
+            assert!(
+                err.contains("an agent may write") && err.contains("XDG_CACHE_HOME"),
+                "{err}"
+            );
+        }
+    }
+    // The control: outside the workspace, the attempt runs.
+    let out = run(&pipeline("workspace-write"), &root.join("cache"));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 
