@@ -761,13 +761,31 @@ fn cell(cli: &Cli, level: Level) -> Vec<Check> {
     checks
 }
 
+/// Each CLI's version, as `orch doctor` finds it (run outside the
+/// repository, where the CLIs are installed: doctor runs no program from
+/// the folder it runs in).
 fn versions() -> Vec<(AgentKind, String)> {
-    let bin = clis_bin();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_orch"))
+        .current_dir(elsewhere.path())
+        .env("PATH", path_with_clis())
+        .env("COPILOT_CACHE_HOME", clis_dir().join("copilot-cache"))
+        .env("ORCH_STATE_DIR", elsewhere.path())
+        .args(["doctor", "--format", "json"])
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
     clis()
         .iter()
         .map(|c| {
-            let i = probe::installed(c.kind, bin.join(c.kind.as_str()).to_str().unwrap());
-            (c.kind, i.version.unwrap_or_else(|| "?".into()))
+            let version = report["clis"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|r| r["kind"] == c.kind.as_str())
+                .and_then(|r| r["version"].as_str())
+                .unwrap_or("?");
+            (c.kind, version.to_string())
         })
         .collect()
 }
