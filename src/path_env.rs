@@ -24,7 +24,8 @@ pub(crate) fn without_writable(
 }
 
 /// orch's own `PATH` without relative folders and those that may lead
-/// into the folder orch runs in (the workspace: an activated `.venv/bin`),
+/// into the folder orch runs in or its repository (the workspace: an
+/// activated `.venv/bin`),
 /// where an agent could have put a program of the name orch runs itself,
 /// unconfined (git; a CLI's `--version` and the `node` it starts).
 pub(crate) fn outside_here() -> &'static std::ffi::OsStr {
@@ -41,12 +42,25 @@ pub(crate) fn leads_here(path: &Path) -> bool {
     may_lead_into(path, here())
 }
 
-/// The folder orch runs in, as given and as it is.
+/// The folder orch runs in, and the top of the git repository it is in
+/// (orch run from a subfolder of the workspace), as given and as they
+/// are; not a repository whose top is the home or above it (a home kept
+/// in git), which would leave out every folder of the home.
 fn here() -> &'static [PathBuf] {
     static HERE: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
     HERE.get_or_init(|| {
-        std::env::current_dir()
+        let Ok(cwd) = std::env::current_dir() else {
+            return Vec::new();
+        };
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let top = cwd
+            .ancestors()
+            .find(|a| a.join(".git").symlink_metadata().is_ok())
+            .filter(|top| home.as_ref().is_none_or(|h| !h.starts_with(top)))
+            .map(Path::to_path_buf);
+        [Some(cwd), top]
             .into_iter()
+            .flatten()
             .flat_map(|d| [std::fs::canonicalize(&d).unwrap_or_else(|_| d.clone()), d])
             .collect()
     })
@@ -62,14 +76,26 @@ const MOST_LINKS: usize = 40;
 /// does not exist yet), and each folder passed through, as written and as
 /// reached, is held against `trees`. A link in a tree the agent may write
 /// can be changed to name anything, and a missing folder there can be
-/// made: so passing through a tree at all is enough. A link that cannot be
-/// read, or a walk past [`MOST_LINKS`], counts as leading in.
+/// made: so passing through a tree at all is enough; so is passing
+/// through a tree's own folder mounted elsewhere (known by its device and
+/// inode). A link that cannot be read, or a walk past [`MOST_LINKS`],
+/// counts as leading in. Not seen: a folder inside a tree mounted
+/// elsewhere on its own, and a program file hard-linked into a tree (the
+/// kernel lets a write through either name).
 pub(crate) fn may_lead_into(dir: &Path, trees: &[PathBuf]) -> bool {
+    use std::os::unix::fs::MetadataExt;
     use std::path::Component;
     let inside = |p: &Path| trees.iter().any(|t| p.starts_with(t));
     if inside(dir) {
         return true;
     }
+    // The trees as folders, to know one mounted elsewhere too (a bind
+    // mount of the workspace).
+    let roots: Vec<(u64, u64)> = trees
+        .iter()
+        .filter_map(|t| std::fs::metadata(t).ok())
+        .map(|m| (m.dev(), m.ino()))
+        .collect();
     // The names still to walk, first to last.
     let mut to_walk: Vec<std::ffi::OsString> = Vec::new();
     let push = |to_walk: &mut Vec<std::ffi::OsString>, p: &Path| {
@@ -100,6 +126,7 @@ pub(crate) fn may_lead_into(dir: &Path, trees: &[PathBuf]) -> bool {
                         }
                         push(&mut to_walk, &target);
                     }
+                    Ok(m) if roots.contains(&(m.dev(), m.ino())) => return true,
                     // A folder, a file or nothing yet: a name below it is
                     // looked up in it.
                     Ok(_) => at = next,

@@ -171,6 +171,7 @@ const TABLE: CliTable = CliTable {
     confines_writes: false,
     shell_vars: &["SHELL", "CLAUDE_CODE_SHELL"],
     git_writes: &[],
+    code_from: &[],
 };
 
 impl Adapter for Claude {

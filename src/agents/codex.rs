@@ -172,6 +172,7 @@ const TABLE: CliTable = CliTable {
     confines_writes: true,
     shell_vars: &["SHELL"],
     git_writes: &[],
+    code_from: &[],
 };
 
 impl Adapter for Codex {

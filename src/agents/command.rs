@@ -29,6 +29,7 @@ const TABLE: CliTable = CliTable {
     confines_writes: false,
     shell_vars: &[],
     git_writes: &[],
+    code_from: &[],
 };
 
 impl Adapter for Command {

@@ -149,6 +149,7 @@ const TABLE: CliTable = CliTable {
         ("COPILOT_CACHE_HOME", ORCH_SETS),
         ("XDG_CONFIG_HOME", ORCH_SETS),
         ("XDG_STATE_HOME", ORCH_SETS),
+        ("XDG_CACHE_HOME", ORCH_SETS),
         ("COPILOT_ALLOW_ALL", WIDENS),
         ("COPILOT_ASSISTED_APPROVAL", WIDENS),
         ("COPILOT_PLAN_THEN_AUTOPILOT", WIDENS),
@@ -176,6 +177,7 @@ const TABLE: CliTable = CliTable {
     confines_writes: false,
     shell_vars: &["SHELL", "COPILOT_BASH_PATH"],
     git_writes: &[],
+    code_from: &["COPILOT_CACHE_HOME", "COPILOT_PKG_CACHE_HOME"],
 };
 
 impl Adapter for Copilot {
@@ -316,9 +318,16 @@ impl Adapter for Copilot {
         environment.push(env::plain("COPILOT_AUTO_UPDATE", "false"));
         // Copilot unpacks ~235 MB into its cache on first run; share it.
         environment.push(EnvVar::pass_through("COPILOT_CACHE_HOME"));
+        // Its cache (where it unpacks its package when COPILOT_CACHE_HOME
+        // is not set, and runs its ripgrep from) is its own: the model's
+        // commands may write the home, not this.
         environment.extend(env::own_dirs(
             req,
-            &[("XDG_CONFIG_HOME", "config"), ("XDG_STATE_HOME", "state")],
+            &[
+                ("XDG_CONFIG_HOME", "config"),
+                ("XDG_STATE_HOME", "state"),
+                ("XDG_CACHE_HOME", "cache"),
+            ],
         ));
 
         req.cli_invocation(args, environment, Stdin::Null, files, self.enforcement(ts))

@@ -129,6 +129,7 @@ const TABLE: CliTable = CliTable {
     confines_writes: false,
     shell_vars: &["SHELL"],
     git_writes: &[],
+    code_from: &[],
 };
 
 impl Adapter for Gemini {

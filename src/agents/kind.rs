@@ -60,6 +60,11 @@ pub struct CliTable {
     /// git the CLI starts writes, besides the commands' (OpenCode's
     /// snapshot repository): made before it starts.
     pub(crate) git_writes: &'static [&'static str],
+    /// Variables naming folders the CLI loads and runs code from, which
+    /// a user may set (Copilot CLI's unpacked package, with the ripgrep it
+    /// runs): one the agent may write, or that leads into such a folder,
+    /// keeps the attempt from starting.
+    pub(crate) code_from: &'static [&'static str],
 }
 
 /// What orch knows of each CLI's command line, environment and

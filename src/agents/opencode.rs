@@ -157,6 +157,7 @@ const TABLE: CliTable = CliTable {
     confines_writes: false,
     shell_vars: &["SHELL"],
     git_writes: &["data/opencode/snapshot"],
+    code_from: &[],
 };
 
 impl Adapter for Opencode {

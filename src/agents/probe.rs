@@ -239,8 +239,18 @@ pub(crate) fn probe(kind: AgentKind, inv: &Invocation) -> ProbeResult {
         exit_code: None,
         elapsed_ms: 0,
     };
-    let Ok(path) = which::which(&inv.program) else {
-        return fail(format!("`{}` is not on PATH", inv.program));
+    // As doctor finds it (see `installed`): the probe of a full-access
+    // agent runs unconfined.
+    let path = match which::which_in(&inv.program, Some(crate::path_env::outside_here()), "/") {
+        Ok(p) if !crate::path_env::leads_here(&p) => p,
+        Ok(p) => {
+            return fail(format!(
+                "`{}` is in (or leads by a link into) the folder orch runs in, where an agent \
+                 could have replaced it: doctor does not run it",
+                p.display()
+            ));
+        }
+        Err(_) => return fail(format!("`{}` is not on PATH", inv.program)),
     };
     if let Err(e) = write_files(inv) {
         return fail(format!("cannot prepare the attempt's own directory: {e}"));

@@ -839,12 +839,28 @@ fn shells(
         .chain([&ctx.workdir])
         .flat_map(|w| [w.clone(), real(w)])
         .collect();
+    // Folders the CLI runs code from that its environment names.
+    let code_from = adapter(kind).table().code_from.iter().find_map(|name| {
+        let value = match &vars.iter().rfind(|v| v.name == *name)?.value {
+            EnvValue::Plain(p) => PathBuf::from(p),
+            EnvValue::PassThrough => PathBuf::from(std::env::var_os(name)?),
+            _ => return None,
+        };
+        let leads = !value.is_absolute() || crate::path_env::may_lead_into(&value, &writable);
+        leads.then(|| format!("{name} ({})", value.display()))
+    });
     let program = if crate::path_env::may_lead_into(&folder, &writable) {
         Err(format!(
             "the attempt's own directory `{}` lies in (or leads through a link into) the \
              workspace or another folder an agent may write, so an agent could change the \
              shell its CLI starts (set XDG_CACHE_HOME outside it)",
             dir.display(),
+        ))
+    } else if let Some(named) = code_from {
+        Err(format!(
+            "{named} names a folder the CLI runs code from that lies in (or leads through a \
+             link into) the workspace or another folder an agent may write, so an agent \
+             could change what the CLI runs (set it outside them, or unset it)"
         ))
     } else {
         Ok(ctx.shell_program(run_id))

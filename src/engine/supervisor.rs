@@ -387,8 +387,16 @@ pub(crate) async fn run_attempt(
         Err(e) => {
             probe::remove_files(inv);
             result.reason = Some(if e.kind() == std::io::ErrorKind::NotFound {
+                let passed_over = match &inv.shells {
+                    Some(_) => {
+                        " (a folder of PATH an agent may write, or that leads into one, is \
+                         passed over: give the CLI's path as `agents.<name>.binary` to run one \
+                         there)"
+                    }
+                    None => "",
+                };
                 format!(
-                    "`{}` was not found (is it installed and on PATH?)",
+                    "`{}` was not found (is it installed and on PATH?){passed_over}",
                     inv.program
                 )
             } else {

@@ -13,18 +13,6 @@ use crate::support::{
     Tool, clis_dir, example_pipelines, json_of, orch, path_with_clis, require, stderr, write,
 };
 
-/// `orch` with the pinned CLIs first on PATH.
-fn orch_with_clis(args: &[&str]) -> Output {
-    let state = tempfile::tempdir().unwrap();
-    orch()
-        .env("PATH", path_with_clis())
-        .env("COPILOT_CACHE_HOME", clis_dir().join("copilot-cache"))
-        .env("ORCH_STATE_DIR", state.path())
-        .args(args)
-        .output()
-        .unwrap()
-}
-
 #[test]
 fn doctor_finds_every_pinned_cli() {
     require!(Tool::AgentClis);
@@ -167,7 +155,24 @@ fn doctor_says_whether_it_can_confine() {
 }
 
 fn probe(file: &str) -> (Output, Vec<Value>) {
-    let out = orch_with_clis(&["doctor", "--probe", file, "--format", "json"]);
+    // Outside the repository, where the CLIs are installed (doctor runs
+    // no program from the folder it runs in or its repository).
+    let elsewhere = tempfile::tempdir().unwrap();
+    let file = crate::support::root().join(file);
+    let out = orch()
+        .current_dir(elsewhere.path())
+        .env("PATH", path_with_clis())
+        .env("COPILOT_CACHE_HOME", clis_dir().join("copilot-cache"))
+        .env("ORCH_STATE_DIR", elsewhere.path())
+        .args([
+            "doctor",
+            "--probe",
+            file.to_str().unwrap(),
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
     let rows = rows_of(&out);
     (out, rows)
 }

@@ -365,3 +365,50 @@ fn fix_pipeline(
         ),
     )
 }
+
+/// Copilot CLI runs code (its ripgrep) from the package it unpacks into
+/// `COPILOT_CACHE_HOME`, or by default into its cache folder. Its cache is
+/// its own folder of the attempt, which the model's commands may not
+/// write; a `COPILOT_CACHE_HOME` the agent could write (in the workspace,
+/// or a link into it) keeps the attempt from starting, and says why. The
+/// control: one outside.
+#[test]
+fn copilots_code_is_never_where_the_agent_may_write() {
+    let (_dir, root, [work, home, cache]) = rooms();
+    write(
+        &work,
+        "p.toml",
+        "version = 1\nname = \"c\"\n[[phases]]\nname = \"fix\"\nagents = [\"copilot\"]\nmode = \"fix\"\nprompt = \"x\"\n[phases.tools]\npermission = \"workspace-write\"\n",
+    );
+    std::os::unix::fs::symlink(work.join("later"), root.join("to-work")).unwrap();
+    let shells = |copilot_cache: &std::path::Path| {
+        let out = orch()
+            .current_dir(&work)
+            .env("HOME", &home)
+            .env("XDG_CACHE_HOME", &cache)
+            .env("COPILOT_CACHE_HOME", copilot_cache)
+            .args(["explain", "p.toml", "--format", "json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let inv = json_of(&out)["invocations"][0].clone();
+        (inv["shells"].clone(), inv["env"].clone())
+    };
+    for inside in [work.join(".cache/copilot"), root.join("to-work/copilot")] {
+        let (shells, _) = shells(&inside);
+        assert!(
+            shells["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("COPILOT_CACHE_HOME")),
+            "{inside:?}: {shells}"
+        );
+    }
+    let (shells, env) = shells(&root.join("copilot-cache"));
+    assert!(shells["program"].is_string(), "{shells}");
+    // Its default cache is its own folder of the attempt.
+    let own = env["XDG_CACHE_HOME"].as_str().unwrap_or_default();
+    assert!(
+        own.ends_with("/cache") && own.contains("fix-copilot-"),
+        "{env}"
+    );
+}
