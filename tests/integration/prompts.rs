@@ -473,7 +473,7 @@ fn orchs_git_is_never_one_from_the_workspace() {
     );
     let out = orch()
         .current_dir(d)
-        .env("PATH", path)
+        .env("PATH", &path)
         .args([
             "--state-dir",
             ".orch",
@@ -489,4 +489,28 @@ fn orchs_git_is_never_one_from_the_workspace() {
     let text = crate::support::stdout(&out);
     assert!(text.contains("+after-the-change"), "{text}");
     assert!(!marker.exists(), "orch ran the workspace's git");
+    // Run from a folder of the repository: its `.venv/bin` is passed over
+    // too.
+    std::fs::create_dir(d.join("sub")).unwrap();
+    let out = orch()
+        .current_dir(d.join("sub"))
+        .env("PATH", &path)
+        .args([
+            "--state-dir",
+            "../.orch",
+            "prompt",
+            "../p.toml",
+            "--phase",
+            "change",
+        ])
+        .args(["--agent", "judge"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        crate::support::stdout(&out).contains("+after-the-change"),
+        "{}",
+        crate::support::stdout(&out)
+    );
+    assert!(!marker.exists(), "orch ran the repository's git");
 }
