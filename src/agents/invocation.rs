@@ -340,6 +340,46 @@ impl Invocation {
         cmd
     }
 
+    /// The program to start: an agent CLI named without a path is looked
+    /// up on its `PATH` (values through `lookup`) past the folders an
+    /// agent may write or that lead into one (see
+    /// [`crate::path_env::may_lead_into`]): the workspace and, confined,
+    /// the attempt's writable folders. Started from such a folder, a
+    /// program an earlier agent put there would be the CLI (unconfined at
+    /// `full-access`). Not found there: a path that is not, so the start
+    /// fails as "not found". A plain command is the author's own, looked
+    /// up as a shell would (its `.venv/bin` included).
+    pub(crate) fn program_to_start(
+        &self,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> std::ffi::OsString {
+        if self.inherit_env || self.program.contains('/') {
+            return self.program.clone().into();
+        }
+        let path = self
+            .env
+            .iter()
+            .rfind(|v| v.name == "PATH")
+            .and_then(|v| v.resolve(&lookup))
+            .unwrap_or_default();
+        let trees: Vec<PathBuf> = match &self.shells {
+            Some(shells) => shells.writable.clone(),
+            None => vec![
+                std::fs::canonicalize(&self.cwd).unwrap_or_else(|_| self.cwd.clone()),
+                self.cwd.clone(),
+            ],
+        };
+        let (search, _) = crate::path_env::without_writable(std::ffi::OsStr::new(&path), &trees);
+        match which::which_in(&self.program, Some(search), "/") {
+            Ok(found) => found.into_os_string(),
+            Err(_) => self
+                .dir
+                .join("orch/not-on-path")
+                .join(&self.program)
+                .into_os_string(),
+        }
+    }
+
     /// The folders of the agent's `PATH`, its values looked up through
     /// `lookup`, that its CLI does not get (see [`Shells::cli_path`]).
     pub(crate) fn cli_path_left_out(

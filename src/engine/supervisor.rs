@@ -330,7 +330,11 @@ pub(crate) async fn run_attempt(
         Io::Socket
     };
     let launch = Launch::from_command(
-        &inv.command(&inv.program, &inv.args, |n| std::env::var(n).ok()),
+        &inv.command(
+            inv.program_to_start(|n| std::env::var(n).ok()),
+            &inv.args,
+            |n| std::env::var(n).ok(),
+        ),
         inv.inherit_env,
     )
     .stdin(match inv.stdin {
@@ -387,13 +391,13 @@ pub(crate) async fn run_attempt(
         Err(e) => {
             probe::remove_files(inv);
             result.reason = Some(if e.kind() == std::io::ErrorKind::NotFound {
-                let passed_over = match &inv.shells {
-                    Some(_) => {
+                let passed_over = match inv.inherit_env {
+                    false => {
                         " (a folder of PATH an agent may write, or that leads into one, is \
                          passed over: give the CLI's path as `agents.<name>.binary` to run one \
                          there)"
                     }
-                    None => "",
+                    true => "",
                 };
                 format!(
                     "`{}` was not found (is it installed and on PATH?){passed_over}",

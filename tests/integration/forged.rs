@@ -412,3 +412,63 @@ fn copilots_code_is_never_where_the_agent_may_write() {
         "{env}"
     );
 }
+
+/// An agent CLI named without a path is never started from a folder of
+/// `PATH` an agent may write: a `claude` an earlier phase put in the
+/// workspace's `.venv/bin` would be the next phase's CLI, unconfined at
+/// `full-access`. The one outside the workspace runs (the control), at
+/// `full-access` and confined.
+#[test]
+fn an_agents_cli_is_never_one_from_the_workspace() {
+    let (_dir, root, [work, home, cache]) = rooms();
+    let stand_in = |said: &std::path::Path| {
+        format!(
+            "#!/usr/bin/env python3\nimport sys\nopen('{}', 'a').write('ran\\n')\nsys.stdin.read()\n\
+             print('{{\"type\": \"result\", \"subtype\": \"success\", \"is_error\": false, \"num_turns\": 1, \"result\": \"done\", \"session_id\": \"s\"}}')\n",
+            said.display()
+        )
+    };
+    let planted = work.join("planted-ran");
+    let real = work.join("real-ran");
+    use std::os::unix::fs::PermissionsExt;
+    for (at, said) in [
+        (work.join(".venv/bin"), &planted),
+        (root.join("bin"), &real),
+    ] {
+        let cli = write(&at, "claude", &stand_in(said));
+        std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = format!(
+        "{}:{}:{}",
+        work.join(".venv/bin").display(),
+        root.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for permission in ["full-access", "workspace-write"] {
+        write(
+            &work,
+            "p.toml",
+            &format!(
+                "version = 1\nname = \"f\"\n[[phases]]\nname = \"fix\"\nagents = [\"claude\"]\n\
+                 mode = \"fix\"\nprompt = \"Fix.\"\n[phases.tools]\npermission = \"{permission}\"\n"
+            ),
+        );
+        let _ = std::fs::remove_file(&real);
+        let out = orch()
+            .current_dir(&work)
+            .env("HOME", &home)
+            .env("XDG_CACHE_HOME", &cache)
+            .env("PATH", &path)
+            .arg("--state-dir")
+            .arg(root.join("state"))
+            .args(["run", "p.toml"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{permission}: {}", stderr(&out));
+        assert!(
+            !planted.exists(),
+            "{permission}: the workspace's claude ran"
+        );
+        assert!(real.exists(), "{permission}: {}", stderr(&out));
+    }
+}
