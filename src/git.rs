@@ -51,13 +51,14 @@ use std::process::{Command, Stdio};
 /// The `git` orch runs: found once on orch's `PATH` past relative folders
 /// and those that may lead into the workspace, where an agent could have
 /// put a program of that name, and orch runs git unconfined (see
-/// [`crate::path_env::outside_here`]; what git starts, an ssh or a
+/// [`crate::path_env::orchs_path`]; what git starts, an ssh or a
 /// credential helper, is looked up there too).
 pub(crate) fn program() -> &'static Path {
     static GIT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     GIT.get_or_init(|| {
-        which::which_in("git", Some(crate::path_env::outside_here()), "/")
-            .unwrap_or_else(|_| PathBuf::from("/usr/bin/git"))
+        let here = crate::path_env::here();
+        here.find("git", crate::path_env::orchs_path(), Path::new("/"))
+            .unwrap_or_else(|| PathBuf::from("/usr/bin/git"))
     })
 }
 
@@ -544,7 +545,7 @@ impl<'a> Git<'a> {
         }
         cmd.args(SWITCHES)
             .current_dir(self.workspace)
-            .env("PATH", crate::path_env::outside_here())
+            .env("PATH", crate::path_env::orchs_path())
             .env("GIT_OPTIONAL_LOCKS", "0")
             .env("GIT_NO_LAZY_FETCH", "1")
             .env("GIT_TERMINAL_PROMPT", "0")

@@ -29,6 +29,28 @@ pub(crate) fn own_dirs<'a>(
 }
 
 /// Add `var` unless the environment already names it.
+/// Variables that make the dynamic loader or an interpreter run code from
+/// a file they name, set empty in an agent CLI's environment unless its
+/// agent sets them: a CLI that copies variables from a file into its own
+/// environment where unset (Gemini CLI, from a `.env` of the workspace)
+/// would otherwise give every program it starts, orch's own shells before
+/// they enter their domain included, a library an agent planted.
+pub(crate) const LOADERS: &[&str] = &[
+    "LD_PRELOAD",
+    "LD_AUDIT",
+    "LD_LIBRARY_PATH",
+    "NODE_OPTIONS",
+    "NODE_PATH",
+    "BASH_ENV",
+    "ENV",
+    "PYTHONPATH",
+    "PYTHONSTARTUP",
+    "PERL5OPT",
+    "PERL5LIB",
+    "RUBYOPT",
+    "GCONV_PATH",
+];
+
 pub(crate) fn add_missing(env: &mut Vec<EnvVar>, var: EnvVar) {
     if !env.iter().any(|e| e.name == var.name) {
         env.push(var);
@@ -84,6 +106,9 @@ pub(crate) fn base(req: &Request<'_>) -> Vec<EnvVar> {
                 );
             }
         }
+    }
+    for name in LOADERS {
+        add_missing(&mut env, plain(name, ""));
     }
     env
 }

@@ -206,20 +206,10 @@ pub(crate) struct Shells {
     /// The folders the CLI's git writes besides the commands', made
     /// before it starts.
     pub(crate) git_dirs: Vec<PathBuf>,
-    /// The trees the agent may write, as given and as they really are:
-    /// no folder in them stays on the CLI's `PATH` (see
-    /// [`crate::path_env::without_writable`]).
+    /// The trees the agent may write (the workspace and its policy's):
+    /// no folder that leads into them stays on the CLI's `PATH` (see
+    /// [`crate::path_env::Trees`]).
     pub(crate) writable: Vec<PathBuf>,
-}
-
-impl Shells {
-    /// The CLI's `PATH`, when folders of `path` (the agent's) are left
-    /// out of it, and which.
-    pub(crate) fn cli_path(&self, path: &str) -> Option<(std::ffi::OsString, Vec<PathBuf>)> {
-        let (kept, left_out) =
-            crate::path_env::without_writable(std::ffi::OsStr::new(path), &self.writable);
-        (!left_out.is_empty()).then_some((kept, left_out))
-    }
 }
 
 /// What to show of an invocation whose real argv, environment or files
@@ -310,29 +300,76 @@ impl Invocation {
 
     /// A process for `program` with `args`, run where the invocation runs
     /// (its working directory, its own process group) with exactly the
-    /// invocation's environment, values looked up through `lookup`. Start it
-    /// with [`crate::confine::start`], which confines it.
+    /// invocation's environment, values looked up through `lookup`; an
+    /// agent CLI's `PATH` without the folders an agent could have written
+    /// (see [`Invocation::path_trees`]). Start it with
+    /// [`crate::confine::start`], which confines it.
     pub fn command(
         &self,
         program: impl AsRef<std::ffi::OsStr>,
         args: &[String],
         lookup: impl Fn(&str) -> Option<String>,
     ) -> std::process::Command {
+        self.command_with(program, args, lookup, self.path_trees().as_ref())
+    }
+
+    /// The agent's own process ([`Invocation::command`]), its program
+    /// found: an agent CLI named without a path on its `PATH` past the
+    /// folders an agent could have written, and not a file that leads into
+    /// them. Started from there, a program an earlier agent put there (a
+    /// `claude` in `.venv/bin`) would be the CLI, unconfined at
+    /// `full-access`. `None`: not found so. A plain command is the
+    /// author's own, looked up as a shell would (its `.venv/bin` too).
+    pub(crate) fn start_command(
+        &self,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Option<std::process::Command> {
+        let trees = self.path_trees();
+        let program: std::ffi::OsString = match &trees {
+            Some(trees) if !self.program.contains('/') => {
+                let path = self.path_value(&lookup).unwrap_or_default();
+                trees
+                    .find(&self.program, std::ffi::OsStr::new(&path), &self.cwd)?
+                    .into()
+            }
+            _ => self.program.clone().into(),
+        };
+        Some(self.command_with(program, &self.args, lookup, trees.as_ref()))
+    }
+
+    fn command_with(
+        &self,
+        program: impl AsRef<std::ffi::OsStr>,
+        args: &[String],
+        lookup: impl Fn(&str) -> Option<String>,
+        trees: Option<&crate::path_env::Trees>,
+    ) -> std::process::Command {
         use std::os::unix::process::CommandExt;
         let mut cmd = std::process::Command::new(program);
         cmd.args(args).current_dir(&self.cwd).process_group(0);
         if !self.inherit_env {
             cmd.env_clear();
+            for name in super::env::LOADERS {
+                cmd.env(name, "");
+            }
         }
         for var in &self.env {
-            if let Some(v) = var.resolve(&lookup) {
-                if var.name == "PATH"
-                    && let Some((cli, _)) = self.shells.as_ref().and_then(|s| s.cli_path(&v))
-                {
-                    use crate::confine::shell::{CLI_PATH, COMMAND_PATH};
-                    cmd.env(CLI_PATH, &cli).env(COMMAND_PATH, &v);
+            let Some(v) = var.resolve(&lookup) else {
+                continue;
+            };
+            match trees {
+                Some(trees) if var.name == "PATH" => {
+                    let (cli, left_out) = trees.path_without(std::ffi::OsStr::new(&v));
+                    // The model's commands get the whole of it back, in the
+                    // first shell the CLI starts (see
+                    // [`crate::confine::shell::commands_path`]).
+                    if self.shells.is_some() && !left_out.is_empty() {
+                        use crate::confine::shell::{CLI_PATH, COMMAND_PATH};
+                        cmd.env(CLI_PATH, &cli).env(COMMAND_PATH, &v);
+                    }
                     cmd.env("PATH", cli);
-                } else {
+                }
+                _ => {
                     cmd.env(&var.name, v);
                 }
             }
@@ -340,58 +377,35 @@ impl Invocation {
         cmd
     }
 
-    /// The program to start: an agent CLI named without a path is looked
-    /// up on its `PATH` (values through `lookup`) past the folders an
-    /// agent may write or that lead into one (see
-    /// [`crate::path_env::may_lead_into`]): the workspace and, confined,
-    /// the attempt's writable folders. Started from such a folder, a
-    /// program an earlier agent put there would be the CLI (unconfined at
-    /// `full-access`). Not found there: a path that is not, so the start
-    /// fails as "not found". A plain command is the author's own, looked
-    /// up as a shell would (its `.venv/bin` included).
-    pub(crate) fn program_to_start(
-        &self,
-        lookup: impl Fn(&str) -> Option<String>,
-    ) -> std::ffi::OsString {
-        if self.inherit_env || self.program.contains('/') {
-            return self.program.clone().into();
+    /// The trees an agent CLI's `PATH` and program must not lead into:
+    /// the workspace and, confined, its policy's writable folders. None
+    /// for a plain command.
+    fn path_trees(&self) -> Option<crate::path_env::Trees> {
+        if self.inherit_env {
+            return None;
         }
-        let path = self
-            .env
+        Some(crate::path_env::Trees::new(match &self.shells {
+            Some(shells) => shells.writable.clone(),
+            None => vec![self.cwd.clone()],
+        }))
+    }
+
+    /// The agent's `PATH`, its values looked up through `lookup`.
+    fn path_value(&self, lookup: impl Fn(&str) -> Option<String>) -> Option<String> {
+        self.env
             .iter()
             .rfind(|v| v.name == "PATH")
-            .and_then(|v| v.resolve(&lookup))
-            .unwrap_or_default();
-        let trees: Vec<PathBuf> = match &self.shells {
-            Some(shells) => shells.writable.clone(),
-            None => vec![
-                std::fs::canonicalize(&self.cwd).unwrap_or_else(|_| self.cwd.clone()),
-                self.cwd.clone(),
-            ],
-        };
-        let (search, _) = crate::path_env::without_writable(std::ffi::OsStr::new(&path), &trees);
-        match which::which_in(&self.program, Some(search), "/") {
-            Ok(found) => found.into_os_string(),
-            Err(_) => self
-                .dir
-                .join("orch/not-on-path")
-                .join(&self.program)
-                .into_os_string(),
-        }
+            .and_then(|v| v.resolve(lookup))
     }
 
     /// The folders of the agent's `PATH`, its values looked up through
-    /// `lookup`, that its CLI does not get (see [`Shells::cli_path`]).
+    /// `lookup`, that its CLI does not get (see [`Invocation::command`]).
     pub(crate) fn cli_path_left_out(
         &self,
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Vec<PathBuf> {
-        let path = self.env.iter().rfind(|v| v.name == "PATH");
-        match (&self.shells, path.and_then(|p| p.resolve(lookup))) {
-            (Some(shells), Some(path)) => shells
-                .cli_path(&path)
-                .map(|(_, left_out)| left_out)
-                .unwrap_or_default(),
+        match (self.path_trees(), self.path_value(lookup)) {
+            (Some(trees), Some(path)) => trees.path_without(std::ffi::OsStr::new(&path)).1,
             _ => Vec::new(),
         }
     }

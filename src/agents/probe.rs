@@ -139,6 +139,32 @@ pub(crate) fn parse_version(text: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// `program` as doctor runs it: on orch's `PATH` past the folders that
+/// lead into the folder orch runs in or its repository (a relative path
+/// from that folder), and not a file that leads there
+/// ([`crate::path_env::here`]). Else why not, and where it was found if
+/// it was.
+fn find_outside_here(program: &str) -> Result<PathBuf, (String, Option<PathBuf>)> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let here = crate::path_env::here();
+    if let Some(found) = here.find(program, crate::path_env::orchs_path(), &cwd) {
+        return Ok(found);
+    }
+    let anywhere = std::env::var_os("PATH").unwrap_or_default();
+    match which::which_in(program, Some(anywhere), &cwd) {
+        Ok(p) => Err((
+            format!(
+                "`{}` is in (or leads by a link into) the folder orch runs in or its \
+                 repository, where an agent could have replaced it: doctor does not run it \
+                 (run doctor from another folder)",
+                p.display()
+            ),
+            Some(p),
+        )),
+        Err(_) => Err((format!("`{program}` is not on PATH"), None)),
+    }
+}
+
 /// Look a CLI up on PATH and ask its version (with an empty temporary
 /// home, so no user configuration is read).
 pub fn installed(kind: AgentKind, program: &str) -> Installed {
@@ -154,22 +180,11 @@ pub fn installed(kind: AgentKind, program: &str) -> Installed {
     };
     // Not from a folder an agent could have written: orch runs it
     // unconfined.
-    let search = crate::path_env::outside_here();
-    let path = match which::which_in(program, Some(search), "/") {
-        Ok(p) if !crate::path_env::leads_here(&p) => p,
-        _ => {
-            found.problem = Some(match which::which(program) {
-                Ok(p) if p.is_absolute() => {
-                    found.path = Some(p.clone());
-                    format!(
-                        "`{}` is in (or leads by a link into) the folder orch runs in, where an \
-                         agent could have replaced it: doctor does not run it (run doctor from \
-                         another folder)",
-                        p.display()
-                    )
-                }
-                _ => format!("`{program}` is not on PATH"),
-            });
+    let path = match find_outside_here(program) {
+        Ok(p) => p,
+        Err((problem, path)) => {
+            found.problem = Some(problem);
+            found.path = path;
             return found;
         }
     };
@@ -180,7 +195,7 @@ pub fn installed(kind: AgentKind, program: &str) -> Installed {
     cmd.arg("--version")
         .env_clear()
         .env("HOME", &home)
-        .env("PATH", search)
+        .env("PATH", crate::path_env::orchs_path())
         .env("COPILOT_AUTO_UPDATE", "false")
         .env(
             "COPILOT_CACHE_HOME",
@@ -241,16 +256,9 @@ pub(crate) fn probe(kind: AgentKind, inv: &Invocation) -> ProbeResult {
     };
     // As doctor finds it (see `installed`): the probe of a full-access
     // agent runs unconfined.
-    let path = match which::which_in(&inv.program, Some(crate::path_env::outside_here()), "/") {
-        Ok(p) if !crate::path_env::leads_here(&p) => p,
-        Ok(p) => {
-            return fail(format!(
-                "`{}` is in (or leads by a link into) the folder orch runs in, where an agent \
-                 could have replaced it: doctor does not run it",
-                p.display()
-            ));
-        }
-        Err(_) => return fail(format!("`{}` is not on PATH", inv.program)),
+    let path = match find_outside_here(&inv.program) {
+        Ok(p) => p,
+        Err((problem, _)) => return fail(problem),
     };
     if let Err(e) = write_files(inv) {
         return fail(format!("cannot prepare the attempt's own directory: {e}"));

@@ -73,7 +73,7 @@ pub(crate) const WRITES: &str = "ORCH_SHELL_WRITES";
 pub(crate) const GIT_WRITES: &str = "ORCH_GIT_WRITES";
 
 /// The `PATH` a CLI was given, when folders were left out of it (see
-/// [`crate::path_env::without_writable`]): a shell started with this `PATH` was started by
+/// [`crate::path_env::Trees::path_without`]): a shell started with this `PATH` was started by
 /// the CLI, and gives its command [`COMMAND_PATH`] instead.
 pub(crate) const CLI_PATH: &str = "ORCH_CLI_PATH";
 

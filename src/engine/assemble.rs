@@ -791,7 +791,8 @@ fn confinement(
         .env
         .iter()
         .filter_map(|v| match &v.value {
-            EnvValue::Plain(p) => Some(PathBuf::from(p)),
+            // (Not a list of folders, one per line.)
+            EnvValue::Plain(p) if !p.contains('\n') => Some(PathBuf::from(p)),
             _ => None,
         })
         .filter(|p| {
@@ -830,26 +831,25 @@ fn shells(
     run_id: &str,
 ) -> crate::agents::invocation::Shells {
     let folder = Request::shell_folder(dir);
-    // Where an agent may write, as given and as it is: the workspace (this
-    // phase's or another's) and the policy's trees.
-    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    // Where an agent may write: the workspace (this phase's or another's)
+    // and the policy's trees.
     let writable: Vec<PathBuf> = policy
         .writable
         .iter()
         .chain([&ctx.workdir])
-        .flat_map(|w| [w.clone(), real(w)])
+        .cloned()
         .collect();
-    // Folders the CLI runs code from that its environment names.
+    let trees = crate::path_env::Trees::new(writable.iter().cloned());
+    // Folders the CLI runs code from that its environment names, as the
+    // process gets them.
     let code_from = adapter(kind).table().code_from.iter().find_map(|name| {
-        let value = match &vars.iter().rfind(|v| v.name == *name)?.value {
-            EnvValue::Plain(p) => PathBuf::from(p),
-            EnvValue::PassThrough => PathBuf::from(std::env::var_os(name)?),
-            _ => return None,
-        };
-        let leads = !value.is_absolute() || crate::path_env::may_lead_into(&value, &writable);
-        leads.then(|| format!("{name} ({})", value.display()))
+        let var = vars.iter().rfind(|v| v.name == *name)?;
+        let value = PathBuf::from(var.resolve(|n| std::env::var(n).ok())?);
+        trees
+            .may_lead_into(&value)
+            .then(|| format!("{name} ({})", value.display()))
     });
-    let program = if crate::path_env::may_lead_into(&folder, &writable) {
+    let program = if trees.may_lead_into(&folder) {
         Err(format!(
             "the attempt's own directory `{}` lies in (or leads through a link into) the \
              workspace or another folder an agent may write, so an agent could change the \

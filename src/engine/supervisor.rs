@@ -329,21 +329,25 @@ pub(crate) async fn run_attempt(
     } else {
         Io::Socket
     };
-    let launch = Launch::from_command(
-        &inv.command(
-            inv.program_to_start(|n| std::env::var(n).ok()),
-            &inv.args,
-            |n| std::env::var(n).ok(),
-        ),
-        inv.inherit_env,
-    )
-    .stdin(match inv.stdin {
-        Stdin::Null => Io::Null,
-        Stdin::Text(_) => streams,
-    })
-    .stdout(streams)
-    .stderr(streams)
-    .own_group();
+    let Some(command) = inv.start_command(|n| std::env::var(n).ok()) else {
+        probe::remove_files(inv);
+        result.reason = Some(format!(
+            "`{}` was not found on PATH past the folders an agent may write or that lead \
+             into one (is it installed? give its path as `agents.<name>.binary` to run one \
+             from such a folder)",
+            inv.program
+        ));
+        result.permanent = true;
+        return finish(result);
+    };
+    let launch = Launch::from_command(&command, inv.inherit_env)
+        .stdin(match inv.stdin {
+            Stdin::Null => Io::Null,
+            Stdin::Text(_) => streams,
+        })
+        .stdout(streams)
+        .stderr(streams)
+        .own_group();
     // Confined, it is started by a thread its level's starter made. The
     // process is born in the tree's cgroup and enters the confinement
     // before it executes (see `crate::confine::start`); orch keeps a pidfd
@@ -391,16 +395,8 @@ pub(crate) async fn run_attempt(
         Err(e) => {
             probe::remove_files(inv);
             result.reason = Some(if e.kind() == std::io::ErrorKind::NotFound {
-                let passed_over = match inv.inherit_env {
-                    false => {
-                        " (a folder of PATH an agent may write, or that leads into one, is \
-                         passed over: give the CLI's path as `agents.<name>.binary` to run one \
-                         there)"
-                    }
-                    true => "",
-                };
                 format!(
-                    "`{}` was not found (is it installed and on PATH?){passed_over}",
+                    "`{}` was not found (is it installed and on PATH?)",
                     inv.program
                 )
             } else {

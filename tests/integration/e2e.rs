@@ -774,7 +774,8 @@ fn versions() -> Vec<(AgentKind, String)> {
         .args(["doctor", "--format", "json"])
         .output()
         .unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert!(out.status.success(), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     clis()
         .iter()
         .map(|c| {

@@ -416,8 +416,9 @@ fn copilots_code_is_never_where_the_agent_may_write() {
 /// An agent CLI named without a path is never started from a folder of
 /// `PATH` an agent may write: a `claude` an earlier phase put in the
 /// workspace's `.venv/bin` would be the next phase's CLI, unconfined at
-/// `full-access`. The one outside the workspace runs (the control), at
-/// `full-access` and confined.
+/// `full-access`; nor is what it starts by name (the `python3` of its
+/// `#!/usr/bin/env python3` line). The one outside the workspace runs
+/// (the control), at `full-access` and confined.
 #[test]
 fn an_agents_cli_is_never_one_from_the_workspace() {
     let (_dir, root, [work, home, cache]) = rooms();
@@ -438,6 +439,18 @@ fn an_agents_cli_is_never_one_from_the_workspace() {
         let cli = write(&at, "claude", &stand_in(said));
         std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
+    // And the interpreter its `#!/usr/bin/env python3` line names.
+    let python = which::which("python3").unwrap();
+    let interpreter = write(
+        &work.join(".venv/bin"),
+        "python3",
+        &format!(
+            "#!/bin/sh\necho python3 >> '{}'\nexec '{}' \"$@\"\n",
+            planted.display(),
+            python.display()
+        ),
+    );
+    std::fs::set_permissions(&interpreter, std::fs::Permissions::from_mode(0o755)).unwrap();
     let path = format!(
         "{}:{}:{}",
         work.join(".venv/bin").display(),
@@ -467,7 +480,8 @@ fn an_agents_cli_is_never_one_from_the_workspace() {
         assert_eq!(out.status.code(), Some(0), "{permission}: {}", stderr(&out));
         assert!(
             !planted.exists(),
-            "{permission}: the workspace's claude ran"
+            "{permission}: the workspace's programs ran: {:?}",
+            std::fs::read_to_string(&planted)
         );
         assert!(real.exists(), "{permission}: {}", stderr(&out));
     }

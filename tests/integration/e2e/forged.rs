@@ -206,6 +206,7 @@ const PLANTED: &[&str] = &[
 #[test]
 fn what_a_cli_starts_by_name_is_never_from_a_folder_the_agent_may_write() {
     require!(Tool::AgentClis);
+    let mut controls = 0;
     for kind in [
         AgentKind::Claude,
         AgentKind::Gemini,
@@ -304,6 +305,7 @@ fn what_a_cli_starts_by_name_is_never_from_a_folder_the_agent_may_write() {
             .find_map(|l| l.split_once("command PATH=").map(|(_, p)| p))
             .unwrap_or_else(|| panic!("{kind:?}: the command did not run: {ctx}"));
         if command_path.contains("/orch/bin:") {
+            controls += 1;
             let bin = work.join("bin").display().to_string();
             assert!(
                 command_path.split(':').any(|d| d == bin)
@@ -312,6 +314,41 @@ fn what_a_cli_starts_by_name_is_never_from_a_folder_the_agent_may_write() {
                 "{kind:?}: the command did not get its PATH back: {command_path}\n{said}\n{ctx}"
             );
         }
+    }
+    assert!(controls >= 3, "the control ran for {controls} CLIs");
+}
+
+/// Gemini CLI copies the variables of a `.env` file of the workspace
+/// (`.env` or `.gemini/.env`, an earlier phase's or the repository's) into
+/// its own environment where they are unset: an attacker's review had
+/// `LD_PRELOAD` there load a library into every program Gemini started,
+/// orch's shells included before they enter their domain. orch sets the
+/// loader and interpreter variables (empty) in every agent CLI's
+/// environment, so no such file sets them; the command sees them empty.
+#[test]
+fn a_workspace_env_file_gives_no_cli_a_loader() {
+    require!(Tool::AgentClis);
+    for kind in [
+        AgentKind::Gemini,
+        AgentKind::Claude,
+        AgentKind::Opencode,
+        AgentKind::Copilot,
+    ] {
+        let cli = find_cli(kind);
+        let dir = scratch("orch-e2e-dotenv-");
+        let work = dir.path().join("work");
+        let planted = "LD_PRELOAD=/nonexistent/orch-planted.so\nNODE_OPTIONS=--require=/nonexistent/orch-planted.js\nPYTHONPATH=/nonexistent/orch-planted\n";
+        std::fs::create_dir_all(work.join(".gemini")).unwrap();
+        std::fs::write(work.join(".env"), planted).unwrap();
+        std::fs::write(work.join(".gemini/.env"), planted).unwrap();
+        let command = "echo \"loaders: [$LD_PRELOAD] [$NODE_OPTIONS] [$PYTHONPATH]\"";
+        let run = run_with_shell(&cli, dir.path(), json!([(cli.shell_call)(command)]));
+        let said = run.tool_results();
+        assert!(
+            said.contains("loaders: [] [] []"),
+            "{kind:?}: {said}\n{}",
+            run.context()
+        );
     }
 }
 
