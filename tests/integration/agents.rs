@@ -10,23 +10,14 @@ use std::process::Output;
 use serde_json::Value;
 
 use crate::support::{
-    Tool, clis_dir, example_pipelines, json_of, orch, path_with_clis, require, stderr, write,
+    Tool, clis_dir, doctor_elsewhere, example_pipelines, json_of, orch, path_with_clis, require,
+    stderr, write,
 };
 
 #[test]
 fn doctor_finds_every_pinned_cli() {
     require!(Tool::AgentClis);
-    // Outside the repository, where the CLIs are installed (doctor runs
-    // no program from the folder it runs in).
-    let elsewhere = tempfile::tempdir().unwrap();
-    let out = orch()
-        .current_dir(elsewhere.path())
-        .env("PATH", path_with_clis())
-        .env("COPILOT_CACHE_HOME", clis_dir().join("copilot-cache"))
-        .env("ORCH_STATE_DIR", elsewhere.path())
-        .args(["doctor", "--format", "json"])
-        .output()
-        .unwrap();
+    let out = doctor_elsewhere(&["--format", "json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let report = json_of(&out);
     // This machine confines (the suite needs Landlock), and says its ABI.
@@ -155,24 +146,8 @@ fn doctor_says_whether_it_can_confine() {
 }
 
 fn probe(file: &str) -> (Output, Vec<Value>) {
-    // Outside the repository, where the CLIs are installed (doctor runs
-    // no program from the folder it runs in or its repository).
-    let elsewhere = tempfile::tempdir().unwrap();
     let file = crate::support::root().join(file);
-    let out = orch()
-        .current_dir(elsewhere.path())
-        .env("PATH", path_with_clis())
-        .env("COPILOT_CACHE_HOME", clis_dir().join("copilot-cache"))
-        .env("ORCH_STATE_DIR", elsewhere.path())
-        .args([
-            "doctor",
-            "--probe",
-            file.to_str().unwrap(),
-            "--format",
-            "json",
-        ])
-        .output()
-        .unwrap();
+    let out = doctor_elsewhere(&["--probe", file.to_str().unwrap(), "--format", "json"]);
     let rows = rows_of(&out);
     (out, rows)
 }

@@ -765,15 +765,7 @@ fn cell(cli: &Cli, level: Level) -> Vec<Check> {
 /// repository, where the CLIs are installed: doctor runs no program from
 /// the folder it runs in).
 fn versions() -> Vec<(AgentKind, String)> {
-    let elsewhere = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_orch"))
-        .current_dir(elsewhere.path())
-        .env("PATH", path_with_clis())
-        .env("COPILOT_CACHE_HOME", clis_dir().join("copilot-cache"))
-        .env("ORCH_STATE_DIR", elsewhere.path())
-        .args(["doctor", "--format", "json"])
-        .output()
-        .unwrap();
+    let out = crate::support::doctor_elsewhere(&["--format", "json"]);
     assert!(out.status.success(), "{out:?}");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     clis()

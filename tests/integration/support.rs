@@ -301,6 +301,22 @@ pub(crate) fn clis_bin() -> PathBuf {
     clis_dir().join("node_modules/.bin")
 }
 
+/// `orch doctor ARGS` with the pinned CLIs first on `PATH`, run outside
+/// the repository, where the CLIs are installed (doctor runs no program
+/// from the folder it runs in or its repository).
+pub(crate) fn doctor_elsewhere(args: &[&str]) -> std::process::Output {
+    let elsewhere = tempfile::tempdir().unwrap();
+    orch()
+        .current_dir(elsewhere.path())
+        .env("PATH", path_with_clis())
+        .env("COPILOT_CACHE_HOME", clis_dir().join("copilot-cache"))
+        .env("ORCH_STATE_DIR", elsewhere.path())
+        .arg("doctor")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
 /// PATH with the pinned CLIs first.
 pub(crate) fn path_with_clis() -> String {
     format!(
