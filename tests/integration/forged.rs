@@ -486,3 +486,57 @@ fn an_agents_cli_is_never_one_from_the_workspace() {
         assert!(real.exists(), "{permission}: {}", stderr(&out));
     }
 }
+
+/// What of the home a confined CLI may read is worked out from the CLI
+/// it will start (its own install there): found past the workspace's
+/// folders, so a `claude` an agent put in the workspace's `.venv/bin`
+/// does not take the real one's place and leave it unreadable.
+#[test]
+fn the_homes_readable_parts_follow_the_cli_that_starts() {
+    let (_dir, root, [work, home, cache]) = rooms();
+    use std::os::unix::fs::PermissionsExt;
+    // The real one: a link outside the home to a file in it (only that
+    // file of the home is read).
+    let installed = home.join("lib/claude.sh");
+    for cli in [
+        write(&work.join(".venv/bin"), "claude", "#!/bin/sh\n"),
+        write(&home.join("lib"), "claude.sh", "#!/bin/sh\n"),
+    ] {
+        std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::create_dir_all(root.join("links")).unwrap();
+    std::os::unix::fs::symlink(&installed, root.join("links/claude")).unwrap();
+    write(
+        &work,
+        "p.toml",
+        "version = 1\nname = \"r\"\n[[phases]]\nname = \"look\"\nagents = [\"claude\"]\nmode = \"audit\"\nprompt = \"x\"\n",
+    );
+    let out = orch()
+        .current_dir(&work)
+        .env("HOME", &home)
+        .env("XDG_CACHE_HOME", &cache)
+        .env(
+            "PATH",
+            format!(
+                "{}:{}:{}",
+                work.join(".venv/bin").display(),
+                root.join("links").display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .args(["explain", "p.toml", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let policy = &json_of(&out)["invocations"][0]["confinement"]["policy"];
+    let readable: Vec<&str> = policy["readable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p.as_str())
+        .collect();
+    assert!(
+        readable.contains(&installed.to_str().unwrap()),
+        "{readable:?}"
+    );
+}
