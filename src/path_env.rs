@@ -68,8 +68,13 @@ impl Trees {
     /// the trees, the file as well as its folder (a link
     /// `/usr/local/bin/claude -> <workspace>/...`).
     pub(crate) fn find(&self, program: &str, path: &OsStr, cwd: &Path) -> Option<PathBuf> {
-        let (search, _) = self.path_without(path);
-        which::which_in_all(program, Some(search), cwd)
+        self.find_on(program, &self.path_without(path).0, cwd)
+    }
+
+    /// [`Trees::find`] on a `PATH` already without the folders that lead
+    /// into the trees (from [`Trees::path_without`]).
+    pub(crate) fn find_on(&self, program: &str, kept: &OsStr, cwd: &Path) -> Option<PathBuf> {
+        which::which_in_all(program, Some(kept), cwd)
             .ok()?
             .find(|found| !self.may_lead_into(found))
     }

@@ -212,6 +212,16 @@ pub(crate) struct Shells {
     pub(crate) writable: Vec<PathBuf>,
 }
 
+/// An agent CLI's `PATH`: the agent's, whole (what its commands get
+/// back), and the CLI's, without the folders an agent could have written
+/// (see [`crate::path_env::Trees::path_without`]); whether any were left
+/// out.
+struct CliPath {
+    whole: String,
+    cli: std::ffi::OsString,
+    left_out: bool,
+}
+
 /// What to show of an invocation whose real argv, environment or files
 /// carry a secret of the pipeline's argvs (see
 /// [`super::env::shown_argv`]): the whole argv, and the variables (by
@@ -310,7 +320,8 @@ impl Invocation {
         args: &[String],
         lookup: impl Fn(&str) -> Option<String>,
     ) -> std::process::Command {
-        self.command_with(program, args, lookup, self.path_trees().as_ref())
+        let path = self.cli_path(&self.path_trees(), &lookup);
+        self.command_with(program, args, lookup, path)
     }
 
     /// The agent's own process ([`Invocation::command`]), its program
@@ -325,16 +336,31 @@ impl Invocation {
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Option<std::process::Command> {
         let trees = self.path_trees();
-        let program: std::ffi::OsString = match &trees {
-            Some(trees) if !self.program.contains('/') => {
-                let path = self.path_value(&lookup).unwrap_or_default();
-                trees
-                    .find(&self.program, std::ffi::OsStr::new(&path), &self.cwd)?
-                    .into()
+        let path = self.cli_path(&trees, &lookup);
+        let program: std::ffi::OsString = match (&trees, &path) {
+            (Some(trees), Some(path)) if !self.program.contains('/') => {
+                trees.find_on(&self.program, &path.cli, &self.cwd)?.into()
             }
             _ => self.program.clone().into(),
         };
-        Some(self.command_with(program, &self.args, lookup, trees.as_ref()))
+        Some(self.command_with(program, &self.args, lookup, path))
+    }
+
+    /// The agent CLI's `PATH` (none for a plain command, or without one),
+    /// split once: see [`CliPath`].
+    fn cli_path(
+        &self,
+        trees: &Option<crate::path_env::Trees>,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Option<CliPath> {
+        let trees = trees.as_ref()?;
+        let whole = self.path_value(lookup)?;
+        let (cli, left_out) = trees.path_without(std::ffi::OsStr::new(&whole));
+        Some(CliPath {
+            whole,
+            cli,
+            left_out: !left_out.is_empty(),
+        })
     }
 
     fn command_with(
@@ -342,7 +368,7 @@ impl Invocation {
         program: impl AsRef<std::ffi::OsStr>,
         args: &[String],
         lookup: impl Fn(&str) -> Option<String>,
-        trees: Option<&crate::path_env::Trees>,
+        path: Option<CliPath>,
     ) -> std::process::Command {
         use std::os::unix::process::CommandExt;
         let mut cmd = std::process::Command::new(program);
@@ -354,24 +380,19 @@ impl Invocation {
             }
         }
         for var in &self.env {
-            let Some(v) = var.resolve(&lookup) else {
-                continue;
-            };
-            match trees {
-                Some(trees) if var.name == "PATH" => {
-                    let (cli, left_out) = trees.path_without(std::ffi::OsStr::new(&v));
-                    // The model's commands get the whole of it back, in the
-                    // first shell the CLI starts (see
-                    // [`crate::confine::shell::commands_path`]).
-                    if self.shells.is_some() && !left_out.is_empty() {
-                        use crate::confine::shell::{CLI_PATH, COMMAND_PATH};
-                        cmd.env(CLI_PATH, &cli).env(COMMAND_PATH, &v);
-                    }
-                    cmd.env("PATH", cli);
+            if var.name == "PATH"
+                && let Some(path) = &path
+            {
+                // The model's commands get the whole of it back, in the
+                // first shell the CLI starts (see
+                // [`crate::confine::shell::commands_path`]).
+                if self.shells.is_some() && path.left_out {
+                    use crate::confine::shell::{CLI_PATH, COMMAND_PATH};
+                    cmd.env(CLI_PATH, &path.cli).env(COMMAND_PATH, &path.whole);
                 }
-                _ => {
-                    cmd.env(&var.name, v);
-                }
+                cmd.env("PATH", &path.cli);
+            } else if let Some(v) = var.resolve(&lookup) {
+                cmd.env(&var.name, v);
             }
         }
         cmd

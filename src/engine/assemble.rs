@@ -764,16 +764,20 @@ fn confinement(
                 .collect()
         })
         .unwrap_or_default();
-    // Found as the attempt will start it (past folders that lead into the
-    // workspace: see `Invocation::start_command`), so that a program an
-    // agent put there cannot choose which folders of the home are read.
-    let program = crate::path_env::Trees::new([ctx.workdir.clone()])
-        .find(
+    // Found as the attempt will start it: an agent CLI past folders that
+    // lead into the workspace (see `Invocation::start_command`), so that a
+    // program an agent put there cannot choose which folders of the home
+    // are read; a plain command as a shell finds it.
+    let program = if kind.is_llm() {
+        crate::path_env::Trees::new([ctx.workdir.clone()]).find(
             program,
             &std::env::var_os("PATH").unwrap_or_default(),
             &ctx.workdir,
         )
-        .and_then(|p| std::fs::canonicalize(p).ok());
+    } else {
+        which::which(program).ok()
+    }
+    .and_then(|p| std::fs::canonicalize(p).ok());
     let home_readable = match &ctx.home {
         Some(home) => policy::home_readable(
             home,

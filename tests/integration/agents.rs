@@ -56,37 +56,32 @@ fn doctor_runs_nothing_from_the_workspace() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let out = orch()
-        .current_dir(ws.path())
-        .env("PATH", format!("{}:{}", bin.display(), path_with_clis()))
-        .env("COPILOT_CACHE_HOME", clis_dir().join("copilot-cache"))
-        .env("ORCH_STATE_DIR", state.path())
-        .args(["doctor", "--format", "json"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let ran = std::fs::read_to_string(&marker).unwrap_or_default();
-    assert!(ran.is_empty(), "orch ran planted programs: {ran}");
-    for r in json_of(&out)["clis"].as_array().unwrap() {
+    // `orch doctor` in the workspace with `PATH` and `args`: it runs
+    // nothing planted.
+    let doctor = |path: String, args: &[&str]| {
+        let out = orch()
+            .current_dir(ws.path())
+            .env("PATH", path)
+            .env("COPILOT_CACHE_HOME", clis_dir().join("copilot-cache"))
+            .env("ORCH_STATE_DIR", state.path())
+            .args(args)
+            .args(["doctor", "--format", "json"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let ran = std::fs::read_to_string(&marker).unwrap_or_default();
+        assert!(ran.is_empty(), "orch ran planted programs: {ran}");
+        json_of(&out)
+    };
+    let report = doctor(format!("{}:{}", bin.display(), path_with_clis()), &[]);
+    for r in report["clis"].as_array().unwrap() {
         assert_eq!(r["verified"], true, "{r}");
     }
     // A CLI given by its path in the folder doctor runs in is named, not
     // run.
-    let out = orch()
-        .current_dir(ws.path())
-        .env("PATH", path_with_clis())
-        .env("ORCH_STATE_DIR", state.path())
-        .args([
-            "--agent-binary",
-            &format!("claude={}", bin.join("claude").display()),
-        ])
-        .args(["doctor", "--format", "json"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let ran = std::fs::read_to_string(&marker).unwrap_or_default();
-    assert!(ran.is_empty(), "orch ran planted programs: {ran}");
-    let claude = &json_of(&out)["clis"][0];
+    let given = format!("claude={}", bin.join("claude").display());
+    let report = doctor(path_with_clis(), &["--agent-binary", &given]);
+    let claude = &report["clis"][0];
     assert!(
         claude["problem"]
             .as_str()

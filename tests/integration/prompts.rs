@@ -471,46 +471,26 @@ fn orchs_git_is_never_one_from_the_workspace() {
         d.join(".venv/bin").display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let out = orch()
-        .current_dir(d)
-        .env("PATH", &path)
-        .args([
-            "--state-dir",
-            ".orch",
-            "prompt",
-            "p.toml",
-            "--phase",
-            "change",
-        ])
-        .args(["--agent", "judge"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let text = crate::support::stdout(&out);
-    assert!(text.contains("+after-the-change"), "{text}");
+    // The judge's prompt from `at`, with its diff (the real git's).
+    let judges_prompt = |at: &std::path::Path, up: &str| {
+        let out = orch()
+            .current_dir(at)
+            .env("PATH", &path)
+            .arg("--state-dir")
+            .arg(format!("{up}.orch"))
+            .args(["prompt", &format!("{up}p.toml"), "--phase", "change"])
+            .args(["--agent", "judge"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = crate::support::stdout(&out);
+        assert!(text.contains("+after-the-change"), "{text}");
+    };
+    judges_prompt(d, "");
     assert!(!marker.exists(), "orch ran the workspace's git");
     // Run from a folder of the repository: its `.venv/bin` is passed over
     // too.
     std::fs::create_dir(d.join("sub")).unwrap();
-    let out = orch()
-        .current_dir(d.join("sub"))
-        .env("PATH", &path)
-        .args([
-            "--state-dir",
-            "../.orch",
-            "prompt",
-            "../p.toml",
-            "--phase",
-            "change",
-        ])
-        .args(["--agent", "judge"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        crate::support::stdout(&out).contains("+after-the-change"),
-        "{}",
-        crate::support::stdout(&out)
-    );
+    judges_prompt(&d.join("sub"), "../");
     assert!(!marker.exists(), "orch ran the repository's git");
 }

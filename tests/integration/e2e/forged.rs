@@ -17,6 +17,15 @@ use super::{
 };
 use crate::support::{Tool, require};
 
+/// The CLIs orch gives its shells to (not Codex: it starts its commands
+/// through the shell of the user's account, docs/confinement.md).
+const WITH_SHELLS: [AgentKind; 4] = [
+    AgentKind::Claude,
+    AgentKind::Gemini,
+    AgentKind::Opencode,
+    AgentKind::Copilot,
+];
+
 /// `orch run` of the CLI at `workspace-write` with the whole shell
 /// granted, the scripted model making `calls`; the run must succeed.
 fn run_with_shell(cli: &super::Cli, dir: &std::path::Path, calls: serde_json::Value) -> OrchRun {
@@ -124,12 +133,7 @@ const ANCESTORS: &str = r#"printf '%s\n' 'p=$$; while [ "$p" -gt 1 ]; do read -r
 #[test]
 fn a_command_cannot_reach_into_the_cli_that_started_it() {
     require!(Tool::AgentClis);
-    for kind in [
-        AgentKind::Claude,
-        AgentKind::Gemini,
-        AgentKind::Opencode,
-        AgentKind::Copilot,
-    ] {
+    for kind in WITH_SHELLS {
         let cli = find_cli(kind);
         let dir = scratch("orch-e2e-nested-");
         let run = run_with_shell(&cli, dir.path(), json!([(cli.shell_call)(ANCESTORS)]));
@@ -207,12 +211,7 @@ const PLANTED: &[&str] = &[
 fn what_a_cli_starts_by_name_is_never_from_a_folder_the_agent_may_write() {
     require!(Tool::AgentClis);
     let mut controls = 0;
-    for kind in [
-        AgentKind::Claude,
-        AgentKind::Gemini,
-        AgentKind::Opencode,
-        AgentKind::Copilot,
-    ] {
+    for kind in WITH_SHELLS {
         let cli = find_cli(kind);
         let dir = scratch("orch-e2e-planted-path-");
         let work = dir.path().join("work");
@@ -328,12 +327,7 @@ fn what_a_cli_starts_by_name_is_never_from_a_folder_the_agent_may_write() {
 #[test]
 fn a_workspace_env_file_gives_no_cli_a_loader() {
     require!(Tool::AgentClis);
-    for kind in [
-        AgentKind::Gemini,
-        AgentKind::Claude,
-        AgentKind::Opencode,
-        AgentKind::Copilot,
-    ] {
+    for kind in WITH_SHELLS {
         let cli = find_cli(kind);
         let dir = scratch("orch-e2e-dotenv-");
         let work = dir.path().join("work");
