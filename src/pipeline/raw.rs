@@ -436,13 +436,11 @@ fn decode_whole(source: &Arc<SourceFile>) -> (Option<RawPipeline>, Vec<Diagnosti
     (Some(raw), d.diags)
 }
 
-/// From what size a file is decoded phase by phase. Finding the phases
-/// costs a second pass of the lexer (2% more instructions at 1,000 phases,
-/// 330 KB), but the whole file's tokens, events and tree are large
-/// allocations touched once: at 1,000 phases the process touched 2,390
-/// pages parsing whole and 915 phase by phase, and ran 10-25% faster
-/// (`scripts/measure-validate.sh`). Below this, the file is a few hundred
-/// phases and both ways cost the same.
+/// From what size a file is decoded phase by phase. The whole file's
+/// tokens, events and tree are large allocations touched once: at 1,000
+/// phases the process touched 2,390 pages parsing whole and 915 phase by
+/// phase, and ran 10-25% faster (`scripts/measure-validate.sh`). Below
+/// this, the file is a few hundred phases and both ways cost the same.
 const SPLIT_FROM: usize = 64 << 10;
 
 /// Where each `[[phases]]` table of a file starts, when the file is laid
@@ -452,57 +450,42 @@ const SPLIT_FROM: usize = 64 << 10;
 /// phase is in memory at a time, not the whole file's (a 100,000-phase
 /// file's tree took over 400 MB). `None` for any other layout.
 ///
-/// Found with the TOML lexer, so a `[[phases]]` inside a multi-line
-/// string or a line of an array value is not taken for a header. Whether
-/// the stretches really are the file is checked when they are parsed
-/// ([`decode_by_phase`]): anything unexpected falls back to parsing the
-/// file whole.
+/// Found line by line, not with the TOML lexer (a second lexer pass was
+/// 5% of validating 1,000 phases): a line inside a multi-line string or
+/// array may look like a header. That is safe because the stretches are
+/// parsed one by one ([`decode_by_phase`]): a stretch cut inside a string,
+/// array or inline table ends with it unclosed and does not parse, and
+/// anything unexpected falls back to parsing the file whole. A lookalike
+/// costs the split, never the meaning.
 fn phase_stretches(text: &str) -> Option<Vec<usize>> {
-    use toml_parser::lexer::TokenKind;
     let mut starts = Vec::new();
     let mut line_start = 0;
-    let mut at_line_start = true;
-    let mut depth: u32 = 0;
-    for token in toml_parser::Source::new(text).lex() {
-        let span = token.span();
-        match token.kind() {
-            TokenKind::Newline => {
-                at_line_start = true;
-                line_start = span.end();
-                continue;
-            }
-            TokenKind::Whitespace => continue,
-            TokenKind::LeftSquareBracket if at_line_start && depth == 0 => {
-                let line = &text[line_start..];
-                let line = &line[..line.find('\n').unwrap_or(line.len())];
-                let header = line.split('#').next().unwrap_or("").trim();
-                if let Some(inner) = header
-                    .strip_prefix("[[")
-                    .and_then(|h| h.strip_suffix("]]"))
-                    .map(str::trim)
-                {
-                    if inner == "phases" {
-                        starts.push(line_start);
-                    } else if !starts.is_empty() && !inner.starts_with("phases.") {
-                        return None;
-                    }
-                } else if !starts.is_empty()
-                    && !header
-                        .strip_prefix('[')
-                        .is_some_and(|h| h.trim_start().starts_with("phases."))
-                {
-                    // Another table after the phases.
+    while line_start < text.len() {
+        let rest = &text[line_start..];
+        let len = memchr::memchr(b'\n', rest.as_bytes()).map_or(rest.len(), |n| n + 1);
+        let line = rest[..len].trim_start_matches([' ', '\t']);
+        if line.starts_with('[') {
+            let header = line.split('#').next().unwrap_or("").trim_end();
+            if let Some(inner) = header
+                .strip_prefix("[[")
+                .and_then(|h| h.strip_suffix("]]"))
+                .map(str::trim)
+            {
+                if inner == "phases" {
+                    starts.push(line_start);
+                } else if !starts.is_empty() && !inner.starts_with("phases.") {
                     return None;
                 }
-                depth += 1;
+            } else if !starts.is_empty()
+                && !header
+                    .strip_prefix('[')
+                    .is_some_and(|h| h.trim_start().starts_with("phases."))
+            {
+                // Another table after the phases.
+                return None;
             }
-            TokenKind::LeftSquareBracket | TokenKind::LeftCurlyBracket => depth += 1,
-            TokenKind::RightSquareBracket | TokenKind::RightCurlyBracket => {
-                depth = depth.saturating_sub(1)
-            }
-            _ => {}
         }
-        at_line_start = false;
+        line_start += len;
     }
     (!starts.is_empty()).then_some(starts)
 }
@@ -914,11 +897,24 @@ mod tests {
                     "{head}[[phases]]\nagents = \"a\"\n[[phases]]\nname = 3\nagents = [\"a\"]\nx = 1\n"
                 ),
             ),
-            // Array lines and strings that look like headers.
+            // Array lines and strings that look like headers: found
+            // line by line, they cost the split, not the meaning.
             (
                 "lookalikes",
                 format!(
                     "{head}[[phases]]\nname = \"a\"\nagents = [\n[\"a\"],\n]\nprompt = \"\"\"\n[[phases]]\nname = \\\"b\\\"\n\"\"\"\n[[phases]]\nname = \"c\"\nagents = [\"a\"]\n"
+                ),
+            ),
+            (
+                "string lookalike",
+                format!(
+                    "{head}[[phases]]\nname = \"a\"\nprompt = \"\"\"\n  [[phases]]\nname = \\\"b\\\"\n\"\"\"\n[[phases]]\nname = \"c\"\nagents = [\"a\"]\nprompt = \'\'\'\n[[phases]] # x\n[phases.tools]\n\'\'\'\n"
+                ),
+            ),
+            (
+                "inline table lookalike",
+                format!(
+                    "{head}[[phases]]\nname = \"a\"\nagents = [\"a\"]\nenv = {{ A = \"\"\"\n[[phases]]\n\"\"\" }}\n[[phases]]\nname = \"c\"\n"
                 ),
             ),
             // Not split: a table after the phases, phases in the head,
@@ -994,7 +990,9 @@ mod tests {
         for (name, split) in [
             ("split", true),
             ("problems", true),
-            ("lookalikes", true),
+            ("lookalikes", false),
+            ("string lookalike", false),
+            ("inline table lookalike", false),
             ("many", true),
             ("crlf", true),
             ("bom tabs spaces", true),
