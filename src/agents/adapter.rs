@@ -239,9 +239,10 @@ pub trait Adapter: Sync {
     /// Validation consults it (strict: a `none` is an error).
     fn enforcement(&self, toolset: &ToolSet) -> Enforcement;
 
-    /// Folders (by name) the CLI loads code from in the workspace and its
-    /// ancestors whatever orch's flags say: hidden from it under
-    /// `read-only`, where orch confines it.
+    /// Folders and files (by relative path) the CLI loads code, or variables that
+    /// make it run code, from in the workspace and its ancestors whatever
+    /// orch's flags say: hidden from it under `read-only`, where orch
+    /// confines it.
     fn loads_code_from(&self) -> &'static [&'static str] {
         &[]
     }

@@ -346,6 +346,91 @@ fn a_workspace_env_file_gives_no_cli_a_loader() {
     }
 }
 
+/// Gemini CLI copies each variable it does not have yet from the first
+/// `.gemini/.env` or `.env` it finds walking up from its working folder,
+/// whatever its flags say (a `RIPGREP_CONFIG_PATH` there has the ripgrep
+/// Gemini runs itself run a program the file names). Under `read-only`
+/// orch hides both from Gemini, so a read-only Gemini (a judge after a
+/// writer, say) takes nothing from a file an agent planted, and a `.env`
+/// with another name (a hard link) keeps the attempt from starting. The
+/// planted variable is `GEMINI_SYSTEM_MD`, naming a file whose text then
+/// goes to the model as Gemini's system prompt (what the scripted endpoint
+/// sees). Under `workspace-write` the workspace is the agent's to read and
+/// the variable arrives: the limit docs/confinement.md states, and the
+/// proof that Gemini reads the file (this fails once Gemini stops).
+#[test]
+fn a_read_only_gemini_takes_no_variable_from_a_workspace_env_file() {
+    require!(Tool::AgentClis);
+    const MARK: &str = "ORCH-PLANTED-SYSTEM-PROMPT";
+    let cli = find_cli(AgentKind::Gemini);
+    #[derive(PartialEq)]
+    enum Plant {
+        File,
+        HardLink,
+        FolderLink,
+    }
+    let run = |level: Level, file: &str, plant: Plant| {
+        let dir = scratch("orch-e2e-gemini-dotenv-");
+        let work = dir.path().join("work");
+        if plant == Plant::FolderLink {
+            // `.gemini` a link to a folder of the workspace.
+            std::fs::create_dir_all(work.join("elsewhere")).unwrap();
+            std::os::unix::fs::symlink("elsewhere", work.join(".gemini")).unwrap();
+        } else {
+            std::fs::create_dir_all(work.join(".gemini")).unwrap();
+        }
+        std::fs::write(work.join("system.md"), format!("{MARK}\n")).unwrap();
+        let env = format!("GEMINI_SYSTEM_MD={}\n", work.join("system.md").display());
+        std::fs::write(work.join(file), env).unwrap();
+        if plant == Plant::HardLink {
+            std::fs::hard_link(work.join(file), work.join("settings.txt")).unwrap();
+        }
+        let server = ModelServer::start(dir.path(), &json!([]));
+        let text = pipeline(&cli, level, &server, dir.path());
+        let run = orch_run(&cli, dir.path(), &server, &text);
+        let planted = run
+            .requests
+            .iter()
+            .any(|r| r["body"]["systemInstruction"].to_string().contains(MARK));
+        (run, planted)
+    };
+    for file in [".env", ".gemini/.env"] {
+        let (ro, planted) = run(Level::ReadOnly, file, Plant::File);
+        assert_eq!(ro.code, Some(0), "{file}: {}", ro.context());
+        assert!(ro.answered() > 0, "{file}: {}", ro.context());
+        assert!(
+            !planted,
+            "{file}: read-only Gemini took the planted system prompt: {}",
+            ro.context()
+        );
+        let (ww, planted) = run(Level::WorkspaceWrite, file, Plant::File);
+        assert_eq!(ww.code, Some(0), "{file}: {}", ww.context());
+        assert!(
+            planted,
+            "{file}: no planted system prompt at workspace-write: {}",
+            ww.context()
+        );
+    }
+    for (file, plant, named) in [
+        (".env", Plant::HardLink, "/.env` has other names"),
+        (
+            ".gemini/.env",
+            Plant::HardLink,
+            "/.gemini/.env` has other names",
+        ),
+        (".gemini/.env", Plant::FolderLink, "/.gemini` is a link"),
+    ] {
+        let (linked, planted) = run(Level::ReadOnly, file, plant);
+        let ctx = linked.context();
+        assert!(!planted, "{file}: {ctx}");
+        assert_ne!(linked.code, Some(0), "{file}: {ctx}");
+        assert!(
+            linked.stderr.contains("cannot confine the process") && linked.stderr.contains(named),
+            "{file}: {ctx}"
+        );
+    }
+}
+
 /// OpenCode snapshots the workspace with git after each step, started by
 /// OpenCode itself. What git runs from its configuration (a clean filter
 /// for the workspace's text files) runs wherever that git runs. The
