@@ -264,7 +264,7 @@ pub trait Adapter: Sync {
         shell.or_else(|| {
             (visible && !loads.is_empty()).then(|| {
                 format!(
-                    "the code it loads from {} in the workspace, {}",
+                    "what it loads from {} in the workspace, {}",
                     loads.join(", "),
                     if toolset.permission != Permission::ReadOnly {
                         format!("readable at {}", toolset.permission)
