@@ -189,17 +189,30 @@ pub fn installed(kind: AgentKind, program: &str) -> Installed {
         }
     };
     found.path = Some(path.clone());
-    let home = std::env::temp_dir().join(format!("orch-doctor-{}-{}", std::process::id(), kind));
-    let _ = std::fs::create_dir_all(&home);
+    // A home of its own, made new (mode 0700, an unguessable name): a
+    // predictable one in the shared temporary folder could be another
+    // user's, made first, with a link or a `.npmrc` waiting in it.
+    let home = match tempfile::Builder::new()
+        .prefix(&format!("orch-doctor-{kind}-"))
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()
+    {
+        Ok(h) => h,
+        Err(e) => {
+            found.problem = Some(format!("cannot make a temporary home for `--version`: {e}"));
+            return found;
+        }
+    };
+    let home = home.path();
     let mut cmd = Command::new(&path);
     cmd.arg("--version")
         .env_clear()
-        .env("HOME", &home)
+        .env("HOME", home)
         .env("PATH", crate::path_env::orchs_path())
         .env("COPILOT_AUTO_UPDATE", "false")
         .env(
             "COPILOT_CACHE_HOME",
-            std::env::var_os("COPILOT_CACHE_HOME").unwrap_or_else(|| home.clone().into()),
+            std::env::var_os("COPILOT_CACHE_HOME").unwrap_or_else(|| home.as_os_str().to_owned()),
         )
         .env("NO_COLOR", "1");
     match run_bounded(
@@ -227,7 +240,6 @@ pub fn installed(kind: AgentKind, program: &str) -> Installed {
         }
         Err(e) => found.problem = Some(format!("cannot run `{program}`: {e}")),
     }
-    let _ = std::fs::remove_dir_all(&home);
     found
 }
 
@@ -394,6 +406,42 @@ pub(crate) fn remove_files(inv: &Invocation) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `doctor` runs `--version` with a home of its own: new, private,
+    /// named past guessing, and gone after.
+    #[test]
+    fn the_version_runs_in_a_new_private_home() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let seen = dir.path().join("seen");
+        let cli = dir.path().join("fake-cli");
+        std::fs::write(
+            &cli,
+            format!(
+                "#!/bin/sh\nstat -c '%a' \"$HOME\" > {seen}\necho \"$HOME\" >> {seen}\nls -A \"$HOME\" >> {seen}\necho '1.2.3'\n",
+                seen = seen.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let found = installed(AgentKind::Claude, cli.to_str().unwrap());
+        assert_eq!(found.version.as_deref(), Some("1.2.3"), "{found:?}");
+        let seen = std::fs::read_to_string(&seen).unwrap();
+        let mut lines = seen.lines();
+        assert_eq!(lines.next(), Some("700"), "{seen}");
+        let home = lines.next().unwrap();
+        assert_eq!(lines.next(), None, "the home was not empty: {seen}");
+        let name = std::path::Path::new(home)
+            .file_name()
+            .unwrap()
+            .to_string_lossy();
+        let pid = std::process::id().to_string();
+        assert!(
+            name.starts_with("orch-doctor-claude-") && !name.contains(&pid),
+            "{home}"
+        );
+        assert!(!std::path::Path::new(home).exists(), "{home} is left");
+    }
 
     #[test]
     fn versions() {
