@@ -47,6 +47,10 @@ impl Attempts for Live {
         // Each attempt starts in a fresh directory of its own, outside the
         // workspace, that orch alone fills (and removes after).
         let dir = self.ctx.attempt_dir(&phase.name, &agent.name);
+        if let Some(k) = &self.keeper {
+            k.remove_if_orch_dies(dir.path());
+            k.remove_if_orch_dies(&assemble::servers_dir(dir.path()));
+        }
         let slot = assemble::Slot {
             dir: dir.path(),
             run_id: &self.run_id,

@@ -8,7 +8,10 @@
 //! however), the keeper sends KILL to every group still registered, kills
 //! every registered cgroup (`cgroup.kill`: everything in it and beneath,
 //! whatever left its group, and an agent whose start orch had not
-//! finished), and exits. It runs in its own
+//! finished), removes every attempt folder orch registered (`+rPATH`: an
+//! attempt's own directory, its servers' folder, the run's program for
+//! shells; orch removes each itself when it ends normally), and exits. It
+//! runs in its own
 //! process group and ignores INT, TERM and HUP, so a Ctrl-C meant for orch
 //! does not take it down first. (A parent-death signal on each agent would
 //! also work, but only for the agent's own process.)
@@ -83,6 +86,16 @@ impl Keeper {
     }
 }
 
+impl Keeper {
+    /// An attempt folder (or the run's file in the attempts' folder) to
+    /// remove if orch dies; one orch removes itself first is already gone.
+    pub(crate) fn remove_if_orch_dies(&self, path: &Path) {
+        if let Some(p) = path.to_str().filter(|p| !p.contains('\n')) {
+            self.say(format!("+r{p}\n"));
+        }
+    }
+}
+
 impl Drop for Keeper {
     fn drop(&mut self) {
         // Closing the pipe ends the keeper; wait so it does not linger.
@@ -111,9 +124,14 @@ pub(crate) fn serve() {
     }
     let mut groups: BTreeSet<i32> = BTreeSet::new();
     let mut cgroups: BTreeSet<String> = BTreeSet::new();
+    let mut leftovers: BTreeSet<String> = BTreeSet::new();
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
         let Ok(line) = line else { break };
+        if let Some(path) = line.strip_prefix("+r") {
+            leftovers.insert(path.to_string());
+            continue;
+        }
         if let Some(dir) = line.strip_prefix("+c") {
             cgroups.insert(dir.to_string());
             continue;
@@ -143,5 +161,21 @@ pub(crate) fn serve() {
     // Only cgroups orch made (`.../orch-<pid>`, and beneath).
     for dir in cgroups.iter().filter(|d| d.contains("/orch-")) {
         let _ = std::fs::write(Path::new(dir).join("cgroup.kill"), "1");
+    }
+    // What the killed processes wrote there goes with them (only inside
+    // the attempts' folder; `remove_dir_all` follows no link out of it).
+    for path in leftovers.iter().map(Path::new) {
+        if !path.parent().is_some_and(|p| p.ends_with("orch/attempts")) {
+            continue;
+        }
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if m.is_dir() => {
+                let _ = std::fs::remove_dir_all(path);
+            }
+            Ok(_) => {
+                let _ = std::fs::remove_file(path);
+            }
+            Err(_) => {}
+        }
     }
 }

@@ -394,6 +394,66 @@ fn an_agent_gets_no_descriptor_orch_inherited() {
 
 /// Other attempts' directories stay hidden with the cache folder outside
 /// the home, and the home stays hidden with the home itself on PATH.
+/// orch killed with SIGKILL removes nothing itself: its keeper removes
+/// the attempt's own directory (what the agent wrote there: sessions,
+/// temporary files), once the agent is killed. Another run's folder in
+/// the same attempts' folder stays.
+#[test]
+fn a_killed_run_leaves_no_attempt_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let (work, home, cache) = (root.join("work"), root.join("home"), root.join("cache"));
+    let attempts = cache.join("orch/attempts");
+    let other = attempts.join("other-sh-0123456789abcdef");
+    for d in [&work, &home, &other] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let text = "version = 1\nname = \"c\"\n[agents.sh]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"echo session > \\\"$TMPDIR/kept\\\"; touch up; exec sleep 60\"]\n[[phases]]\nname = \"run\"\nagents = [\"sh\"]\n[phases.tools]\npermission = \"workspace-write\"\n";
+    let file = write(&work, "pipeline.toml", text);
+    let mut child = orch()
+        .current_dir(&work)
+        .env("HOME", &home)
+        .env("XDG_CACHE_HOME", &cache)
+        .args(["run", file.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let entries = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&attempts)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let started = std::time::Instant::now();
+    while !work.join("up").exists() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "the agent never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The control: the attempt's folder is there, with what the agent wrote.
+    let during = entries();
+    assert!(
+        during.iter().any(|n| n.starts_with("run-sh-")),
+        "{during:?}"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let started = std::time::Instant::now();
+    while entries() != ["other-sh-0123456789abcdef"] {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "left after a killed run: {:?}",
+            entries()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn other_attempts_and_the_home_stay_hidden_whatever_the_folders() {
     let dir = tempfile::tempdir().unwrap();
