@@ -239,10 +239,9 @@ pub trait Adapter: Sync {
     /// Validation consults it (strict: a `none` is an error).
     fn enforcement(&self, toolset: &ToolSet) -> Enforcement;
 
-    /// Folders and files (by relative path) the CLI loads code, or variables that
-    /// make it run code, from in the workspace and its ancestors whatever
-    /// orch's flags say: hidden from it under `read-only`, where orch
-    /// confines it.
+    /// Folders (by name) the CLI loads code from in the workspace and its
+    /// ancestors whatever orch's flags say: hidden from it under
+    /// `read-only`, where orch confines it.
     fn loads_code_from(&self) -> &'static [&'static str] {
         &[]
     }
@@ -264,7 +263,7 @@ pub trait Adapter: Sync {
         shell.or_else(|| {
             (visible && !loads.is_empty()).then(|| {
                 format!(
-                    "what it loads from {} in the workspace, {}",
+                    "the code it loads from {} in the workspace, {}",
                     loads.join(", "),
                     if toolset.permission != Permission::ReadOnly {
                         format!("readable at {}", toolset.permission)

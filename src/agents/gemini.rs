@@ -133,16 +133,6 @@ const TABLE: CliTable = CliTable {
 };
 
 impl Adapter for Gemini {
-    fn loads_code_from(&self) -> &'static [&'static str] {
-        // Gemini copies every variable it does not have yet from the first
-        // `.gemini/.env` or `.env` it finds walking up from its working
-        // folder, whatever its flags say: a `RIPGREP_CONFIG_PATH` there
-        // makes the ripgrep Gemini runs itself run a program the file names
-        // (`--pre`), in Gemini's domain. The files only: Gemini stops when
-        // it cannot read a `.gemini/settings.json` it sees.
-        &[".env", ".gemini/.env"]
-    }
-
     fn table(&self) -> &'static CliTable {
         &TABLE
     }

@@ -213,22 +213,7 @@ impl Policy {
                 p.display()
             )
         };
-        let hard_linked = |p: &Path| {
-            format!(
-                "`{}` has other names (a hard link): under another it may be readable, and the CLI loads code from what it reads there; make it a file of its own",
-                p.display()
-            )
-        };
         for path in &self.code_hidden {
-            // The folders it is in (`.gemini` of `.gemini/.env`): the
-            // workspace's ancestors are as they are (no links), so a link
-            // among them is one an agent made, leading where the file is
-            // not hidden.
-            for folder in path.ancestors().skip(1) {
-                if std::fs::symlink_metadata(folder).is_ok_and(|m| m.file_type().is_symlink()) {
-                    return Err(linked(folder));
-                }
-            }
             let meta = match std::fs::symlink_metadata(path) {
                 Ok(m) => m,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
@@ -238,11 +223,7 @@ impl Policy {
                 return Err(linked(path));
             }
             if !meta.is_dir() {
-                // Hidden as it is (nothing is looked up through it), unless
-                // it has another name, which may be readable.
-                if meta.nlink() > 1 {
-                    return Err(hard_linked(path));
-                }
+                // Hidden as it is; nothing is looked up through it.
                 continue;
             }
             for entry in std::fs::read_dir(path).map_err(|e| why(path, e))? {
@@ -252,7 +233,10 @@ impl Policy {
                     return Err(linked(&entry.path()));
                 }
                 if !meta.is_dir() && meta.nlink() > 1 {
-                    return Err(hard_linked(&entry.path()));
+                    return Err(format!(
+                        "`{}` has other names (a hard link): under another it may be readable, and the CLI loads code from what it reads there; make it a file of its own",
+                        entry.path().display()
+                    ));
                 }
             }
         }

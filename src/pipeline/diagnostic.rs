@@ -521,7 +521,7 @@ impl Problem {
                 strict: true,
                 ..
             } => Some(format!(
-                "give the judge no shell (`internal = {}` in `[agents.{judge}.modes.review]`) and keep it `read-only` (a CLI that loads code or variables from the workspace, OpenCode's plugins or Gemini's `.env`, loads them from a workspace it may read whole): it judges the changes it is shown; run the tests as a plain command (in a phase before it, or as the judge); or set `enforcement = \"best-effort\"` in `[defaults]` to run with a warning",
+                "give the judge no shell (`internal = {}` in `[agents.{judge}.modes.review]`) and keep it `read-only` (OpenCode loads plugins from a workspace it may read whole): it judges the changes it is shown; run the tests as a plain command (in a phase before it, or as the judge); or set `enforcement = \"best-effort\"` in `[defaults]` to run with a warning",
                 if *codex {
                     "[]"
                 } else {

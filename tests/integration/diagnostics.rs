@@ -148,7 +148,6 @@ fixtures! {
     judge_runs_the_work => [at("judge_runs_the_work", 8, 12)],
     judge_after_a_full_access_writer => [at("judge_runs_the_work", 8, 12)],
     judge_loads_plugins_at_workspace_write => [at("judge_runs_the_work", 14, 12)],
-    judge_loads_env_at_workspace_write => [at("judge_runs_the_work", 14, 12)],
     bad_model => [at("bad_model", 6, 9)],
     many_errors => [
         at("version", 2, 11),
