@@ -337,7 +337,9 @@ pub(crate) fn config_value(name: &str, value: &EnvValue, syntax: EnvRef) -> Stri
             // A template holds only `${NAME}` references (see `classify`).
             EnvRef::Braced => t.replace("${", "{env:"),
         },
-        EnvValue::PassThrough | EnvValue::Secret(_) => syntax.to(name),
+        EnvValue::PassThrough | EnvValue::PassThroughOrEmpty | EnvValue::Secret(_) => {
+            syntax.to(name)
+        }
     }
 }
 

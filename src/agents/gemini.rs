@@ -13,7 +13,9 @@ use super::adapter::{
 };
 use super::claude::pretty;
 use super::env;
-use super::invocation::{Enforced, Enforcement, Invocation, InvocationFile, Stdin};
+use super::invocation::{
+    Enforced, Enforcement, EnvValue, EnvVar, Invocation, InvocationFile, Stdin,
+};
 use super::kind::{CliTable, ORCH_SETS, WIDENS};
 use crate::events::Event;
 use crate::model::AgentKind;
@@ -50,6 +52,166 @@ fn command_prefix(pattern: &str) -> String {
         .trim_end()
         .to_string()
 }
+
+/// Variables Gemini CLI would take from a `.env` of the workspace
+/// (`.gemini/.env` or `.env` in its working folder or one above it: it
+/// copies each one it lacks, whatever its flags say) that make it run a
+/// program, leave orch's confinement, send its requests (and its key)
+/// elsewhere, or replace what orch tells it. orch sets each one (to the
+/// value that means "off", empty for most) unless the agent's `env` or
+/// `pass_env` gives it, so no such file can.
+const PINNED_AGAINST_DOTENV: &[(&str, &str)] = &[
+    // A container or sandbox of Gemini's own, which a daemon outside the
+    // confinement would start.
+    ("GEMINI_SANDBOX", ""),
+    ("GEMINI_SANDBOX_IMAGE", ""),
+    ("GEMINI_SANDBOX_PROXY_COMMAND", ""),
+    ("SANDBOX", ""),
+    ("SANDBOX_ENV", ""),
+    ("SANDBOX_FLAGS", ""),
+    ("SANDBOX_MOUNTS", ""),
+    ("SANDBOX_PORTS", ""),
+    ("SANDBOX_SET_UID_GID", ""),
+    ("SEATBELT_PROFILE", ""),
+    ("BUILD_SANDBOX", ""),
+    // Programs it starts: an IDE companion, the ripgrep of its search
+    // (`--pre` in a config file), an auth executable, an editor.
+    ("GEMINI_CLI_IDE_SERVER_STDIO_COMMAND", ""),
+    ("GEMINI_CLI_IDE_SERVER_STDIO_ARGS", ""),
+    ("GEMINI_CLI_IDE_SERVER_PORT", ""),
+    ("GEMINI_CLI_IDE_WORKSPACE_PATH", ""),
+    ("GEMINI_CLI_IDE_AUTH_TOKEN", ""),
+    ("GEMINI_CLI_IDE_PID", ""),
+    ("RIPGREP_CONFIG_PATH", ""),
+    ("GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES", ""),
+    ("GOOGLE_APPLICATION_CREDENTIALS", ""),
+    ("EDITOR", ""),
+    ("VISUAL", ""),
+    ("BROWSER", ""),
+    // Its settings, trust and rules.
+    ("GEMINI_CLI_SYSTEM_SETTINGS_PATH", ""),
+    ("GEMINI_CLI_SYSTEM_DEFAULTS_PATH", ""),
+    ("GEMINI_CLI_TRUSTED_FOLDERS_PATH", ""),
+    ("GEMINI_CLI_EXTENSION_REGISTRY_URI", ""),
+    ("GEMINI_YOLO_MODE", ""),
+    ("GEMINI_CLI_APPROVAL_MODE", ""),
+    ("GEMINI_CLI_ACTIVE_APPROVAL_MODE", ""),
+    ("GEMINI_EXP", ""),
+    ("GEMINI_CLI_EXP_AGENT", ""),
+    ("GEMINI_CLI_INTEGRATION_TEST", ""),
+    ("VITEST", ""),
+    ("GEMINI_SYSTEM_MD", ""),
+    ("GEMINI_WRITE_SYSTEM_MD", ""),
+    // Where its requests go, with what, and which certificates it trusts.
+    ("GOOGLE_GEMINI_BASE_URL", ""),
+    ("GOOGLE_VERTEX_BASE_URL", ""),
+    ("GOOGLE_GENAI_USE_VERTEXAI", ""),
+    ("GOOGLE_GENAI_USE_GCA", ""),
+    ("GEMINI_CLI_USE_COMPUTE_ADC", ""),
+    ("CLOUD_SHELL", ""),
+    ("GEMINI_CLI_CUSTOM_HEADERS", ""),
+    ("HTTPS_PROXY", ""),
+    ("https_proxy", ""),
+    ("HTTP_PROXY", ""),
+    ("http_proxy", ""),
+    ("ALL_PROXY", ""),
+    ("all_proxy", ""),
+    ("NODE_TLS_REJECT_UNAUTHORIZED", ""),
+    ("NODE_EXTRA_CA_CERTS", ""),
+    ("SSL_CERT_FILE", ""),
+    ("SSL_CERT_DIR", ""),
+    ("NO_PROXY", ""),
+    ("no_proxy", ""),
+    // Its telemetry, which sends the conversation (prompts, what the tools
+    // read) to the endpoint or file it names: every variable of Gemini's
+    // (off: an empty target or protocol is an error to it) and of the
+    // OpenTelemetry SDK it bundles (0.61).
+    ("GEMINI_TELEMETRY_ENABLED", "false"),
+    ("GEMINI_TELEMETRY_TARGET", "local"),
+    ("GEMINI_TELEMETRY_OTLP_ENDPOINT", ""),
+    ("GEMINI_TELEMETRY_OTLP_PROTOCOL", "grpc"),
+    ("GEMINI_TELEMETRY_LOG_PROMPTS", "false"),
+    ("GEMINI_TELEMETRY_OUTFILE", ""),
+    ("GEMINI_TELEMETRY_USE_COLLECTOR", "false"),
+    ("GEMINI_TELEMETRY_USE_CLI_AUTH", "false"),
+    ("GEMINI_TELEMETRY_TRACES_ENABLED", "false"),
+    ("OTEL_ATTRIBUTE_COUNT_LIMIT", ""),
+    ("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", ""),
+    ("OTEL_BLRP_EXPORT_TIMEOUT", ""),
+    ("OTEL_BLRP_MAX_EXPORT_BATCH_SIZE", ""),
+    ("OTEL_BLRP_MAX_QUEUE_SIZE", ""),
+    ("OTEL_BLRP_SCHEDULE_DELAY", ""),
+    ("OTEL_BSP_EXPORT_TIMEOUT", ""),
+    ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", ""),
+    ("OTEL_BSP_MAX_QUEUE_SIZE", ""),
+    ("OTEL_BSP_SCHEDULE_DELAY", ""),
+    ("OTEL_CONFIG_FILE", ""),
+    ("OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT", ""),
+    ("OTEL_EXPORTER_OTLP_CERTIFICATE", ""),
+    ("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", ""),
+    ("OTEL_EXPORTER_OTLP_CLIENT_KEY", ""),
+    ("OTEL_EXPORTER_OTLP_COMPRESSION", ""),
+    ("OTEL_EXPORTER_OTLP_ENDPOINT", ""),
+    ("OTEL_EXPORTER_OTLP_HEADERS", ""),
+    ("OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE", ""),
+    ("OTEL_EXPORTER_OTLP_LOGS_CLIENT_CERTIFICATE", ""),
+    ("OTEL_EXPORTER_OTLP_LOGS_CLIENT_KEY", ""),
+    ("OTEL_EXPORTER_OTLP_LOGS_COMPRESSION", ""),
+    ("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", ""),
+    ("OTEL_EXPORTER_OTLP_LOGS_HEADERS", ""),
+    ("OTEL_EXPORTER_OTLP_LOGS_PROTOCOL", ""),
+    ("OTEL_EXPORTER_OTLP_LOGS_TIMEOUT", ""),
+    ("OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE", ""),
+    ("OTEL_EXPORTER_OTLP_METRICS_CLIENT_CERTIFICATE", ""),
+    ("OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY", ""),
+    ("OTEL_EXPORTER_OTLP_METRICS_COMPRESSION", ""),
+    (
+        "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION",
+        "",
+    ),
+    ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", ""),
+    ("OTEL_EXPORTER_OTLP_METRICS_HEADERS", ""),
+    ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", ""),
+    ("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", ""),
+    ("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", ""),
+    ("OTEL_EXPORTER_OTLP_PROTOCOL", ""),
+    ("OTEL_EXPORTER_OTLP_TIMEOUT", ""),
+    ("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", ""),
+    ("OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE", ""),
+    ("OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", ""),
+    ("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", ""),
+    ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", ""),
+    ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", ""),
+    ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", ""),
+    ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", ""),
+    ("OTEL_EXPORTER_PROMETHEUS_HOST", ""),
+    ("OTEL_EXPORTER_PROMETHEUS_PORT", ""),
+    ("OTEL_EXPORTER_ZIPKIN_ENDPOINT", ""),
+    ("OTEL_LINK_ATTRIBUTE_COUNT_LIMIT", ""),
+    ("OTEL_LOGRECORD_ATTRIBUTE_COUNT_LIMIT", ""),
+    ("OTEL_LOGRECORD_ATTRIBUTE_VALUE_LENGTH_LIMIT", ""),
+    ("OTEL_LOGS_EXPORTER", ""),
+    ("OTEL_LOG_LEVEL", ""),
+    ("OTEL_METRICS_EXEMPLAR_FILTER", ""),
+    ("OTEL_METRICS_EXPORTER", ""),
+    ("OTEL_METRIC_EXPORT_INTERVAL", ""),
+    ("OTEL_METRIC_EXPORT_TIMEOUT", ""),
+    ("OTEL_NODE_EXPERIMENTAL_SDK_METRICS", ""),
+    ("OTEL_NODE_RESOURCE_DETECTORS", ""),
+    ("OTEL_PROPAGATORS", ""),
+    ("OTEL_RESOURCE_ATTRIBUTES", ""),
+    ("OTEL_SDK_DISABLED", ""),
+    ("OTEL_SERVICE_NAME", ""),
+    ("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", ""),
+    ("OTEL_SPAN_ATTRIBUTE_PER_EVENT_COUNT_LIMIT", ""),
+    ("OTEL_SPAN_ATTRIBUTE_PER_LINK_COUNT_LIMIT", ""),
+    ("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", ""),
+    ("OTEL_SPAN_EVENT_COUNT_LIMIT", ""),
+    ("OTEL_SPAN_LINK_COUNT_LIMIT", ""),
+    ("OTEL_TRACES_EXPORTER", ""),
+    ("OTEL_TRACES_SAMPLER", ""),
+    ("OTEL_TRACES_SAMPLER_ARG", ""),
+];
 
 /// What orch knows of Gemini CLI's command line, environment and
 /// package (see [`CliTable`]).
@@ -131,6 +293,21 @@ const TABLE: CliTable = CliTable {
     git_writes: &[],
     code_from: &[],
 };
+
+/// Keep a workspace `.env` from setting what [`PINNED_AGAINST_DOTENV`]
+/// names, or a credential or other variable orch passes through when
+/// orch's environment lacks it (the file's `GEMINI_API_KEY` would send the
+/// session to another account): each is set, empty when orch has no value.
+fn pin_against_dotenv(environment: &mut Vec<EnvVar>) {
+    for var in environment.iter_mut() {
+        if matches!(var.value, EnvValue::PassThrough) && !env::BASICS.contains(&var.name.as_str()) {
+            var.value = EnvValue::PassThroughOrEmpty;
+        }
+    }
+    for (name, off) in PINNED_AGAINST_DOTENV {
+        env::add_missing(environment, env::plain(name, *off));
+    }
+}
 
 impl Adapter for Gemini {
     fn table(&self) -> &'static CliTable {
@@ -305,6 +482,7 @@ impl Adapter for Gemini {
         let mut environment = env::base(req);
         environment.push(env::plain("GEMINI_CLI_HOME", home.display().to_string()));
         environment.push(env::plain("GEMINI_CLI_NO_RELAUNCH", "true"));
+        pin_against_dotenv(&mut environment);
 
         req.cli_invocation(args, environment, Stdin::Null, files, self.enforcement(ts))
     }

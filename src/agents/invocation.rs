@@ -103,6 +103,10 @@ pub(crate) enum EnvValue {
     /// Taken from orch's own environment at spawn time (credentials): never
     /// shown or stored.
     PassThrough,
+    /// As [`EnvValue::PassThrough`], but set empty when orch's environment
+    /// lacks it, so that the CLI cannot take it from a file of the
+    /// workspace (Gemini's `.env`): shown as `${NAME:-}`.
+    PassThroughOrEmpty,
     /// A value with `${VAR}` references filled from orch's environment at
     /// spawn time; shown unexpanded, so secrets never appear.
     Template(String),
@@ -132,6 +136,7 @@ impl EnvVar {
         match &self.value {
             EnvValue::Plain(v) => v.clone(),
             EnvValue::PassThrough => format!("${{{}}}", self.name),
+            EnvValue::PassThroughOrEmpty => format!("${{{}:-}}", self.name),
             EnvValue::Template(t) => t.clone(),
             EnvValue::Secret(_) => REDACTED.into(),
         }
@@ -143,6 +148,7 @@ impl EnvVar {
         match &self.value {
             EnvValue::Plain(v) | EnvValue::Secret(v) => Some(v.clone()),
             EnvValue::PassThrough => lookup(&self.name),
+            EnvValue::PassThroughOrEmpty => Some(lookup(&self.name).unwrap_or_default()),
             EnvValue::Template(t) => Some(super::env::expand(t, &lookup)),
         }
     }
@@ -379,18 +385,26 @@ impl Invocation {
                 cmd.env(name, "");
             }
         }
+        use crate::confine::shell::{CLI_PATH, COMMAND_PATH};
         for var in &self.env {
             if var.name == "PATH"
                 && let Some(path) = &path
             {
-                // The model's commands get the whole of it back, in the
-                // first shell the CLI starts (see
-                // [`crate::confine::shell::commands_path`]).
-                if self.shells.is_some() && path.left_out {
-                    use crate::confine::shell::{CLI_PATH, COMMAND_PATH};
-                    cmd.env(CLI_PATH, &path.cli).env(COMMAND_PATH, &path.whole);
-                }
                 cmd.env("PATH", &path.cli);
+            } else if let Some(path) = path
+                .as_ref()
+                .filter(|p| p.left_out && self.shells.is_some())
+                && (var.name == CLI_PATH || var.name == COMMAND_PATH)
+            {
+                // The model's commands get the whole `PATH` back, in the
+                // first shell the CLI starts (see
+                // [`crate::confine::shell::commands_path`]); empty (as
+                // the invocation says) when nothing was left out.
+                if var.name == CLI_PATH {
+                    cmd.env(CLI_PATH, &path.cli);
+                } else {
+                    cmd.env(COMMAND_PATH, &path.whole);
+                }
             } else if let Some(v) = var.resolve(&lookup) {
                 cmd.env(&var.name, v);
             }
@@ -456,6 +470,7 @@ impl Invocation {
             parts.push(match &var.value {
                 // Filled in by the shell from the user's environment.
                 EnvValue::PassThrough => format!("{name}=\"${{{name}}}\""),
+                EnvValue::PassThroughOrEmpty => format!("{name}=\"${{{name}:-}}\""),
                 EnvValue::Template(t) => format!("{name}=\"{t}\""),
                 _ => format!("{name}={}", shell_quote(&self.shown_value(var))),
             });

@@ -262,9 +262,10 @@ fn become_shell(name: &str, arg0: &OsString, rest: &[OsString]) -> ExitCode {
     if shell_started {
         // Started by the CLI: the command gets the folders left out of the
         // CLI's PATH back.
-        if let (Some(cli), Some(full)) =
-            (std::env::var_os(CLI_PATH), std::env::var_os(COMMAND_PATH))
-            && let Some(path) = commands_path(&path, &cli, &full)
+        if let (Some(cli), Some(full)) = (
+            std::env::var_os(CLI_PATH).filter(|v| !v.is_empty()),
+            std::env::var_os(COMMAND_PATH).filter(|v| !v.is_empty()),
+        ) && let Some(path) = commands_path(&path, &cli, &full)
         {
             shell.env("PATH", path);
         }

@@ -884,6 +884,13 @@ fn shells(
     for var in adapter(kind).table().shell_vars {
         vars.push(env::plain(var, bash.clone()));
     }
+    // What orch's shells read to give the commands the folders left out of
+    // the CLI's `PATH`: set (filled as the CLI starts when folders are
+    // left out), so a CLI that copies variables from a workspace file
+    // (Gemini's `.env`) cannot take them from there.
+    for var in [shell::CLI_PATH, shell::COMMAND_PATH] {
+        vars.push(env::plain(var, ""));
+    }
     // First on the PATH the CLI would have had (the agent's own, else
     // orch's); never an empty entry (the working directory).
     let first = folder.display().to_string();
@@ -896,10 +903,12 @@ fn shells(
         Some(EnvValue::Plain(p)) => EnvValue::Plain(format!("{first}:{p}")),
         Some(EnvValue::Template(t)) => EnvValue::Template(format!("{first}:{t}")),
         Some(EnvValue::Secret(p)) => EnvValue::Secret(format!("{first}:{p}")),
-        Some(EnvValue::PassThrough) | None => match std::env::var_os("PATH") {
-            Some(_) => EnvValue::Template(format!("{first}:${{PATH}}")),
-            None => EnvValue::Plain(format!("{first}:/usr/local/bin:/usr/bin:/bin")),
-        },
+        Some(EnvValue::PassThrough | EnvValue::PassThroughOrEmpty) | None => {
+            match std::env::var_os("PATH") {
+                Some(_) => EnvValue::Template(format!("{first}:${{PATH}}")),
+                None => EnvValue::Plain(format!("{first}:/usr/local/bin:/usr/bin:/bin")),
+            }
+        }
     };
     vars.push(crate::agents::invocation::EnvVar {
         name: "PATH".into(),

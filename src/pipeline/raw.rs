@@ -448,15 +448,18 @@ const SPLIT_FROM: usize = 64 << 10;
 /// with only its own `[phases.*]` tables after it): then the head and
 /// each phase can be parsed on their own, so the TOML tree of only one
 /// phase is in memory at a time, not the whole file's (a 100,000-phase
-/// file's tree took over 400 MB). `None` for any other layout.
+/// file's tree took over 400 MB). `None` when no line is a `[[phases]]`
+/// header; whether the file is laid out so is decided as the stretches
+/// are parsed.
 ///
 /// Found line by line, not with the TOML lexer (a second lexer pass was
 /// 5% of validating 1,000 phases): a line inside a multi-line string or
 /// array may look like a header. That is safe because the stretches are
 /// parsed one by one ([`decode_by_phase`]): a stretch cut inside a string,
-/// array or inline table ends with it unclosed and does not parse, and
-/// anything unexpected falls back to parsing the file whole. A lookalike
-/// costs the split, never the meaning.
+/// array or inline table ends with it unclosed and does not parse, a
+/// stretch holding another table is refused, and anything unexpected
+/// falls back to parsing the file whole. A lookalike costs the split,
+/// never the meaning.
 fn phase_stretches(text: &str) -> Option<Vec<usize>> {
     let mut starts = Vec::new();
     let mut line_start = 0;
@@ -464,26 +467,16 @@ fn phase_stretches(text: &str) -> Option<Vec<usize>> {
         let rest = &text[line_start..];
         let len = memchr::memchr(b'\n', rest.as_bytes()).map_or(rest.len(), |n| n + 1);
         let line = rest[..len].trim_start_matches([' ', '\t']);
-        if line.starts_with('[') {
-            let header = line.split('#').next().unwrap_or("").trim_end();
-            if let Some(inner) = header
-                .strip_prefix("[[")
-                .and_then(|h| h.strip_suffix("]]"))
-                .map(str::trim)
-            {
-                if inner == "phases" {
-                    starts.push(line_start);
-                } else if !starts.is_empty() && !inner.starts_with("phases.") {
-                    return None;
-                }
-            } else if !starts.is_empty()
-                && !header
-                    .strip_prefix('[')
-                    .is_some_and(|h| h.trim_start().starts_with("phases."))
-            {
-                // Another table after the phases.
-                return None;
-            }
+        // Only the `[[phases]]` headers: any other table after them (or a
+        // quoted header) stays in a stretch, which then holds more than
+        // its phase and is refused when it is parsed.
+        let header = line.split('#').next().unwrap_or("").trim_end();
+        if header
+            .strip_prefix("[[")
+            .and_then(|h| h.strip_suffix("]]"))
+            .is_some_and(|inner| inner.trim() == "phases")
+        {
+            starts.push(line_start);
         }
         line_start += len;
     }
@@ -912,6 +905,12 @@ mod tests {
                 ),
             ),
             (
+                "prompt and array lines",
+                format!(
+                    "{head}[[phases]]\nname = \"a\"\nagents = [\n\"a\",\n]\nflags = [\n[\"x\"],\n]\nprompt = \"\"\"\n[1]: http://example.com\n[phases.x]\n\"\"\"\n[[phases]]\nname = \"c\"\nagents = [\"a\"]\n"
+                ),
+            ),
+            (
                 "inline table lookalike",
                 format!(
                     "{head}[[phases]]\nname = \"a\"\nagents = [\"a\"]\nenv = {{ A = \"\"\"\n[[phases]]\n\"\"\" }}\n[[phases]]\nname = \"c\"\n"
@@ -993,6 +992,7 @@ mod tests {
             ("lookalikes", false),
             ("string lookalike", false),
             ("inline table lookalike", false),
+            ("prompt and array lines", true),
             ("many", true),
             ("crlf", true),
             ("bom tabs spaces", true),

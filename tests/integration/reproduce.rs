@@ -84,7 +84,10 @@ fn expected_env(inv: &Value, fill: &dyn Fn(&str) -> String) -> BTreeMap<String, 
     };
     for (k, v) in inv["env"].as_object().unwrap() {
         let v = v.as_str().unwrap();
-        if let Some(name) = v.strip_prefix("${").and_then(|r| r.strip_suffix('}')) {
+        if let Some(name) = v.strip_prefix("${").and_then(|r| r.strip_suffix(":-}")) {
+            // Passed through, else set empty.
+            env.insert(k.clone(), outer.get(name).cloned().unwrap_or_default());
+        } else if let Some(name) = v.strip_prefix("${").and_then(|r| r.strip_suffix('}')) {
             match outer.get(name) {
                 Some(val) => env.insert(k.clone(), val.clone()),
                 None => env.remove(k),

@@ -346,6 +346,47 @@ fn a_workspace_env_file_gives_no_cli_a_loader() {
     }
 }
 
+/// Gemini CLI copies each variable it lacks from the first `.gemini/.env`
+/// or `.env` it finds in its working folder or above, whatever its flags
+/// say. Some make it run a program (a sandbox container a daemon starts
+/// outside the confinement, the ripgrep config's `--pre`), send its
+/// requests or the conversation elsewhere (a proxy, its telemetry),
+/// replace its system prompt, or have orch's shells put the file's folders
+/// on the commands' `PATH` (`ORCH_CLI_PATH`, which orch sets only when it
+/// left folders out, was the file's to set: an attacker's review had
+/// `cat` run a program of the workspace); a credential
+/// orch passes through but does not have would put the session in another
+/// account. orch sets each of those in Gemini's environment, empty when it
+/// has no value, so the file sets none of them; a variable of no such kind
+/// still arrives (the proof that Gemini read the file).
+#[test]
+fn a_workspace_env_file_cannot_change_what_gemini_runs_or_where_it_sends() {
+    require!(Tool::AgentClis);
+    let cli = find_cli(AgentKind::Gemini);
+    let command = "echo \"pinned: [$GEMINI_SANDBOX] [$RIPGREP_CONFIG_PATH] [$HTTPS_PROXY] [$NO_PROXY] [$GEMINI_SYSTEM_MD] [$GEMINI_TELEMETRY_OUTFILE] [$OTEL_EXPORTER_OTLP_LOGS_ENDPOINT] [$ORCH_CLI_PATH] [$ORCH_COMMAND_PATH] [$GOOGLE_API_KEY] [$ORCH_PLANTED]\"";
+    for file in [".env", ".gemini/.env"] {
+        let dir = scratch("orch-e2e-gemini-dotenv-");
+        let work = dir.path().join("work");
+        std::fs::create_dir_all(work.join(".gemini")).unwrap();
+        std::fs::write(work.join("system.md"), "You are Gemini.\n").unwrap();
+        std::fs::write(
+            work.join(file),
+            format!(
+                "GEMINI_SANDBOX=false\nRIPGREP_CONFIG_PATH={work}/rgrc\nHTTPS_PROXY=http://127.0.0.1:9\nNO_PROXY=*\nGEMINI_SYSTEM_MD={work}/system.md\nGEMINI_TELEMETRY_OUTFILE={work}/t.log\nOTEL_EXPORTER_OTLP_LOGS_ENDPOINT=http://127.0.0.1:9\nORCH_CLI_PATH={work}\nORCH_COMMAND_PATH={work}\nGOOGLE_API_KEY=planted-key\nORCH_PLANTED=yes\n",
+                work = work.display()
+            ),
+        )
+        .unwrap();
+        let run = run_with_shell(&cli, dir.path(), json!([(cli.shell_call)(command)]));
+        let said = run.tool_results();
+        assert!(
+            said.contains("pinned: [] [] [] [] [] [] [] [] [] [] [yes]"),
+            "{file}: {said}\n{}",
+            run.context()
+        );
+    }
+}
+
 /// OpenCode snapshots the workspace with git after each step, started by
 /// OpenCode itself. What git runs from its configuration (a clean filter
 /// for the workspace's text files) runs wherever that git runs. The
