@@ -88,7 +88,9 @@ const PINNED_AGAINST_DOTENV: &[(&str, &str)] = &[
     ("EDITOR", ""),
     ("VISUAL", ""),
     ("BROWSER", ""),
-    // Its settings, trust and rules.
+    // Its settings, trust and rules (with every exact name of
+    // `controlled_env`, added below).
+    ("GEMINI_CLI_TRUST_WORKSPACE", ""),
     ("GEMINI_CLI_SYSTEM_SETTINGS_PATH", ""),
     ("GEMINI_CLI_SYSTEM_DEFAULTS_PATH", ""),
     ("GEMINI_CLI_TRUSTED_FOLDERS_PATH", ""),
@@ -118,8 +120,6 @@ const PINNED_AGAINST_DOTENV: &[(&str, &str)] = &[
     ("all_proxy", ""),
     ("NODE_TLS_REJECT_UNAUTHORIZED", ""),
     ("NODE_EXTRA_CA_CERTS", ""),
-    ("SSL_CERT_FILE", ""),
-    ("SSL_CERT_DIR", ""),
     ("NO_PROXY", ""),
     ("no_proxy", ""),
     // Its telemetry, which sends the conversation (prompts, what the tools
@@ -306,6 +306,20 @@ fn pin_against_dotenv(environment: &mut Vec<EnvVar>) {
     }
     for (name, off) in PINNED_AGAINST_DOTENV {
         env::add_missing(environment, env::plain(name, *off));
+    }
+    // What orch refuses in an agent's `env` (a pattern's known members are
+    // above), and the credentials and variables it would pass through by
+    // default, when a `pass_env` of the user's leaves them out.
+    let controlled = TABLE
+        .controlled_env
+        .iter()
+        .map(|(name, _)| *name)
+        .filter(|name| !name.ends_with('*'));
+    for name in controlled
+        .chain(TABLE.credentials.iter().copied())
+        .chain(TABLE.default_pass_env.iter().copied())
+    {
+        env::add_missing(environment, env::plain(name, ""));
     }
 }
 
@@ -597,6 +611,61 @@ impl Adapter for Gemini {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// No workspace `.env` can set what orch pins; what the pipeline gives
+    /// (a `pass_env`, an agent's `env`) wins over the "off" value.
+    #[test]
+    fn pinning_against_dotenv_keeps_what_the_pipeline_gives() {
+        let mut environment = vec![
+            EnvVar::pass_through("PATH"),
+            EnvVar::pass_through("GEMINI_API_KEY"),
+            EnvVar::pass_through("HTTPS_PROXY"),
+            env::plain("EDITOR", "vim"),
+        ];
+        pin_against_dotenv(&mut environment);
+        let value = |name: &str| {
+            let found: Vec<&EnvVar> = environment.iter().filter(|v| v.name == name).collect();
+            assert_eq!(found.len(), 1, "{name}: {found:?}");
+            found[0].clone()
+        };
+        // Passed through, else empty: shown so, and so resolved.
+        for name in ["GEMINI_API_KEY", "HTTPS_PROXY"] {
+            let v = value(name);
+            assert_eq!(v.value, EnvValue::PassThroughOrEmpty, "{name}");
+            assert_eq!(v.shown(), format!("${{{name}:-}}"));
+            assert_eq!(v.resolve(|_| None).as_deref(), Some(""));
+            assert_eq!(v.resolve(|_| Some("x".into())).as_deref(), Some("x"));
+        }
+        // The basics stay as they were (an empty TZ is not an unset one).
+        assert_eq!(value("PATH").value, EnvValue::PassThrough);
+        assert_eq!(value("EDITOR").value, EnvValue::Plain("vim".into()));
+        // Everything pinned, controlled or passed by default is set.
+        let exact_controlled = TABLE
+            .controlled_env
+            .iter()
+            .map(|(n, _)| *n)
+            .filter(|n| !n.ends_with('*'));
+        for name in PINNED_AGAINST_DOTENV
+            .iter()
+            .map(|(n, _)| *n)
+            .chain(exact_controlled)
+            .chain(TABLE.credentials.iter().copied())
+            .chain(TABLE.default_pass_env.iter().copied())
+        {
+            let v = value(name);
+            if name != "EDITOR" && name != "HTTPS_PROXY" && name != "GEMINI_API_KEY" {
+                assert!(matches!(v.value, EnvValue::Plain(_)), "{name}: {v:?}");
+            }
+        }
+        assert_eq!(
+            value("GEMINI_TELEMETRY_TARGET").value,
+            EnvValue::Plain("local".into())
+        );
+        assert_eq!(
+            value("GOOGLE_API_KEY").value,
+            EnvValue::Plain(String::new())
+        );
+    }
 
     #[test]
     fn supports_exactly_the_tools_with_gemini_names() {

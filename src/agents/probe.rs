@@ -435,9 +435,11 @@ mod tests {
             .file_name()
             .unwrap()
             .to_string_lossy();
-        let pid = std::process::id().to_string();
-        assert!(
-            name.starts_with("orch-doctor-claude-") && !name.contains(&pid),
+        // Not the old predictable name (`orch-doctor-<pid>-<kind>`).
+        assert!(name.starts_with("orch-doctor-claude-"), "{home}");
+        assert_ne!(
+            name,
+            format!("orch-doctor-{}-claude", std::process::id()),
             "{home}"
         );
         assert!(!std::path::Path::new(home).exists(), "{home} is left");

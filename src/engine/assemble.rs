@@ -92,14 +92,10 @@ impl Context {
     fn shell_program(&self, run_id: &str) -> std::sync::Arc<shell::Program> {
         self.shell_program
             .get_or_init(|| {
-                std::sync::Arc::new(shell::Program::new(self.shell_program_path(run_id)))
+                let path = self.attempts_root().join(format!("orch-{run_id}"));
+                std::sync::Arc::new(shell::Program::new(path))
             })
             .clone()
-    }
-
-    /// Where [`Context::shell_program`] is made for `run_id`.
-    pub(crate) fn shell_program_path(&self, run_id: &str) -> PathBuf {
-        self.attempts_root().join(format!("orch-{run_id}"))
     }
 
     /// The workspace's git branch (read once).

@@ -8,10 +8,10 @@
 //! however), the keeper sends KILL to every group still registered, kills
 //! every registered cgroup (`cgroup.kill`: everything in it and beneath,
 //! whatever left its group, and an agent whose start orch had not
-//! finished), removes every attempt folder orch registered (`+rPATH`: an
-//! attempt's own directory, its servers' folder, the run's program for
-//! shells; orch removes each itself when it ends normally), and exits. It
-//! runs in its own
+//! finished), waits (2 s at most) for them to be gone, removes every
+//! attempt folder orch registered (`+rPATH`: an attempt's own directory and
+//! its servers' folder, which orch removes itself as each attempt ends),
+//! and exits. It runs in its own
 //! process group and ignores INT, TERM and HUP, so a Ctrl-C meant for orch
 //! does not take it down first. (A parent-death signal on each agent would
 //! also work, but only for the agent's own process.)
@@ -87,10 +87,10 @@ impl Keeper {
 }
 
 impl Keeper {
-    /// An attempt folder (or the run's file in the attempts' folder) to
-    /// remove if orch dies; one orch removes itself first is already gone.
+    /// An attempt folder to remove if orch dies (the keeper does it as it
+    /// ends, after the kills: one orch removed itself is already gone).
     pub(crate) fn remove_if_orch_dies(&self, path: &Path) {
-        if let Some(p) = path.to_str().filter(|p| !p.contains('\n')) {
+        if let Some(p) = path.to_str().filter(|p| !p.contains(['\n', '\r'])) {
             self.say(format!("+r{p}\n"));
         }
     }
@@ -155,27 +155,86 @@ pub(crate) fn serve() {
             }
         }
     }
-    for pgid in groups {
-        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+    for pgid in &groups {
+        let _ = killpg(Pid::from_raw(*pgid), Signal::SIGKILL);
     }
     // Only cgroups orch made (`.../orch-<pid>`, and beneath).
-    for dir in cgroups.iter().filter(|d| d.contains("/orch-")) {
-        let _ = std::fs::write(Path::new(dir).join("cgroup.kill"), "1");
+    let cgroups: Vec<&Path> = cgroups
+        .iter()
+        .filter(|d| d.contains("/orch-"))
+        .map(Path::new)
+        .collect();
+    for dir in &cgroups {
+        let _ = std::fs::write(dir.join("cgroup.kill"), "1");
     }
-    // What the killed processes wrote there goes with them (only inside
-    // the attempts' folder; `remove_dir_all` follows no link out of it).
-    for path in leftovers.iter().map(Path::new) {
-        if !path.parent().is_some_and(|p| p.ends_with("orch/attempts")) {
-            continue;
+    if leftovers.is_empty() {
+        return;
+    }
+    // A kill is only queued: wait (2 s at most) until the groups and the
+    // cgroups are empty, so nothing writes in the folders being removed.
+    let gone = || {
+        groups
+            .iter()
+            .all(|&pg| killpg(Pid::from_raw(pg), None) == Err(nix::errno::Errno::ESRCH))
+            && cgroups.iter().all(|d| {
+                std::fs::read_to_string(d.join("cgroup.events"))
+                    .map_or(true, |e| e.lines().any(|l| l == "populated 0"))
+            })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while !gone() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // What the killed processes wrote there goes with them: only folders
+    // of the attempts' folder (`remove_dir_all` follows no link out).
+    for path in leftovers.iter().map(Path::new).filter(|p| removable(p)) {
+        for _ in 0..3 {
+            let done = match std::fs::symlink_metadata(path) {
+                Ok(m) if m.is_dir() => std::fs::remove_dir_all(path).is_ok(),
+                Ok(_) => std::fs::remove_file(path).is_ok(),
+                Err(_) => true,
+            };
+            if done {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
         }
-        match std::fs::symlink_metadata(path) {
-            Ok(m) if m.is_dir() => {
-                let _ = std::fs::remove_dir_all(path);
-            }
-            Ok(_) => {
-                let _ = std::fs::remove_file(path);
-            }
-            Err(_) => {}
+    }
+}
+
+/// Whether the keeper may remove `path`: an entry of an attempts' folder
+/// (`.../orch/attempts/<name>`), named plainly (no `..`, nothing relative).
+fn removable(path: &Path) -> bool {
+    use std::path::Component;
+    path.is_absolute()
+        && path
+            .components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+        && path.parent().is_some_and(|p| p.ends_with("orch/attempts"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_entry_of_an_attempts_folder_is_removed() {
+        for (path, ok) in [
+            (
+                "/home/u/.cache/orch/attempts/fix-claude-0123456789abcdef",
+                true,
+            ),
+            ("/home/u/.cache/orch/attempts/fix-claude-0123.servers", true),
+            ("/home/u/.cache/orch/attempts/..", false),
+            // (`.` is no step: the same entry)
+            ("/home/u/.cache/orch/attempts/./x", true),
+            ("/home/u/.cache/orch/attempts/a/../..", false),
+            ("/home/u/.cache/orch/attempts", false),
+            ("/home/u/.cache/orch/other/x", false),
+            ("home/u/.cache/orch/attempts/x", false),
+            ("/", false),
+        ] {
+            assert_eq!(removable(Path::new(path)), ok, "{path}");
         }
     }
 }

@@ -243,9 +243,6 @@ pub(crate) fn run(req: Request) -> Result<Finished, Refused> {
         retry_max: Duration::from_secs(60),
         attempt_base,
     };
-    if let Some(k) = &keeper {
-        k.remove_if_orch_dies(&req.ctx.shell_program_path(&run_id));
-    }
     let pipeline = Arc::new(pipeline);
     let ctx = Arc::new(req.ctx);
     let graph = req.graph;

@@ -33,7 +33,18 @@ pub struct SourceFile {
     /// order, so the next answer is usually on it or a few lines below (a
     /// binary search over a 100,000-phase file's million lines missed the
     /// cache on every step: 3% of validating it).
-    last_line: AtomicUsize,
+    last_line: LastLine,
+}
+
+/// [`SourceFile::line_col`]'s hint: not part of what the file is, so not
+/// shown (two decodes of one text compare equal whatever they asked).
+#[derive(Default)]
+struct LastLine(AtomicUsize);
+
+impl fmt::Debug for LastLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("_")
+    }
 }
 
 /// Lines [`SourceFile::line_col`] looks down from the last one before it
@@ -92,7 +103,7 @@ impl SourceFile {
             text,
             line_starts,
             shown,
-            last_line: AtomicUsize::new(0),
+            last_line: LastLine::default(),
         })
     }
 
@@ -106,15 +117,17 @@ impl SourceFile {
             starts.get(l).is_some_and(|&s| s as usize <= offset)
                 && starts.get(l + 1).is_none_or(|&s| s as usize > offset)
         };
-        let last = self.last_line.load(Ordering::Relaxed);
+        let last = self.last_line.0.load(Ordering::Relaxed);
         let line = (last..last.saturating_add(LINES_AHEAD))
+            // (An offset above the last line: searched at once.)
+            .take_while(|&l| starts.get(l).is_some_and(|&s| s as usize <= offset))
             .find(|&l| holds(l))
             .unwrap_or_else(|| {
                 starts
                     .partition_point(|&s| s as usize <= offset)
                     .saturating_sub(1)
             });
-        self.last_line.store(line, Ordering::Relaxed);
+        self.last_line.0.store(line, Ordering::Relaxed);
         let start = (self.line_starts[line] as usize).min(offset);
         let column = self
             .text

@@ -392,8 +392,6 @@ fn an_agent_gets_no_descriptor_orch_inherited() {
     }
 }
 
-/// Other attempts' directories stay hidden with the cache folder outside
-/// the home, and the home stays hidden with the home itself on PATH.
 /// orch killed with SIGKILL removes nothing itself: its keeper removes
 /// the attempt's own directory (what the agent wrote there: sessions,
 /// temporary files), once the agent is killed. Another run's folder in
@@ -454,6 +452,8 @@ fn a_killed_run_leaves_no_attempt_folder() {
     }
 }
 
+/// Other attempts' directories stay hidden with the cache folder outside
+/// the home, and the home stays hidden with the home itself on PATH.
 #[test]
 fn other_attempts_and_the_home_stay_hidden_whatever_the_folders() {
     let dir = tempfile::tempdir().unwrap();
