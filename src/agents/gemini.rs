@@ -91,6 +91,11 @@ const PINNED_AGAINST_DOTENV: &[(&str, &str)] = &[
     // Its settings, trust and rules (with every exact name of
     // `controlled_env`, added below).
     ("GEMINI_CLI_TRUST_WORKSPACE", ""),
+    // Debug output (what it read, into the record) and its log files.
+    ("DEBUG", ""),
+    ("DEBUG_MODE", ""),
+    ("GEMINI_DEBUG_LOG_FILE", ""),
+    ("GEMINI_CLI_ACTIVITY_LOG_TARGET", ""),
     ("GEMINI_CLI_SYSTEM_SETTINGS_PATH", ""),
     ("GEMINI_CLI_SYSTEM_DEFAULTS_PATH", ""),
     ("GEMINI_CLI_TRUSTED_FOLDERS_PATH", ""),
@@ -106,6 +111,8 @@ const PINNED_AGAINST_DOTENV: &[(&str, &str)] = &[
     ("GEMINI_WRITE_SYSTEM_MD", ""),
     // Where its requests go, with what, and which certificates it trusts.
     ("GOOGLE_GEMINI_BASE_URL", ""),
+    ("CODE_ASSIST_ENDPOINT", ""),
+    ("GCE_METADATA_HOST", ""),
     ("GOOGLE_VERTEX_BASE_URL", ""),
     ("GOOGLE_GENAI_USE_VERTEXAI", ""),
     ("GOOGLE_GENAI_USE_GCA", ""),
