@@ -301,6 +301,24 @@ const TABLE: CliTable = CliTable {
     code_from: &[],
 };
 
+/// Every variable orch sets against a workspace `.env`, with its "off"
+/// value: [`PINNED_AGAINST_DOTENV`], what orch refuses in an agent's `env`
+/// (a pattern's known members are in the list), and the credentials and
+/// variables passed through by default, for a `pass_env` of the user's that
+/// leaves them out.
+fn pinned() -> impl Iterator<Item = (&'static str, &'static str)> {
+    let exact_controlled = TABLE
+        .controlled_env
+        .iter()
+        .map(|(name, _)| *name)
+        .filter(|name| !name.ends_with('*'));
+    let off = exact_controlled
+        .chain(TABLE.credentials.iter().copied())
+        .chain(TABLE.default_pass_env.iter().copied())
+        .map(|name| (name, ""));
+    PINNED_AGAINST_DOTENV.iter().copied().chain(off)
+}
+
 /// Keep a workspace `.env` from setting what [`PINNED_AGAINST_DOTENV`]
 /// names, or a credential or other variable orch passes through when
 /// orch's environment lacks it (the file's `GEMINI_API_KEY` would send the
@@ -311,22 +329,8 @@ fn pin_against_dotenv(environment: &mut Vec<EnvVar>) {
             var.value = EnvValue::PassThroughOrEmpty;
         }
     }
-    for (name, off) in PINNED_AGAINST_DOTENV {
-        env::add_missing(environment, env::plain(name, *off));
-    }
-    // What orch refuses in an agent's `env` (a pattern's known members are
-    // above), and the credentials and variables it would pass through by
-    // default, when a `pass_env` of the user's leaves them out.
-    let controlled = TABLE
-        .controlled_env
-        .iter()
-        .map(|(name, _)| *name)
-        .filter(|name| !name.ends_with('*'));
-    for name in controlled
-        .chain(TABLE.credentials.iter().copied())
-        .chain(TABLE.default_pass_env.iter().copied())
-    {
-        env::add_missing(environment, env::plain(name, ""));
+    for (name, off) in pinned() {
+        env::add_missing(environment, env::plain(name, off));
     }
 }
 
@@ -647,18 +651,7 @@ mod tests {
         assert_eq!(value("PATH").value, EnvValue::PassThrough);
         assert_eq!(value("EDITOR").value, EnvValue::Plain("vim".into()));
         // Everything pinned, controlled or passed by default is set.
-        let exact_controlled = TABLE
-            .controlled_env
-            .iter()
-            .map(|(n, _)| *n)
-            .filter(|n| !n.ends_with('*'));
-        for name in PINNED_AGAINST_DOTENV
-            .iter()
-            .map(|(n, _)| *n)
-            .chain(exact_controlled)
-            .chain(TABLE.credentials.iter().copied())
-            .chain(TABLE.default_pass_env.iter().copied())
-        {
+        for (name, _) in pinned() {
             let v = value(name);
             if name != "EDITOR" && name != "HTTPS_PROXY" && name != "GEMINI_API_KEY" {
                 assert!(matches!(v.value, EnvValue::Plain(_)), "{name}: {v:?}");

@@ -317,6 +317,26 @@ fn what_a_cli_starts_by_name_is_never_from_a_folder_the_agent_may_write() {
     assert!(controls >= 3, "the control ran for {controls} CLIs");
 }
 
+/// `orch run` of `kind` at `workspace-write` whose model runs `command`,
+/// with `files` (`.env`, `.gemini/.env`) in the workspace holding what
+/// `planted` makes of the workspace's path.
+fn with_a_dotenv(
+    kind: AgentKind,
+    files: &[&str],
+    planted: impl Fn(&std::path::Path) -> String,
+    command: &str,
+) -> OrchRun {
+    let cli = find_cli(kind);
+    let dir = scratch("orch-e2e-dotenv-");
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(work.join(".gemini")).unwrap();
+    let text = planted(&work);
+    for file in files {
+        std::fs::write(work.join(file), &text).unwrap();
+    }
+    run_with_shell(&cli, dir.path(), json!([(cli.shell_call)(command)]))
+}
+
 /// Gemini CLI copies the variables of a `.env` file of the workspace
 /// (`.env` or `.gemini/.env`, an earlier phase's or the repository's) into
 /// its own environment where they are unset: an attacker's review had
@@ -328,15 +348,11 @@ fn what_a_cli_starts_by_name_is_never_from_a_folder_the_agent_may_write() {
 fn a_workspace_env_file_gives_no_cli_a_loader() {
     require!(Tool::AgentClis);
     for kind in WITH_SHELLS {
-        let cli = find_cli(kind);
-        let dir = scratch("orch-e2e-dotenv-");
-        let work = dir.path().join("work");
-        let planted = "LD_PRELOAD=/nonexistent/orch-planted.so\nNODE_OPTIONS=--require=/nonexistent/orch-planted.js\nPYTHONPATH=/nonexistent/orch-planted\n";
-        std::fs::create_dir_all(work.join(".gemini")).unwrap();
-        std::fs::write(work.join(".env"), planted).unwrap();
-        std::fs::write(work.join(".gemini/.env"), planted).unwrap();
+        let planted = |_: &std::path::Path| {
+            "LD_PRELOAD=/nonexistent/orch-planted.so\nNODE_OPTIONS=--require=/nonexistent/orch-planted.js\nPYTHONPATH=/nonexistent/orch-planted\n".to_string()
+        };
         let command = "echo \"loaders: [$LD_PRELOAD] [$NODE_OPTIONS] [$PYTHONPATH]\"";
-        let run = run_with_shell(&cli, dir.path(), json!([(cli.shell_call)(command)]));
+        let run = with_a_dotenv(kind, &[".env", ".gemini/.env"], planted, command);
         let said = run.tool_results();
         assert!(
             said.contains("loaders: [] [] []"),
@@ -352,32 +368,26 @@ fn a_workspace_env_file_gives_no_cli_a_loader() {
 /// outside the confinement, the ripgrep config's `--pre`), send its
 /// requests or the conversation elsewhere (a proxy, its telemetry),
 /// replace its system prompt, or have orch's shells put the file's folders
-/// on the commands' `PATH` (`ORCH_CLI_PATH`, which orch sets only when it
-/// left folders out, was the file's to set: an attacker's review had
-/// `cat` run a program of the workspace); a credential
-/// orch passes through but does not have would put the session in another
-/// account. orch sets each of those in Gemini's environment, empty when it
-/// has no value, so the file sets none of them; a variable of no such kind
-/// still arrives (the proof that Gemini read the file).
+/// on the commands' `PATH` (`ORCH_CLI_PATH`, which orch once set only when
+/// it left folders out: an attacker's review had `cat` run a program of
+/// the workspace); a credential orch passes through but does not have
+/// would put the session in another account. orch sets each of those in
+/// Gemini's environment (off, or empty when it has no value), so the file
+/// sets none of them; a variable of no such kind still arrives (the proof
+/// that Gemini read the file).
 #[test]
 fn a_workspace_env_file_cannot_change_what_gemini_runs_or_where_it_sends() {
     require!(Tool::AgentClis);
-    let cli = find_cli(AgentKind::Gemini);
     let command = "echo \"pinned: [$GEMINI_SANDBOX] [$RIPGREP_CONFIG_PATH] [$HTTPS_PROXY] [$NO_PROXY] [$GEMINI_SYSTEM_MD] [$GEMINI_TELEMETRY_OUTFILE] [$OTEL_EXPORTER_OTLP_LOGS_ENDPOINT] [$ORCH_CLI_PATH] [$ORCH_COMMAND_PATH] [$GOOGLE_API_KEY] [$ORCH_PLANTED]\"";
-    for file in [".env", ".gemini/.env"] {
-        let dir = scratch("orch-e2e-gemini-dotenv-");
-        let work = dir.path().join("work");
-        std::fs::create_dir_all(work.join(".gemini")).unwrap();
+    let planted = |work: &std::path::Path| {
         std::fs::write(work.join("system.md"), "You are Gemini.\n").unwrap();
-        std::fs::write(
-            work.join(file),
-            format!(
-                "GEMINI_SANDBOX=false\nRIPGREP_CONFIG_PATH={work}/rgrc\nHTTPS_PROXY=http://127.0.0.1:9\nNO_PROXY=*\nGEMINI_SYSTEM_MD={work}/system.md\nGEMINI_TELEMETRY_OUTFILE={work}/t.log\nOTEL_EXPORTER_OTLP_LOGS_ENDPOINT=http://127.0.0.1:9\nORCH_CLI_PATH={work}\nORCH_COMMAND_PATH={work}\nGOOGLE_API_KEY=planted-key\nORCH_PLANTED=yes\n",
-                work = work.display()
-            ),
+        format!(
+            "GEMINI_SANDBOX=false\nRIPGREP_CONFIG_PATH={work}/rgrc\nHTTPS_PROXY=http://127.0.0.1:9\nNO_PROXY=*\nGEMINI_SYSTEM_MD={work}/system.md\nGEMINI_TELEMETRY_OUTFILE={work}/t.log\nOTEL_EXPORTER_OTLP_LOGS_ENDPOINT=http://127.0.0.1:9\nORCH_CLI_PATH={work}\nORCH_COMMAND_PATH={work}\nGOOGLE_API_KEY=planted-key\nORCH_PLANTED=yes\n",
+            work = work.display()
         )
-        .unwrap();
-        let run = run_with_shell(&cli, dir.path(), json!([(cli.shell_call)(command)]));
+    };
+    for file in [".env", ".gemini/.env"] {
+        let run = with_a_dotenv(AgentKind::Gemini, &[file], planted, command);
         let said = run.tool_results();
         assert!(
             said.contains("pinned: [] [] [] [] [] [] [] [] [] [] [yes]"),
