@@ -77,21 +77,19 @@ impl Keeper {
         self.say(format!("-{pgid}\n"));
     }
 
-    /// A cgroup (its folder) to kill, with everything beneath it, if orch
-    /// dies.
-    pub(crate) fn watch_cgroup(&self, dir: &Path) {
-        if let Some(d) = dir.to_str().filter(|d| !d.contains('\n')) {
-            self.say(format!("+c{d}\n"));
-        }
-    }
-}
-
-impl Keeper {
     /// An attempt folder to remove if orch dies (the keeper does it as it
     /// ends, after the kills: one orch removed itself is already gone).
     pub(crate) fn remove_if_orch_dies(&self, path: &Path) {
         if let Some(p) = path.to_str().filter(|p| !p.contains(['\n', '\r'])) {
             self.say(format!("+r{p}\n"));
+        }
+    }
+
+    /// A cgroup (its folder) to kill, with everything beneath it, if orch
+    /// dies.
+    pub(crate) fn watch_cgroup(&self, dir: &Path) {
+        if let Some(d) = dir.to_str().filter(|d| !d.contains('\n')) {
+            self.say(format!("+c{d}\n"));
         }
     }
 }
