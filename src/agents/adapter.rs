@@ -192,6 +192,7 @@ impl Request<'_> {
             shown: None,
             git: None,
             shells: None,
+            undumpable: None,
         }
     }
 
@@ -244,6 +245,14 @@ pub trait Adapter: Sync {
     /// `read-only`, where orch confines it.
     fn loads_code_from(&self) -> &'static [&'static str] {
         &[]
+    }
+
+    /// The CLI's own program when `found` (the real path of the program
+    /// its name finds) only starts it: one whose commands run in the CLI's
+    /// own domain, which orch starts undumpable (see
+    /// [`crate::confine::undumpable`]). `None`: `found` is started.
+    fn own_program(&self, _found: &Path) -> Option<PathBuf> {
+        None
     }
 
     /// The granted tool through which the agent may start programs (a

@@ -6,6 +6,8 @@
 //! cannot be removed; the shell and web search can. There is no turn limit:
 //! orch counts turns in the event stream and stops the process.
 
+use std::path::{Path, PathBuf};
+
 use serde_json::Value;
 
 use super::adapter::{Adapter, Probe, Request};
@@ -518,6 +520,10 @@ impl Adapter for Codex {
         None
     }
 
+    fn own_program(&self, found: &Path) -> Option<PathBuf> {
+        native_program(found)
+    }
+
     fn probe(&self, inv: &Invocation) -> Probe {
         // A provider on a closed loopback port with retries off: an accepted
         // argv fails its first turn at once instead of retrying forever.
@@ -561,6 +567,114 @@ impl Adapter for Codex {
     }
 }
 
+/// Codex's own program, when `found` (a real path) is the launcher npm
+/// installs (`@openai/codex`'s `bin/codex.js`): the native program of the
+/// package for this platform, found as the launcher finds it (Node's
+/// lookup of `@openai/codex-<platform>` from the launcher's folder up,
+/// else the package's own `vendor`). Codex runs every command in its own
+/// domain (docs/confinement.md, "Codex"): the launcher, which Node before
+/// 22.15 keeps as the parent of Codex's program with the same
+/// environment and orch's sockets for its stream, must not be there.
+pub(crate) fn native_program(found: &Path) -> Option<PathBuf> {
+    let (triple, package) = match (std::env::consts::OS, std::env::consts::ARCH) {
+        ("linux", "x86_64") => ("x86_64-unknown-linux-musl", "codex-linux-x64"),
+        ("linux", "aarch64") => ("aarch64-unknown-linux-musl", "codex-linux-arm64"),
+        ("macos", "x86_64") => ("x86_64-apple-darwin", "codex-darwin-x64"),
+        ("macos", "aarch64") => ("aarch64-apple-darwin", "codex-darwin-arm64"),
+        _ => return None,
+    };
+    if found.file_name()? != "codex.js" {
+        return None;
+    }
+    let bin = found.parent()?;
+    let root = bin.parent()?;
+    if bin.file_name()? != "bin" {
+        return None;
+    }
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(root.join("package.json")).ok()?).ok()?;
+    if manifest.get("name").and_then(Value::as_str) != Some("@openai/codex") {
+        return None;
+    }
+    // Node looks in `node_modules` of the folder and of each above it, but
+    // for a folder that is itself called `node_modules`.
+    let vendor = bin
+        .ancestors()
+        .filter(|d| d.file_name().is_none_or(|n| n != "node_modules"))
+        .map(|d| d.join("node_modules").join("@openai").join(package))
+        .find(|p| p.join("package.json").is_file())
+        .map_or_else(|| root.join("vendor"), |p| p.join("vendor"));
+    let program = vendor.join(triple).join("bin").join("codex");
+    program.is_file().then_some(program)
+}
+
 fn error_event(message: String) -> Vec<Event> {
     vec![Event::error(message)]
+}
+
+#[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+
+    /// An npm install of Codex in `modules`: the launcher's package, and
+    /// the platform package at `platform` (a `node_modules` folder) when
+    /// given; the launcher's real path.
+    fn install(modules: &Path, platform: Option<&Path>) -> PathBuf {
+        let root = modules.join("@openai").join("codex");
+        std::fs::create_dir_all(root.join("bin")).unwrap();
+        std::fs::write(root.join("package.json"), r#"{"name":"@openai/codex"}"#).unwrap();
+        std::fs::write(root.join("bin").join("codex.js"), "// launcher").unwrap();
+        if let Some(platform) = platform {
+            let package = platform.join("@openai").join("codex-linux-x64");
+            let bin = package.join("vendor/x86_64-unknown-linux-musl/bin");
+            std::fs::create_dir_all(&bin).unwrap();
+            std::fs::write(package.join("package.json"), "{}").unwrap();
+            std::fs::write(bin.join("codex"), "native").unwrap();
+        }
+        root.join("bin").join("codex.js")
+    }
+
+    #[test]
+    fn the_native_program_is_found_where_the_launcher_finds_it() {
+        let dir = tempfile::tempdir().unwrap();
+        // Beside the launcher's package (npm's usual layout).
+        let modules = dir.path().join("a").join("node_modules");
+        let launcher = install(&modules, Some(&modules));
+        assert_eq!(
+            native_program(&launcher).unwrap(),
+            modules.join("@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex")
+        );
+        // Nested in the launcher's own package, which Node looks in first.
+        let modules = dir.path().join("b").join("node_modules");
+        let nested = modules.join("@openai").join("codex").join("node_modules");
+        let launcher = install(&modules, Some(&nested));
+        assert!(native_program(&launcher).unwrap().starts_with(&nested));
+        // In the package's own `vendor`, when no platform package is found.
+        let modules = dir.path().join("c").join("node_modules");
+        let launcher = install(&modules, None);
+        assert_eq!(native_program(&launcher), None, "nothing there yet");
+        let own = modules.join("@openai/codex/vendor/x86_64-unknown-linux-musl/bin");
+        std::fs::create_dir_all(&own).unwrap();
+        std::fs::write(own.join("codex"), "native").unwrap();
+        assert_eq!(native_program(&launcher).unwrap(), own.join("codex"));
+    }
+
+    #[test]
+    fn only_codexs_own_launcher_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let modules = dir.path().join("node_modules");
+        let launcher = install(&modules, Some(&modules));
+        // Another package's `bin/codex.js`.
+        std::fs::write(
+            modules.join("@openai/codex/package.json"),
+            r#"{"name":"not-codex"}"#,
+        )
+        .unwrap();
+        assert_eq!(native_program(&launcher), None);
+        // A native program, or anything else, is started as it is.
+        let native =
+            modules.join("@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex");
+        assert_eq!(native_program(&native), None);
+        assert_eq!(native_program(Path::new("/usr/bin/codex")), None);
+    }
 }

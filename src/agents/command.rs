@@ -85,6 +85,7 @@ impl Adapter for Command {
             shown: None,
             git: None,
             shells: None,
+            undumpable: None,
         }
     }
 

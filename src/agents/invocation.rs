@@ -200,6 +200,11 @@ pub struct Invocation {
     /// The shells a confined CLI starts the model's commands with (see
     /// [`crate::confine::shell`]), made with the attempt's own directory.
     pub(crate) shells: Option<Shells>,
+    /// The copy of the CLI's own program a confined CLI that runs the
+    /// model's commands in its own domain (Codex) is started from, so none
+    /// can reach into it (see [`crate::confine::undumpable`]); made as the
+    /// attempt starts. `program` is its path.
+    pub(crate) undumpable: Option<std::sync::Arc<crate::confine::undumpable::Copy>>,
 }
 
 /// Where a confined CLI finds its shells, and the run's program they are

@@ -267,8 +267,13 @@ pub(crate) fn probe(kind: AgentKind, inv: &Invocation) -> ProbeResult {
         elapsed_ms: 0,
     };
     // As doctor finds it (see `installed`): the probe of a full-access
-    // agent runs unconfined.
-    let path = match find_outside_here(&inv.program) {
+    // agent runs unconfined. A CLI a run starts from an undumpable copy
+    // (made by the run) is probed from the program it copies.
+    let program = inv
+        .undumpable
+        .as_ref()
+        .map_or_else(|| inv.program.clone(), |c| c.source().display().to_string());
+    let path = match find_outside_here(&program) {
         Ok(p) => p,
         Err((problem, _)) => return fail(problem),
     };
@@ -495,6 +500,7 @@ mod tests {
             shown: None,
             git: None,
             shells: None,
+            undumpable: None,
         };
         write_files(&inv).unwrap();
         assert_eq!(
@@ -538,6 +544,7 @@ mod tests {
             shown: None,
             git: None,
             shells: None,
+            undumpable: None,
         };
         write_files(&inv).unwrap();
         // The agent swaps its (writable) CLI folder for a link elsewhere.

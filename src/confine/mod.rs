@@ -17,6 +17,7 @@ mod starter;
 #[cfg(target_os = "linux")]
 mod syscalls;
 pub(crate) mod tree;
+pub(crate) mod undumpable;
 
 pub use availability::Availability;
 pub use launch::Launch;

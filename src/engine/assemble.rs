@@ -9,6 +9,7 @@ use crate::agents::adapter::{McpServerSpec, RemoteHeader, RemoteSpec, Request, a
 use crate::agents::capability::{self, Reach};
 use crate::agents::env;
 use crate::agents::invocation::{EnvValue, Invocation, Shown};
+use crate::confine::undumpable::Copy;
 use crate::confine::{Availability, Confinement, Places, Policy, policy, shell};
 use crate::model::AgentKind;
 use crate::model::toolset::{Layer, ORCH_MCP_SERVER, Permission, Resolved, ToolSet};
@@ -146,15 +147,28 @@ impl Context {
             .collect()
     }
 
-    /// Where each attempt's own directory is made, outside any workspace:
-    /// `$XDG_CACHE_HOME/orch/attempts` (by default `~/.cache/orch/attempts`).
-    pub(crate) fn attempts_root(&self) -> PathBuf {
+    /// orch's folder in the user's cache, outside any workspace:
+    /// `$XDG_CACHE_HOME/orch` (by default `~/.cache/orch`).
+    fn cache_root(&self) -> PathBuf {
         let cache = std::env::var_os("XDG_CACHE_HOME")
             .map(PathBuf::from)
             .filter(|p| p.is_absolute())
             .or_else(|| self.home.as_ref().map(|h| h.join(".cache")))
             .unwrap_or_else(std::env::temp_dir);
-        cache.join("orch").join("attempts")
+        cache.join("orch")
+    }
+
+    /// Where each attempt's own directory is made: `attempts` in
+    /// [`Context::cache_root`].
+    pub(crate) fn attempts_root(&self) -> PathBuf {
+        self.cache_root().join("attempts")
+    }
+
+    /// Where the undumpable copies of CLIs' programs are made (see
+    /// [`crate::confine::undumpable`]): `programs` in
+    /// [`Context::cache_root`].
+    pub(crate) fn programs_root(&self) -> PathBuf {
+        self.cache_root().join("programs")
     }
 
     /// The own directory of one attempt of `agent` in `phase`: a new path
@@ -747,14 +761,16 @@ fn confined_level(
     (level != Permission::FullAccess).then_some(level)
 }
 
-/// The confinement of an invocation whose own directory is `dir`.
+/// The confinement of an invocation whose own directory is `dir`, and
+/// the undumpable copy of the CLI's own program it starts from, if it
+/// needs one.
 fn confinement(
     ctx: &Context,
     kind: AgentKind,
     level: Permission,
     inv: &Invocation,
     dir: &Path,
-) -> Option<Confinement> {
+) -> Option<(Confinement, Option<Copy>)> {
     let abi = ctx.confinement.abi()?;
     let program = inv.program.as_str();
     let path_dirs: Vec<PathBuf> = std::env::var_os("PATH")
@@ -778,7 +794,14 @@ fn confinement(
         which::which(program).ok()
     }
     .and_then(|p| std::fs::canonicalize(p).ok());
-    let home_readable = match &ctx.home {
+    // A CLI that runs the model's commands in its own domain (Codex) is
+    // started from an undumpable copy of its own program, whose folder it
+    // reads (see `crate::confine::undumpable`).
+    let copy = program
+        .as_deref()
+        .and_then(|p| adapter(kind).own_program(p))
+        .and_then(|own| Copy::plan(&own, &ctx.programs_root()));
+    let mut home_readable = match &ctx.home {
         Some(home) => policy::home_readable(
             home,
             &ctx.settings.allow_read,
@@ -787,6 +810,7 @@ fn confinement(
         ),
         None => Vec::new(),
     };
+    home_readable.extend(copy.as_ref().map(|c| c.folder().to_path_buf()));
     // What the CLI would load code from, in the workspace and above it.
     let workspace = std::fs::canonicalize(&ctx.workdir).unwrap_or_else(|_| ctx.workdir.clone());
     let also_hidden = adapter(kind)
@@ -823,7 +847,7 @@ fn confinement(
         state_dir: Some(std::fs::canonicalize(ctx.state_dir()).unwrap_or_else(|_| ctx.state_dir())),
     };
     Policy::for_permission(level, &places, &ctx.home_aliases)
-        .map(|policy| Confinement { policy, abi })
+        .map(|policy| (Confinement { policy, abi }, copy))
 }
 
 /// Give a confined CLI orch's shells (see [`crate::confine::shell`]): first
@@ -840,6 +864,7 @@ fn shells(
     vars: &mut Vec<crate::agents::invocation::EnvVar>,
     dir: &Path,
     run_id: &str,
+    own: Option<&Copy>,
 ) -> crate::agents::invocation::Shells {
     let folder = Request::shell_folder(dir);
     // Where an agent may write: the workspace (this phase's or another's)
@@ -866,6 +891,17 @@ fn shells(
              workspace or another folder an agent may write, so an agent could change the \
              shell its CLI starts (set XDG_CACHE_HOME outside it)",
             dir.display(),
+        ))
+    } else if let Some(own) =
+        own.filter(|c| trees.may_lead_into(c.source()) || trees.may_lead_into(c.folder()))
+    {
+        Err(format!(
+            "the CLI's own program `{}`, or orch's copy of it in `{}`, lies in (or leads \
+             through a link into) the workspace or another folder an agent may write, so an \
+             agent could change the program the CLI runs (install it, or set XDG_CACHE_HOME, \
+             outside them)",
+            own.source().display(),
+            own.folder().display(),
         ))
     } else if let Some(named) = code_from {
         Err(format!(
@@ -1142,7 +1178,17 @@ pub fn invocation(
         inv.env
             .push(env::plain("TMPDIR", dir.join("tmp").display().to_string()));
     }
-    inv.confinement = level.and_then(|level| confinement(ctx, agent.kind, level, &inv, dir));
+    let (confined, copy) = level
+        .and_then(|level| confinement(ctx, agent.kind, level, &inv, dir))
+        .map_or((None, None), |(c, copy)| (Some(c), copy));
+    inv.confinement = confined;
+    if let Some(copy) = copy {
+        inv.program = copy.path().display().to_string();
+        if let Some(first) = inv.shown.as_mut().and_then(|s| s.argv.first_mut()) {
+            first.clone_from(&inv.program);
+        }
+        inv.undumpable = Some(std::sync::Arc::new(copy));
+    }
     if agent.kind.is_llm()
         && let Some(confinement) = &inv.confinement
     {
@@ -1153,6 +1199,7 @@ pub fn invocation(
             &mut inv.env,
             dir,
             slot.run_id,
+            inv.undumpable.as_deref(),
         ));
     }
     last_of_each_name(&mut inv.env);

@@ -305,6 +305,23 @@ pub(crate) async fn run_attempt(
         result.permanent = true;
         return finish(result);
     }
+    if let Some(copy) = &inv.undumpable {
+        // Once per program file; the first takes a copy of it (Codex's is
+        // about 300 MB), off the async workers.
+        let copy = std::sync::Arc::clone(copy);
+        let made = tokio::task::spawn_blocking(move || copy.make())
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
+        if let Err(e) = made {
+            probe::remove_files(inv);
+            result.reason = Some(format!(
+                "cannot copy the CLI's program to `{}` (see docs/confinement.md, \"Codex\"): {e}",
+                inv.program
+            ));
+            result.permanent = true;
+            return finish(result);
+        }
+    }
     for endpoint in &spec.endpoints {
         if let Err(e) = endpoint.open() {
             probe::remove_files(inv);
@@ -780,6 +797,7 @@ mod tests {
                 shown: None,
                 git: None,
                 shells: None,
+                undumpable: None,
             },
             timeout: Some(Duration::from_secs(30)),
             stall_timeout: None,

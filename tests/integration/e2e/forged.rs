@@ -80,7 +80,7 @@ fn a_command_claude_runs_cannot_write_into_claudes_stream() {
 }
 
 /// The model's command looks for the first Node process above it (Gemini
-/// CLI; Codex's launcher, which holds Codex's output) and sends it
+/// CLI; Codex has none: see the next tests) and sends it
 /// `SIGUSR1`, which opens Node's inspector: a port on loopback through
 /// which any process runs code inside the CLI, lines on its stream
 /// included (`process.stdout.write`). The signal is refused, and no
@@ -91,26 +91,22 @@ const SIGNAL: &str = r#"printf '%s\n' 'import os, signal, time' 'p = os.getpid()
 #[test]
 fn a_command_cannot_open_its_node_clis_inspector() {
     require!(Tool::AgentClis);
-    for (kind, level) in [
-        (AgentKind::Codex, Level::ReadOnly),
-        (AgentKind::Gemini, Level::WorkspaceWrite),
-    ] {
-        let cli = find_cli(kind);
-        let dir = scratch("orch-e2e-inspector-");
-        let server = ModelServer::start(dir.path(), &json!([(cli.shell_call)(SIGNAL)]));
-        let mut text = pipeline(&cli, level, &server, dir.path());
-        if kind == AgentKind::Gemini {
-            text = changed(text, "\"Bash(printf *)\"", "\"Bash\"");
-        }
-        let run = orch_run(&cli, dir.path(), &server, &text);
-        let ctx = run.context();
-        assert_eq!(run.code, Some(0), "{kind:?}: {ctx}");
-        let said = run.tool_results();
-        assert!(
-            said.contains("could not signal node") && said.contains("inspector-closed"),
-            "{kind:?}: {said}\n{ctx}"
-        );
-    }
+    let cli = find_cli(AgentKind::Gemini);
+    let dir = scratch("orch-e2e-inspector-");
+    let server = ModelServer::start(dir.path(), &json!([(cli.shell_call)(SIGNAL)]));
+    let text = changed(
+        pipeline(&cli, Level::WorkspaceWrite, &server, dir.path()),
+        "\"Bash(printf *)\"",
+        "\"Bash\"",
+    );
+    let run = orch_run(&cli, dir.path(), &server, &text);
+    let ctx = run.context();
+    assert_eq!(run.code, Some(0), "{ctx}");
+    let said = run.tool_results();
+    assert!(
+        said.contains("could not signal node") && said.contains("inspector-closed"),
+        "{said}\n{ctx}"
+    );
 }
 
 /// The model's command walks up from its shell to orch and tries to read
@@ -125,9 +121,8 @@ fn a_command_cannot_open_its_node_clis_inspector() {
 /// an interpreter found on `PATH`, which could be a script run through
 /// `env bash`: either would be in a domain of its own whatever the CLI
 /// does. On stdin: Copilot CLI asks before a command names a file outside
-/// the workspace, and Gemini CLI refuses `$(...)`.) Not Codex: it starts
-/// its commands through the shell of the user's account
-/// (docs/confinement.md).
+/// the workspace, and Gemini CLI refuses `$(...)`.) Codex starts its
+/// commands through the shell of the user's account: see the next test.
 const ANCESTORS: &str = r#"printf '%s\n' 'p=$$; while [ "$p" -gt 1 ]; do read -r c < /proc/$p/comm; if head -c1 /proc/$p/environ > /dev/null 2>&1; then echo "ancestor: read $c"; else echo "ancestor: refused $c"; fi; q=1; while read -r k v; do if [ "$k" = PPid: ]; then q=$v; fi; done < /proc/$p/status; p=$q; done; o=${HOME%/*}; for d in "$o"/* "$PWD"; do n=${d##*/}; [ "$d" = "$PWD" ] && n=workspace; if touch "$d/planted" 2> /dev/null; then printf "own: wrote %q\\n" "$n"; else printf "own: refused %q\\n" "$n"; fi; done' | PATH=/usr/bin:/bin bash"#;
 
 #[test]
@@ -186,6 +181,53 @@ fn a_command_cannot_reach_into_the_cli_that_started_it() {
         ] {
             assert!(own.contains(&expected), "{kind:?}: {expected}: {own:?}");
         }
+    }
+}
+
+/// Codex starts its commands through the shell of the user's account, in
+/// its own domain (docs/confinement.md, "Codex"), so the walk above runs
+/// there, where the kernel's ptrace check alone decides: npm installs
+/// Codex as a Node launcher that (on a Node before 22.15) stays as the
+/// parent of Codex's program, with its environment (the model's key),
+/// and Codex's program was as readable. orch starts Codex's own program,
+/// from a copy no one may read, so the kernel makes it undumpable: no
+/// process above the command's shells may be read, at either level.
+/// (Without the copy the walk read `codex` and `node`; without orch
+/// emptying root's own capabilities before the start, root read its copy
+/// and the walk read `codex`.)
+#[test]
+fn a_codex_command_cannot_reach_into_codex() {
+    require!(Tool::AgentClis);
+    let cli = find_cli(AgentKind::Codex);
+    for level in [Level::ReadOnly, Level::WorkspaceWrite] {
+        let dir = scratch("orch-e2e-codex-nested-");
+        let server = ModelServer::start(dir.path(), &json!([(cli.shell_call)(ANCESTORS)]));
+        let text = pipeline(&cli, level, &server, dir.path());
+        let run = orch_run(&cli, dir.path(), &server, &text);
+        let ctx = run.context();
+        assert_eq!(run.code, Some(0), "{level:?}: {ctx}");
+        let said = run.tool_results();
+        let ancestors: Vec<&str> = said
+            .lines()
+            .filter_map(|l| l.split_once("ancestor: ").map(|(_, rest)| rest.trim()))
+            .collect();
+        // The script's shell and Codex's (the control).
+        let shells = ancestors.iter().take_while(|a| **a == "read bash").count();
+        assert!(
+            shells >= 2 && ancestors.len() > shells + 1,
+            "{level:?}: the command did not run: {said}\n{ctx}"
+        );
+        assert_eq!(
+            ancestors[shells..shells + 2],
+            ["refused codex", "refused orch"],
+            "{level:?}: Codex is the command shell's parent and orch its: {ancestors:?}"
+        );
+        assert!(
+            ancestors[shells..]
+                .iter()
+                .all(|a| a.starts_with("refused ")),
+            "{level:?}: a process above the command's shell was read: {ancestors:?}"
+        );
     }
 }
 
