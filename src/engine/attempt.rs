@@ -133,8 +133,14 @@ impl Attempts for Live {
             endpoints,
         };
         let result = run_attempt(spec, self.events.clone(), cancel).await;
-        // The attempt's own directory goes with it (its endpoint too).
+        // The attempt's own directory goes with it (its endpoint too), and
+        // the keeper forgets it.
+        let path = dir.path().to_path_buf();
         drop(dir);
+        if let Some(k) = &self.keeper {
+            k.removed(&path);
+            k.removed(&assemble::servers_dir(&path));
+        }
         result
     }
 }

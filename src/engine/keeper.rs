@@ -10,8 +10,8 @@
 //! whatever left its group, and an agent whose start orch had not
 //! finished), waits (2 s at most) for them to be gone, removes every
 //! attempt folder orch registered (`+rPATH`: an attempt's own directory and
-//! its servers' folder, which orch removes itself as each attempt ends),
-//! and exits. It runs in its own
+//! its servers' folder; orch removes them itself as each attempt ends, and
+//! then writes `-rPATH`), and exits. It runs in its own
 //! process group and ignores INT, TERM and HUP, so a Ctrl-C meant for orch
 //! does not take it down first. (A parent-death signal on each agent would
 //! also work, but only for the agent's own process.)
@@ -85,6 +85,13 @@ impl Keeper {
         }
     }
 
+    /// An attempt folder orch removed itself: forget it.
+    pub(crate) fn removed(&self, path: &Path) {
+        if let Some(p) = path.to_str().filter(|p| !p.contains(['\n', '\r'])) {
+            self.say(format!("-r{p}\n"));
+        }
+    }
+
     /// A cgroup (its folder) to kill, with everything beneath it, if orch
     /// dies.
     pub(crate) fn watch_cgroup(&self, dir: &Path) {
@@ -120,39 +127,17 @@ pub(crate) fn serve() {
         // SAFETY: setting a signal to be ignored installs no handler code.
         let _ = unsafe { signal(sig, SigHandler::SigIgn) };
     }
-    let mut groups: BTreeSet<i32> = BTreeSet::new();
-    let mut cgroups: BTreeSet<String> = BTreeSet::new();
-    let mut leftovers: BTreeSet<String> = BTreeSet::new();
+    let mut registered = Registered::default();
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
         let Ok(line) = line else { break };
-        if let Some(path) = line.strip_prefix("+r") {
-            leftovers.insert(path.to_string());
-            continue;
-        }
-        if let Some(dir) = line.strip_prefix("+c") {
-            cgroups.insert(dir.to_string());
-            continue;
-        }
-        if let Some(dir) = line.strip_prefix("-c") {
-            cgroups.remove(dir);
-            continue;
-        }
-        let (op, rest) = line.split_at(line.len().min(1));
-        if let Ok(pgid) = rest.trim().parse::<i32>()
-            && pgid > 1
-        {
-            match op {
-                "+" => {
-                    groups.insert(pgid);
-                }
-                "-" => {
-                    groups.remove(&pgid);
-                }
-                _ => {}
-            }
-        }
+        registered.apply(&line);
     }
+    let Registered {
+        groups,
+        cgroups,
+        leftovers,
+    } = registered;
     for pgid in &groups {
         let _ = killpg(Pid::from_raw(*pgid), Signal::SIGKILL);
     }
@@ -200,6 +185,51 @@ pub(crate) fn serve() {
     }
 }
 
+/// What orch registered with the keeper, and has not taken back.
+#[derive(Debug, Default)]
+struct Registered {
+    /// Process groups to kill (`+PGID`, `-PGID`).
+    groups: BTreeSet<i32>,
+    /// Cgroup folders to kill (`+cPATH`, `-cPATH`).
+    cgroups: BTreeSet<String>,
+    /// Attempt folders to remove (`+rPATH`, `-rPATH`).
+    leftovers: BTreeSet<String>,
+}
+
+impl Registered {
+    /// One line from orch; one it does not know changes nothing.
+    fn apply(&mut self, line: &str) {
+        let (set, path) = match line.get(..2) {
+            Some("+r") => (&mut self.leftovers, true),
+            Some("-r") => (&mut self.leftovers, false),
+            Some("+c") => (&mut self.cgroups, true),
+            Some("-c") => (&mut self.cgroups, false),
+            _ => {
+                let (op, rest) = line.split_at(line.len().min(1));
+                if let Ok(pgid) = rest.trim().parse::<i32>()
+                    && pgid > 1
+                {
+                    match op {
+                        "+" => {
+                            self.groups.insert(pgid);
+                        }
+                        "-" => {
+                            self.groups.remove(&pgid);
+                        }
+                        _ => {}
+                    }
+                }
+                return;
+            }
+        };
+        if path {
+            set.insert(line[2..].to_string());
+        } else {
+            set.remove(&line[2..]);
+        }
+    }
+}
+
 /// Whether the keeper may remove `path`: an entry of an attempts' folder
 /// (`.../orch/attempts/<name>`), named plainly (no `..`, nothing relative).
 fn removable(path: &Path) -> bool {
@@ -214,6 +244,34 @@ fn removable(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_orch_takes_back_is_forgotten() {
+        let mut r = Registered::default();
+        for line in [
+            "+41",
+            "+42",
+            "-41",
+            "+c/sys/fs/cgroup/orch-7",
+            "+r/c/orch/attempts/a",
+            "+r/c/orch/attempts/a.servers",
+            "+r/c/orch/attempts/b",
+            "-r/c/orch/attempts/a",
+            "-r/c/orch/attempts/a.servers",
+            "-c/sys/fs/cgroup/orch-7",
+            "+1",
+            "x",
+            "",
+        ] {
+            r.apply(line);
+        }
+        assert_eq!(r.groups.into_iter().collect::<Vec<_>>(), [42]);
+        assert!(r.cgroups.is_empty());
+        assert_eq!(
+            r.leftovers.into_iter().collect::<Vec<_>>(),
+            ["/c/orch/attempts/b"]
+        );
+    }
 
     #[test]
     fn only_an_entry_of_an_attempts_folder_is_removed() {
