@@ -247,12 +247,23 @@ pub trait Adapter: Sync {
         &[]
     }
 
-    /// The CLI's own program when `found` (the real path of the program
-    /// its name finds) only starts it: one whose commands run in the CLI's
-    /// own domain, which orch starts undumpable (see
-    /// [`crate::confine::undumpable`]). `None`: `found` is started.
-    fn own_program(&self, _found: &Path) -> Option<PathBuf> {
-        None
+    /// Whether the CLI runs the model's commands in its own domain, so
+    /// that orch, where it confines, starts it undumpable from a copy of
+    /// its own program (see [`crate::confine::undumpable`]), or not at
+    /// all (Codex).
+    fn starts_undumpable(&self) -> bool {
+        false
+    }
+
+    /// For a CLI that [`Adapter::starts_undumpable`]: its own program,
+    /// given `found` (the real path of what its name finds: the program, or
+    /// a launcher that starts it), or why there is none to copy (a script
+    /// cannot run from a copy no one may read).
+    fn own_program(&self, found: &Path) -> Result<OwnProgram, String> {
+        Ok(OwnProgram {
+            program: found.to_path_buf(),
+            package: None,
+        })
     }
 
     /// The granted tool through which the agent may start programs (a
@@ -339,6 +350,14 @@ pub fn adapter(kind: AgentKind) -> &'static dyn Adapter {
         AgentKind::Copilot => &super::copilot::Copilot,
         AgentKind::Command => &super::command::Command,
     }
+}
+
+/// A CLI's own program (see [`Adapter::own_program`]), and the folder
+/// of the package it comes in, whose other files it finds beside itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnProgram {
+    pub program: PathBuf,
+    pub package: Option<PathBuf>,
 }
 
 /// The CLI's own message for a rejected argv: its first non-empty stderr

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::adapter::{Adapter, Probe, Request};
+use super::adapter::{Adapter, OwnProgram, Probe, Request};
 use super::claude::strings;
 use super::env;
 use super::invocation::{Enforced, Enforcement, Invocation, Stdin};
@@ -520,8 +520,38 @@ impl Adapter for Codex {
         None
     }
 
-    fn own_program(&self, found: &Path) -> Option<PathBuf> {
-        native_program(found)
+    fn starts_undumpable(&self) -> bool {
+        true
+    }
+
+    fn own_program(&self, found: &Path) -> Result<OwnProgram, String> {
+        if let Some(program) = native_program(found) {
+            // `vendor/<target>`: its `codex-path` and helpers.
+            let package = program
+                .parent()
+                .and_then(Path::parent)
+                .map(Path::to_path_buf);
+            return Ok(OwnProgram { program, package });
+        }
+        let mut magic = [0u8; 4];
+        let elf = std::fs::File::open(found)
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+            .is_ok()
+            && magic == *b"\x7fELF";
+        if elf {
+            Ok(OwnProgram {
+                program: found.to_path_buf(),
+                package: None,
+            })
+        } else {
+            Err(format!(
+                "`{}` is neither Codex's own program nor npm's launcher for it (a script or a \
+                 version manager's shim?): orch starts Codex from a copy of its own program \
+                 that no one may read, which a script cannot run from (docs/confinement.md, \
+                 \"Codex\"); give the program's path as `agents.<name>.binary`",
+                found.display()
+            ))
+        }
     }
 
     fn probe(&self, inv: &Invocation) -> Probe {
@@ -575,7 +605,7 @@ impl Adapter for Codex {
 /// domain (docs/confinement.md, "Codex"): the launcher, which Node before
 /// 22.15 keeps as the parent of Codex's program with the same
 /// environment and orch's sockets for its stream, must not be there.
-pub(crate) fn native_program(found: &Path) -> Option<PathBuf> {
+fn native_program(found: &Path) -> Option<PathBuf> {
     let (triple, package) = match (std::env::consts::OS, std::env::consts::ARCH) {
         ("linux", "x86_64") => ("x86_64-unknown-linux-musl", "codex-linux-x64"),
         ("linux", "aarch64") => ("aarch64-unknown-linux-musl", "codex-linux-arm64"),
@@ -676,5 +706,28 @@ mod tests {
             modules.join("@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex");
         assert_eq!(native_program(&native), None);
         assert_eq!(native_program(Path::new("/usr/bin/codex")), None);
+    }
+
+    #[test]
+    fn codex_starts_from_its_own_program_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let modules = dir.path().join("node_modules");
+        let launcher = install(&modules, Some(&modules));
+        // npm's launcher: the native program, with its package folder.
+        let own = Codex.own_program(&launcher).unwrap();
+        let vendor = modules.join("@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl");
+        assert_eq!(own.program, vendor.join("bin").join("codex"));
+        assert_eq!(own.package, Some(vendor));
+        // A native program found directly (a release download, a
+        // package manager's): itself.
+        let native = dir.path().join("codex");
+        std::fs::copy(which::which("true").unwrap(), &native).unwrap();
+        let own = Codex.own_program(&native).unwrap();
+        assert_eq!((own.program, own.package), (native, None));
+        // A script (a version manager's shim): refused, with why.
+        let shim = dir.path().join("shim");
+        std::fs::write(&shim, "#!/bin/sh\nexec codex \"$@\"\n").unwrap();
+        let why = Codex.own_program(&shim).unwrap_err();
+        assert!(why.contains("neither Codex's own program"), "{why}");
     }
 }

@@ -204,7 +204,7 @@ pub struct Invocation {
     /// model's commands in its own domain (Codex) is started from, so none
     /// can reach into it (see [`crate::confine::undumpable`]); made as the
     /// attempt starts. `program` is its path.
-    pub(crate) undumpable: Option<std::sync::Arc<crate::confine::undumpable::Copy>>,
+    pub(crate) undumpable: Option<std::sync::Arc<crate::confine::undumpable::ExecOnlyCopy>>,
 }
 
 /// Where a confined CLI finds its shells, and the run's program they are
@@ -431,7 +431,7 @@ impl Invocation {
     }
 
     /// The agent's `PATH`, its values looked up through `lookup`.
-    fn path_value(&self, lookup: impl Fn(&str) -> Option<String>) -> Option<String> {
+    pub(crate) fn path_value(&self, lookup: impl Fn(&str) -> Option<String>) -> Option<String> {
         self.env
             .iter()
             .rfind(|v| v.name == "PATH")

@@ -395,6 +395,26 @@ pub fn write_files(inv: &Invocation) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Make the undumpable copy of the CLI's own program the invocation is
+/// started from, if it has one (see [`crate::confine::undumpable`]): once
+/// per program file, the first time a copy of it (Codex's is about
+/// 300 MB). Blocking: `orch run` calls it off the async workers.
+pub fn make_program(inv: &Invocation) -> std::io::Result<()> {
+    match &inv.undumpable {
+        Some(copy) => copy.make().map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot copy the CLI's program `{}` to `{}` (docs/confinement.md, \"Codex\"): {e}",
+                    copy.source().display(),
+                    copy.folder().display()
+                ),
+            )
+        }),
+        None => Ok(()),
+    }
+}
+
 /// Remove the files an invocation wrote outside its own directory.
 ///
 /// Files inside the attempt's own directory are left alone: the directory

@@ -79,10 +79,7 @@ impl Prepared {
 /// module, create a device node for the disk, or read kernel memory, and
 /// so step out of any confinement). A thread that may not drop them
 /// (without `CAP_SETPCAP`) has none to lose: a program started with
-/// `no_new_privs` gains none. Then its own sets go too: a process it
-/// starts executes its program without any, as it will run, so root's
-/// is undumpable when it executes a file it may not read as anyone's is
-/// (see [`super::undumpable`]; with `CAP_DAC_OVERRIDE` root reads it).
+/// `no_new_privs` gains none.
 pub(super) fn drop_capabilities() -> io::Result<()> {
     // SAFETY: plain system calls with integer arguments.
     unsafe {
@@ -109,15 +106,14 @@ pub(super) fn drop_capabilities() -> io::Result<()> {
             return Err(io::Error::last_os_error());
         }
     }
-    clear_sets()
+    clear_inheritable()
 }
 
-/// Empty the thread's inheritable, permitted and effective sets. The
-/// bounding set does not limit the inheritable one: a program run as root
-/// gets its inheritable capabilities back as permitted ones, so one orch
-/// inherited (some container runtimes start processes with a full
-/// inheritable set) would reach the agent.
-fn clear_sets() -> io::Result<()> {
+/// Empty the thread's inheritable set. The bounding set does not limit it:
+/// a program run as root gets its inheritable capabilities back as
+/// permitted ones, so one orch inherited (some container runtimes start
+/// processes with a full inheritable set) would reach the agent.
+fn clear_inheritable() -> io::Result<()> {
     #[repr(C)]
     struct Header {
         version: u32,
@@ -142,13 +138,12 @@ fn clear_sets() -> io::Result<()> {
         if libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) != 0 {
             return Err(io::Error::last_os_error());
         }
-        if data
-            .iter()
-            .all(|d| d.inheritable == 0 && d.permitted == 0 && d.effective == 0)
-        {
+        if data.iter().all(|d| d.inheritable == 0) {
             return Ok(());
         }
-        data = [Data::default(); 2];
+        for d in &mut data {
+            d.inheritable = 0;
+        }
         if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) != 0 {
             return Err(io::Error::last_os_error());
         }

@@ -8,72 +8,102 @@
 //! commands run below their CLI's domain through orch's shells (see
 //! [`crate::confine::shell`]), but Codex starts them through the login
 //! shell of the user's account or one the model names, in its own
-//! domain: a command could read the model's key in Codex's environment,
-//! or write into its memory and have it print what it likes. The kernel
+//! domain: a command could read Codex's memory or open its descriptors
+//! (and, but for its own socket streams, write lines that pass for
+//! Codex's). The kernel
 //! makes a process undumpable when it executes a file it may not read,
 //! so orch starts such a CLI from a copy of its program that its owner
-//! may execute but not read (mode `0100`; a confined process holds no
-//! capability that would read it anyway). The CLI still reads its own
-//! `/proc/self` (a process always may); the commands it starts from
-//! readable files are dumpable as usual, and cannot reach it.
+//! may execute but not read (mode `0100`; a confined process gives up its
+//! capabilities before it executes, so root reads it no more than anyone).
+//! The CLI still reads its own `/proc/self` (a process always may); the
+//! commands it starts from readable files are dumpable as usual, and
+//! cannot reach it.
 //!
 //! The copy is made once per program file (its real path, device, inode,
-//! size and modification time) in orch's cache, beside links to every
-//! other entry of the original's folder and of the folder above (Codex
-//! finds its ripgrep and helpers there). Making a copy removes the
-//! copies of older files of the same path.
+//! size and modification time) in orch's cache, under a lock that every
+//! orch making or removing a copy there takes; where the program comes in
+//! a package (Codex's npm package: `vendor/<target>/bin/codex` beside
+//! `codex-path/rg` and its helpers), beside links to the package's other
+//! entries and to the program's neighbours. A copy not used for a day
+//! whose program file has changed since (an update) is removed when
+//! another copy of the same path is made. Its owner may still `chmod` a
+//! copy (Landlock has no rule for it): a copy made readable is put back
+//! as an attempt starts, and [`held`] checks, once the CLI runs, that the
+//! kernel made it undumpable.
 
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use sha2::{Digest, Sha256};
 
 /// The copy's mode: its owner may execute it, and no one may read it.
 const EXECUTE_ONLY: u32 = 0o100;
 
+/// A copy unused for this long, of an older file of its path, is removed.
+const UNUSED_FOR: Duration = Duration::from_secs(24 * 3600);
+
+/// A folder being made that is this old was left by an orch that died.
+const ABANDONED_AFTER: Duration = Duration::from_secs(3600);
+
+/// Touched each time a copy is used (its modification time says when).
+const USED: &str = ".used";
+
+/// The lock file in the copies' folder.
+const LOCK: &str = ".lock";
+
 /// Where the undumpable copy of one program file goes, and how to make it.
 #[derive(Debug)]
-pub(crate) struct Copy {
+pub(crate) struct ExecOnlyCopy {
     /// The program's real path.
     source: PathBuf,
-    /// Its size, as planned.
-    size: u64,
+    /// The package folder whose entries go beside the copy, if any.
+    package: Option<PathBuf>,
+    /// The source file as planned: device, inode, size, modification time.
+    identity: (u64, u64, u64, i64, i64),
     /// The copy's own folder in the cache.
     folder: PathBuf,
-    /// The copy itself: `<folder>/<the original's folder name>/<name>`.
+    /// The copy itself.
     path: PathBuf,
 }
 
-impl Copy {
-    /// Where the copy of `program` (which must be a file) goes in `root`;
-    /// `None` if it cannot be read as one.
-    pub(crate) fn plan(program: &Path, root: &Path) -> Option<Self> {
+impl ExecOnlyCopy {
+    /// Where the copy of `program` goes in `root`, with the entries of
+    /// `package` (a folder `program` is in) beside it; `None` if it is
+    /// not a file, or not in `package`.
+    pub(crate) fn plan(program: &Path, package: Option<&Path>, root: &Path) -> Option<Self> {
         let source = std::fs::canonicalize(program).ok()?;
         let meta = std::fs::metadata(&source).ok()?;
         if !meta.is_file() {
             return None;
         }
+        let package = match package {
+            Some(p) => Some(std::fs::canonicalize(p).ok()?),
+            None => None,
+        };
         let name = source.file_name()?;
-        let within = source.parent()?.file_name()?;
-        let identity = format!(
-            "{}:{}:{}:{}.{}",
+        let identity = (
             meta.dev(),
             meta.ino(),
             meta.len(),
             meta.mtime(),
-            meta.mtime_nsec()
+            meta.mtime_nsec(),
         );
         let folder = root.join(format!(
             "{}-{}-{}",
             name.to_string_lossy(),
             short_hash(source.as_os_str().as_bytes()),
-            short_hash(identity.as_bytes())
+            short_hash(format!("{identity:?}").as_bytes())
         ));
-        let path = folder.join(within).join(name);
+        let path = match &package {
+            Some(p) => folder.join(source.strip_prefix(p).ok()?),
+            None => folder.join(name),
+        };
         Some(Self {
             source,
-            size: meta.len(),
+            package,
+            identity,
             folder,
             path,
         })
@@ -82,6 +112,12 @@ impl Copy {
     /// The program it copies (a real path).
     pub(crate) fn source(&self) -> &Path {
         &self.source
+    }
+
+    /// The package whose entries sit beside the copy (a real path): the
+    /// CLI must read it.
+    pub(crate) fn package(&self) -> Option<&Path> {
+        self.package.as_deref()
     }
 
     /// The copy, to start the program by.
@@ -94,20 +130,13 @@ impl Copy {
         &self.folder
     }
 
-    /// Make the copy, unless it is there: built in a new folder beside it
-    /// and renamed into place, so a copy is whole or absent (another run
-    /// making the same one at once is fine).
+    /// Make the copy, unless it is there, under the copies' lock: built
+    /// in a new folder beside it and renamed into place, so a copy is
+    /// whole or absent, and made once however many attempts ask at once.
+    /// Refused when the copies' folder is not this user's alone or does
+    /// not let programs run (`noexec`), or when the program changed since
+    /// it was planned.
     pub(crate) fn make(&self) -> std::io::Result<()> {
-        if self.is_made() {
-            return Ok(());
-        }
-        // A folder by that name whose copy is not as planned (readable,
-        // another size) is not used: it goes, and the copy is made anew.
-        match std::fs::symlink_metadata(&self.folder) {
-            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&self.folder)?,
-            Ok(_) => std::fs::remove_file(&self.folder)?,
-            Err(_) => {}
-        }
         let root = self
             .folder
             .parent()
@@ -116,19 +145,61 @@ impl Copy {
             .recursive(true)
             .mode(0o700)
             .create(root)?;
-        let making = tempfile::Builder::new()
-            .prefix(".making-")
-            .tempdir_in(root)?;
-        self.fill(making.path())?;
-        match std::fs::rename(making.path(), &self.folder) {
-            Ok(()) => {
-                let _ = making.keep();
-            }
-            // Made by another run meanwhile.
-            Err(_) if self.is_made() => {}
-            Err(e) => return Err(e),
+        own_alone(root)?;
+        let flags = nix::sys::statvfs::statvfs(root).map_err(std::io::Error::from)?;
+        if flags
+            .flags()
+            .contains(nix::sys::statvfs::FsFlags::ST_NOEXEC)
+        {
+            return Err(std::io::Error::other(format!(
+                "`{}` is on a file system mounted `noexec`: set XDG_CACHE_HOME to a folder \
+                 programs may run from",
+                root.display()
+            )));
         }
-        self.remove_older();
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(root.join(LOCK))?;
+        let _held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, e)| std::io::Error::from(e))?;
+        match self.state() {
+            State::Made => {}
+            // Only its mode changed (a process of this user may `chmod`
+            // any file of its own: an agent that learned the path from its
+            // Codex's command line): back, in place, so the kernel's
+            // rules on the file still name it.
+            State::Readable => {
+                std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(EXECUTE_ONLY))?
+            }
+            // A folder by that name whose copy is not as planned is not
+            // used: it goes (no link followed), and the copy is made anew.
+            State::Other => self.make_anew(root)?,
+        }
+        // When it was last used, for `remove_unused`.
+        std::fs::write(self.folder.join(USED), "")?;
+        self.remove_unused(root);
+        Ok(())
+    }
+
+    /// Remove what stands where the copy goes, and make it.
+    fn make_anew(&self, root: &Path) -> std::io::Result<()> {
+        {
+            match std::fs::symlink_metadata(&self.folder) {
+                Ok(m) if m.is_dir() => std::fs::remove_dir_all(&self.folder)?,
+                Ok(_) => std::fs::remove_file(&self.folder)?,
+                Err(_) => {}
+            }
+            let making = tempfile::Builder::new()
+                .prefix(".making-")
+                .tempdir_in(root)?;
+            self.fill(making.path())?;
+            std::fs::rename(making.path(), &self.folder)?;
+            let _ = making.keep();
+        }
         Ok(())
     }
 
@@ -138,41 +209,97 @@ impl Copy {
             .source
             .parent()
             .ok_or(std::io::ErrorKind::InvalidInput)?;
-        let within_name = within.file_name().ok_or(std::io::ErrorKind::InvalidInput)?;
         let name = self
             .source
             .file_name()
             .ok_or(std::io::ErrorKind::InvalidInput)?;
-        if let Some(above) = within.parent() {
-            link_entries(above, into, within_name)?;
+        let to_path = into.join(
+            self.path
+                .strip_prefix(&self.folder)
+                .map_err(|_| std::io::ErrorKind::InvalidInput)?,
+        );
+        if let Some(package) = &self.package {
+            // Each folder from the package down to the program's: its
+            // other entries as links, the way down as folders.
+            let mut from = package.clone();
+            let mut to = into.to_path_buf();
+            let below = within
+                .strip_prefix(package)
+                .map_err(|_| std::io::ErrorKind::InvalidInput)?;
+            for step in below.components() {
+                link_entries(&from, &to, step.as_os_str())?;
+                from.push(step);
+                to.push(step);
+                std::fs::DirBuilder::new().mode(0o700).create(&to)?;
+            }
+            link_entries(&from, &to, name)?;
         }
-        let into = into.join(within_name);
-        std::fs::DirBuilder::new().mode(0o700).create(&into)?;
-        link_entries(within, &into, name)?;
         let mut from = std::fs::File::open(&self.source)?;
-        let to_path = into.join(name);
+        let m = from.metadata()?;
+        let identity = (m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec());
+        if identity != self.identity {
+            return Err(std::io::Error::other(format!(
+                "`{}` changed since the attempt was planned (an update?): run again",
+                self.source.display()
+            )));
+        }
         let mut to = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o200)
             .open(&to_path)?;
-        std::io::copy(&mut from, &mut to)?;
+        let copied = std::io::copy(&mut from, &mut to)?;
+        if copied != m.len() {
+            return Err(std::io::Error::other(format!(
+                "copied {copied} of the {} bytes of `{}`",
+                m.len(),
+                self.source.display()
+            )));
+        }
+        to.sync_all()?;
         drop(to);
         std::fs::set_permissions(&to_path, std::fs::Permissions::from_mode(EXECUTE_ONLY))
     }
 
-    /// Whether the copy is there: a file (not a link) of the planned size
-    /// that no one may read.
+    /// Whether the copy is there as planned: a file of this user's, of the
+    /// planned size, that no one may read, reached from a folder of this
+    /// user's that no one else may write through folders (no link).
+    #[cfg(test)]
     fn is_made(&self) -> bool {
-        std::fs::symlink_metadata(&self.path).is_ok_and(|m| {
-            m.is_file() && m.len() == self.size && m.permissions().mode() & 0o7777 == EXECUTE_ONLY
-        })
+        self.state() == State::Made
     }
 
-    /// Copies made for older files of the same path (a CLI updated since).
-    /// A run still starting from one fails to start; one started runs on.
-    fn remove_older(&self) {
-        let (Some(root), Some(own)) = (self.folder.parent(), self.folder.file_name()) else {
+    fn state(&self) -> State {
+        let uid = nix::unistd::geteuid().as_raw();
+        let folder_ok = std::fs::symlink_metadata(&self.folder)
+            .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o022 == 0);
+        // Every folder between it and the copy is one, not a link.
+        let mut between = self.path.parent();
+        let mut folders_ok = true;
+        while let Some(d) = between.filter(|d| *d != self.folder) {
+            folders_ok &= std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir());
+            between = d.parent();
+        }
+        let copy = std::fs::symlink_metadata(&self.path)
+            .ok()
+            .filter(|m| m.is_file() && m.uid() == uid && m.len() == self.identity.2);
+        match copy {
+            Some(m) if folder_ok && folders_ok => {
+                if m.permissions().mode() & 0o7777 == EXECUTE_ONLY {
+                    State::Made
+                } else {
+                    State::Readable
+                }
+            }
+            _ => State::Other,
+        }
+    }
+
+    /// Copies of older files of the same path not used for a day (a CLI
+    /// updated since), and folders being made that an orch that died left
+    /// (under the lock, none is being made).
+    fn remove_unused(&self, root: &Path) {
+        let Some(own) = self.folder.file_name() else {
             return;
         };
         let own = own.to_string_lossy();
@@ -182,18 +309,129 @@ impl Copy {
         let Ok(entries) = std::fs::read_dir(root) else {
             return;
         };
+        let older_than = |path: &Path, age: Duration| {
+            std::fs::symlink_metadata(path)
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| SystemTime::now().duration_since(t).unwrap_or_default() > age)
+        };
         for entry in entries.flatten() {
+            let path = entry.path();
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            if name != own
+            let unused_older = name != own
                 && name
                     .strip_prefix(prefix)
                     .is_some_and(|rest| rest.len() == 17 && rest.starts_with('-'))
-                && entry.file_type().is_ok_and(|t| t.is_dir())
-            {
-                let _ = std::fs::remove_dir_all(entry.path());
+                && older_than(&path.join(USED), UNUSED_FOR);
+            let abandoned = name.starts_with(".making-") && older_than(&path, ABANDONED_AFTER);
+            if (unused_older || abandoned) && entry.file_type().is_ok_and(|t| t.is_dir()) {
+                let _ = std::fs::remove_dir_all(&path);
             }
         }
+    }
+}
+
+/// Where a copy stands.
+#[derive(Debug, PartialEq, Eq)]
+enum State {
+    /// As planned.
+    Made,
+    /// As planned, but for its mode.
+    Readable,
+    /// Absent, or not as planned.
+    Other,
+}
+
+/// Whether the process `pid`, started from an undumpable copy of the
+/// program called `name`, is undumpable: the copy may have been made
+/// readable between its last check and the start (its owner may `chmod`
+/// it), and then the process is not, and must not run. Asked as the
+/// process would be by one of its commands: from a thread of no
+/// capabilities, reading its environment, which the kernel refuses for an
+/// undumpable process; once the process shows the program's name (the
+/// kernel settles whether it is dumpable as it executes, just before it
+/// takes the name). `Ok` too when it ended first.
+pub(crate) fn held(pid: u32, name: &std::ffi::OsStr) -> Result<(), String> {
+    let proc = PathBuf::from(format!("/proc/{pid}"));
+    // The kernel keeps the first 15 bytes of the name.
+    let want = &name.as_bytes()[..name.len().min(15)];
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match std::fs::read(proc.join("comm")) {
+            Ok(comm) if comm.strip_suffix(b"\n").unwrap_or(&comm) == want => break,
+            Ok(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            Ok(_) => return Err(format!("process {pid} never showed the name {name:?}")),
+            // Ended already.
+            Err(_) => return Ok(()),
+        }
+    }
+    let read = std::thread::scope(|s| {
+        s.spawn(|| {
+            drop_own_capabilities()?;
+            match std::fs::File::open(proc.join("environ")) {
+                Ok(_) => Ok(true),
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Ok(false),
+                // Ended meanwhile.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+                Err(e) => Err(e),
+            }
+        })
+        .join()
+        .unwrap_or_else(|_| Err(std::io::Error::other("the checking thread failed")))
+    });
+    match read {
+        Ok(false) => Ok(()),
+        Ok(true) => Err(
+            "it started dumpable: its program's copy could be read when it \
+                         started (an agent's `chmod`?), so its commands could reach into it \
+                         (docs/confinement.md, \"Codex\")"
+                .to_string(),
+        ),
+        Err(e) => Err(format!("cannot tell whether it started undumpable: {e}")),
+    }
+}
+
+/// Give up every capability of the calling thread (of its own sets: the
+/// others keep theirs).
+fn drop_own_capabilities() -> std::io::Result<()> {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let header = Header {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let none = [Data::default(); 2];
+    // SAFETY: capset with a version-3 header and the two data words that
+    // version reads; it changes the calling thread's credentials only.
+    if unsafe { libc::syscall(libc::SYS_capset, &header, none.as_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `folder` is this user's and no one else may write it.
+fn own_alone(folder: &Path) -> std::io::Result<()> {
+    let m = std::fs::symlink_metadata(folder)?;
+    if m.is_dir() && m.uid() == nix::unistd::geteuid().as_raw() && m.mode() & 0o022 == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "`{}` is not a folder of this user's alone (another user's, writable by others, or \
+             a link): set XDG_CACHE_HOME to one",
+            folder.display()
+        )))
     }
 }
 
@@ -217,87 +455,186 @@ fn short_hash(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
 
-    /// A package laid out as Codex's is: `vendor/<triple>/bin/codex`
-    /// beside a helper, with `codex-path/rg` one folder up.
-    fn package(at: &Path) -> PathBuf {
-        let bin = at.join("triple").join("bin");
+    /// A package laid out as Codex's is: `triple/bin/codex` (a real
+    /// program: a copy of `true`) beside a helper, with `codex-path/rg`
+    /// one folder up; the program and the package.
+    fn install(at: &Path) -> (PathBuf, PathBuf) {
+        let package = at.join("triple");
+        let bin = package.join("bin");
         std::fs::create_dir_all(&bin).unwrap();
-        std::fs::create_dir_all(at.join("triple").join("codex-path")).unwrap();
-        std::fs::write(at.join("triple").join("codex-path").join("rg"), "rg").unwrap();
+        std::fs::create_dir_all(package.join("codex-path")).unwrap();
+        std::fs::write(package.join("codex-path").join("rg"), "rg").unwrap();
         std::fs::write(bin.join("helper"), "helper").unwrap();
         let program = bin.join("codex");
-        std::fs::write(&program, "#!/bin/sh\necho codex\n").unwrap();
-        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
-        program
+        std::fs::copy(which::which("true").unwrap(), &program).unwrap();
+        (program, package)
     }
 
     #[test]
-    fn the_copy_may_be_executed_not_read_and_sits_beside_links_to_its_neighbours() {
+    fn the_copy_runs_cannot_be_read_and_sits_beside_links_to_its_neighbours() {
         let dir = tempfile::tempdir().unwrap();
-        let program = package(&dir.path().join("pkg"));
+        let (program, package) = install(&dir.path().join("pkg"));
         let root = dir.path().join("cache");
-        let copy = Copy::plan(&program, &root).unwrap();
-        assert!(copy.path().starts_with(copy.folder()));
+        let copy = ExecOnlyCopy::plan(&program, Some(&package), &root).unwrap();
         assert!(copy.path().ends_with("bin/codex"));
+        assert!(copy.path().starts_with(copy.folder()));
         copy.make().unwrap();
         let m = std::fs::symlink_metadata(copy.path()).unwrap();
         assert!(m.is_file());
         assert_eq!(m.permissions().mode() & 0o7777, 0o100);
         assert_eq!(m.len(), std::fs::metadata(&program).unwrap().len());
-        let helper = copy.folder().join("bin").join("helper");
+        // It runs.
+        let ran = std::process::Command::new(copy.path()).status().unwrap();
+        assert!(ran.success());
         assert_eq!(
-            std::fs::read_link(&helper).unwrap(),
-            program.with_file_name("helper")
+            std::fs::read_link(copy.folder().join("bin").join("helper")).unwrap(),
+            std::fs::canonicalize(program.with_file_name("helper")).unwrap()
         );
         assert_eq!(
             std::fs::read_to_string(copy.folder().join("codex-path").join("rg")).unwrap(),
             "rg"
         );
-        // Made once: a second make finds it.
+        // Made once: a second make finds it; nothing is left beside it
+        // but the lock.
         copy.make().unwrap();
-        let entries = std::fs::read_dir(&root).unwrap().count();
-        assert_eq!(entries, 1, "no leftover folder");
+        let mut names: Vec<String> = std::fs::read_dir(&root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert_eq!(names[0], LOCK);
+        // A program with no package: the copy alone.
+        let alone = ExecOnlyCopy::plan(&program, None, &dir.path().join("alone")).unwrap();
+        assert_eq!(alone.path(), alone.folder().join("codex"));
+        alone.make().unwrap();
+        assert!(
+            std::process::Command::new(alone.path())
+                .status()
+                .unwrap()
+                .success()
+        );
     }
 
     #[test]
-    fn a_changed_program_gets_a_new_copy_and_the_old_one_goes() {
+    fn a_changed_program_gets_a_new_copy_and_an_old_unused_one_goes() {
         let dir = tempfile::tempdir().unwrap();
-        let program = package(&dir.path().join("pkg"));
+        let (program, package) = install(&dir.path().join("pkg"));
         let root = dir.path().join("cache");
-        let old = Copy::plan(&program, &root).unwrap();
+        let old = ExecOnlyCopy::plan(&program, Some(&package), &root).unwrap();
         old.make().unwrap();
         // Another program's copy stays.
-        let other = package(&dir.path().join("other"));
-        let other = Copy::plan(&other, &root).unwrap();
+        let (other, other_package) = install(&dir.path().join("other"));
+        let other = ExecOnlyCopy::plan(&other, Some(&other_package), &root).unwrap();
         other.make().unwrap();
-        std::fs::write(&program, "#!/bin/sh\necho codex, updated\n").unwrap();
-        let new = Copy::plan(&program, &root).unwrap();
+        std::fs::write(&program, b"\x7fELF updated").unwrap();
+        let new = ExecOnlyCopy::plan(&program, Some(&package), &root).unwrap();
         assert_ne!(new.folder(), old.folder());
+        // Used a moment ago (a run may still start from it): it stays.
         new.make().unwrap();
-        assert!(!old.folder().exists(), "the older copy was removed");
-        assert!(other.folder().exists(), "another program's copy stays");
+        assert!(old.folder().exists(), "a copy in use was removed");
+        // Unused for two days: it goes with the next make.
+        let two_days_ago = SystemTime::now() - 2 * UNUSED_FOR;
+        std::fs::File::options()
+            .write(true)
+            .open(old.folder().join(USED))
+            .unwrap()
+            .set_modified(two_days_ago)
+            .unwrap();
+        new.make().unwrap();
+        assert!(!old.folder().exists(), "the unused older copy stays");
+        assert!(
+            other.folder().exists(),
+            "another program's copy was removed"
+        );
         assert!(new.is_made());
     }
 
     #[test]
-    fn a_copy_not_as_planned_is_made_again() {
+    fn a_copy_not_as_planned_is_made_again_and_a_changed_program_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let program = package(&dir.path().join("pkg"));
+        let (program, package) = install(&dir.path().join("pkg"));
         let root = dir.path().join("cache");
-        let copy = Copy::plan(&program, &root).unwrap();
+        let copy = ExecOnlyCopy::plan(&program, Some(&package), &root).unwrap();
         copy.make().unwrap();
-        // Readable after all: not taken as made, and made again. (Only
-        // orch writes the cache; this stands for a copy another version of
-        // orch left.)
+        // Made readable (an agent's `chmod`): not taken as made, and its
+        // mode put back in place (the same file: the kernel's rules on
+        // it still name it).
+        let inode = std::fs::metadata(copy.path()).unwrap().ino();
         std::fs::set_permissions(copy.path(), std::fs::Permissions::from_mode(0o500)).unwrap();
         assert!(!copy.is_made());
         copy.make().unwrap();
         assert!(copy.is_made());
+        assert_eq!(std::fs::metadata(copy.path()).unwrap().ino(), inode);
+        // Its folder on the way made a link (into a tree an agent may
+        // write): not followed, made anew.
+        let bin = copy.folder().join("bin");
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::rename(&bin, &elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &bin).unwrap();
+        assert!(!copy.is_made());
+        copy.make().unwrap();
+        assert!(copy.is_made());
+        assert!(!std::fs::symlink_metadata(&bin).unwrap().is_symlink());
         // A link where the folder goes is not followed: it goes.
         std::fs::remove_dir_all(copy.folder()).unwrap();
         std::os::unix::fs::symlink(dir.path().join("pkg"), copy.folder()).unwrap();
         copy.make().unwrap();
         assert!(copy.is_made());
-        assert!(dir.path().join("pkg").join("triple").exists());
+        assert!(package.join("bin").join("codex").exists());
+        // The program changed after the plan: no copy of the new bytes
+        // under the old plan's name.
+        std::fs::remove_dir_all(copy.folder()).unwrap();
+        std::fs::write(&program, b"\x7fELF another").unwrap();
+        let e = copy.make().unwrap_err();
+        assert!(e.to_string().contains("changed since"), "{e}");
+        assert!(!copy.folder().exists());
+    }
+
+    /// A process started from a file it may not read (with no
+    /// capability that reads it anyway, as a confined start has none) is
+    /// held; one started from a readable file is not (the control).
+    #[test]
+    fn only_a_process_started_from_an_unreadable_file_is_held() {
+        use std::os::unix::process::CommandExt;
+        let dir = tempfile::tempdir().unwrap();
+        let program = dir.path().join("sleeper");
+        std::fs::copy(which::which("sleep").unwrap(), &program).unwrap();
+        for (mode, held_it) in [(0o755, false), (0o100, true)] {
+            std::fs::set_permissions(&program, std::fs::Permissions::from_mode(mode)).unwrap();
+            let mut cmd = std::process::Command::new(&program);
+            cmd.arg("5");
+            // As a confined start: no capability in the bounding set (else
+            // root gets them all back as it executes), none of its own.
+            // SAFETY: plain system calls between fork and exec.
+            unsafe {
+                cmd.pre_exec(|| {
+                    for cap in 0..64 {
+                        if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
+                            break;
+                        }
+                    }
+                    drop_own_capabilities()
+                });
+            }
+            let mut child = cmd.spawn().unwrap();
+            let said = held(child.id(), std::ffi::OsStr::new("sleeper"));
+            child.kill().unwrap();
+            child.wait().unwrap();
+            assert_eq!(said.is_ok(), held_it, "mode {mode:o}: {said:?}");
+        }
+    }
+
+    #[test]
+    fn a_copies_folder_others_may_write_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (program, package) = install(&dir.path().join("pkg"));
+        let root = dir.path().join("cache");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let copy = ExecOnlyCopy::plan(&program, Some(&package), &root).unwrap();
+        let e = copy.make().unwrap_err();
+        assert!(e.to_string().contains("this user's alone"), "{e}");
+        assert!(!copy.folder().exists());
     }
 }

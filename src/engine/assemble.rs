@@ -9,7 +9,7 @@ use crate::agents::adapter::{McpServerSpec, RemoteHeader, RemoteSpec, Request, a
 use crate::agents::capability::{self, Reach};
 use crate::agents::env;
 use crate::agents::invocation::{EnvValue, Invocation, Shown};
-use crate::confine::undumpable::Copy;
+use crate::confine::undumpable::ExecOnlyCopy;
 use crate::confine::{Availability, Confinement, Places, Policy, policy, shell};
 use crate::model::AgentKind;
 use crate::model::toolset::{Layer, ORCH_MCP_SERVER, Permission, Resolved, ToolSet};
@@ -761,16 +761,16 @@ fn confined_level(
     (level != Permission::FullAccess).then_some(level)
 }
 
-/// The confinement of an invocation whose own directory is `dir`, and
-/// the undumpable copy of the CLI's own program it starts from, if it
-/// needs one.
+/// The confinement of an invocation whose own directory is `dir`, and,
+/// for a CLI that needs one, the undumpable copy of its own program it
+/// starts from or why it cannot start (see [`own_program`]).
 fn confinement(
     ctx: &Context,
     kind: AgentKind,
     level: Permission,
     inv: &Invocation,
     dir: &Path,
-) -> Option<(Confinement, Option<Copy>)> {
+) -> Option<(Confinement, Option<Result<ExecOnlyCopy, String>>)> {
     let abi = ctx.confinement.abi()?;
     let program = inv.program.as_str();
     let path_dirs: Vec<PathBuf> = std::env::var_os("PATH")
@@ -780,27 +780,23 @@ fn confinement(
                 .collect()
         })
         .unwrap_or_default();
-    // Found as the attempt will start it: an agent CLI past folders that
-    // lead into the workspace (see `Invocation::start_command`), so that a
-    // program an agent put there cannot choose which folders of the home
-    // are read; a plain command as a shell finds it.
+    // Found as the attempt will start it: an agent CLI on its own `PATH`
+    // past folders that lead into the workspace (see
+    // `Invocation::start_command`), so that a program an agent put there
+    // cannot choose which folders of the home are read; a plain command as
+    // a shell finds it.
     let program = if kind.is_llm() {
-        crate::path_env::Trees::new([ctx.workdir.clone()]).find(
-            program,
-            &std::env::var_os("PATH").unwrap_or_default(),
-            &ctx.workdir,
-        )
+        let path = inv
+            .path_value(|n| std::env::var(n).ok())
+            .map(std::ffi::OsString::from)
+            .or_else(|| std::env::var_os("PATH"))
+            .unwrap_or_default();
+        crate::path_env::Trees::new([ctx.workdir.clone()]).find(program, &path, &ctx.workdir)
     } else {
         which::which(program).ok()
     }
     .and_then(|p| std::fs::canonicalize(p).ok());
-    // A CLI that runs the model's commands in its own domain (Codex) is
-    // started from an undumpable copy of its own program, whose folder it
-    // reads (see `crate::confine::undumpable`).
-    let copy = program
-        .as_deref()
-        .and_then(|p| adapter(kind).own_program(p))
-        .and_then(|own| Copy::plan(&own, &ctx.programs_root()));
+    let own = own_program(ctx, kind, program.as_deref());
     let mut home_readable = match &ctx.home {
         Some(home) => policy::home_readable(
             home,
@@ -810,7 +806,11 @@ fn confinement(
         ),
         None => Vec::new(),
     };
-    home_readable.extend(copy.as_ref().map(|c| c.folder().to_path_buf()));
+    // The copy's folder, and the package its links name.
+    if let Some(Ok(copy)) = &own {
+        home_readable.push(copy.folder().to_path_buf());
+        home_readable.extend(copy.package().map(Path::to_path_buf));
+    }
     // What the CLI would load code from, in the workspace and above it.
     let workspace = std::fs::canonicalize(&ctx.workdir).unwrap_or_else(|_| ctx.workdir.clone());
     let also_hidden = adapter(kind)
@@ -847,7 +847,39 @@ fn confinement(
         state_dir: Some(std::fs::canonicalize(ctx.state_dir()).unwrap_or_else(|_| ctx.state_dir())),
     };
     Policy::for_permission(level, &places, &ctx.home_aliases)
-        .map(|policy| (Confinement { policy, abi }, copy))
+        .map(|policy| (Confinement { policy, abi }, own))
+}
+
+/// For a CLI that runs the model's commands in its own domain (Codex):
+/// the undumpable copy of its own program it is started from (see
+/// [`crate::confine::undumpable`]), planned from `found` (the real path its
+/// name finds), or why it cannot start. `None` for the other CLIs.
+fn own_program(
+    ctx: &Context,
+    kind: AgentKind,
+    found: Option<&Path>,
+) -> Option<Result<ExecOnlyCopy, String>> {
+    let cli = adapter(kind);
+    if !cli.starts_undumpable() {
+        return None;
+    }
+    let Some(found) = found else {
+        return Some(Err(format!(
+            "`{}` was not found on PATH past the folders an agent may write or that lead into \
+             one (is it installed? give its path as `agents.<name>.binary`)",
+            kind_program(kind, &ctx.settings)
+        )));
+    };
+    Some(cli.own_program(found).and_then(|own| {
+        ExecOnlyCopy::plan(&own.program, own.package.as_deref(), &ctx.programs_root()).ok_or_else(
+            || {
+                format!(
+                    "cannot read `{}` to copy it (docs/confinement.md, \"Codex\")",
+                    own.program.display()
+                )
+            },
+        )
+    }))
 }
 
 /// Give a confined CLI orch's shells (see [`crate::confine::shell`]): first
@@ -864,7 +896,7 @@ fn shells(
     vars: &mut Vec<crate::agents::invocation::EnvVar>,
     dir: &Path,
     run_id: &str,
-    own: Option<&Copy>,
+    own: Option<&Result<ExecOnlyCopy, String>>,
 ) -> crate::agents::invocation::Shells {
     let folder = Request::shell_folder(dir);
     // Where an agent may write: the workspace (this phase's or another's)
@@ -892,9 +924,16 @@ fn shells(
              shell its CLI starts (set XDG_CACHE_HOME outside it)",
             dir.display(),
         ))
-    } else if let Some(own) =
-        own.filter(|c| trees.may_lead_into(c.source()) || trees.may_lead_into(c.folder()))
-    {
+    } else if let Some(Err(why)) = own {
+        Err(why.clone())
+    } else if let Some(Ok(own)) = own.filter(|own| {
+        own.as_ref().is_ok_and(|c| {
+            [Some(c.source()), c.package(), Some(c.folder())]
+                .into_iter()
+                .flatten()
+                .any(|p| trees.may_lead_into(p))
+        })
+    }) {
         Err(format!(
             "the CLI's own program `{}`, or orch's copy of it in `{}`, lies in (or leads \
              through a link into) the workspace or another folder an agent may write, so an \
@@ -1178,16 +1217,15 @@ pub fn invocation(
         inv.env
             .push(env::plain("TMPDIR", dir.join("tmp").display().to_string()));
     }
-    let (confined, copy) = level
+    let (confined, own) = level
         .and_then(|level| confinement(ctx, agent.kind, level, &inv, dir))
-        .map_or((None, None), |(c, copy)| (Some(c), copy));
+        .map_or((None, None), |(c, own)| (Some(c), own));
     inv.confinement = confined;
-    if let Some(copy) = copy {
+    if let Some(Ok(copy)) = &own {
         inv.program = copy.path().display().to_string();
         if let Some(first) = inv.shown.as_mut().and_then(|s| s.argv.first_mut()) {
             first.clone_from(&inv.program);
         }
-        inv.undumpable = Some(std::sync::Arc::new(copy));
     }
     if agent.kind.is_llm()
         && let Some(confinement) = &inv.confinement
@@ -1199,9 +1237,10 @@ pub fn invocation(
             &mut inv.env,
             dir,
             slot.run_id,
-            inv.undumpable.as_deref(),
+            own.as_ref(),
         ));
     }
+    inv.undumpable = own.and_then(Result::ok).map(std::sync::Arc::new);
     last_of_each_name(&mut inv.env);
     inv
 }

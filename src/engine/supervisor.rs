@@ -305,19 +305,11 @@ pub(crate) async fn run_attempt(
         result.permanent = true;
         return finish(result);
     }
-    if let Some(copy) = &inv.undumpable {
-        // Once per program file; the first takes a copy of it (Codex's is
-        // about 300 MB), off the async workers.
-        let copy = std::sync::Arc::clone(copy);
-        let made = tokio::task::spawn_blocking(move || copy.make())
-            .await
-            .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
+    if inv.undumpable.is_some() {
+        let made = crate::blocking::in_place(|| probe::make_program(inv));
         if let Err(e) = made {
             probe::remove_files(inv);
-            result.reason = Some(format!(
-                "cannot copy the CLI's program to `{}` (see docs/confinement.md, \"Codex\"): {e}",
-                inv.program
-            ));
+            result.reason = Some(e.to_string());
             result.permanent = true;
             return finish(result);
         }
@@ -372,8 +364,13 @@ pub(crate) async fn run_attempt(
     let start = {
         let confinement = inv.confinement.clone();
         let tree = std::sync::Arc::clone(&spec.tree);
+        let undumpable = inv
+            .undumpable
+            .as_ref()
+            .and_then(|c| c.path().file_name())
+            .map(std::ffi::OsStr::to_os_string);
         move || {
-            let spawned = reaper::start_own(|| {
+            let mut spawned = reaper::start_own(|| {
                 let spawned =
                     crate::agents::invocation::start(confinement.as_ref(), Some(&tree), &launch);
                 let pid = match &spawned {
@@ -384,6 +381,14 @@ pub(crate) async fn run_attempt(
             });
             if let Ok(Ok(child)) = &spawned {
                 tree.started(child.id());
+            }
+            // Started from an undumpable copy of its program: it must be
+            // undumpable, or it does not run (see `confine::undumpable`).
+            if let (Some(name), Ok(Ok(child))) = (&undumpable, &mut spawned)
+                && let Err(why) = crate::confine::undumpable::held(child.id(), name)
+            {
+                child.kill();
+                return Err(crate::confine::ConfineError(why));
             }
             spawned
         }

@@ -1214,3 +1214,103 @@ fn no_process_is_born_in_another_attempts_cgroup() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(!work.join("beats").exists(), "a process was born elsewhere");
 }
+
+/// Codex runs the model's commands in its own domain, so where orch
+/// confines it, orch starts it from a copy of its own program that no one
+/// may read, which the kernel starts undumpable (docs/confinement.md,
+/// "Codex"; the real CLI's case is `e2e::forged::
+/// a_codex_command_cannot_reach_into_codex`). A native program is copied
+/// into orch's cache and `explain` names the copy; a script (a version
+/// manager's shim), which cannot run from such a copy, or a program in the
+/// workspace, is refused before anything starts.
+#[test]
+fn codex_starts_from_an_unreadable_copy_of_its_own_program_or_not_at_all() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let (work, home, cache, bin) = (
+        root.join("work"),
+        root.join("home"),
+        root.join("cache"),
+        root.join("bin"),
+    );
+    for d in [&work, &home, &cache, &bin] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    // A native program (`true`, which prints nothing: the attempt then
+    // fails for want of Codex's events, after it started).
+    let native = bin.join("codex");
+    std::fs::copy(which::which("true").unwrap(), &native).unwrap();
+    let shim = bin.join("codex-shim");
+    std::fs::write(&shim, "#!/bin/sh\nexec true\n").unwrap();
+    std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let in_work = work.join("codex");
+    std::fs::copy(&native, &in_work).unwrap();
+    let pipeline = |binary: &Path| {
+        write(
+            &work,
+            "pipeline.toml",
+            &format!(
+                "version = 1\nname = \"c\"\n[agents.codex]\nbinary = {}\n[[phases]]\nname = \"audit\"\nagents = [\"codex\"]\nmode = \"audit\"\nprompt = \"Audit.\"\n[phases.tools]\npermission = \"read-only\"\n",
+                serde_json::to_string(binary.to_str().unwrap()).unwrap()
+            ),
+        )
+    };
+    let run = |file: &Path| {
+        orch()
+            .current_dir(&work)
+            .env("HOME", &home)
+            .env("XDG_CACHE_HOME", &cache)
+            .env("OPENAI_API_KEY", "sk-stand-in")
+            .args(["run", file.to_str().unwrap(), "--format", "json"])
+            .output()
+            .unwrap()
+    };
+    let programs = cache.join("orch").join("programs");
+
+    // The native program: `explain` names the copy, the run makes it.
+    let file = pipeline(&native);
+    let shown = explain_with(&file, &home, &cache);
+    let program = shown["invocations"][0]["argv"][0]
+        .as_str()
+        .unwrap_or_else(|| panic!("{shown:#}"))
+        .to_string();
+    assert!(
+        program.starts_with(programs.to_str().unwrap()) && program.ends_with("/codex"),
+        "{program}"
+    );
+    let out = run(&file);
+    let said = format!("{}{}", stderr(&out), String::from_utf8_lossy(&out.stdout));
+    assert!(!said.contains("neither Codex's own program"), "{said}");
+    let copy = std::fs::symlink_metadata(&program).unwrap_or_else(|e| panic!("{e}: {said}"));
+    assert_eq!(copy.permissions().mode() & 0o7777, 0o100, "{said}");
+
+    // A shim, and a program in the workspace: refused, with why.
+    for (binary, why) in [
+        (&shim, "neither Codex's own program"),
+        (&in_work, "may write"),
+    ] {
+        let out = run(&pipeline(binary));
+        let said = format!("{}{}", stderr(&out), String::from_utf8_lossy(&out.stdout));
+        assert_eq!(out.status.code(), Some(1), "{said}");
+        assert!(said.contains(why), "{binary:?}: {said}");
+    }
+    // Nothing but the native program's copy (and the lock) was made.
+    let made: Vec<_> = std::fs::read_dir(&programs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(made.len(), 2, "{made:?}");
+}
+
+/// `explain --format json` of `file` with orch's home and cache.
+fn explain_with(file: &Path, home: &Path, cache: &Path) -> Value {
+    let out = orch()
+        .env("HOME", home)
+        .env("XDG_CACHE_HOME", cache)
+        .args(["explain", file.to_str().unwrap(), "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    json_of(&out)
+}

@@ -485,6 +485,11 @@ fn endpoint_env(server: &ModelServer, dir: &Path) -> Vec<(&'static str, String)>
     ]
 }
 
+/// The cache folder every `orch run` of the suite shares.
+fn shared_cache() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("e2e-cache")
+}
+
 /// Run the CLI for one cell with this script.
 fn run_cell(cli: &Cli, level: Level, dir: &Path, script: Value) -> Run {
     let work = dir.join("work");
@@ -516,6 +521,7 @@ fn run_cell(cli: &Cli, level: Level, dir: &Path, script: Value) -> Run {
     let own = ctx.attempt_dir(&phase.name, &agent.name);
     let inv = assemble::invocation(p, phase, agent, &ctx, &assemble::Slot::preview(own.path()));
     probe::write_files(&inv).unwrap();
+    probe::make_program(&inv).unwrap();
 
     let path = path_with_clis();
     let vars = endpoint_env(&server, dir);
@@ -1078,6 +1084,9 @@ fn orch_run_with(
         .env("PATH", path_with_clis())
         .env("HOME", &user_home)
         .env("XDG_CONFIG_HOME", dir.join("no-config"))
+        // One cache for every run: orch copies Codex's program (300 MB)
+        // there once, not once per test (docs/confinement.md, "Codex").
+        .env("XDG_CACHE_HOME", shared_cache())
         .envs(endpoint_env(server, dir));
     for (name, value) in env {
         match value {

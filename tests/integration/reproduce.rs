@@ -16,6 +16,9 @@ use super::support::*;
 /// `TMPDIR`; orch's endpoint there is a socket, not a file it wrote).
 const RECORDER: &str = r#"#!/usr/bin/python3
 import json, os, stat, sys
+argv = sys.argv
+if len(argv) > 1 and argv[1].startswith("\x01argv0="):
+    argv = [argv[1][len("\x01argv0="):]] + argv[2:]
 st = os.fstat(0)
 stdin = None if stat.S_ISCHR(st.st_mode) else sys.stdin.read()
 files = {}
@@ -33,8 +36,27 @@ if root:
                 continue
             with open(p, encoding="utf-8", errors="replace") as f:
                 files[p] = f.read()
-print("ORCH-REC " + json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "env": dict(os.environ),
+print("ORCH-REC " + json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ),
       "stdin": stdin, "files": files, "links": links}), flush=True)
+"#;
+
+/// Stands in for Codex, which orch starts from a copy of its own program
+/// that no one may read (docs/confinement.md, "Codex"), so not a script:
+/// a program that runs the recorder (at `{recorder}`) with what it got,
+/// its own name first, as a child (executing it in its place would make
+/// the process dumpable, and orch stops a Codex that is).
+const NATIVE_RECORDER: &str = r#"fn main() {
+    let mut args = std::env::args_os();
+    let mut first = std::ffi::OsString::from("\u{1}argv0=");
+    first.push(args.next().unwrap());
+    let status = std::process::Command::new("/usr/bin/python3")
+        .arg("{recorder}")
+        .arg(first)
+        .args(args)
+        .status()
+        .unwrap();
+    std::process::exit(status.code().unwrap_or(1));
+}
 "#;
 
 const KINDS: [&str; 5] = ["claude", "codex", "gemini", "opencode", "copilot"];
@@ -119,10 +141,30 @@ fn explain_json_rebuilds_the_process_orch_run_starts() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(d.join("rec"), std::fs::Permissions::from_mode(0o755)).unwrap();
     let rec = d.join("rec");
+    // Codex's stand-in, a program outside the workspace.
+    let native = tempfile::tempdir().unwrap();
+    let source = native.path().join("rec.rs");
+    std::fs::write(
+        &source,
+        NATIVE_RECORDER.replace("{recorder}", rec.to_str().unwrap()),
+    )
+    .unwrap();
+    let built = std::process::Command::new("rustc")
+        .args(["--edition", "2021", "-o"])
+        .arg(native.path().join("codex"))
+        .arg(&source)
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", stderr(&built));
     let mut common: Vec<String> = vec!["--state-dir".into(), ".orch".into()];
     for kind in KINDS {
+        let program = if kind == "codex" {
+            native.path().join("codex")
+        } else {
+            rec.clone()
+        };
         common.push("--agent-binary".into());
-        common.push(format!("{kind}={}", rec.display()));
+        common.push(format!("{kind}={}", program.display()));
     }
     let with = |extra: &[&str]| -> Vec<String> {
         common
