@@ -61,7 +61,7 @@ pub(crate) struct ExecOnlyCopy {
     /// The package folder whose entries go beside the copy, if any.
     package: Option<PathBuf>,
     /// The source file as planned: device, inode, size, modification time.
-    identity: (u64, u64, u64, i64, i64),
+    identity: (u64, u64, u64),
     /// The copy's own folder in the cache.
     folder: PathBuf,
     /// The copy itself.
@@ -83,17 +83,20 @@ impl ExecOnlyCopy {
             None => None,
         };
         let name = source.file_name()?;
-        let identity = (
-            meta.dev(),
-            meta.ino(),
-            meta.len(),
-            meta.mtime(),
-            meta.mtime_nsec(),
-        );
+        // Not its times: anyone who may write the program's folder may
+        // `touch` it, and an update replaces the file (a new inode).
+        let identity = (meta.dev(), meta.ino(), meta.len());
+        // The path and the layout name the copy: the same program started
+        // with its package and without has two.
+        let mut of_path = source.as_os_str().as_bytes().to_vec();
+        if let Some(p) = &package {
+            of_path.push(0);
+            of_path.extend_from_slice(p.as_os_str().as_bytes());
+        }
         let folder = root.join(format!(
             "{}-{}-{}",
             name.to_string_lossy(),
-            short_hash(source.as_os_str().as_bytes()),
+            short_hash(&of_path),
             short_hash(format!("{identity:?}").as_bytes())
         ));
         let path = match &package {
@@ -145,7 +148,15 @@ impl ExecOnlyCopy {
             .recursive(true)
             .mode(0o700)
             .create(root)?;
+        // orch's folder and the copies' are this user's alone, and no one
+        // else may rename anything on the way to them (another user's
+        // `/tmp/orch`, made first, could otherwise swap the copies' folder
+        // for one of theirs after the copy is made).
         own_alone(root)?;
+        if let Some(orch) = root.parent() {
+            own_alone(orch)?;
+            safe_way_to(orch)?;
+        }
         let flags = nix::sys::statvfs::statvfs(root).map_err(std::io::Error::from)?;
         if flags
             .flags()
@@ -164,8 +175,10 @@ impl ExecOnlyCopy {
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW)
             .open(root.join(LOCK))?;
-        let _held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive)
-            .map_err(|(_, e)| std::io::Error::from(e))?;
+        // Bounded: a process that may read the lock file (an agent, where
+        // the cache is outside the home it cannot read) may hold it.
+        let _held = lock_within(lock, LOCK_WAIT)?;
+        self.restore_modes();
         match self.state() {
             State::Made => {}
             // Only its mode changed (a process of this user may `chmod`
@@ -183,6 +196,37 @@ impl ExecOnlyCopy {
         std::fs::write(self.folder.join(USED), "")?;
         self.remove_unused(root);
         Ok(())
+    }
+
+    /// The copy's folders and the copy back to their modes, in place, when
+    /// they are this user's: the owner of a file may `chmod` it whatever
+    /// Landlock says (an agent that learned the path from its Codex's
+    /// command line could), and a copy made anew would be a new file that
+    /// the kernel's rules orch keeps for the run do not name.
+    fn restore_modes(&self) {
+        let uid = nix::unistd::geteuid().as_raw();
+        let mut folders: Vec<&Path> = Vec::new();
+        let mut at = self.path.parent();
+        while let Some(d) = at {
+            folders.push(d);
+            if d == self.folder {
+                break;
+            }
+            at = d.parent();
+        }
+        let set = |path: &Path, want: u32, dir: bool| {
+            if let Ok(m) = std::fs::symlink_metadata(path)
+                && m.uid() == uid
+                && (if dir { m.is_dir() } else { m.is_file() })
+                && m.mode() & 0o7777 != want
+            {
+                let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(want));
+            }
+        };
+        for d in folders.into_iter().rev() {
+            set(d, 0o700, true);
+        }
+        set(&self.path, EXECUTE_ONLY, false);
     }
 
     /// Remove what stands where the copy goes, and make it.
@@ -236,7 +280,7 @@ impl ExecOnlyCopy {
         }
         let mut from = std::fs::File::open(&self.source)?;
         let m = from.metadata()?;
-        let identity = (m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec());
+        let identity = (m.dev(), m.ino(), m.len());
         if identity != self.identity {
             return Err(std::io::Error::other(format!(
                 "`{}` changed since the attempt was planned (an update?): run again",
@@ -272,7 +316,7 @@ impl ExecOnlyCopy {
     fn state(&self) -> State {
         let uid = nix::unistd::geteuid().as_raw();
         let folder_ok = std::fs::symlink_metadata(&self.folder)
-            .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o022 == 0);
+            .is_ok_and(|m| m.is_dir() && m.uid() == uid && only_we_write(&m));
         // Every folder between it and the copy is one, not a link.
         let mut between = self.path.parent();
         let mut folders_ok = true;
@@ -421,10 +465,66 @@ fn drop_own_capabilities() -> std::io::Result<()> {
     Ok(())
 }
 
+/// How long an attempt waits for the copies' lock.
+const LOCK_WAIT: Duration = Duration::from_secs(120);
+
+/// `file` locked (exclusively) within `wait`, else an error that says so.
+fn lock_within(
+    mut file: std::fs::File,
+    wait: Duration,
+) -> std::io::Result<nix::fcntl::Flock<std::fs::File>> {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+            Ok(held) => return Ok(held),
+            Err((f, nix::errno::Errno::EWOULDBLOCK)) if std::time::Instant::now() < deadline => {
+                file = f;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                return Err(std::io::Error::other(format!(
+                    "another process held the lock of orch's program copies for {} s",
+                    wait.as_secs()
+                )));
+            }
+            Err((_, e)) => return Err(e.into()),
+        }
+    }
+}
+
+/// No one but this user and root may rename or remove anything on the
+/// way to `folder`: each folder above it is theirs, and one others may
+/// write is sticky (`/tmp`), where no one may rename another's entries.
+fn safe_way_to(folder: &Path) -> std::io::Result<()> {
+    let uid = nix::unistd::geteuid().as_raw();
+    let real = std::fs::canonicalize(folder)?;
+    for above in real.ancestors().skip(1) {
+        let m = std::fs::metadata(above)?;
+        let owner_ok = m.uid() == uid || m.uid() == 0;
+        let others_ok = m.mode() & 0o1000 != 0 || only_we_write(&m);
+        if !(owner_ok && others_ok) {
+            return Err(std::io::Error::other(format!(
+                "`{}`, on the way to orch's cache `{}`, is another user's or others may \
+                 rename what is in it: set XDG_CACHE_HOME to a folder of yours",
+                above.display(),
+                folder.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Whether no other user may write the folder `m` describes: neither
+/// others, nor its group unless that is this user's own group (a user
+/// private group, which a umask of 002 leaves writable).
+fn only_we_write(m: &std::fs::Metadata) -> bool {
+    m.mode() & 0o002 == 0 && (m.mode() & 0o020 == 0 || m.gid() == nix::unistd::getegid().as_raw())
+}
+
 /// `folder` is this user's and no one else may write it.
 fn own_alone(folder: &Path) -> std::io::Result<()> {
     let m = std::fs::symlink_metadata(folder)?;
-    if m.is_dir() && m.uid() == nix::unistd::geteuid().as_raw() && m.mode() & 0o022 == 0 {
+    if m.is_dir() && m.uid() == nix::unistd::geteuid().as_raw() && only_we_write(&m) {
         Ok(())
     } else {
         Err(std::io::Error::other(format!(
@@ -623,6 +723,48 @@ mod tests {
             child.wait().unwrap();
             assert_eq!(said.is_ok(), held_it, "mode {mode:o}: {said:?}");
         }
+    }
+
+    /// What an agent may do to a copy it can name: change its modes. All
+    /// are put back on the same files (the kernel's rules name them).
+    #[test]
+    fn modes_changed_on_the_copy_and_its_folders_are_put_back_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let (program, package) = install(&dir.path().join("pkg"));
+        let root = dir.path().join("cache");
+        let copy = ExecOnlyCopy::plan(&program, Some(&package), &root).unwrap();
+        copy.make().unwrap();
+        let bin = copy.folder().join("bin");
+        let inodes = |c: &ExecOnlyCopy| {
+            [c.folder(), bin.as_path(), c.path()].map(|p| std::fs::metadata(p).unwrap().ino())
+        };
+        let before = inodes(&copy);
+        for (path, mode) in [
+            (copy.folder(), 0o777),
+            (copy.folder(), 0o000),
+            (bin.as_path(), 0o000),
+            (copy.path(), 0o755),
+        ] {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+            copy.make().unwrap();
+            assert!(copy.is_made(), "{path:?} {mode:o}");
+            assert_eq!(inodes(&copy), before, "{path:?} {mode:o}: made anew");
+        }
+        // The same program with its package and alone: two copies.
+        let alone = ExecOnlyCopy::plan(&program, None, &root).unwrap();
+        assert_ne!(alone.folder(), copy.folder());
+    }
+
+    #[test]
+    fn a_held_lock_is_waited_for_a_while_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOCK);
+        let open = || std::fs::File::create(&path).unwrap();
+        let held = lock_within(open(), Duration::from_millis(10)).unwrap();
+        let e = lock_within(open(), Duration::from_millis(200)).unwrap_err();
+        assert!(e.to_string().contains("held the lock"), "{e}");
+        drop(held);
+        lock_within(open(), Duration::from_millis(10)).unwrap();
     }
 
     #[test]
