@@ -114,24 +114,12 @@ pub(super) fn drop_capabilities() -> io::Result<()> {
 /// permitted ones, so one orch inherited (some container runtimes start
 /// processes with a full inheritable set) would reach the agent.
 fn clear_inheritable() -> io::Result<()> {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: i32,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy, Default)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    const VERSION_3: u32 = 0x2008_0522;
-    let mut header = Header {
-        version: VERSION_3,
+    use super::launch::{CAP_VERSION_3, CapData, CapHeader};
+    let mut header = CapHeader {
+        version: CAP_VERSION_3,
         pid: 0,
     };
-    let mut data = [Data::default(); 2];
+    let mut data = [CapData::default(); 2];
     // SAFETY: capget/capset with a version-3 header and the two data
     // words that version reads and writes.
     unsafe {

@@ -450,22 +450,23 @@ fn reap(pid: i32, block: bool) -> io::Result<Option<ExitStatus>> {
     result
 }
 
-/// `capset`'s header and data words (version 3: two words).
+/// `capget`/`capset`'s header and data words (version 3: two words), for
+/// every caller in confine (the child here, a starter, a check).
 #[repr(C)]
-struct CapHeader {
-    version: u32,
-    pid: i32,
+pub(super) struct CapHeader {
+    pub(super) version: u32,
+    pub(super) pid: i32,
 }
 
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
-struct CapData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
+pub(super) struct CapData {
+    pub(super) effective: u32,
+    pub(super) permitted: u32,
+    pub(super) inheritable: u32,
 }
 
-const CAP_VERSION_3: u32 = 0x2008_0522;
+pub(super) const CAP_VERSION_3: u32 = 0x2008_0522;
 
 /// What the child does, from its birth to `execve`: every value is
 /// prepared, every descriptor open.

@@ -440,23 +440,12 @@ pub(crate) fn held(pid: u32, name: &std::ffi::OsStr) -> Result<(), String> {
 /// Give up every capability of the calling thread (of its own sets: the
 /// others keep theirs).
 fn drop_own_capabilities() -> std::io::Result<()> {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: i32,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy, Default)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    let header = Header {
-        version: 0x2008_0522,
+    use super::launch::{CAP_VERSION_3, CapData, CapHeader};
+    let header = CapHeader {
+        version: CAP_VERSION_3,
         pid: 0,
     };
-    let none = [Data::default(); 2];
+    let none = [CapData::default(); 2];
     // SAFETY: capset with a version-3 header and the two data words that
     // version reads; it changes the calling thread's credentials only.
     if unsafe { libc::syscall(libc::SYS_capset, &header, none.as_ptr()) } != 0 {

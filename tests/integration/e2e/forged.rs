@@ -125,6 +125,14 @@ fn a_command_cannot_open_its_node_clis_inspector() {
 /// commands through the shell of the user's account: see the next test.
 const ANCESTORS: &str = r#"printf '%s\n' 'p=$$; while [ "$p" -gt 1 ]; do read -r c < /proc/$p/comm; if head -c1 /proc/$p/environ > /dev/null 2>&1; then echo "ancestor: read $c"; else echo "ancestor: refused $c"; fi; q=1; while read -r k v; do if [ "$k" = PPid: ]; then q=$v; fi; done < /proc/$p/status; p=$q; done; o=${HOME%/*}; for d in "$o"/* "$PWD"; do n=${d##*/}; [ "$d" = "$PWD" ] && n=workspace; if touch "$d/planted" 2> /dev/null; then printf "own: wrote %q\\n" "$n"; else printf "own: refused %q\\n" "$n"; fi; done' | PATH=/usr/bin:/bin bash"#;
 
+/// What [`ANCESTORS`] said of each process above it, nearest first
+/// (`read <comm>` or `refused <comm>`).
+fn ancestors(said: &str) -> Vec<&str> {
+    said.lines()
+        .filter_map(|l| l.split_once("ancestor: ").map(|(_, rest)| rest.trim()))
+        .collect()
+}
+
 #[test]
 fn a_command_cannot_reach_into_the_cli_that_started_it() {
     require!(Tool::AgentClis);
@@ -134,10 +142,7 @@ fn a_command_cannot_reach_into_the_cli_that_started_it() {
         let run = run_with_shell(&cli, dir.path(), json!([(cli.shell_call)(ANCESTORS)]));
         let ctx = run.context();
         let said = run.tool_results();
-        let ancestors: Vec<&str> = said
-            .lines()
-            .filter_map(|l| l.split_once("ancestor: ").map(|(_, rest)| rest.trim()))
-            .collect();
+        let ancestors = ancestors(&said);
         // The shell the script runs in and the command's shell first (the
         // control: both are in the command's domain), then the CLI, and
         // orch above it.
@@ -207,10 +212,7 @@ fn a_codex_command_cannot_reach_into_codex() {
         let ctx = run.context();
         assert_eq!(run.code, Some(0), "{level:?}: {ctx}");
         let said = run.tool_results();
-        let ancestors: Vec<&str> = said
-            .lines()
-            .filter_map(|l| l.split_once("ancestor: ").map(|(_, rest)| rest.trim()))
-            .collect();
+        let ancestors = ancestors(&said);
         // The script's shell and Codex's (the control).
         let shells = ancestors.iter().take_while(|a| **a == "read bash").count();
         assert!(
