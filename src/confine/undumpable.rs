@@ -487,14 +487,24 @@ fn lock_within(
 fn safe_way_to(folder: &Path) -> std::io::Result<()> {
     let uid = nix::unistd::geteuid().as_raw();
     let real = std::fs::canonicalize(folder)?;
-    for above in real.ancestors().skip(1) {
-        let m = std::fs::metadata(above)?;
+    // The way as written too, link by link: a link on it that another
+    // user owns (a home's `.cache` linked elsewhere) could be pointed at a
+    // tree of theirs between this check and a later use of the path.
+    let ways = folder
+        .ancestors()
+        .skip(1)
+        .map(|a| (a, std::fs::symlink_metadata(a)))
+        .chain(real.ancestors().skip(1).map(|a| (a, std::fs::metadata(a))));
+    for (above, m) in ways {
+        let m = m?;
         let owner_ok = m.uid() == uid || m.uid() == 0;
-        let others_ok = m.mode() & 0o1000 != 0 || only_we_write(&m);
+        // (A link's own mode means nothing: its folder is checked.)
+        let others_ok = m.file_type().is_symlink() || m.mode() & 0o1000 != 0 || only_we_write(&m);
         if !(owner_ok && others_ok) {
             return Err(std::io::Error::other(format!(
-                "`{}`, on the way to orch's cache `{}`, is another user's or others may \
-                 rename what is in it: set XDG_CACHE_HOME to a folder of yours",
+                "`{}`, on the way to orch's cache `{}`, is another user's (a folder or a \
+                 link) or others may rename what is in it: set XDG_CACHE_HOME to a folder of \
+                 yours",
                 above.display(),
                 folder.display()
             )));
@@ -754,6 +764,36 @@ mod tests {
         assert!(e.to_string().contains("held the lock"), "{e}");
         drop(held);
         lock_within(open(), Duration::from_millis(10)).unwrap();
+    }
+
+    /// Another user's link on the way to the cache (a home's `.cache`
+    /// linked elsewhere) could be pointed at their tree after the check.
+    #[test]
+    fn another_users_link_on_the_way_to_the_cache_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (program, package) = install(&dir.path().join("pkg"));
+        let real = dir.path().join("real");
+        std::fs::create_dir_all(&real).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        // Ours: fine.
+        let copy = ExecOnlyCopy::plan(&program, Some(&package), &link.join("orch/programs"));
+        copy.unwrap().make().unwrap();
+        // Another user's (as root can make it): refused.
+        if nix::unistd::geteuid().is_root() {
+            let nobody = nix::unistd::Uid::from_raw(65534);
+            nix::unistd::fchownat(
+                nix::fcntl::AT_FDCWD,
+                &link,
+                Some(nobody),
+                None,
+                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            )
+            .unwrap();
+            let copy = ExecOnlyCopy::plan(&program, Some(&package), &link.join("orch/programs"));
+            let e = copy.unwrap().make().unwrap_err();
+            assert!(e.to_string().contains("another user's"), "{e}");
+        }
     }
 
     #[test]
