@@ -2,7 +2,8 @@
 //!
 //! A confined process is started by a thread that holds most of its
 //! confinement already, which the child inherits at fork (see
-//! [`super::process::start`]): no capabilities, `no_new_privs` and the
+//! [`super::process::start`]): no capability a program it starts could
+//! gain (the child gives up its own before it executes), `no_new_privs` and the
 //! system-call filter ([`super::syscalls`]), the same for every agent of a
 //! permission level. Entering the filter costs the kernel a compilation
 //! and a pass of the program over every system-call number (its cache of
@@ -37,7 +38,7 @@ struct Job {
 static STARTERS: Mutex<BTreeMap<Permission, Sender<Job>>> = Mutex::new(BTreeMap::new());
 
 /// Run `work` on a new thread that holds the system-call filter of
-/// `permission`, `no_new_privs` and no capabilities, and wait until it
+/// `permission`, `no_new_privs` and no capability to pass on, and wait until it
 /// has ended; what `work` returned, or why it could not run.
 pub(super) fn run<T: Send>(
     permission: Permission,
@@ -117,7 +118,7 @@ fn serve(incoming: Receiver<Job>) {
 }
 
 /// Confine the calling thread for good, but for its file-system rules:
-/// no capabilities, `no_new_privs`, the system-call filter. They hold for
+/// no capability to pass on, `no_new_privs`, the system-call filter. They hold for
 /// this thread and every thread and process it starts afterwards.
 fn enter(program: &seccompiler::BpfProgram) -> io::Result<()> {
     super::landlock::drop_capabilities()?;

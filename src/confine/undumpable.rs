@@ -19,8 +19,8 @@
 //! commands it starts from readable files are dumpable as usual, and
 //! cannot reach it.
 //!
-//! The copy is made once per program file (its real path, device, inode,
-//! size and modification time) in orch's cache, under a lock that every
+//! The copy is made once per program file (its real path, device, inode
+//! and size, and whether it comes with its package) in orch's cache, under a lock that every
 //! orch making or removing a copy there takes; where the program comes in
 //! a package (Codex's npm package: `vendor/<target>/bin/codex` beside
 //! `codex-path/rg` and its helpers), beside links to the package's other
@@ -44,9 +44,6 @@ const EXECUTE_ONLY: u32 = 0o100;
 /// A copy unused for this long, of an older file of its path, is removed.
 const UNUSED_FOR: Duration = Duration::from_secs(24 * 3600);
 
-/// A folder being made that is this old was left by an orch that died.
-const ABANDONED_AFTER: Duration = Duration::from_secs(3600);
-
 /// Touched each time a copy is used (its modification time says when).
 const USED: &str = ".used";
 
@@ -60,7 +57,7 @@ pub(crate) struct ExecOnlyCopy {
     source: PathBuf,
     /// The package folder whose entries go beside the copy, if any.
     package: Option<PathBuf>,
-    /// The source file as planned: device, inode, size, modification time.
+    /// The source file as planned: device, inode, size.
     identity: (u64, u64, u64),
     /// The copy's own folder in the cache.
     folder: PathBuf,
@@ -152,11 +149,16 @@ impl ExecOnlyCopy {
         // else may rename anything on the way to them (another user's
         // `/tmp/orch`, made first, could otherwise swap the copies' folder
         // for one of theirs after the copy is made).
-        own_alone(root)?;
+        // A mode an agent changed on them (it may `chmod` any folder of
+        // the user's it can name) is put back first.
         if let Some(orch) = root.parent() {
+            for folder in [orch, root] {
+                restore_folder_mode(folder);
+            }
             own_alone(orch)?;
             safe_way_to(orch)?;
         }
+        own_alone(root)?;
         let flags = nix::sys::statvfs::statvfs(root).map_err(std::io::Error::from)?;
         if flags
             .flags()
@@ -175,8 +177,12 @@ impl ExecOnlyCopy {
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW)
             .open(root.join(LOCK))?;
-        // Bounded: a process that may read the lock file (an agent, where
-        // the cache is outside the home it cannot read) may hold it.
+        // One make at a time within orch (its own attempts never wait on
+        // the file's lock for each other), then across processes, bounded:
+        // a process that may read the lock file (an agent, where the cache
+        // is outside the home it cannot read) may hold it.
+        static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _ours = MAKING.lock().unwrap_or_else(|e| e.into_inner());
         let _held = lock_within(lock, LOCK_WAIT)?;
         self.restore_modes();
         match self.state() {
@@ -204,29 +210,32 @@ impl ExecOnlyCopy {
     /// command line could), and a copy made anew would be a new file that
     /// the kernel's rules orch keeps for the run do not name.
     fn restore_modes(&self) {
-        let uid = nix::unistd::geteuid().as_raw();
-        let mut folders: Vec<&Path> = Vec::new();
-        let mut at = self.path.parent();
-        while let Some(d) = at {
-            folders.push(d);
-            if d == self.folder {
-                break;
-            }
-            at = d.parent();
-        }
-        let set = |path: &Path, want: u32, dir: bool| {
-            if let Ok(m) = std::fs::symlink_metadata(path)
-                && m.uid() == uid
-                && (if dir { m.is_dir() } else { m.is_file() })
-                && m.mode() & 0o7777 != want
-            {
-                let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(want));
-            }
+        // From the copy's folder down, one real folder of this user's at a
+        // time (a link on the way, or another's folder, ends it: nothing
+        // outside the copy's folder is changed).
+        let Ok(below) = self.path.strip_prefix(&self.folder) else {
+            return;
         };
-        for d in folders.into_iter().rev() {
-            set(d, 0o700, true);
+        let mut at = self.folder.clone();
+        if !restore_folder_mode(&at) {
+            return;
         }
-        set(&self.path, EXECUTE_ONLY, false);
+        let mut names = below.components().peekable();
+        while let Some(name) = names.next() {
+            at.push(name);
+            if names.peek().is_some() {
+                if !restore_folder_mode(&at) {
+                    return;
+                }
+            } else if let Ok(m) = std::fs::symlink_metadata(&at)
+                && m.is_file()
+                && m.uid() == nix::unistd::geteuid().as_raw()
+                && m.mode() & 0o7777 != EXECUTE_ONLY
+            {
+                let _ =
+                    std::fs::set_permissions(&at, std::fs::Permissions::from_mode(EXECUTE_ONLY));
+            }
+        }
     }
 
     /// Remove what stands where the copy goes, and make it.
@@ -241,6 +250,7 @@ impl ExecOnlyCopy {
                 .prefix(".making-")
                 .tempdir_in(root)?;
             self.fill(making.path())?;
+            std::fs::write(making.path().join(USED), "")?;
             std::fs::rename(making.path(), &self.folder)?;
             let _ = making.keep();
         }
@@ -341,7 +351,7 @@ impl ExecOnlyCopy {
 
     /// Copies of older files of the same path not used for a day (a CLI
     /// updated since), and folders being made that an orch that died left
-    /// (under the lock, none is being made).
+    /// (under the lock, none is being made by anyone else).
     fn remove_unused(&self, root: &Path) {
         let Some(own) = self.folder.file_name() else {
             return;
@@ -367,7 +377,8 @@ impl ExecOnlyCopy {
                     .strip_prefix(prefix)
                     .is_some_and(|rest| rest.len() == 17 && rest.starts_with('-'))
                 && older_than(&path.join(USED), UNUSED_FOR);
-            let abandoned = name.starts_with(".making-") && older_than(&path, ABANDONED_AFTER);
+            // Under the lock no copy is being made: one is abandoned.
+            let abandoned = name.starts_with(".making-");
             if (unused_older || abandoned) && entry.file_type().is_ok_and(|t| t.is_dir()) {
                 let _ = std::fs::remove_dir_all(&path);
             }
@@ -397,6 +408,7 @@ enum State {
 /// takes the name). `Ok` too when it ended first.
 pub(crate) fn held(pid: u32, name: &std::ffi::OsStr) -> Result<(), String> {
     let proc = PathBuf::from(format!("/proc/{pid}"));
+    let unsure = |e: std::io::Error| format!("cannot tell whether it started undumpable: {e}");
     // The kernel keeps the first 15 bytes of the name.
     let want = &name.as_bytes()[..name.len().min(15)];
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
@@ -406,19 +418,34 @@ pub(crate) fn held(pid: u32, name: &std::ffi::OsStr) -> Result<(), String> {
             Ok(_) if std::time::Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_micros(200));
             }
-            Ok(_) => return Err(format!("process {pid} never showed the name {name:?}")),
-            // Ended already.
-            Err(_) => return Ok(()),
+            Ok(_) => {
+                return Err(format!(
+                    "process {pid} never showed the name {name:?} (a wrapper that starts \
+                     Codex in its place?)"
+                ));
+            }
+            // It ended already: whatever it was, its commands are over.
+            Err(_) if ended(pid) => return Ok(()),
+            Err(e) => return Err(unsure(e)),
         }
     }
     let read = std::thread::scope(|s| {
         s.spawn(|| {
             drop_own_capabilities()?;
             match std::fs::File::open(proc.join("environ")) {
-                Ok(_) => Ok(true),
+                // An exiting process has no memory left to read (and older
+                // kernels let anyone open its environment).
+                Ok(mut f) => {
+                    let mut byte = [0u8; 1];
+                    match std::io::Read::read(&mut f, &mut byte) {
+                        Ok(0) if ended(pid) => Ok(false),
+                        Ok(_) => Ok(true),
+                        Err(_) if ended(pid) => Ok(false),
+                        Err(e) => Err(e),
+                    }
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Ok(false),
-                // Ended meanwhile.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+                Err(_) if ended(pid) => Ok(false),
                 Err(e) => Err(e),
             }
         })
@@ -433,7 +460,20 @@ pub(crate) fn held(pid: u32, name: &std::ffi::OsStr) -> Result<(), String> {
                          (docs/confinement.md, \"Codex\")"
                 .to_string(),
         ),
-        Err(e) => Err(format!("cannot tell whether it started undumpable: {e}")),
+        Err(e) => Err(unsure(e)),
+    }
+}
+
+/// Whether process `pid` ended (gone, or a zombie orch has not reaped).
+fn ended(pid: u32) -> bool {
+    match std::fs::read(format!("/proc/{pid}/stat")) {
+        // The state follows the name, which is in parentheses.
+        Ok(stat) => stat
+            .iter()
+            .rposition(|b| *b == b')')
+            .and_then(|at| stat.get(at + 2))
+            .is_some_and(|state| matches!(state, b'Z' | b'X')),
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
     }
 }
 
@@ -452,6 +492,20 @@ fn drop_own_capabilities() -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Put `folder` back to mode 0700 when it is a real folder of this
+/// user's with another mode; whether it is such a folder.
+fn restore_folder_mode(folder: &Path) -> bool {
+    match std::fs::symlink_metadata(folder) {
+        Ok(m) if m.is_dir() && m.uid() == nix::unistd::geteuid().as_raw() => {
+            if m.mode() & 0o7777 != 0o700 {
+                let _ = std::fs::set_permissions(folder, std::fs::Permissions::from_mode(0o700));
+            }
+            true
+        }
+        _ => false,
+    }
 }
 
 /// How long an attempt waits for the copies' lock.
@@ -482,42 +536,84 @@ fn lock_within(
 }
 
 /// No one but this user and root may rename or remove anything on the
-/// way to `folder`: each folder above it is theirs, and one others may
-/// write is sticky (`/tmp`), where no one may rename another's entries.
+/// way to `folder`, as the kernel walks it: each name is looked up in turn
+/// (no link followed), a link is this user's or root's and its target is
+/// walked in its place, and each folder is theirs, and sticky (`/tmp`,
+/// where no one may rename another's entries) if anyone else may write it.
 fn safe_way_to(folder: &Path) -> std::io::Result<()> {
+    use std::path::Component;
     let uid = nix::unistd::geteuid().as_raw();
-    let real = std::fs::canonicalize(folder)?;
-    // The way as written too, link by link: a link on it that another
-    // user owns (a home's `.cache` linked elsewhere) could be pointed at a
-    // tree of theirs between this check and a later use of the path.
-    let ways = folder
-        .ancestors()
-        .skip(1)
-        .map(|a| (a, std::fs::symlink_metadata(a)))
-        .chain(real.ancestors().skip(1).map(|a| (a, std::fs::metadata(a))));
-    for (above, m) in ways {
-        let m = m?;
-        let owner_ok = m.uid() == uid || m.uid() == 0;
-        // (A link's own mode means nothing: its folder is checked.)
-        let others_ok = m.file_type().is_symlink() || m.mode() & 0o1000 != 0 || only_we_write(&m);
-        if !(owner_ok && others_ok) {
-            return Err(std::io::Error::other(format!(
-                "`{}`, on the way to orch's cache `{}`, is another user's (a folder or a \
-                 link) or others may rename what is in it: set XDG_CACHE_HOME to a folder of \
-                 yours",
-                above.display(),
-                folder.display()
-            )));
+    let refuse = |at: &Path| {
+        std::io::Error::other(format!(
+            "`{}`, on the way to orch's cache `{}`, is another user's (a folder or a link) or \
+             others may rename what is in it: set XDG_CACHE_HOME to a folder of yours",
+            at.display(),
+            folder.display()
+        ))
+    };
+    let mut to_walk: Vec<std::ffi::OsString> = Vec::new();
+    let push = |to_walk: &mut Vec<std::ffi::OsString>, p: &Path| {
+        to_walk.extend(p.components().rev().map(|c| c.as_os_str().to_owned()));
+    };
+    push(&mut to_walk, folder);
+    let mut at = PathBuf::from("/");
+    let mut links = 0;
+    let check_dir = |at: &Path| -> std::io::Result<()> {
+        let m = std::fs::symlink_metadata(at)?;
+        let ok = m.is_dir()
+            && (m.uid() == uid || m.uid() == 0)
+            && (m.mode() & 0o1000 != 0 || only_we_write(&m));
+        if ok { Ok(()) } else { Err(refuse(at)) }
+    };
+    check_dir(&at)?;
+    while let Some(name) = to_walk.pop() {
+        match Path::new(&name).components().next() {
+            Some(Component::RootDir) => at = PathBuf::from("/"),
+            Some(Component::ParentDir) => {
+                at.pop();
+            }
+            Some(Component::Normal(n)) => {
+                let next = at.join(n);
+                let m = std::fs::symlink_metadata(&next)?;
+                if m.file_type().is_symlink() {
+                    links += 1;
+                    if links > 40 || (m.uid() != uid && m.uid() != 0) {
+                        return Err(refuse(&next));
+                    }
+                    push(&mut to_walk, &std::fs::read_link(&next)?);
+                    continue;
+                }
+                check_dir(&next)?;
+                at = next;
+            }
+            _ => {}
         }
     }
     Ok(())
 }
 
 /// Whether no other user may write the folder `m` describes: neither
-/// others, nor its group unless that is this user's own group (a user
-/// private group, which a umask of 002 leaves writable).
+/// others, nor its group unless that group is this user's alone (a user
+/// private group, named as the user and with no other members, which a
+/// umask of 002 leaves writable).
 fn only_we_write(m: &std::fs::Metadata) -> bool {
-    m.mode() & 0o002 == 0 && (m.mode() & 0o020 == 0 || m.gid() == nix::unistd::getegid().as_raw())
+    m.mode() & 0o002 == 0 && (m.mode() & 0o020 == 0 || private_group(m.gid()))
+}
+
+/// Whether group `gid` is this user's alone.
+fn private_group(gid: u32) -> bool {
+    let user = nix::unistd::User::from_uid(nix::unistd::geteuid())
+        .ok()
+        .flatten();
+    let group = nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid))
+        .ok()
+        .flatten();
+    match (user, group) {
+        (Some(u), Some(g)) => {
+            g.name == u.name && g.mem.iter().all(|m| *m == u.name) && u.gid.as_raw() == gid
+        }
+        _ => false,
+    }
 }
 
 /// `folder` is this user's and no one else may write it.
@@ -793,19 +889,51 @@ mod tests {
             let copy = ExecOnlyCopy::plan(&program, Some(&package), &link.join("orch/programs"));
             let e = copy.unwrap().make().unwrap_err();
             assert!(e.to_string().contains("another user's"), "{e}");
+            // Nested: our link names a path through theirs.
+            let outer = dir.path().join("outer");
+            std::os::unix::fs::symlink(link.join("."), &outer).unwrap();
+            let copy = ExecOnlyCopy::plan(&program, Some(&package), &outer.join("orch/programs"));
+            let e = copy.unwrap().make().unwrap_err();
+            assert!(e.to_string().contains("another user's"), "{e}");
         }
     }
 
+    /// A process that ended before the check (a Codex refusing its flags)
+    /// is not taken for a confinement failure: its own error stays the
+    /// attempt's.
     #[test]
-    fn a_copies_folder_others_may_write_is_refused() {
+    fn a_process_that_already_ended_is_held() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        // A zombie (not reaped yet), then gone.
+        while !ended(child.id()) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(held(child.id(), std::ffi::OsStr::new("true")), Ok(()));
+        child.wait().unwrap();
+        assert_eq!(held(child.id(), std::ffi::OsStr::new("true")), Ok(()));
+    }
+
+    #[test]
+    fn a_copies_folder_made_writable_is_put_back_and_another_users_refused() {
         let dir = tempfile::tempdir().unwrap();
         let (program, package) = install(&dir.path().join("pkg"));
         let root = dir.path().join("cache");
         std::fs::create_dir_all(&root).unwrap();
+        // Ours, made writable by anyone (an agent's `chmod`): put back.
         std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o777)).unwrap();
         let copy = ExecOnlyCopy::plan(&program, Some(&package), &root).unwrap();
-        let e = copy.make().unwrap_err();
-        assert!(e.to_string().contains("this user's alone"), "{e}");
-        assert!(!copy.folder().exists());
+        copy.make().unwrap();
+        let mode = std::fs::metadata(&root).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o700);
+        // Another user's (as root can make it): refused, nothing made.
+        if nix::unistd::geteuid().is_root() {
+            let other = dir.path().join("other");
+            std::fs::create_dir_all(&other).unwrap();
+            nix::unistd::chown(&other, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+            let copy = ExecOnlyCopy::plan(&program, Some(&package), &other).unwrap();
+            let e = copy.make().unwrap_err();
+            assert!(e.to_string().contains("this user's alone"), "{e}");
+            assert!(!copy.folder().exists());
+        }
     }
 }

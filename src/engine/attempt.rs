@@ -138,8 +138,12 @@ impl Attempts for Live {
         let path = dir.path().to_path_buf();
         drop(dir);
         if let Some(k) = &self.keeper {
-            k.removed(&path);
-            k.removed(&assemble::servers_dir(&path));
+            // (One orch could not remove stays the keeper's to retry.)
+            for p in [path.clone(), assemble::servers_dir(&path)] {
+                if std::fs::symlink_metadata(&p).is_err() {
+                    k.removed(&p);
+                }
+            }
         }
         result
     }
