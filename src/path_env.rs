@@ -96,49 +96,78 @@ impl Trees {
         if !dir.is_absolute() || inside(dir) {
             return true;
         }
-        // The names still to walk, first to last.
-        let mut to_walk: Vec<OsString> = Vec::new();
-        let push = |to_walk: &mut Vec<OsString>, p: &Path| {
-            to_walk.extend(p.components().rev().map(|c| c.as_os_str().to_owned()));
-        };
-        push(&mut to_walk, dir);
-        let mut at = PathBuf::from("/");
-        let mut links = 0;
-        while let Some(name) = to_walk.pop() {
-            match Path::new(&name).components().next() {
-                Some(Component::RootDir) => at = PathBuf::from("/"),
-                Some(Component::ParentDir) => {
-                    at.pop();
+        let walked = walk_links(
+            dir,
+            |next, m| {
+                if inside(next) {
+                    return Err(());
                 }
-                Some(Component::Normal(n)) => {
-                    let next = at.join(n);
-                    if inside(&next) {
-                        return true;
+                match m {
+                    Ok(m)
+                        if !m.file_type().is_symlink()
+                            && self.roots.contains(&(m.dev(), m.ino())) =>
+                    {
+                        Err(())
                     }
-                    match std::fs::symlink_metadata(&next) {
-                        Ok(m) if m.file_type().is_symlink() => {
-                            links += 1;
-                            let Ok(target) = std::fs::read_link(&next) else {
-                                return true;
-                            };
-                            if links > MOST_LINKS {
-                                return true;
-                            }
-                            push(&mut to_walk, &target);
-                        }
-                        Ok(m) if self.roots.contains(&(m.dev(), m.ino())) => return true,
-                        // A folder, a file or nothing yet: a name below it
-                        // is looked up in it.
-                        Ok(_) => at = next,
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => at = next,
-                        Err(_) => return true,
-                    }
+                    // A link, a folder, a file or nothing yet: a name
+                    // below it is looked up in it.
+                    Ok(_) => Ok(()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                    Err(_) => Err(()),
                 }
-                _ => {}
-            }
-        }
-        inside(&at)
+            },
+            |_| (),
+        );
+        walked.map_or(true, |at| inside(&at))
     }
+}
+
+/// Walk the absolute `path` one name at a time from `/`, as the kernel
+/// looks it up: `step` sees each path reached and its own metadata (a
+/// link's, not its target's) and may stop the walk with an error; a link
+/// is followed by walking its target in its place (at most
+/// [`MOST_LINKS`]; past that, or a link that cannot be read, `fail` says
+/// why). The path reached last.
+pub(crate) fn walk_links<E>(
+    path: &Path,
+    mut step: impl FnMut(&Path, Result<&std::fs::Metadata, &std::io::Error>) -> Result<(), E>,
+    fail: impl Fn(&Path) -> E,
+) -> Result<PathBuf, E> {
+    // The names still to walk, first to last.
+    let mut to_walk: Vec<OsString> = Vec::new();
+    let push = |to_walk: &mut Vec<OsString>, p: &Path| {
+        to_walk.extend(p.components().rev().map(|c| c.as_os_str().to_owned()));
+    };
+    push(&mut to_walk, path);
+    let mut at = PathBuf::from("/");
+    let mut links = 0;
+    while let Some(name) = to_walk.pop() {
+        match Path::new(&name).components().next() {
+            Some(Component::RootDir) => at = PathBuf::from("/"),
+            Some(Component::ParentDir) => {
+                at.pop();
+            }
+            Some(Component::Normal(n)) => {
+                let next = at.join(n);
+                let m = std::fs::symlink_metadata(&next);
+                step(&next, m.as_ref())?;
+                if m.is_ok_and(|m| m.file_type().is_symlink()) {
+                    links += 1;
+                    let Ok(target) = std::fs::read_link(&next) else {
+                        return Err(fail(&next));
+                    };
+                    if links > MOST_LINKS {
+                        return Err(fail(&next));
+                    }
+                    push(&mut to_walk, &target);
+                } else {
+                    at = next;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(at)
 }
 
 /// orch's own `PATH` without relative folders and those that may lead

@@ -541,7 +541,6 @@ fn lock_within(
 /// walked in its place, and each folder is theirs, and sticky (`/tmp`,
 /// where no one may rename another's entries) if anyone else may write it.
 fn safe_way_to(folder: &Path) -> std::io::Result<()> {
-    use std::path::Component;
     let uid = nix::unistd::geteuid().as_raw();
     let refuse = |at: &Path| {
         std::io::Error::other(format!(
@@ -551,44 +550,28 @@ fn safe_way_to(folder: &Path) -> std::io::Result<()> {
             folder.display()
         ))
     };
-    let mut to_walk: Vec<std::ffi::OsString> = Vec::new();
-    let push = |to_walk: &mut Vec<std::ffi::OsString>, p: &Path| {
-        to_walk.extend(p.components().rev().map(|c| c.as_os_str().to_owned()));
-    };
-    push(&mut to_walk, folder);
-    let mut at = PathBuf::from("/");
-    let mut links = 0;
-    let check_dir = |at: &Path| -> std::io::Result<()> {
-        let m = std::fs::symlink_metadata(at)?;
-        let ok = m.is_dir()
+    let dir_ok = |m: &std::fs::Metadata| {
+        m.is_dir()
             && (m.uid() == uid || m.uid() == 0)
-            && (m.mode() & 0o1000 != 0 || only_we_write(&m));
-        if ok { Ok(()) } else { Err(refuse(at)) }
+            && (m.mode() & 0o1000 != 0 || only_we_write(m))
     };
-    check_dir(&at)?;
-    while let Some(name) = to_walk.pop() {
-        match Path::new(&name).components().next() {
-            Some(Component::RootDir) => at = PathBuf::from("/"),
-            Some(Component::ParentDir) => {
-                at.pop();
-            }
-            Some(Component::Normal(n)) => {
-                let next = at.join(n);
-                let m = std::fs::symlink_metadata(&next)?;
-                if m.file_type().is_symlink() {
-                    links += 1;
-                    if links > 40 || (m.uid() != uid && m.uid() != 0) {
-                        return Err(refuse(&next));
-                    }
-                    push(&mut to_walk, &std::fs::read_link(&next)?);
-                    continue;
-                }
-                check_dir(&next)?;
-                at = next;
-            }
-            _ => {}
-        }
+    if !std::fs::symlink_metadata("/").is_ok_and(|m| dir_ok(&m)) {
+        return Err(refuse(Path::new("/")));
     }
+    crate::path_env::walk_links(
+        folder,
+        |next, m| {
+            let m =
+                m.map_err(|e| std::io::Error::new(e.kind(), format!("`{}`: {e}", next.display())))?;
+            let ok = if m.file_type().is_symlink() {
+                m.uid() == uid || m.uid() == 0
+            } else {
+                dir_ok(m)
+            };
+            if ok { Ok(()) } else { Err(refuse(next)) }
+        },
+        refuse,
+    )?;
     Ok(())
 }
 
