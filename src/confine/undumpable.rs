@@ -397,6 +397,30 @@ enum State {
     Other,
 }
 
+/// Why this machine cannot make a process undumpable, if it cannot: with
+/// `fs.suid_dumpable` at 1 ("debug") the kernel leaves a process started
+/// from a file it may not read dumpable (`setting` is the file's text).
+pub(crate) fn machine_refuses(setting: &[u8]) -> Option<String> {
+    (setting.trim_ascii() == b"1").then(|| {
+        "this machine's `fs.suid_dumpable` is 1, under which the kernel leaves a program \
+         started from a file it may not read dumpable, so Codex's commands could reach into \
+         it; set it to 0 or 2 (`sysctl fs.suid_dumpable=0`) to run a confined Codex"
+            .to_string()
+    })
+}
+
+/// [`machine_refuses`] for this machine, read once.
+pub(crate) fn machine() -> Option<&'static str> {
+    static SAYS: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    SAYS.get_or_init(|| {
+        // Unreadable (no /proc): `held` checks the process itself.
+        std::fs::read("/proc/sys/fs/suid_dumpable")
+            .ok()
+            .and_then(|s| machine_refuses(&s))
+    })
+    .as_deref()
+}
+
 /// Whether the process `pid`, started from an undumpable copy of the
 /// program called `name`, is undumpable: the copy may have been made
 /// readable between its last check and the start (its owner may `chmod`
@@ -454,12 +478,15 @@ pub(crate) fn held(pid: u32, name: &std::ffi::OsStr) -> Result<(), String> {
     });
     match read {
         Ok(false) => Ok(()),
-        Ok(true) => Err(
-            "it started dumpable: its program's copy could be read when it \
-                         started (an agent's `chmod`?), so its commands could reach into it \
-                         (docs/confinement.md, \"Codex\")"
-                .to_string(),
-        ),
+        Ok(true) => Err(machine().map_or_else(
+            || {
+                "it started dumpable: its program's copy could be read when it started (an \
+                 agent's `chmod`?), so its commands could reach into it (docs/confinement.md, \
+                 \"Codex\")"
+                    .to_string()
+            },
+            |why| format!("it started dumpable: {why}"),
+        )),
         Err(e) => Err(unsure(e)),
     }
 }
@@ -632,6 +659,22 @@ fn short_hash(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only "debug" (1) leaves a program started from an unreadable file
+    /// dumpable; 0 and 2 (and this machine's setting, whatever it is,
+    /// when it is one of them) let Codex start.
+    #[test]
+    fn a_machine_whose_kernel_leaves_it_dumpable_refuses_codex_with_the_reason() {
+        let why = machine_refuses(b"1\n").unwrap();
+        assert!(
+            why.contains("fs.suid_dumpable") && why.contains("=0"),
+            "{why}"
+        );
+        assert_eq!(machine_refuses(b"0\n"), None);
+        assert_eq!(machine_refuses(b"2\n"), None);
+        let here = std::fs::read("/proc/sys/fs/suid_dumpable").unwrap();
+        assert_eq!(machine().is_some(), here.trim_ascii() == b"1");
+    }
 
     /// A package laid out as Codex's is: `triple/bin/codex` (a real
     /// program: a copy of `true`) beside a helper, with `codex-path/rg`

@@ -870,6 +870,9 @@ fn own_program(
             kind_program(kind, &ctx.settings)
         )));
     };
+    if let Some(why) = crate::confine::undumpable::machine() {
+        return Some(Err(why.to_string()));
+    }
     Some(cli.own_program(found).and_then(|own| {
         ExecOnlyCopy::plan(&own.program, own.package.as_deref(), &ctx.programs_root()).ok_or_else(
             || {
