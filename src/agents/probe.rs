@@ -400,19 +400,21 @@ pub fn write_files(inv: &Invocation) -> std::io::Result<()> {
 /// per program file, the first time a copy of it (Codex's is about
 /// 300 MB). Blocking: `orch run` calls it off the async workers.
 pub fn make_program(inv: &Invocation) -> std::io::Result<()> {
-    match &inv.undumpable {
-        Some(copy) => copy.make().map_err(|e| {
-            std::io::Error::new(
-                e.kind(),
-                format!(
-                    "cannot copy the CLI's program `{}` to `{}` (docs/confinement.md, \"Codex\"): {e}",
-                    copy.source().display(),
-                    copy.folder().display()
-                ),
-            )
-        }),
-        None => Ok(()),
-    }
+    inv.undumpable.as_deref().map_or(Ok(()), make_copy)
+}
+
+/// [`make_program`] for the copy itself.
+pub(crate) fn make_copy(copy: &crate::confine::undumpable::ExecOnlyCopy) -> std::io::Result<()> {
+    copy.make().map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!(
+                "cannot copy the CLI's program `{}` to `{}` (docs/confinement.md, \"Codex\"): {e}",
+                copy.source().display(),
+                copy.folder().display()
+            ),
+        )
+    })
 }
 
 /// Remove the files an invocation wrote outside its own directory.

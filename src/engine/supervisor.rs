@@ -286,6 +286,43 @@ async fn end_tree(tree: &std::sync::Arc<crate::confine::ProcessTree>) {
     .await;
 }
 
+/// Make the undumpable copy of the CLI's program the attempt starts from,
+/// if it has one (`probe::make_program`: a few seconds the first time, and
+/// a wait for another orch's copy): on the blocking pool, given up when the
+/// run is cancelled or the attempt's timeout passes (the copy goes on to
+/// its end on its own, under its lock). `None` when the CLI may start.
+async fn make_program(
+    inv: &crate::agents::invocation::Invocation,
+    timeout: Option<Duration>,
+    begun: Instant,
+    cancel: &mut watch::Receiver<Cancel>,
+) -> Option<(Outcome, Option<String>)> {
+    let copy = std::sync::Arc::clone(inv.undumpable.as_ref()?);
+    let making = tokio::task::spawn_blocking(move || probe::make_copy(&copy));
+    let timed_out = async {
+        match timeout {
+            Some(t) => tokio::time::sleep_until((begun + t).into()).await,
+            None => std::future::pending().await,
+        }
+    };
+    let cancelled = cancel.wait_for(|c| *c != Cancel::No);
+    tokio::select! {
+        made = making => match made {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some((Outcome::Failed, Some(e.to_string()))),
+            Err(e) => Some((Outcome::Failed, Some(format!("the copying thread failed: {e}")))),
+        },
+        _ = cancelled => Some((Outcome::Cancelled, Some("cancelled".into()))),
+        () = timed_out => Some((
+            Outcome::TimedOut,
+            Some(format!(
+                "timed out after {} while its program was copied",
+                humantime::format_duration(timeout.unwrap_or_default())
+            )),
+        )),
+    }
+}
+
 /// Run one attempt to its end. Never panics on the agent's behaviour.
 pub(crate) async fn run_attempt(
     spec: AttemptSpec,
@@ -293,6 +330,9 @@ pub(crate) async fn run_attempt(
     mut cancel: watch::Receiver<Cancel>,
 ) -> AttemptResult {
     let started_ms = now_ms();
+    // The attempt's wall clock: its timeout counts from here, the copy of
+    // its program included.
+    let begun = Instant::now();
     let inv = &spec.invocation;
     let mut result = AttemptResult::new(started_ms);
     let finish = |mut r: AttemptResult| {
@@ -305,14 +345,11 @@ pub(crate) async fn run_attempt(
         result.permanent = true;
         return finish(result);
     }
-    if inv.undumpable.is_some() {
-        let made = crate::blocking::in_place(|| probe::make_program(inv));
-        if let Err(e) = made {
-            probe::remove_files(inv);
-            result.reason = Some(e.to_string());
-            result.permanent = true;
-            return finish(result);
-        }
+    if let Some(stop) = make_program(inv, spec.timeout, begun, &mut cancel).await {
+        probe::remove_files(inv);
+        (result.outcome, result.reason) = stop;
+        result.permanent = result.outcome == Outcome::Failed;
+        return finish(result);
     }
     for endpoint in &spec.endpoints {
         if let Err(e) = endpoint.open() {
@@ -499,7 +536,6 @@ pub(crate) async fn run_attempt(
         seq += 1;
     };
 
-    let start = Instant::now();
     let mut last_output = Instant::now();
     let mut stop: Option<(Outcome, String)> = None;
     let mut tally = Tally::default();
@@ -531,7 +567,7 @@ pub(crate) async fn run_attempt(
             let c = *cancel.borrow();
             if c != Cancel::No {
                 stop = Some((Outcome::Cancelled, "cancelled".into()));
-            } else if spec.timeout.is_some_and(|t| start.elapsed() > t) {
+            } else if spec.timeout.is_some_and(|t| begun.elapsed() > t) {
                 stop = Some((
                     Outcome::TimedOut,
                     format!(
@@ -813,6 +849,57 @@ mod tests {
             tree: Default::default(),
             endpoints: Vec::new(),
         }
+    }
+
+    /// The copy of a CLI's program (and the wait for another orch's) is
+    /// part of the attempt: its timeout counts it and a cancel ends it,
+    /// where it had held the attempt up to the lock's two minutes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_wait_for_a_program_copy_counts_in_the_timeout_and_ends_on_cancel() {
+        use crate::confine::undumpable::ExecOnlyCopy;
+        let dir = tempfile::tempdir().unwrap();
+        let program = dir.path().join("bin").join("prog");
+        std::fs::create_dir_all(program.parent().unwrap()).unwrap();
+        std::fs::copy(which::which("true").unwrap(), &program).unwrap();
+        let root = dir.path().join("cache").join("orch").join("programs");
+        let copy = std::sync::Arc::new(ExecOnlyCopy::plan(&program, None, &root).unwrap());
+        let with_copy = |timeout: u64| {
+            let mut s = spec(dir.path(), "", None);
+            s.invocation.program = copy.path().display().to_string();
+            s.invocation.args.clear();
+            s.invocation.undumpable = Some(std::sync::Arc::clone(&copy));
+            s.timeout = Some(Duration::from_millis(timeout));
+            s
+        };
+        // Another orch holds the copies' lock.
+        std::fs::create_dir_all(&root).unwrap();
+        let lock = std::fs::File::create(root.join(".lock")).unwrap();
+        let held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive).unwrap();
+
+        let t = Instant::now();
+        let (_tx, rx) = watch::channel(Cancel::No);
+        let r = run_attempt(with_copy(300), Events::discard(), rx).await;
+        assert_eq!(r.outcome, Outcome::TimedOut, "{:?}", r.reason);
+        assert!(!r.permanent, "a later attempt may find the lock free");
+        let reason = r.reason.unwrap_or_default();
+        assert!(reason.contains("while its program was copied"), "{reason}");
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+
+        let t = Instant::now();
+        let (tx, rx) = watch::channel(Cancel::No);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let _ = tx.send(Cancel::Graceful);
+        });
+        let r = run_attempt(with_copy(60_000), Events::discard(), rx).await;
+        assert_eq!(r.outcome, Outcome::Cancelled, "{:?}", r.reason);
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+
+        // Released: the copy is made and the program runs from it.
+        drop(held);
+        let (_tx, rx) = watch::channel(Cancel::No);
+        let r = run_attempt(with_copy(60_000), Events::discard(), rx).await;
+        assert_eq!(r.outcome, Outcome::Succeeded, "{:?}", r.reason);
     }
 
     #[tokio::test]
