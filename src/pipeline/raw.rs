@@ -9,6 +9,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use schemars::JsonSchema;
 use toml::de::{DeTable, DeValue};
@@ -513,13 +514,99 @@ fn decode_by_phase(
     if let Some(i) = missing_phases {
         d.diags.remove(i);
     }
+    // The stretches are decoded in chunks by two threads at once when
+    // there are enough of them, each taking the next chunk when done with
+    // one: a helper that starts late (an idle CPU can take a millisecond
+    // to wake) leaves more of them to this thread, never less done.
+    let (ends, text_len) = (&starts[1..], text.len());
+    let stretch = |i: usize| (starts[i], ends.get(i).copied().unwrap_or(text_len));
+    let chunks = starts.len().div_ceil(CHUNK);
+    let (next, failed) = (AtomicUsize::new(0), AtomicBool::new(false));
+    let take = || {
+        let mut done = Vec::new();
+        loop {
+            let c = next.fetch_add(1, Ordering::Relaxed);
+            // Once a stretch failed the file is parsed whole: stop.
+            if c >= chunks || failed.load(Ordering::Relaxed) {
+                return done;
+            }
+            let which = c * CHUNK..((c + 1) * CHUNK).min(starts.len());
+            let decoded = decode_phases(source, which, stretch);
+            failed.fetch_or(decoded.is_none(), Ordering::Relaxed);
+            done.push((c, decoded));
+        }
+    };
+    let mut done = if starts.len() >= PARALLEL_FROM {
+        std::thread::scope(|scope| {
+            // No thread to be had: this one does it all.
+            let helper = std::thread::Builder::new().spawn_scoped(scope, take).ok();
+            let mut done = take();
+            if let Some(helper) = helper {
+                // A panic in the helper is the same bug as one here.
+                done.extend(
+                    helper
+                        .join()
+                        .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                );
+            }
+            done
+        })
+    } else {
+        take()
+    };
+    if failed.into_inner() {
+        return None;
+    }
+    done.sort_unstable_by_key(|(c, _)| *c);
     let mut phases = Vec::with_capacity(starts.len());
+    for (_, decoded) in done {
+        let decoded = decoded?;
+        phases.extend(decoded.phases);
+        d.diags.extend(decoded.diags);
+    }
     // The array's span, as the whole file's tree gives it: its first
     // header's.
-    let mut first_span = None;
-    for (i, &start) in starts.iter().enumerate() {
-        let end = starts.get(i + 1).copied().unwrap_or(text.len());
-        let (root, errors) = DeTable::parse_recoverable(&text[start..end]);
+    let first_span = phases.first()?.span.clone();
+    raw.phases = Some(Spanned::new(phases, first_span));
+    Some((Some(raw), d.diags))
+}
+
+/// From how many phases [`decode_by_phase`] decodes on two threads: below
+/// it, starting a thread costs about what it saves.
+const PARALLEL_FROM: usize = 64;
+
+/// Phases a thread of [`decode_by_phase`] decodes at a time.
+const CHUNK: usize = 16;
+
+/// The phases of some stretches of a file, decoded.
+#[derive(Default)]
+struct Decoded {
+    /// Boxed as `RawPipeline::phases` holds them.
+    #[allow(clippy::vec_box)]
+    phases: Vec<Box<RawPhase>>,
+    diags: Vec<Diagnostic>,
+}
+
+/// Decode the phases of stretches `which` (`stretch` gives each one's byte
+/// range); `None` when one does not parse cleanly or holds more than its
+/// phase.
+fn decode_phases(
+    source: &Arc<SourceFile>,
+    which: Range<usize>,
+    stretch: impl Fn(usize) -> (usize, usize),
+) -> Option<Decoded> {
+    let mut d = Decoder {
+        source,
+        diags: Vec::new(),
+        offset: 0,
+    };
+    let mut out = Decoded {
+        phases: Vec::with_capacity(which.len()),
+        ..Decoded::default()
+    };
+    for i in which {
+        let (start, end) = stretch(i);
+        let (root, errors) = DeTable::parse_recoverable(&source.text[start..end]);
         let root = root.get_ref();
         if !errors.is_empty() || root.len() != 1 {
             return None;
@@ -536,11 +623,10 @@ fn decode_by_phase(
         };
         d.offset = start;
         let span = d.at(item.span());
-        first_span.get_or_insert_with(|| span.clone());
-        phases.push(d.phase(t, span));
+        out.phases.push(d.phase(t, span));
     }
-    raw.phases = Some(Spanned::new(phases, first_span?));
-    Some((Some(raw), d.diags))
+    out.diags = d.diags;
+    Some(out)
 }
 
 fn first_line(s: &str) -> String {
@@ -968,8 +1054,26 @@ mod tests {
         let many: String = (0..300)
             .map(|i| format!("[[phases]]\nname = \"p{i}\"\nagents = [\"a\"]\ndepends_on = [\"p{}\"]\n[phases.tools]\nmax_turns = {i}\n\n", i.max(1) - 1))
             .collect();
+        // Enough phases to be decoded by two threads: problems spread over
+        // every chunk come back in file order, and a stretch deep in the
+        // second half that does not decode alone sends the file whole.
+        let many_problems: String = (0..300)
+            .map(|i| {
+                let bad = if i % 37 == 5 { "bogus = 1\n" } else { "" };
+                format!("[[phases]]\nname = \"p{i}\"\n{bad}agents = [\"a\"]\n")
+            })
+            .collect();
+        let many_late_lookalike = many.replace(
+            "name = \"p250\"\n",
+            "name = \"p250\"\nprompt = \"\"\"\n[[phases]]\n\"\"\"\n",
+        );
         texts.extend(made.iter().map(|(n, t)| (n.to_string(), t.clone())));
         texts.push(("many".into(), format!("{head}{many}")));
+        texts.push(("many problems".into(), format!("{head}{many_problems}")));
+        texts.push((
+            "many late lookalike".into(),
+            format!("{head}{many_late_lookalike}"),
+        ));
         let mut split = 0;
         for (name, text) in &texts {
             let source = SourceFile::new(name.as_str(), text.clone());
@@ -994,6 +1098,8 @@ mod tests {
             ("inline table lookalike", false),
             ("prompt and array lines", true),
             ("many", true),
+            ("many problems", true),
+            ("many late lookalike", false),
             ("crlf", true),
             ("bom tabs spaces", true),
             ("after", false),
