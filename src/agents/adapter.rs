@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::events::Event;
-use crate::model::toolset::{InternalTool, Permission, ToolSet};
+use crate::model::toolset::{InternalTool, Mode, Permission, ToolSet};
 use crate::pipeline::Agent;
 
 use super::invocation::{
@@ -164,6 +164,8 @@ pub struct Request<'a> {
     pub(crate) confined: bool,
     /// Extra raw flags from the agent's mode settings.
     pub(crate) flags: &'a [String],
+    /// The phase's mode (`review` for a judge).
+    pub(crate) mode: Mode,
 }
 
 impl Request<'_> {

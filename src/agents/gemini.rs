@@ -19,7 +19,7 @@ use super::invocation::{
 use super::kind::{CliTable, ORCH_SETS, WIDENS};
 use crate::events::Event;
 use crate::model::AgentKind;
-use crate::model::toolset::{InternalTool, Permission, ToolSet};
+use crate::model::toolset::{InternalTool, Mode, Permission, ToolSet};
 
 pub(super) struct Gemini;
 
@@ -459,7 +459,7 @@ impl Adapter for Gemini {
             servers.insert(s.name.clone(), entry);
         }
         let home = req.path_in_dir("gemini");
-        let settings = json!({
+        let mut settings = json!({
             "tools": { "core": core },
             "mcpServers": servers,
             "model": { "maxSessionTurns": ts.max_turns },
@@ -468,6 +468,15 @@ impl Adapter for Gemini {
             "privacy": { "usageStatisticsEnabled": false },
             "telemetry": { "enabled": false },
         });
+        if req.mode == Mode::Review {
+            // A reviewer (a judge) reads what the work left, all of it:
+            // an ignore file the work planted (`.geminiignore`, or a
+            // `.gitignore` over a file it added) would have Gemini's file
+            // tools refuse to read or list what it names.
+            settings["context"] = json!({
+                "fileFiltering": { "respectGeminiIgnore": false, "respectGitIgnore": false }
+            });
+        }
         let settings_path = home.join(".gemini").join("settings.json");
         let policy_path = req.file_in_dir("policy.toml");
         let files = vec![

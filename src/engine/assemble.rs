@@ -1195,6 +1195,7 @@ pub fn invocation(
             .mode(phase.mode)
             .map(|m| &m.flags)
             .unwrap_or(&no_flags),
+        mode: phase.mode,
     };
     // A plain command speaks no MCP: no server, so no marker for it.
     let with_orch =

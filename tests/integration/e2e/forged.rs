@@ -546,3 +546,57 @@ fn what_opencodes_own_git_runs_cannot_reach_opencode() {
     );
     assert!(logs[2].1.contains("cache: refused"), "{logs:?}");
 }
+
+/// Gemini CLI's file tools obey ignore files: `read_file` refuses a file a
+/// `.geminiignore` names, or that a `.gitignore` covers (a file the work
+/// added), "ignored by configured ignore patterns". A worker that may
+/// write the workspace can plant both to hide its work from a Gemini judge.
+/// A Gemini that reviews (a judge's mode) reads past them; the same reads
+/// in an audit (the control) are refused, as Gemini ships.
+#[test]
+fn a_planted_ignore_file_hides_nothing_from_a_gemini_reviewer() {
+    require!(Tool::AgentClis);
+    let cli = find_cli(AgentKind::Gemini);
+    for (mode, reads) in [("review", true), ("audit", false)] {
+        let dir = scratch("orch-e2e-gemini-ignore-");
+        let work = dir.path().join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        let git = std::process::Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(&work)
+            .status()
+            .unwrap();
+        assert!(git.success());
+        std::fs::write(work.join(".geminiignore"), "hidden.txt\n").unwrap();
+        std::fs::write(work.join(".gitignore"), "added.txt\n").unwrap();
+        std::fs::write(work.join("hidden.txt"), "the hidden work\n").unwrap();
+        std::fs::write(work.join("added.txt"), "the added work\n").unwrap();
+        let calls = json!([
+            (cli.read_call)(&work.join("hidden.txt")),
+            (cli.read_call)(&work.join("added.txt")),
+        ]);
+        let server = ModelServer::start(dir.path(), &calls);
+        let text = changed(
+            pipeline(&cli, Level::ReadOnly, &server, dir.path()),
+            "mode = \"audit\"",
+            &format!("mode = \"{mode}\""),
+        );
+        let run = orch_run(&cli, dir.path(), &server, &text);
+        assert_eq!(run.code, Some(0), "{mode}: {}", run.context());
+        let said = run.tool_results();
+        for work in ["the hidden work", "the added work"] {
+            assert_eq!(
+                said.contains(work),
+                reads,
+                "{mode}, {work}: {said}\n{}",
+                run.context()
+            );
+        }
+        if !reads {
+            assert!(
+                said.contains("ignored by configured ignore patterns"),
+                "{said}"
+            );
+        }
+    }
+}
