@@ -550,15 +550,27 @@ fn what_opencodes_own_git_runs_cannot_reach_opencode() {
 /// Gemini CLI's file tools obey ignore files: `read_file` refuses a file a
 /// `.geminiignore` names, or that a `.gitignore` covers (a file the work
 /// added), "ignored by configured ignore patterns". A worker that may
-/// write the workspace can plant both to hide its work from a Gemini judge.
-/// A Gemini that reviews (a judge's mode) reads past them; the same reads
-/// in an audit (the control) are refused, as Gemini ships.
+/// write the workspace can plant those (and the other CLIs' and ripgrep's
+/// ignore files) to hide its work from a judge. Every CLI that reviews (a
+/// judge's mode) reads past them; Gemini's same reads in an audit (the
+/// control) are refused, as Gemini ships.
 #[test]
-fn a_planted_ignore_file_hides_nothing_from_a_gemini_reviewer() {
+fn a_planted_ignore_file_hides_nothing_from_a_reviewer() {
     require!(Tool::AgentClis);
-    let cli = find_cli(AgentKind::Gemini);
-    for (mode, reads) in [("review", true), ("audit", false)] {
-        let dir = scratch("orch-e2e-gemini-ignore-");
+    let mut cells: Vec<(AgentKind, &str, bool)> = [
+        AgentKind::Claude,
+        AgentKind::Codex,
+        AgentKind::Gemini,
+        AgentKind::Opencode,
+        AgentKind::Copilot,
+    ]
+    .into_iter()
+    .map(|k| (k, "review", true))
+    .collect();
+    cells.push((AgentKind::Gemini, "audit", false));
+    for (kind, mode, reads) in cells {
+        let cli = find_cli(kind);
+        let dir = scratch("orch-e2e-ignore-");
         let work = dir.path().join("work");
         std::fs::create_dir_all(&work).unwrap();
         let git = std::process::Command::new("git")
@@ -567,7 +579,15 @@ fn a_planted_ignore_file_hides_nothing_from_a_gemini_reviewer() {
             .status()
             .unwrap();
         assert!(git.success());
-        std::fs::write(work.join(".geminiignore"), "hidden.txt\n").unwrap();
+        for ignore in [
+            ".geminiignore",
+            ".ignore",
+            ".rgignore",
+            ".copilotignore",
+            ".opencodeignore",
+        ] {
+            std::fs::write(work.join(ignore), "hidden.txt\n").unwrap();
+        }
         std::fs::write(work.join(".gitignore"), "added.txt\n").unwrap();
         std::fs::write(work.join("hidden.txt"), "the hidden work\n").unwrap();
         std::fs::write(work.join("added.txt"), "the added work\n").unwrap();
@@ -576,19 +596,24 @@ fn a_planted_ignore_file_hides_nothing_from_a_gemini_reviewer() {
             (cli.read_call)(&work.join("added.txt")),
         ]);
         let server = ModelServer::start(dir.path(), &calls);
+        // The phase's mode, and the mode Codex's provider is set up for.
         let text = changed(
             pipeline(&cli, Level::ReadOnly, &server, dir.path()),
             "mode = \"audit\"",
             &format!("mode = \"{mode}\""),
+        )
+        .replace(
+            "[agents.codex.modes.audit]",
+            &format!("[agents.codex.modes.{mode}]"),
         );
         let run = orch_run(&cli, dir.path(), &server, &text);
-        assert_eq!(run.code, Some(0), "{mode}: {}", run.context());
+        assert_eq!(run.code, Some(0), "{kind:?} {mode}: {}", run.context());
         let said = run.tool_results();
         for work in ["the hidden work", "the added work"] {
             assert_eq!(
                 said.contains(work),
                 reads,
-                "{mode}, {work}: {said}\n{}",
+                "{kind:?} {mode}, {work}: {said}\n{}",
                 run.context()
             );
         }
