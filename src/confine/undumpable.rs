@@ -404,21 +404,17 @@ pub(crate) fn machine_refuses(setting: &[u8]) -> Option<String> {
     (setting.trim_ascii() == b"1").then(|| {
         "this machine's `fs.suid_dumpable` is 1, under which the kernel leaves a program \
          started from a file it may not read dumpable, so Codex's commands could reach into \
-         it; set it to 0 or 2 (`sysctl fs.suid_dumpable=0`) to run a confined Codex"
+         it; set it to 0 or 2 (`sysctl -w fs.suid_dumpable=0`) to run a confined Codex"
             .to_string()
     })
 }
 
-/// [`machine_refuses`] for this machine, read once.
-pub(crate) fn machine() -> Option<&'static str> {
-    static SAYS: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    SAYS.get_or_init(|| {
-        // Unreadable (no /proc): `held` checks the process itself.
-        std::fs::read("/proc/sys/fs/suid_dumpable")
-            .ok()
-            .and_then(|s| machine_refuses(&s))
-    })
-    .as_deref()
+/// [`machine_refuses`] for this machine, as it is set now.
+pub(crate) fn machine() -> Option<String> {
+    // Unreadable (no /proc): `held` checks the process itself.
+    std::fs::read("/proc/sys/fs/suid_dumpable")
+        .ok()
+        .and_then(|s| machine_refuses(&s))
 }
 
 /// Whether the process `pid`, started from an undumpable copy of the
@@ -552,10 +548,13 @@ fn lock_within(
                 std::thread::sleep(Duration::from_millis(50));
             }
             Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
-                return Err(std::io::Error::other(format!(
-                    "another process held the lock of orch's program copies for {} s",
-                    wait.as_secs()
-                )));
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "another process held the lock of orch's program copies for {} s",
+                        wait.as_secs()
+                    ),
+                ));
             }
             Err((_, e)) => return Err(e.into()),
         }
@@ -672,8 +671,9 @@ mod tests {
         );
         assert_eq!(machine_refuses(b"0\n"), None);
         assert_eq!(machine_refuses(b"2\n"), None);
-        let here = std::fs::read("/proc/sys/fs/suid_dumpable").unwrap();
-        assert_eq!(machine().is_some(), here.trim_ascii() == b"1");
+        if let Ok(here) = std::fs::read("/proc/sys/fs/suid_dumpable") {
+            assert_eq!(machine().is_some(), here.trim_ascii() == b"1");
+        }
     }
 
     /// A package laid out as Codex's is: `triple/bin/codex` (a real

@@ -871,7 +871,7 @@ fn own_program(
         )));
     };
     if let Some(why) = crate::confine::undumpable::machine() {
-        return Some(Err(why.to_string()));
+        return Some(Err(why));
     }
     Some(cli.own_program(found).and_then(|own| {
         ExecOnlyCopy::plan(&own.program, own.package.as_deref(), &ctx.programs_root()).ok_or_else(

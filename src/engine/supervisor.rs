@@ -286,40 +286,64 @@ async fn end_tree(tree: &std::sync::Arc<crate::confine::ProcessTree>) {
     .await;
 }
 
+/// Why an attempt ended before its CLI started, and whether a later
+/// attempt could fare better.
+struct NotStarted {
+    outcome: Outcome,
+    reason: String,
+    permanent: bool,
+}
+
 /// Make the undumpable copy of the CLI's program the attempt starts from,
 /// if it has one (`probe::make_program`: a few seconds the first time, and
-/// a wait for another orch's copy): on the blocking pool, given up when the
-/// run is cancelled or the attempt's timeout passes (the copy goes on to
-/// its end on its own, under its lock). `None` when the CLI may start.
-async fn make_program(
+/// a wait for another orch's copy): on the blocking pool, raced with the
+/// run's cancel and the attempt's timeout, which end the attempt's wait
+/// (the copy goes on to its end on its own, under its lock; if orch exits
+/// first, the next copy removes what it left). `None` when the CLI may
+/// start.
+async fn copy_program(
     inv: &crate::agents::invocation::Invocation,
     timeout: Option<Duration>,
     begun: Instant,
     cancel: &mut watch::Receiver<Cancel>,
-) -> Option<(Outcome, Option<String>)> {
+) -> Option<NotStarted> {
     let copy = std::sync::Arc::clone(inv.undumpable.as_ref()?);
     let making = tokio::task::spawn_blocking(move || probe::make_copy(&copy));
     let timed_out = async {
         match timeout {
-            Some(t) => tokio::time::sleep_until((begun + t).into()).await,
+            // Whatever is left of it (a timeout of years cannot overflow).
+            Some(t) => tokio::time::sleep(t.saturating_sub(begun.elapsed())).await,
             None => std::future::pending().await,
         }
     };
     let cancelled = cancel.wait_for(|c| *c != Cancel::No);
+    let failed = |reason: String, permanent: bool| NotStarted {
+        outcome: Outcome::Failed,
+        reason,
+        permanent,
+    };
     tokio::select! {
         made = making => match made {
             Ok(Ok(())) => None,
-            Ok(Err(e)) => Some((Outcome::Failed, Some(e.to_string()))),
-            Err(e) => Some((Outcome::Failed, Some(format!("the copying thread failed: {e}")))),
+            // Another process held the copies' lock too long: a later
+            // attempt may find it free.
+            Ok(Err(e)) => Some(failed(e.to_string(), e.kind() != std::io::ErrorKind::TimedOut)),
+            Err(e) => Some(failed(format!("the copying thread failed: {e}"), true)),
         },
-        _ = cancelled => Some((Outcome::Cancelled, Some("cancelled".into()))),
-        () = timed_out => Some((
-            Outcome::TimedOut,
-            Some(format!(
+        // (A sender gone is no cancel.)
+        Ok(_) = cancelled => Some(NotStarted {
+            outcome: Outcome::Cancelled,
+            reason: "cancelled".into(),
+            permanent: false,
+        }),
+        () = timed_out => Some(NotStarted {
+            outcome: Outcome::TimedOut,
+            reason: format!(
                 "timed out after {} while its program was copied",
                 humantime::format_duration(timeout.unwrap_or_default())
-            )),
-        )),
+            ),
+            permanent: false,
+        }),
     }
 }
 
@@ -340,15 +364,23 @@ pub(crate) async fn run_attempt(
         r
     };
 
+    // orch's shells could not be given to it (see `assemble::shells`): it
+    // does not start, and the reason is the attempt's, not its folder's.
+    if let Some(Err(why)) = inv.shells.as_ref().map(|s| &s.program) {
+        result.reason = Some(format!("`{}` cannot start: {why}", inv.program));
+        result.permanent = true;
+        return finish(result);
+    }
     if let Err(e) = probe::write_files(inv) {
         result.reason = Some(format!("cannot prepare the attempt's own directory: {e}"));
         result.permanent = true;
         return finish(result);
     }
-    if let Some(stop) = make_program(inv, spec.timeout, begun, &mut cancel).await {
+    if let Some(not) = copy_program(inv, spec.timeout, begun, &mut cancel).await {
         probe::remove_files(inv);
-        (result.outcome, result.reason) = stop;
-        result.permanent = result.outcome == Outcome::Failed;
+        result.outcome = not.outcome;
+        result.reason = Some(not.reason);
+        result.permanent = not.permanent;
         return finish(result);
     }
     for endpoint in &spec.endpoints {
@@ -863,12 +895,12 @@ mod tests {
         std::fs::copy(which::which("true").unwrap(), &program).unwrap();
         let root = dir.path().join("cache").join("orch").join("programs");
         let copy = std::sync::Arc::new(ExecOnlyCopy::plan(&program, None, &root).unwrap());
-        let with_copy = |timeout: u64| {
+        let with_copy = |timeout: Duration| {
             let mut s = spec(dir.path(), "", None);
             s.invocation.program = copy.path().display().to_string();
             s.invocation.args.clear();
             s.invocation.undumpable = Some(std::sync::Arc::clone(&copy));
-            s.timeout = Some(Duration::from_millis(timeout));
+            s.timeout = Some(timeout);
             s
         };
         // Another orch holds the copies' lock.
@@ -878,7 +910,7 @@ mod tests {
 
         let t = Instant::now();
         let (_tx, rx) = watch::channel(Cancel::No);
-        let r = run_attempt(with_copy(300), Events::discard(), rx).await;
+        let r = run_attempt(with_copy(Duration::from_millis(300)), Events::discard(), rx).await;
         assert_eq!(r.outcome, Outcome::TimedOut, "{:?}", r.reason);
         assert!(!r.permanent, "a later attempt may find the lock free");
         let reason = r.reason.unwrap_or_default();
@@ -891,14 +923,19 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(300)).await;
             let _ = tx.send(Cancel::Graceful);
         });
-        let r = run_attempt(with_copy(60_000), Events::discard(), rx).await;
+        // (A timeout that never comes: adding it to the start overflowed.)
+        let r = run_attempt(with_copy(Duration::MAX), Events::discard(), rx).await;
         assert_eq!(r.outcome, Outcome::Cancelled, "{:?}", r.reason);
         assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
 
-        // Released: the copy is made and the program runs from it.
+        // Released: the copy is made and the program runs from it (where
+        // the kernel makes such a start undumpable).
         drop(held);
+        if crate::confine::undumpable::machine().is_some() {
+            return;
+        }
         let (_tx, rx) = watch::channel(Cancel::No);
-        let r = run_attempt(with_copy(60_000), Events::discard(), rx).await;
+        let r = run_attempt(with_copy(Duration::from_secs(60)), Events::discard(), rx).await;
         assert_eq!(r.outcome, Outcome::Succeeded, "{:?}", r.reason);
     }
 

@@ -9,6 +9,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use schemars::JsonSchema;
@@ -448,8 +449,8 @@ const SPLIT_FROM: usize = 64 << 10;
 /// out as pipelines are (everything else first, then the phases, each
 /// with only its own `[phases.*]` tables after it): then the head and
 /// each phase can be parsed on their own, so the TOML tree of only one
-/// phase is in memory at a time, not the whole file's (a 100,000-phase
-/// file's tree took over 400 MB). `None` when no line is a `[[phases]]`
+/// phase per decoding thread is in memory at a time, not the whole file's
+/// (a 100,000-phase file's tree took over 400 MB). `None` when no line is a `[[phases]]`
 /// header; whether the file is laid out so is decided as the stretches
 /// are parsed.
 ///
@@ -517,50 +518,50 @@ fn decode_by_phase(
     // The stretches are decoded in chunks by two threads at once when
     // there are enough of them, each taking the next chunk when done with
     // one: a helper that starts late (an idle CPU can take a millisecond
-    // to wake) leaves more of them to this thread, never less done.
+    // to wake) leaves more of them to this thread, never less done. Each
+    // chunk's phases go to its own slot, so the order is the file's
+    // whichever thread decoded it.
     let (ends, text_len) = (&starts[1..], text.len());
-    let stretch = |i: usize| (starts[i], ends.get(i).copied().unwrap_or(text_len));
-    let chunks = starts.len().div_ceil(CHUNK);
+    let bounds = |i: usize| (starts[i], ends.get(i).copied().unwrap_or(text_len));
+    let slots: Vec<OnceLock<Option<Decoded>>> = std::iter::repeat_with(OnceLock::new)
+        .take(starts.len().div_ceil(CHUNK))
+        .collect();
     let (next, failed) = (AtomicUsize::new(0), AtomicBool::new(false));
-    let take = || {
-        let mut done = Vec::new();
+    let decode_chunks = || {
         loop {
             let c = next.fetch_add(1, Ordering::Relaxed);
             // Once a stretch failed the file is parsed whole: stop.
-            if c >= chunks || failed.load(Ordering::Relaxed) {
-                return done;
-            }
+            let Some(slot) = slots.get(c).filter(|_| !failed.load(Ordering::Relaxed)) else {
+                return;
+            };
             let which = c * CHUNK..((c + 1) * CHUNK).min(starts.len());
-            let decoded = decode_phases(source, which, stretch);
+            let decoded = decode_phases(source, which, bounds);
             failed.fetch_or(decoded.is_none(), Ordering::Relaxed);
-            done.push((c, decoded));
+            let _ = slot.set(decoded);
         }
     };
-    let mut done = if starts.len() >= PARALLEL_FROM {
+    if starts.len() >= PARALLEL_FROM {
         std::thread::scope(|scope| {
             // No thread to be had: this one does it all.
-            let helper = std::thread::Builder::new().spawn_scoped(scope, take).ok();
-            let mut done = take();
+            let helper = std::thread::Builder::new()
+                .name("orch-decode".into())
+                .spawn_scoped(scope, decode_chunks)
+                .ok();
+            decode_chunks();
             if let Some(helper) = helper {
                 // A panic in the helper is the same bug as one here.
-                done.extend(
-                    helper
-                        .join()
-                        .unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                );
+                helper
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p));
             }
-            done
-        })
+        });
     } else {
-        take()
-    };
-    if failed.into_inner() {
-        return None;
+        decode_chunks();
     }
-    done.sort_unstable_by_key(|(c, _)| *c);
     let mut phases = Vec::with_capacity(starts.len());
-    for (_, decoded) in done {
-        let decoded = decoded?;
+    for slot in slots {
+        // A slot left empty: a stretch before it failed.
+        let decoded = slot.into_inner().flatten()?;
         phases.extend(decoded.phases);
         d.diags.extend(decoded.diags);
     }
