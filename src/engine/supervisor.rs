@@ -939,6 +939,49 @@ mod tests {
         assert_eq!(r.outcome, Outcome::Succeeded, "{:?}", r.reason);
     }
 
+    /// The attempt's timeout counts from before the copy: time spent
+    /// waiting for another orch's copy is not given again once the CLI
+    /// runs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_timeout_counts_the_wait_for_the_copy_once_the_cli_runs() {
+        use crate::confine::undumpable::ExecOnlyCopy;
+        if crate::confine::undumpable::machine().is_some() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let program = dir.path().join("bin").join("prog");
+        std::fs::create_dir_all(program.parent().unwrap()).unwrap();
+        std::fs::copy(which::which("sleep").unwrap(), &program).unwrap();
+        let root = dir.path().join("cache").join("orch").join("programs");
+        let copy = std::sync::Arc::new(ExecOnlyCopy::plan(&program, None, &root).unwrap());
+        let mut s = spec(dir.path(), "", None);
+        s.invocation.program = copy.path().display().to_string();
+        s.invocation.args = vec!["30".into()];
+        s.invocation.undumpable = Some(std::sync::Arc::clone(&copy));
+        s.timeout = Some(Duration::from_secs(3));
+        // Another orch holds the copies' lock for 2 s of the 3.
+        std::fs::create_dir_all(&root).unwrap();
+        let lock = std::fs::File::create(root.join(".lock")).unwrap();
+        let held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive).unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(2));
+            drop(held);
+        });
+        let t = Instant::now();
+        let (_tx, rx) = watch::channel(Cancel::No);
+        let r = run_attempt(s, Events::discard(), rx).await;
+        release.join().unwrap();
+        assert_eq!(r.outcome, Outcome::TimedOut, "{:?}", r.reason);
+        let reason = r.reason.unwrap_or_default();
+        assert!(!reason.contains("copied"), "it ran: {reason}");
+        // Stopped at 3 s (and its grace), not 3 s after it started at 2.
+        assert!(
+            t.elapsed() < Duration::from_millis(4_500),
+            "{:?}",
+            t.elapsed()
+        );
+    }
+
     #[tokio::test]
     async fn an_agent_that_cannot_be_confined_never_starts() {
         let dir = tempfile::tempdir().unwrap();
