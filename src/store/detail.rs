@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::query::RunInfo;
 use super::record::{AttemptKey, Record};
-use super::status::{RunStatus, Status};
+use super::status::{Outcome, RunStatus, Status};
 use crate::events::{TAIL_LINES, for_each_readable_line};
 
 /// A run with its phases, their attempts and the artifacts.
@@ -235,6 +235,14 @@ impl RunDetail {
                         p.started_ms = *started_ms;
                     }
                     p.ended_ms = Some(*ended_ms);
+                    // An attempt the phase left without an end (its task
+                    // lost to an orch bug) ended with it.
+                    let (status, why) = left_open(*outcome, reason.as_deref());
+                    for a in p.agents.iter_mut().filter(|a| a.status == Status::Running) {
+                        a.status = status.into();
+                        a.reason = Some(why.clone());
+                        a.ended_ms = Some(*ended_ms);
+                    }
                 }
             }
             Record::AttemptStarted {
@@ -521,6 +529,22 @@ impl PhaseDetail {
     }
 }
 
+/// How an attempt still open when its phase ended is recorded: it did
+/// not succeed (it never said so), cancelled with a cancelled phase, and
+/// why.
+pub(crate) fn left_open(phase: Outcome, reason: Option<&str>) -> (Outcome, String) {
+    let status = if phase == Outcome::Cancelled {
+        Outcome::Cancelled
+    } else {
+        Outcome::Failed
+    };
+    let why = match reason {
+        Some(r) => format!("it never ended; its phase ended: {r}"),
+        None => "it never ended; its phase ended".to_string(),
+    };
+    (status, why)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -572,7 +596,11 @@ mod tests {
         v.push(phase_started(id, "lint", 2_000));
         v.push(attempt(id, "lint", "l", 1).finish(Outcome::Failed, 2_001));
         v.push(phase_finished(id, "lint", Outcome::Failed, 1, 2_002));
-        v.push(run_finished(id, RunStatus::Failed, 2_003));
+        // An attempt whose task was lost (an orch bug): no end of its own.
+        v.push(phase_started(id, "lost", 2_003));
+        v.push(attempt(id, "lost", "x", 1).start(2_003));
+        v.push(phase_finished(id, "lost", Outcome::Failed, 1, 2_004));
+        v.push(run_finished(id, RunStatus::Failed, 2_005));
         v
     }
 
@@ -617,6 +645,13 @@ mod tests {
         assert_eq!(live.artifacts.len(), 1);
         assert_eq!(live.artifacts[0].sha256, "bb");
         assert_eq!(live.phases[3].agents[0].started_ms, None);
+        let lost = &live.phases.last().unwrap().agents[0];
+        assert_eq!(lost.status, Status::Failed);
+        assert_eq!(lost.ended_ms, Some(2_004));
+        assert_eq!(
+            lost.reason.as_deref(),
+            Some("it never ended; its phase ended: it failed")
+        );
 
         let w = store.writer();
         send_all(&w, second.clone());

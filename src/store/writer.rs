@@ -840,6 +840,14 @@ fn apply(tx: &Connection, ids: &mut AttemptIds, record: &Record) -> Result<(), F
                 reason,
                 started_ms
             ])?;
+            // As `RunDetail::apply` folds it: an attempt left open ended
+            // with its phase.
+            let (status, why) = super::detail::left_open(*outcome, reason.as_deref());
+            tx.prepare_cached(
+                "UPDATE attempts SET outcome = ?3, reason = ?4, ended_ms = ?5
+                 WHERE run_id = ?1 AND phase = ?2 AND outcome = 'running'",
+            )?
+            .execute(params![run_id, phase, status.as_str(), why, ended_ms])?;
         }
         Record::AttemptStarted {
             run_id,
