@@ -235,10 +235,17 @@ impl RunDetail {
                         p.started_ms = *started_ms;
                     }
                     p.ended_ms = Some(*ended_ms);
-                    // An attempt the phase left without an end (its task
-                    // lost to an orch bug) ended with it.
+                    // An attempt this run of the phase left without an
+                    // end (its task lost to an orch bug) ended with it;
+                    // not one from before the phase started again (a
+                    // resumed run's, which an import may yet end).
                     let (status, why) = left_open(*outcome, reason.as_deref());
-                    for a in p.agents.iter_mut().filter(|a| a.status == Status::Running) {
+                    let since = p.started_ms;
+                    let open = |a: &&mut AttemptDetail| {
+                        a.status == Status::Running
+                            && since.is_some_and(|s| a.started_ms.is_some_and(|t| t >= s))
+                    };
+                    for a in p.agents.iter_mut().filter(open) {
                         a.status = status.into();
                         a.reason = Some(why.clone());
                         a.ended_ms = Some(*ended_ms);
@@ -597,10 +604,14 @@ mod tests {
         v.push(attempt(id, "lint", "l", 1).finish(Outcome::Failed, 2_001));
         v.push(phase_finished(id, "lint", Outcome::Failed, 1, 2_002));
         // An attempt whose task was lost (an orch bug): no end of its own.
+        // One from before the phase started again (imported from a run
+        // cut off elsewhere) is not this run's to end.
         v.push(phase_started(id, "lost", 2_003));
-        v.push(attempt(id, "lost", "x", 1).start(2_003));
-        v.push(phase_finished(id, "lost", Outcome::Failed, 1, 2_004));
-        v.push(run_finished(id, RunStatus::Failed, 2_005));
+        v.push(attempt(id, "lost", "y", 1).start(2_003));
+        v.push(phase_started(id, "lost", 2_004));
+        v.push(attempt(id, "lost", "x", 1).start(2_004));
+        v.push(phase_finished(id, "lost", Outcome::Failed, 1, 2_005));
+        v.push(run_finished(id, RunStatus::Failed, 2_006));
         v
     }
 
@@ -645,11 +656,18 @@ mod tests {
         assert_eq!(live.artifacts.len(), 1);
         assert_eq!(live.artifacts[0].sha256, "bb");
         assert_eq!(live.phases[3].agents[0].started_ms, None);
-        let lost = &live.phases.last().unwrap().agents[0];
-        assert_eq!(lost.status, Status::Failed);
-        assert_eq!(lost.ended_ms, Some(2_004));
+        let lost = &live.phases.last().unwrap().agents;
         assert_eq!(
-            lost.reason.as_deref(),
+            (lost[0].agent.as_str(), lost[0].status),
+            ("y", Status::Running)
+        );
+        assert_eq!(
+            (lost[1].agent.as_str(), lost[1].status),
+            ("x", Status::Failed)
+        );
+        assert_eq!(lost[1].ended_ms, Some(2_005));
+        assert_eq!(
+            lost[1].reason.as_deref(),
             Some("it never ended; its phase ended: it failed")
         );
 

@@ -840,12 +840,14 @@ fn apply(tx: &Connection, ids: &mut AttemptIds, record: &Record) -> Result<(), F
                 reason,
                 started_ms
             ])?;
-            // As `RunDetail::apply` folds it: an attempt left open ended
-            // with its phase.
+            // As `RunDetail::apply` folds it: an attempt this run of the
+            // phase left open ended with it.
             let (status, why) = super::detail::left_open(*outcome, reason.as_deref());
             tx.prepare_cached(
                 "UPDATE attempts SET outcome = ?3, reason = ?4, ended_ms = ?5
-                 WHERE run_id = ?1 AND phase = ?2 AND outcome = 'running'",
+                 WHERE run_id = ?1 AND phase = ?2 AND outcome = 'running'
+                   AND started_ms >= (SELECT started_ms FROM phases
+                                      WHERE run_id = ?1 AND phase = ?2)",
             )?
             .execute(params![run_id, phase, status.as_str(), why, ended_ms])?;
         }
