@@ -883,18 +883,30 @@ mod tests {
         }
     }
 
+    /// The undumpable copy of a program `prog` (a copy of the system's
+    /// `of`) planned in a cache in `dir`, and the copies' folder.
+    fn planned_copy(
+        dir: &std::path::Path,
+        of: &str,
+    ) -> (
+        std::sync::Arc<crate::confine::undumpable::ExecOnlyCopy>,
+        std::path::PathBuf,
+    ) {
+        let program = dir.join("bin").join("prog");
+        std::fs::create_dir_all(program.parent().unwrap()).unwrap();
+        std::fs::copy(which::which(of).unwrap(), &program).unwrap();
+        let root = dir.join("cache").join("orch").join("programs");
+        let copy = crate::confine::undumpable::ExecOnlyCopy::plan(&program, None, &root).unwrap();
+        (std::sync::Arc::new(copy), root)
+    }
+
     /// The copy of a CLI's program (and the wait for another orch's) is
     /// part of the attempt: its timeout counts it and a cancel ends it,
     /// where it had held the attempt up to the lock's two minutes.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_wait_for_a_program_copy_counts_in_the_timeout_and_ends_on_cancel() {
-        use crate::confine::undumpable::ExecOnlyCopy;
         let dir = tempfile::tempdir().unwrap();
-        let program = dir.path().join("bin").join("prog");
-        std::fs::create_dir_all(program.parent().unwrap()).unwrap();
-        std::fs::copy(which::which("true").unwrap(), &program).unwrap();
-        let root = dir.path().join("cache").join("orch").join("programs");
-        let copy = std::sync::Arc::new(ExecOnlyCopy::plan(&program, None, &root).unwrap());
+        let (copy, root) = planned_copy(dir.path(), "true");
         let with_copy = |timeout: Duration| {
             let mut s = spec(dir.path(), "", None);
             s.invocation.program = copy.path().display().to_string();
@@ -944,16 +956,11 @@ mod tests {
     /// runs.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_timeout_counts_the_wait_for_the_copy_once_the_cli_runs() {
-        use crate::confine::undumpable::ExecOnlyCopy;
         if crate::confine::undumpable::machine().is_some() {
             return;
         }
         let dir = tempfile::tempdir().unwrap();
-        let program = dir.path().join("bin").join("prog");
-        std::fs::create_dir_all(program.parent().unwrap()).unwrap();
-        std::fs::copy(which::which("sleep").unwrap(), &program).unwrap();
-        let root = dir.path().join("cache").join("orch").join("programs");
-        let copy = std::sync::Arc::new(ExecOnlyCopy::plan(&program, None, &root).unwrap());
+        let (copy, root) = planned_copy(dir.path(), "sleep");
         let mut s = spec(dir.path(), "", None);
         s.invocation.program = copy.path().display().to_string();
         s.invocation.args = vec!["30".into()];
