@@ -691,12 +691,19 @@ mod tests {
         (program, package)
     }
 
+    /// [`install`] in `dir`, and the copy of its program planned in a
+    /// cache there: the program, the package, the copies' folder, the plan.
+    fn planned(dir: &Path) -> (PathBuf, PathBuf, PathBuf, ExecOnlyCopy) {
+        let (program, package) = install(&dir.join("pkg"));
+        let root = dir.join("cache");
+        let copy = ExecOnlyCopy::plan(&program, Some(&package), &root).unwrap();
+        (program, package, root, copy)
+    }
+
     #[test]
     fn the_copy_runs_cannot_be_read_and_sits_beside_links_to_its_neighbours() {
         let dir = tempfile::tempdir().unwrap();
-        let (program, package) = install(&dir.path().join("pkg"));
-        let root = dir.path().join("cache");
-        let copy = ExecOnlyCopy::plan(&program, Some(&package), &root).unwrap();
+        let (program, _, root, copy) = planned(dir.path());
         assert!(copy.path().ends_with("bin/codex"));
         assert!(copy.path().starts_with(copy.folder()));
         copy.make().unwrap();
@@ -740,9 +747,7 @@ mod tests {
     #[test]
     fn a_changed_program_gets_a_new_copy_and_an_old_unused_one_goes() {
         let dir = tempfile::tempdir().unwrap();
-        let (program, package) = install(&dir.path().join("pkg"));
-        let root = dir.path().join("cache");
-        let old = ExecOnlyCopy::plan(&program, Some(&package), &root).unwrap();
+        let (program, package, root, old) = planned(dir.path());
         old.make().unwrap();
         // Another program's copy stays.
         let (other, other_package) = install(&dir.path().join("other"));
@@ -774,9 +779,7 @@ mod tests {
     #[test]
     fn a_copy_not_as_planned_is_made_again_and_a_changed_program_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let (program, package) = install(&dir.path().join("pkg"));
-        let root = dir.path().join("cache");
-        let copy = ExecOnlyCopy::plan(&program, Some(&package), &root).unwrap();
+        let (program, package, _, copy) = planned(dir.path());
         copy.make().unwrap();
         // Made readable (an agent's `chmod`): not taken as made, and its
         // mode put back in place (the same file: the kernel's rules on
@@ -851,9 +854,7 @@ mod tests {
     #[test]
     fn modes_changed_on_the_copy_and_its_folders_are_put_back_in_place() {
         let dir = tempfile::tempdir().unwrap();
-        let (program, package) = install(&dir.path().join("pkg"));
-        let root = dir.path().join("cache");
-        let copy = ExecOnlyCopy::plan(&program, Some(&package), &root).unwrap();
+        let (program, _, root, copy) = planned(dir.path());
         copy.make().unwrap();
         let bin = copy.folder().join("bin");
         let inodes = |c: &ExecOnlyCopy| {
